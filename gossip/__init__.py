@@ -1,0 +1,56 @@
+"""Continuized gossip: the pure core shared by the live node, the coordinator and the simulator.
+
+The core modules never read the clock, never touch the network or the disk, and never use a
+global random generator: time and ``rng`` come in as arguments. The live node and the simulator
+call the same functions, so they cannot drift apart.
+
+* :mod:`gossip.topology` -- topology specs, checks and edge probabilities
+* :mod:`gossip.spectral` -- mu_gossip, R_eff, R_max, theta_RG, theta_ARG
+* :mod:`gossip.params` -- algorithm parameters (eta, c, theta), with the corrected mixing rate
+* :mod:`gossip.mixing` -- closed-form mixing over any interval
+* :mod:`gossip.jumps` -- RG/ARG jumps as antisymmetric flows, and their late application
+
+The command line (:mod:`gossip.cli`) and file writers live at the edges of the package.
+"""
+
+from gossip.errors import (
+    ConfigError,
+    GossipError,
+    LocalError,
+    ProtocolError,
+    RemoteError,
+    TopologyError,
+    TransportError,
+)
+from gossip.jumps import Flow, apply_flow, edge_flow, jump, late_flow
+from gossip.mixing import decay, mix
+from gossip.params import Algorithm, GossipParams, gossip_params, parse_algorithm
+from gossip.spectral import GraphQuantities, graph_quantities, laplacian
+from gossip.topology import Topology, parse_topology, topology_from_graph
+
+__all__ = [
+    "Algorithm",
+    "ConfigError",
+    "Flow",
+    "GossipError",
+    "GossipParams",
+    "GraphQuantities",
+    "LocalError",
+    "ProtocolError",
+    "RemoteError",
+    "Topology",
+    "TopologyError",
+    "TransportError",
+    "apply_flow",
+    "decay",
+    "edge_flow",
+    "gossip_params",
+    "graph_quantities",
+    "jump",
+    "laplacian",
+    "late_flow",
+    "mix",
+    "parse_algorithm",
+    "parse_topology",
+    "topology_from_graph",
+]

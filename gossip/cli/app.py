@@ -1,0 +1,18 @@
+"""Entry point of the ``gossip`` console script."""
+
+from __future__ import annotations
+
+# Importing the command modules registers their commands on the apps.
+from gossip.cli import graph_cmd  # noqa: F401
+from gossip.cli._app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Run the ``gossip`` command line."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

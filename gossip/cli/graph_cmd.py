@@ -1,0 +1,47 @@
+"""``gossip graph info``: the graph quantities of a topology."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from gossip.cli._app import graph_app
+from gossip.cli._errors import reported_errors
+
+__all__ = ["info"]
+
+
+@graph_app.command()
+def info(
+    graph: Annotated[str, typer.Argument(help="Topology spec, e.g. line:30, grid:15x15, er:50:0.2:1.")],
+    weighted: Annotated[
+        bool, typer.Option(help="Edge probabilities proportional to edge weights (file:...).")
+    ] = False,
+    method: Annotated[
+        str, typer.Option(help="auto (dense up to 1500 nodes), dense, or sparse.")
+    ] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Print n, |E|, mu_gossip, R_max, theta_RG and theta_ARG of a topology."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from gossip.errors import ConfigError
+    from gossip.spectral import graph_quantities
+    from gossip.topology import parse_topology
+
+    with reported_errors():
+        if method not in ("auto", "dense", "sparse"):
+            raise ConfigError(f"--method must be auto, dense or sparse, got {method!r}")
+        topo = parse_topology(graph, weighted=weighted)
+        q = graph_quantities(topo, method=method)  # type: ignore[arg-type]
+    summary = {"graph": graph, **q.as_dict()}
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    table = Table(title=f"graph {graph}", show_header=False)
+    for key, value in summary.items():
+        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
+    Console().print(table)
