@@ -65,9 +65,9 @@ def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float) -> Flow:
     return Flow(0.5 * gap, c * gap)
 
 
-def apply_flow(x: ArrayLike, z: ArrayLike, flow: Flow, sign: float = 1.0) -> tuple[
-    FloatArray, FloatArray
-]:
+def apply_flow(
+    x: ArrayLike, z: ArrayLike, flow: Flow, sign: float = 1.0
+) -> tuple[FloatArray, FloatArray]:
     """Return ``(x + sign dx, z + sign dz)``: one end's side of a jump (``sign=-1`` for w)."""
     return (
         np.asarray(x, dtype=np.float64) + sign * flow.dx,

@@ -43,9 +43,7 @@ def decay(eta: float, tau: ArrayLike) -> FloatArray:
     return np.exp(-2.0 * eta * np.asarray(tau, dtype=np.float64))
 
 
-def mix(
-    x: ArrayLike, z: ArrayLike, eta: float, tau: ArrayLike
-) -> tuple[FloatArray, FloatArray]:
+def mix(x: ArrayLike, z: ArrayLike, eta: float, tau: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Integrate the mixing ODE exactly over ``tau`` and return the new ``(x, z)``.
 
     ``x`` and ``z`` may be scalars, vectors (one node's d-dimensional value) or whole arrays of

@@ -144,7 +144,9 @@ def _sparse(topology: Topology) -> tuple[float, NDArray[np.float64]]:
     # u and v is then the quadratic form of the grounded inverse on e_u - e_v (e_0 := 0).
     grounded = scipy.sparse.csc_array(scaled[1:, 1:])
     lu = scipy.sparse.linalg.splu(
-        grounded, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+        grounded,
+        permc_spec="MMD_AT_PLUS_A",
+        diag_pivot_thresh=0.0,
         options={"SymmetricMode": True},
     )
     u, v = topology.edges[:, 0], topology.edges[:, 1]

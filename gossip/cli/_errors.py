@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -12,9 +11,6 @@ from rich.console import Console
 from gossip.errors import GossipError
 
 __all__ = ["fail", "reported_errors"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 _stderr = Console(stderr=True)
 

@@ -15,7 +15,9 @@ __all__ = ["info"]
 
 @graph_app.command()
 def info(
-    graph: Annotated[str, typer.Argument(help="Topology spec, e.g. line:30, grid:15x15, er:50:0.2:1.")],
+    graph: Annotated[
+        str, typer.Argument(help="Topology spec, e.g. line:30, grid:15x15, er:50:0.2:1.")
+    ],
     weighted: Annotated[
         bool, typer.Option(help="Edge probabilities proportional to edge weights (file:...).")
     ] = False,
