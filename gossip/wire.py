@@ -1,0 +1,419 @@
+"""Wire messages: the one module that builds and parses frames.
+
+Every frame is a msgpack map with a protocol version ``v`` (:data:`VERSION`), a ``type`` tag and
+the message's fields. Messages are frozen dataclasses; :func:`encode` turns one into bytes and
+:func:`decode` turns bytes back into a message after checking every field, so that nothing a peer
+sends can reach the node's state unchecked.
+
+Validation rules (each violation raises :class:`~gossip.errors.ProtocolError` naming the field):
+
+* the frame is a msgpack map of at most :data:`MAX_FRAME` bytes;
+* ``v`` equals :data:`VERSION` and ``type`` is one of :data:`MESSAGE_TYPES`;
+* every field of the type is present and no other field is;
+* integers are ints (not bools) and ``>= 0``; floats are finite numbers (ints are accepted and
+  converted); vectors are non-empty lists of finite numbers of at most :data:`MAX_DIM` entries;
+  strings are strings.
+
+Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
+
+* :class:`Request`  -- the initiator's ``(x, z)`` at its time ``t``, for exchange ``(edge, seq)``
+* :class:`Reply`    -- the server's time ``t`` of the exchange and the flow ``(dx, dz)`` into the
+  initiator (the server applied ``-(dx, dz)`` at that same ``t``)
+* :class:`Nack`     -- the server did not and never will apply exchange ``(edge, seq)``
+* :class:`LedgerRequest` / :class:`LedgerReply` -- a neighbour's cumulative flow on an edge
+
+Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
+:class:`Neighbor` entries) and :class:`RegisterError`.
+
+Examples
+--------
+>>> msg = Request(src=1, edge=0, seq=7, ack=6, t=2.5, x=(1.0,), z=(0.5,))
+>>> decode(encode(msg)) == msg
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeAlias
+
+import msgpack
+
+from gossip.errors import ProtocolError
+
+__all__ = [
+    "MAX_DIM",
+    "MAX_FRAME",
+    "MESSAGE_TYPES",
+    "VERSION",
+    "Bootstrap",
+    "LedgerReply",
+    "LedgerRequest",
+    "Message",
+    "Nack",
+    "Neighbor",
+    "Register",
+    "RegisterError",
+    "Reply",
+    "Request",
+    "decode",
+    "encode",
+]
+
+VERSION = 1
+"""The protocol version carried in every frame's ``v`` field."""
+
+MAX_FRAME = 1 << 20
+"""Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""
+
+MAX_DIM = 1 << 14
+"""Largest vector accepted (values, flows)."""
+
+Floats: TypeAlias = tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Initiator -> server: please run exchange ``(edge, seq)`` with my values ``(x, z)`` at ``t``.
+
+    ``ack`` is the initiator's watermark on this edge: every exchange with a sequence number
+    ``<= ack`` is resolved on its side, so the server may forget their cached answers.
+    """
+
+    TYPE: ClassVar[str] = "request"
+    src: int
+    edge: int
+    seq: int
+    ack: int
+    t: float
+    x: Floats
+    z: Floats
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Server -> initiator: exchange ``(edge, seq)`` happened at the server's time ``t``.
+
+    ``(dx, dz)`` flows into the initiator; the server has applied ``(-dx, -dz)`` at ``t``.
+    """
+
+    TYPE: ClassVar[str] = "reply"
+    src: int
+    edge: int
+    seq: int
+    t: float
+    dx: Floats
+    dz: Floats
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    """Server -> initiator: exchange ``(edge, seq)`` was not applied and never will be."""
+
+    TYPE: ClassVar[str] = "nack"
+    src: int
+    edge: int
+    seq: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRequest:
+    """Node -> neighbour: send me your cumulative flow on ``edge``."""
+
+    TYPE: ClassVar[str] = "ledger_request"
+    src: int
+    edge: int
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerReply:
+    """Neighbour -> node: my cumulative flow ``(fx, fz)`` on ``edge``, mixed to my time ``t``."""
+
+    TYPE: ClassVar[str] = "ledger_reply"
+    src: int
+    edge: int
+    t: float
+    fx: Floats
+    fz: Floats
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    """Node -> coordinator: I am ``name``, reachable at ``address``; optionally my own value."""
+
+    TYPE: ClassVar[str] = "register"
+    name: str
+    address: str
+    value: Floats | None
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbor:
+    """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e."""
+
+    peer_id: int
+    address: str
+    edge_index: int
+    prob: float
+
+
+@dataclass(frozen=True, slots=True)
+class Bootstrap:
+    """Coordinator -> node: everything a node needs to gossip (contract C2).
+
+    ``epoch`` is a Unix time in seconds and ``rate`` the network-wide activations per second:
+    the node's time is ``t = rate * (now - epoch)``. ``broker`` is ``mqtt://host:port`` or ``""``.
+    """
+
+    TYPE: ClassVar[str] = "bootstrap"
+    node_id: int
+    cluster: str
+    algorithm: str
+    eta: float
+    c: float
+    theta: float
+    epoch: float
+    rate: float
+    neighbors: tuple[Neighbor, ...]
+    initial_value: Floats
+    broker: str
+    metrics_period: float
+    dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterError:
+    """Coordinator -> node: the registration was refused, and why."""
+
+    TYPE: ClassVar[str] = "register_error"
+    reason: str
+
+
+Message: TypeAlias = (
+    Request | Reply | Nack | LedgerRequest | LedgerReply | Register | Bootstrap | RegisterError
+)
+
+_CLASSES: tuple[type[Any], ...] = (
+    Request,
+    Reply,
+    Nack,
+    LedgerRequest,
+    LedgerReply,
+    Register,
+    Bootstrap,
+    RegisterError,
+)
+MESSAGE_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in _CLASSES)
+"""The valid values of the ``type`` field."""
+
+
+# --- encoding ------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Neighbor):
+        return [value.peer_id, value.address, value.edge_index, value.prob]
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def encode(message: Message) -> bytes:
+    """Return the msgpack frame of ``message`` (fields plus ``v`` and ``type``).
+
+    Encoding does not validate: the receiver does (see :func:`decode`).
+    """
+    body: dict[str, Any] = {"v": VERSION, "type": message.TYPE}
+    for f in fields(message):
+        body[f.name] = _plain(getattr(message, f.name))
+    return msgpack.packb(body, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+# --- decoding and validation ---------------------------------------------------------------
+
+Checker: TypeAlias = Callable[[str, Any], Any]
+
+
+def _int(name: str, value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ProtocolError(f"field {name!r} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _float(name: str, value: Any) -> float:
+    if type(value) not in (float, int):
+        raise ProtocolError(f"field {name!r} must be a number, got {type(value).__name__}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ProtocolError(f"field {name!r} must be finite, got {out!r}")
+    return out
+
+
+def _str(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ProtocolError(f"field {name!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _floats(name: str, value: Any) -> Floats:
+    if not isinstance(value, list) or not value or len(value) > MAX_DIM:
+        raise ProtocolError(
+            f"field {name!r} must be a list of 1 to {MAX_DIM} finite numbers, got "
+            f"{type(value).__name__}{'' if not isinstance(value, list) else f' of {len(value)}'}"
+        )
+    out = []
+    for i, item in enumerate(value):
+        if type(item) not in (float, int):
+            raise ProtocolError(f"field {name!r}[{i}] must be a number, got {type(item).__name__}")
+        f = float(item)
+        if not math.isfinite(f):
+            raise ProtocolError(f"field {name!r}[{i}] must be finite, got {f!r}")
+        out.append(f)
+    return tuple(out)
+
+
+def _optional_floats(name: str, value: Any) -> Floats | None:
+    return None if value is None else _floats(name, value)
+
+
+def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
+    if not isinstance(value, list):
+        raise ProtocolError(f"field {name!r} must be a list, got {type(value).__name__}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, list) or len(item) != 4:
+            raise ProtocolError(
+                f"field {where!r} must be [peer_id, address, edge_index, prob], got {item!r}"
+            )
+        prob = _float(f"{where}.prob", item[3])
+        if not 0.0 < prob <= 1.0:
+            raise ProtocolError(f"field {where + '.prob'!r} must be in (0, 1], got {prob!r}")
+        out.append(
+            Neighbor(
+                _int(f"{where}.peer_id", item[0]),
+                _str(f"{where}.address", item[1]),
+                _int(f"{where}.edge_index", item[2]),
+                prob,
+            )
+        )
+    return tuple(out)
+
+
+def _positive(name: str, value: Any) -> float:
+    out = _float(name, value)
+    if out <= 0:
+        raise ProtocolError(f"field {name!r} must be > 0, got {out!r}")
+    return out
+
+
+# The schema of every message, as data: field name -> checker. Field order follows the class.
+_SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
+    Request.TYPE: (
+        Request,
+        {
+            "src": _int,
+            "edge": _int,
+            "seq": _int,
+            "ack": _int,
+            "t": _float,
+            "x": _floats,
+            "z": _floats,
+        },
+    ),
+    Reply.TYPE: (
+        Reply,
+        {"src": _int, "edge": _int, "seq": _int, "t": _float, "dx": _floats, "dz": _floats},
+    ),
+    Nack.TYPE: (Nack, {"src": _int, "edge": _int, "seq": _int, "reason": _str}),
+    LedgerRequest.TYPE: (LedgerRequest, {"src": _int, "edge": _int}),
+    LedgerReply.TYPE: (
+        LedgerReply,
+        {"src": _int, "edge": _int, "t": _float, "fx": _floats, "fz": _floats},
+    ),
+    Register.TYPE: (
+        Register,
+        {"name": _str, "address": _str, "value": _optional_floats, "pid": _int},
+    ),
+    Bootstrap.TYPE: (
+        Bootstrap,
+        {
+            "node_id": _int,
+            "cluster": _str,
+            "algorithm": _str,
+            "eta": _float,
+            "c": _float,
+            "theta": _float,
+            "epoch": _float,
+            "rate": _positive,
+            "neighbors": _neighbors,
+            "initial_value": _floats,
+            "broker": _str,
+            "metrics_period": _positive,
+            "dim": _int,
+        },
+    ),
+    RegisterError.TYPE: (RegisterError, {"reason": _str}),
+}
+
+# Vectors that must have the same length within one message.
+_SAME_LENGTH: dict[str, tuple[str, str]] = {
+    Request.TYPE: ("x", "z"),
+    Reply.TYPE: ("dx", "dz"),
+    LedgerReply.TYPE: ("fx", "fz"),
+}
+
+
+def decode(frame: bytes) -> Message:
+    """Parse and validate one frame, and return its message.
+
+    Raises
+    ------
+    ProtocolError
+        The frame is not msgpack, not a map, too large, of another version, of an unknown type,
+        or one of its fields is missing, unexpected, of the wrong type or not finite. The message
+        names the field and what would have been valid.
+    """
+    if len(frame) > MAX_FRAME:
+        raise ProtocolError(f"frame of {len(frame)} bytes exceeds the limit of {MAX_FRAME}")
+    try:
+        body = msgpack.unpackb(frame, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # msgpack raises many unrelated types on garbage
+        raise ProtocolError(f"frame is not valid msgpack ({type(exc).__name__}: {exc})") from None
+    if not isinstance(body, dict):
+        raise ProtocolError(f"frame must be a msgpack map, got {type(body).__name__}")
+    version = body.pop("v", None)
+    if version != VERSION or type(version) is not int:
+        raise ProtocolError(f"field 'v' must be {VERSION} (protocol version), got {version!r}")
+    kind = body.pop("type", None)
+    schema = _SCHEMAS.get(kind) if isinstance(kind, str) else None
+    if schema is None:
+        raise ProtocolError(f"field 'type' must be one of {', '.join(MESSAGE_TYPES)}, got {kind!r}")
+    cls, checkers = schema
+    missing = [name for name in checkers if name not in body]
+    if missing:
+        raise ProtocolError(f"{kind} message is missing field(s) {', '.join(map(repr, missing))}")
+    extra = sorted(str(name) for name in body if name not in checkers)
+    if extra:
+        raise ProtocolError(
+            f"{kind} message has unexpected field(s) {', '.join(map(repr, extra))}; valid: "
+            f"{', '.join(checkers)}"
+        )
+    values = {name: check(name, body[name]) for name, check in checkers.items()}
+    pair = _SAME_LENGTH.get(kind)
+    if pair is not None and len(values[pair[0]]) != len(values[pair[1]]):
+        raise ProtocolError(
+            f"field {pair[1]!r} has {len(values[pair[1]])} components but {pair[0]!r} has "
+            f"{len(values[pair[0]])}; they must match"
+        )
+    if kind == Bootstrap.TYPE and len(values["initial_value"]) != values["dim"]:
+        raise ProtocolError(
+            f"field 'initial_value' has {len(values['initial_value'])} components but 'dim' is "
+            f"{values['dim']}"
+        )
+    message: Message = cls(**values)
+    return message
