@@ -1,0 +1,129 @@
+"""Child processes that never outlive their parent: spawn, watch, and stop them for sure.
+
+Every child is started in its own session (so its own process group): a Ctrl-C typed at the
+terminal reaches only the parent, which then stops the children in order, rather than every
+process at once. On Linux each child also asks the kernel to send it SIGTERM when its parent
+dies (``PR_SET_PDEATHSIG``), so even a parent killed with SIGKILL leaves no orphans behind.
+
+Stopping is "terminate, then kill": SIGTERM to the child's process group, a grace period, then
+SIGKILL to the group, then a wait that reaps the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+__all__ = ["free_port", "spawn", "stop_all", "stop_process"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port that is free on ``host`` right now (the OS picks it).
+
+    Another process may take it before the caller binds it; callers retry on a bind failure.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+async def spawn(
+    argv: Sequence[str],
+    *,
+    log: Path | IO[bytes] | None = None,
+    env: dict[str, str] | None = None,
+    stdout_pipe: bool = False,
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` as a child in its own session that dies with this process.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        Program and arguments.
+    log : path or binary file, optional
+        Where the child's stderr (and stdout, unless ``stdout_pipe``) go; default: discarded.
+    env : dict, optional
+        Environment of the child (default: inherited).
+    stdout_pipe : bool
+        Give the child's stdout to the caller as ``process.stdout``.
+    """
+    opened: IO[bytes] | None = None
+    if isinstance(log, Path):
+        opened = log.open("ab")
+        sink: IO[bytes] | int = opened
+    elif log is None:
+        sink = asyncio.subprocess.DEVNULL
+    else:
+        sink = log
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE if stdout_pipe else sink,
+            stderr=sink,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    finally:
+        if opened is not None:
+            opened.close()  # the child holds its own copy of the descriptor
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    # The child leads its own process group (start_new_session), so its pid is the group id;
+    # signalling the group also reaches anything the child started.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+async def stop_process(proc: asyncio.subprocess.Process, grace: float = 5.0) -> int | None:
+    """Stop ``proc``: SIGTERM to its group, wait up to ``grace`` seconds, then SIGKILL.
+
+    Returns the exit code (negative for a signal), or ``None`` if it could not be reaped.
+    """
+    if proc.returncode is None:
+        _signal_group(proc, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), timeout=grace)
+    # Kill whatever is left of the group even if the leader is gone: grandchildren may remain.
+    _signal_group(proc, signal.SIGKILL)
+    if proc.returncode is None:
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=grace)
+        except TimeoutError:
+            return None
+    return proc.returncode
+
+
+async def stop_all(procs: Sequence[asyncio.subprocess.Process], grace: float = 5.0) -> None:
+    """Stop every process in ``procs`` at once (SIGTERM all, then SIGKILL the stragglers).
+
+    Shielded from cancellation so that a Ctrl-C arriving during shutdown cannot leave children
+    behind.
+    """
+    if not procs:
+        return
+    stopping = asyncio.gather(*(stop_process(p, grace) for p in procs), return_exceptions=True)
+    try:
+        await asyncio.shield(stopping)
+    except asyncio.CancelledError:
+        await stopping  # finish the job, then let the cancellation through
+        raise
