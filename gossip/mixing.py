@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["decay", "mix"]
+__all__ = ["decay", "mix", "mix_convex"]
 
 FloatArray = NDArray[np.float64]
 
@@ -75,3 +75,50 @@ def mix(x: ArrayLike, z: ArrayLike, eta: float, tau: ArrayLike) -> tuple[FloatAr
     half_sum = 0.5 * (x_arr + z_arr)
     half_diff = 0.5 * (x_arr - z_arr) * decay(eta, tau)
     return half_sum + half_diff, half_sum - half_diff
+
+
+def mix_convex(
+    x: ArrayLike, z: ArrayLike, t_from: ArrayLike, t_to: ArrayLike
+) -> tuple[FloatArray, FloatArray]:
+    """Integrate the convex-case mixing ODE of continuized Nesterov exactly from t_from to t_to.
+
+    In the convex case (SPEC section 7) the mixing rate decays with time and only ``x`` moves::
+
+        dx = (2 / t) (z - x) dt,    dz = 0.
+
+    The ODE is time-inhomogeneous, so the flow depends on both ends of the interval, not only
+    on its length. Its exact solution is::
+
+        x(t_to) = z + (t_from / t_to)^2 (x - z),    z(t_to) = z,
+
+    i.e. ``x`` moves towards ``z`` by ``tau = 1 - (t_from / t_to)^2``, the weight ``tau_k`` of the
+    discrete recursion. Times are in units of t (expected number of gradient steps), with
+    ``0 <= t_from <= t_to``; from ``t_from = 0`` the pair is fully mixed (``x = z``), and an
+    empty interval (``t_to == t_from``, including ``0 -> 0``) leaves it unchanged.
+
+    Parameters
+    ----------
+    x, z : array_like
+        Values at time ``t_from``.
+    t_from, t_to : array_like
+        Start and end times of the interval(s), in units of t; broadcast against ``x``.
+
+    Returns
+    -------
+    (x, z) : tuple of ndarray
+        Values at time ``t_to``.
+
+    Examples
+    --------
+    >>> x, z = mix_convex(1.0, 0.0, t_from=1.0, t_to=2.0)
+    >>> float(x), float(z)
+    (0.25, 0.0)
+    """
+    x_arr = np.asarray(x, dtype=np.float64)
+    z_arr = np.asarray(z, dtype=np.float64)
+    start = np.asarray(t_from, dtype=np.float64)
+    end = np.asarray(t_to, dtype=np.float64)
+    # An empty interval (0 -> 0 included) must be the identity, not 0 / 0.
+    ratio = np.divide(start, end, out=np.ones(np.broadcast(start, end).shape), where=end != start)
+    kept = ratio * ratio
+    return z_arr + kept * (x_arr - z_arr), z_arr + np.zeros_like(kept)
