@@ -1,0 +1,140 @@
+"""Activation times and edges of independent runs, laid out for a lock-step sweep over runs.
+
+Theory of operation
+-------------------
+In one run, edge e fires at the times of a Poisson process of rate ``P_e``; equivalently the
+network fires at rate 1 and each activation picks edge e with probability ``P_e``. On an interval
+of length ``s`` that is: a ``Poisson(s)`` number of activations, at independent uniform times
+(sorted), each on an independent edge drawn from ``P``. This is exact, not a time step.
+
+Every run has its own generator, derived from ``SeedSequence(seed, spawn_key=(run,))``, and draws
+its activations window by window, the windows being the fixed intervals
+``[k CHUNK_T, (k + 1) CHUNK_T)``. So a run's trajectory depends only on ``(seed, run)``: not on the
+time grid, on how many runs there are, on how they are split into blocks, or on how many worker
+processes sweep them.
+
+The simulator sweeps a block of runs in lock step: row ``k`` of a :class:`Chunk` holds one
+activation per run. Runs are at different times, and a grid interval holds a different number of
+activations in each run, so the rows of interval i are padded up to the largest count with
+*idle* activations on a dummy edge (index ``n_edges``) that joins a dummy node to itself: its flow
+is exactly zero, so padding changes nothing, and every row is the same branch-free work.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["CHUNK_T", "Chunk", "chunk_bounds", "draw_chunk", "run_generator", "windows"]
+
+CHUNK_T = 1024.0
+"""Target span of a chunk, in units of t (about that many activations per run)."""
+
+
+def run_generator(seed: int, run: int) -> np.random.Generator:
+    """Return the generator of run ``run``: the run-th child of ``SeedSequence(seed)``."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(run,)))
+
+
+def windows(t_end: float) -> NDArray[np.float64]:
+    """Return the multiples of CHUNK_T in ``(0, t_end)``: the window ends a sweep must visit."""
+    return np.arange(1, math.ceil(t_end / CHUNK_T), dtype=np.float64) * CHUNK_T
+
+
+def chunk_bounds(sweep: NDArray[np.float64]) -> list[tuple[int, int, float]]:
+    """Group sweep points by window: ``[(i0, i1, window_start), ...]``.
+
+    Window k is ``(k CHUNK_T, (k + 1) CHUNK_T]`` (t = 0 belongs to window 0). ``sweep`` must
+    contain every window end below its last point (see :func:`windows`), so that every grid
+    interval lies inside one window.
+    """
+    index = np.maximum(np.ceil(sweep / CHUNK_T) - 1, 0).astype(np.int64)
+    bounds: list[tuple[int, int, float]] = []
+    i0 = 0
+    for i in range(1, len(sweep) + 1):
+        if i == len(sweep) or index[i] != index[i0]:
+            bounds.append((i0, i, float(index[i0]) * CHUNK_T))
+            i0 = i
+    return bounds
+
+
+@dataclass(frozen=True, eq=False)
+class Chunk:
+    """Padded activations of a block of runs over consecutive grid intervals.
+
+    Attributes
+    ----------
+    times : ndarray (rows, runs), float64
+        Activation times (t); idle rows hold their interval's end time.
+    edges : ndarray (rows, runs), int64
+        Edge indices; ``n_edges`` marks an idle activation.
+    row_stops : ndarray (intervals,), int64
+        After row ``row_stops[i] - 1`` every run has passed the end of interval i.
+    events : int
+        Number of real (not idle) activations in the chunk, over all runs.
+    """
+
+    times: NDArray[np.float64]
+    edges: NDArray[np.int64]
+    row_stops: NDArray[np.int64]
+    events: int
+
+
+def draw_chunk(
+    gens: list[np.random.Generator],
+    start: float,
+    ends: NDArray[np.float64],
+    cdf: NDArray[np.float64],
+) -> Chunk:
+    """Draw every run's activations in the window from ``start`` and lay them out in padded rows.
+
+    The whole window ``[start, start + CHUNK_T)`` is drawn, whatever part of it the grid covers,
+    so that a run's activations do not depend on the grid; those after ``ends[-1]`` are dropped.
+
+    Parameters
+    ----------
+    gens : list of Generator
+        One generator per run of the block (see :func:`run_generator`).
+    start : float
+        Start of the window, a multiple of CHUNK_T.
+    ends : ndarray (intervals,)
+        Ends of the grid intervals covered by the chunk, increasing, ``ends[0] >= start``.
+    cdf : ndarray (n_edges,)
+        Cumulative edge probabilities (last entry 1).
+    """
+    n_runs, n_int, n_edges = len(gens), len(ends), len(cdf)
+    span = CHUNK_T
+    horizon = float(ends[-1])
+    counts = np.empty(n_runs, dtype=np.int64)
+    times_l: list[NDArray[np.float64]] = []
+    edges_l: list[NDArray[np.int64]] = []
+    for r, gen in enumerate(gens):
+        count = int(gen.poisson(span))
+        u = gen.random(2 * count)
+        times = start + span * np.sort(u[:count])
+        kept = int(np.searchsorted(times, horizon, side="right"))
+        counts[r] = kept
+        times_l.append(times[:kept])
+        edges_l.append(np.searchsorted(cdf, u[count : count + kept], side="right"))
+    times = np.concatenate(times_l)
+    # The clip guards against a last cdf entry rounded just below 1.
+    edges = np.minimum(np.concatenate(edges_l), n_edges - 1).astype(np.int64)
+    run_of = np.repeat(np.arange(n_runs), counts)
+    interval = np.minimum(np.searchsorted(ends, times, side="left"), n_int - 1)
+    group = run_of * n_int + interval
+    per_group = np.bincount(group, minlength=n_runs * n_int)
+    widest = per_group.reshape(n_runs, n_int).max(axis=0)
+    row_stops = np.cumsum(widest)
+    # Events are in (run, time) order, so each (run, interval) group is contiguous.
+    group_start = np.cumsum(per_group) - per_group
+    pos = np.arange(len(times)) - group_start[group]
+    rows = (row_stops - widest)[interval] + pos
+    n_rows = int(row_stops[-1]) if n_int else 0
+    padded_t = np.repeat(ends, widest)[:, None].repeat(n_runs, axis=1)
+    padded_e = np.full((n_rows, n_runs), n_edges, dtype=np.int64)
+    padded_t[rows, run_of] = times
+    padded_e[rows, run_of] = edges
+    return Chunk(padded_t, padded_e, row_stops.astype(np.int64), int(counts.sum()))

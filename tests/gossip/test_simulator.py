@@ -1,0 +1,184 @@
+"""The event-driven simulator: exact against a dense reference, reproducible, checked inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.linalg
+from numpy.typing import NDArray
+
+from gossip.errors import ConfigError
+from gossip.params import GossipParams, gossip_params
+from gossip.sim.events import CHUNK_T, chunk_bounds, draw_chunk, run_generator
+from gossip.simulator import SimulationResult, simulate
+from gossip.spectral import graph_quantities
+from gossip.topology import Topology, parse_topology
+from gossip.values import initial_values
+
+
+def _params(topo: Topology, algorithm: str) -> GossipParams:
+    q = graph_quantities(topo)
+    return gossip_params(algorithm, q.mu_gossip, q.r_max)
+
+
+def _events_of_run(
+    topo: Topology, seed: int, run: int, t_end: float
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """The activations (times, edges) of one run up to t_end, as the simulator draws them."""
+    gen = [run_generator(seed, run)]
+    sweep = np.unique(np.append(np.arange(1, np.ceil(t_end / CHUNK_T)) * CHUNK_T, t_end))
+    times, edges = [], []
+    for i0, i1, start in chunk_bounds(sweep):
+        chunk = draw_chunk(gen, start, sweep[i0:i1], np.cumsum(topo.probs))
+        real = chunk.edges[:, 0] < topo.n_edges
+        times.append(chunk.times[real, 0])
+        edges.append(chunk.edges[real, 0])
+    return np.concatenate(times), np.concatenate(edges)
+
+
+def _dense_reference(
+    topo: Topology,
+    params: GossipParams,
+    initial: NDArray[np.float64],
+    times: NDArray[np.float64],
+    edges: NDArray[np.int64],
+    grid: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Every node mixed at every event with a matrix exponential; the SPEC's jump written out."""
+    x = initial.astype(np.float64).copy()
+    z = x.copy()
+    generator = params.eta * np.array([[-1.0, 1.0], [1.0, -1.0]])
+    mean = initial.mean(axis=0)
+    now = 0.0
+    out = []
+
+    def advance(t: float) -> None:
+        nonlocal x, z, now
+        flow = scipy.linalg.expm(generator * (t - now))
+        x, z = flow[0, 0] * x + flow[0, 1] * z, flow[1, 0] * x + flow[1, 1] * z
+        now = t
+
+    k = 0
+    for g in grid:
+        while k < len(times) and times[k] <= g:
+            advance(float(times[k]))
+            v, w = topo.edges[edges[k]]
+            xv, xw = x[v].copy(), x[w].copy()
+            x[v] = x[w] = (xv + xw) / 2
+            z[v] = z[v] + params.c * (xw - xv)
+            z[w] = z[w] + params.c * (xv - xw)
+            k += 1
+        advance(float(g))
+        out.append(0.5 * np.sum((x - mean) ** 2))
+    return np.array(out)
+
+
+@pytest.mark.parametrize(
+    ("graph", "algorithm", "dim"),
+    [("line:8", "arg", 1), ("grid:3x4", "arg", 2), ("cycle:6", "rg", 1), ("star:5", "arg", 3)],
+)
+def test_simulator_matches_dense_reference_exactly(graph: str, algorithm: str, dim: int) -> None:
+    topo = parse_topology(graph)
+    params = _params(topo, algorithm)
+    initial = initial_values("gaussian:3", topo.n, dim=dim)
+    grid = np.array([0.0, 3.0, 40.0, 333.3, 1500.0, 2600.0])
+    result = simulate(topo, params, initial, grid, runs=3, seed=11, workers=1)
+    for run in range(3):
+        times, edges = _events_of_run(topo, 11, run, float(grid[-1]))
+        expected = _dense_reference(topo, params, initial, times, edges, grid)
+        np.testing.assert_allclose(result.errors[run], expected, rtol=1e-8, atol=1e-12)
+
+
+def test_result_shapes_and_statistics() -> None:
+    topo = parse_topology("line:10")
+    initial = initial_values("onehot", 10)
+    grid = np.linspace(0.0, 200.0, 11)
+    result = simulate(topo, _params(topo, "arg"), initial, grid, runs=40, seed=1)
+    assert isinstance(result, SimulationResult)
+    assert result.errors.shape == (40, 11)
+    assert result.runs == 40
+    np.testing.assert_array_equal(result.t_grid, grid)
+    assert result.initial_error == pytest.approx(0.45)
+    np.testing.assert_allclose(result.errors[:, 0], 0.45)
+    np.testing.assert_allclose(result.mean(), result.errors.mean(axis=0))
+    np.testing.assert_allclose(result.median(), np.median(result.errors, axis=0))
+    assert np.all(result.quantile(0.05) <= result.quantile(0.95))
+    assert result.bound()[0] == pytest.approx(2 * 0.45)
+    with pytest.raises(ConfigError, match="quantile"):
+        result.quantile(1.5)
+
+
+def test_same_seed_same_runs_whatever_the_grid_and_run_count() -> None:
+    topo = parse_topology("grid:4x4")
+    params = _params(topo, "arg")
+    initial = initial_values("onehot", 16)
+    fine = np.linspace(0.0, 3000.0, 31)
+    a = simulate(topo, params, initial, fine, runs=12, seed=5, workers=1)
+    b = simulate(topo, params, initial, fine[::3], runs=5, seed=5, workers=1)
+    np.testing.assert_array_equal(a.errors[:5, ::3], b.errors)
+    c = simulate(topo, params, initial, fine, runs=12, seed=6, workers=1)
+    assert not np.array_equal(a.errors[:, 1:], c.errors[:, 1:])
+
+
+def test_progress_reports_every_activation() -> None:
+    topo = parse_topology("line:5")
+    seen: list[int] = []
+    simulate(
+        topo,
+        _params(topo, "rg"),
+        initial_values("onehot", 5),
+        np.array([5000.0]),
+        20,
+        2,
+        progress=seen.append,
+    )
+    assert seen == sorted(seen)
+    # 20 runs of a rate-1 Poisson process over 5000 t: 1e5 activations, sd about 316.
+    assert abs(seen[-1] - 100_000) < 2_000
+
+
+def test_activations_are_poisson_with_edge_probabilities(tmp_path: Path) -> None:
+    edges = tmp_path / "weighted.txt"
+    edges.write_text("0 1 1\n1 2 3\n2 3 0.5\n0 3 2\n1 3 1.5\n")
+    topo = parse_topology(f"file:{edges}", weighted=True)
+    gens = [run_generator(0, r) for r in range(200)]
+    ends = np.array([CHUNK_T])
+    chunk = draw_chunk(gens, 0.0, ends, np.cumsum(topo.probs))
+    real = chunk.edges < topo.n_edges
+    counts = real.sum(axis=0)
+    assert abs(counts.mean() - CHUNK_T) < 4 * np.sqrt(CHUNK_T / 200)
+    assert abs(counts.var() / CHUNK_T - 1.0) < 0.3
+    freq = np.bincount(chunk.edges[real], minlength=topo.n_edges) / real.sum()
+    np.testing.assert_allclose(freq, topo.probs, atol=0.01)
+    # Times increase within a run; the idle rows after a run's last activation sit at the end.
+    assert np.all(np.diff(chunk.times, axis=0) >= 0)
+    assert np.all(chunk.times[~real] == CHUNK_T)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"initial": np.zeros(4)}, "shape (4,)"),
+        ({"initial": np.array([0.0, np.nan, 0.0, 0.0, 0.0])}, "finite"),
+        ({"t_grid": np.array([2.0, 1.0])}, "sorted"),
+        ({"t_grid": np.array([-1.0])}, ">= 0"),
+        ({"t_grid": np.zeros((2, 2))}, "1-D"),
+        ({"runs": 0}, "runs must be"),
+        ({"seed": -1}, "seed must be"),
+        ({"workers": 0}, "workers must be"),
+    ],
+)
+def test_bad_arguments_raise_config_error(kwargs: dict[str, object], needle: str) -> None:
+    topo = parse_topology("line:5")
+    args: dict[str, object] = {
+        "initial": initial_values("onehot", 5),
+        "t_grid": np.array([0.0, 1.0]),
+        "runs": 2,
+        "seed": 0,
+    }
+    args.update(kwargs)
+    with pytest.raises(ConfigError) as info:
+        simulate(topo, _params(topo, "rg"), **args)  # type: ignore[arg-type]
+    assert needle in str(info.value)
