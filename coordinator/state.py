@@ -391,10 +391,14 @@ class ClusterState:
             self.message = message
         self.touch()
 
-    def record(self, point: ErrorPoint) -> None:
-        """Append ``point`` to the history and note when ``eps`` is first reached."""
+    def record(self, point: ErrorPoint, may_reach: bool = True) -> None:
+        """Append ``point`` to the history and note when ``eps`` is first reached.
+
+        ``may_reach=False`` records the point without letting it count as reaching ``eps`` (the
+        coordinator passes it when some node's report is stale, so the estimate is unreliable).
+        """
         self.history.append(point)
-        if not self.reached and point.error <= self.eps:
+        if may_reach and not self.reached and point.error <= self.eps:
             self.reached = True
             self.t_eps = point.t
             self.wall_eps = point.wall

@@ -1,0 +1,209 @@
+"""The network's error and mass drift, from node reports taken at different times (pure).
+
+Nodes report ``(t_v, x_v, z_v)`` each at its own time ``t_v``. Between activations every node
+only mixes its own pair, so the best estimate of node v at a common time ``t >= t_v`` is its
+report mixed forward with the core's closed form, ``mix(x_v, z_v, eta, t - t_v)``
+(:func:`gossip.mixing.mix`). This ignores the jumps in ``(t_v, t]``, so while the cluster runs
+the result is an estimate whose accuracy is set by the report period; after a clean stop there
+are no more jumps and the result is exact.
+
+With ``m`` nodes, initial values ``x_v(0)`` and their mean ``xbar``:
+
+* error ``= sum_v 1/2 |x_v(t) - xbar|^2`` (the paper's criterion);
+* relative mass drift ``= |sum_v x_v(t) - sum_v x_v(0)| / sum_v |x_v(0)|`` (norms for vectors;
+  the denominator is the scale of the values, so the drift stays meaningful when the sum is 0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from coordinator.state import COUNTER_NAMES, NodeView
+from gossip.errors import ProtocolError
+from gossip.mixing import mix
+
+__all__ = ["Estimate", "estimate", "parse_report", "update_view"]
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """The network state mixed to a common time.
+
+    Attributes
+    ----------
+    t : float
+        The common time (the latest report's t).
+    error : float
+        ``sum_v 1/2 |x_v(t) - mean|^2``.
+    mass_drift_rel : float
+        ``|sum_v x_v(t) - sum_v x_v(0)| / sum_v |x_v(0)|``.
+    values : ndarray of shape (n, dim)
+        ``x_v(t)`` by node.
+    mean : ndarray of shape (dim,)
+        The true mean of the initial values.
+    """
+
+    t: float
+    error: float
+    mass_drift_rel: float
+    values: NDArray[np.float64]
+    mean: NDArray[np.float64]
+
+
+def estimate(
+    t: Sequence[float] | NDArray[np.float64],
+    x: NDArray[np.float64],
+    z: NDArray[np.float64],
+    initial: NDArray[np.float64],
+    eta: float,
+    at: float | None = None,
+) -> Estimate:
+    """Mix every node's report to a common time and measure the error and the mass drift.
+
+    Parameters
+    ----------
+    t : array of shape (n,)
+        Each node's report time (units of t).
+    x, z : arrays of shape (n, dim)
+        Each node's reported values.
+    initial : array of shape (n, dim)
+        Each node's initial value.
+    eta : float
+        Mixing rate (0 for RG).
+    at : float, optional
+        The common time; default ``max(t)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> e = estimate([1.0, 1.0], np.array([[0.5], [0.5]]), np.array([[0.5], [0.5]]),
+    ...              np.array([[1.0], [0.0]]), eta=0.1)
+    >>> e.error, e.mass_drift_rel
+    (0.0, 0.0)
+    """
+    times = np.asarray(t, dtype=np.float64)
+    common = float(times.max()) if at is None else float(at)
+    xs, _ = mix(x, z, eta, (common - times)[:, None])
+    init = np.asarray(initial, dtype=np.float64)
+    mean = init.mean(axis=0)
+    error = 0.5 * float(np.sum((xs - mean) ** 2))
+    scale = float(np.sum(np.linalg.norm(init, axis=1)))
+    drift = float(np.linalg.norm(xs.sum(axis=0) - init.sum(axis=0)))
+    rel = drift / scale if scale > 0 else drift
+    return Estimate(common, error, rel, xs, mean)
+
+
+def _floats(payload: Mapping[str, Any], key: str, dim: int | None) -> tuple[float, ...]:
+    raw = payload.get(key)
+    if not isinstance(raw, list) or not raw:
+        raise ProtocolError(f"state report field {key!r} must be a non-empty list, got {raw!r}")
+    out = []
+    for item in raw:
+        if isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item):
+            raise ProtocolError(f"state report field {key!r} has a bad entry {item!r}")
+        out.append(float(item))
+    if dim is not None and len(out) != dim:
+        raise ProtocolError(f"state report field {key!r} has {len(out)} components, expected {dim}")
+    return tuple(out)
+
+
+def _number(payload: Mapping[str, Any], key: str) -> float:
+    raw = payload.get(key)
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise ProtocolError(f"state report field {key!r} must be a finite number, got {raw!r}")
+    return float(raw)
+
+
+def _optional(raw: Any) -> float | None:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        return None
+    return float(raw)
+
+
+def parse_report(
+    topic: str, payload: bytes, prefix: str, expected: int, dim: int | None
+) -> dict[str, Any]:
+    """Parse and check one ``<prefix>/node/<id>/state`` message (contract C3).
+
+    Returns a dict with ``node`` (int), ``name``, ``address``, ``t``, ``wall``, ``x``, ``z``,
+    ``initial`` (tuples), ``final`` (bool), ``counters`` (str -> int), ``rtt_p50_ms``,
+    ``rtt_p99_ms`` (float or None) and ``edges`` (int -> int).
+
+    Raises
+    ------
+    ProtocolError
+        Not JSON, the topic's id and the payload's ``node`` differ, an id out of range, or a
+        missing or non-finite field.
+    """
+    parts = topic.split("/")
+    head = prefix.split("/")
+    if parts[: len(head)] != head or parts[len(head) :] != ["node", parts[-2], "state"]:
+        raise ProtocolError(f"topic {topic!r} is not {prefix}/node/<id>/state")
+    try:
+        data = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"state report on {topic!r} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(f"state report on {topic!r} must be a JSON object")
+    node = data.get("node")
+    if isinstance(node, bool) or not isinstance(node, int) or str(node) != parts[-2]:
+        raise ProtocolError(f"state report on {topic!r} has node {node!r}, not the topic's id")
+    if not 0 <= node < expected:
+        raise ProtocolError(f"state report from node {node}: ids go from 0 to {expected - 1}")
+    x = _floats(data, "x", dim)
+    z = _floats(data, "z", len(x))
+    initial = _floats(data, "initial", len(x))
+    counters_raw = data.get("counters") or {}
+    counters = {
+        k: int(v)
+        for k, v in (counters_raw.items() if isinstance(counters_raw, dict) else ())
+        if isinstance(v, int) and not isinstance(v, bool)
+    }
+    rtt_raw = data.get("rtt_ms")
+    rtt: dict[str, Any] = rtt_raw if isinstance(rtt_raw, dict) else {}
+    edges_raw = data.get("edges") or {}
+    edges: dict[int, int] = {}
+    if isinstance(edges_raw, dict):
+        for k, v in edges_raw.items():
+            if str(k).isdigit() and isinstance(v, int) and not isinstance(v, bool):
+                edges[int(k)] = v
+    return {
+        "node": node,
+        "name": str(data.get("name", "")),
+        "address": str(data.get("address", "")),
+        "t": _number(data, "t"),
+        "wall": _number(data, "wall"),
+        "x": x,
+        "z": z,
+        "initial": initial,
+        "final": bool(data.get("final", False)),
+        "counters": {name: counters.get(name, 0) for name in COUNTER_NAMES},
+        "rtt_p50_ms": _optional(rtt.get("p50")),
+        "rtt_p99_ms": _optional(rtt.get("p99")),
+        "edges": edges,
+    }
+
+
+def update_view(view: NodeView, report: Mapping[str, Any], received: float) -> None:
+    """Copy a parsed report into ``view`` (the node's entry in the cluster state)."""
+    view.name = report["name"]
+    view.address = report["address"]
+    view.t = report["t"]
+    view.wall = report["wall"]
+    view.x = report["x"]
+    view.z = report["z"]
+    view.initial = report["initial"]
+    view.final = report["final"]
+    view.counters = dict(report["counters"])
+    view.rtt_p50_ms = report["rtt_p50_ms"]
+    view.rtt_p99_ms = report["rtt_p99_ms"]
+    view.edges = dict(report["edges"])
+    view.received = received
+    view.reports += 1

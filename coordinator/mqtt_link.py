@@ -1,0 +1,187 @@
+"""The coordinator's MQTT connection: node reports in, status and control out (contract C3).
+
+Topics (``<cluster>`` defaults to ``gossip``):
+
+* ``gossip/<cluster>/node/<id>/state`` -- subscribed: every node's periodic JSON report;
+* ``gossip/<cluster>/coordinator/status`` -- published retained, and subscribed too: on start a
+  coordinator reads the retained status a previous coordinator left, to resume its run;
+* ``gossip/<cluster>/control`` -- published: ``{"cmd": "stop", "run": <run id>}``.
+
+:meth:`MqttLink.run` keeps one connection up until cancelled: it connects, subscribes, sends
+whatever is queued (the latest status first), and hands every incoming message to a callback.
+When the broker goes away it reconnects with jittered exponential backoff (0.1 s doubling up to
+5 s), so a broker restart costs a few reports and nothing else. Outgoing messages wait in a
+queue while disconnected; the status is kept apart (only the latest matters) and re-sent on
+every reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+from collections.abc import Callable
+from typing import Any
+
+import aiomqtt
+
+from coordinator.state import BrokerStatus
+
+__all__ = ["MqttLink", "topics"]
+
+log = logging.getLogger(__name__)
+
+_BACKOFF_FIRST = 0.1
+_BACKOFF_MAX = 5.0
+
+
+def topics(cluster: str) -> dict[str, str]:
+    """Return the topic names of ``cluster``: ``prefix``, ``state`` (wildcard), ``status``,
+    ``control``.
+
+    Examples
+    --------
+    >>> topics("lab")["state"]
+    'gossip/lab/node/+/state'
+    """
+    prefix = f"gossip/{cluster}"
+    return {
+        "prefix": prefix,
+        "state": f"{prefix}/node/+/state",
+        "status": f"{prefix}/coordinator/status",
+        "control": f"{prefix}/control",
+    }
+
+
+class MqttLink:
+    """One resilient MQTT connection for the coordinator.
+
+    Parameters
+    ----------
+    host, port : str, int
+        The broker.
+    cluster : str
+        Cluster name (topic prefix ``gossip/<cluster>``).
+    on_message : callable(topic, payload)
+        Called for every message on the state and status topics, in the event loop.
+    status : BrokerStatus
+        Updated with the connection's state (shown by the dashboard).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        cluster: str,
+        on_message: Callable[[str, bytes], None],
+        status: BrokerStatus,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.topics = topics(cluster)
+        self._on_message = on_message
+        self._status = status
+        self._outbox: asyncio.Queue[tuple[str, bytes, int, bool]] = asyncio.Queue()
+        self._latest_status: bytes | None = None
+        self._status_dirty = asyncio.Event()
+        self.connected = asyncio.Event()
+        self._publishing = False
+
+    # -- outgoing ------------------------------------------------------------------------------
+
+    def set_status(self, status: dict[str, Any]) -> None:
+        """Publish ``status`` (retained) on the status topic, now or on the next connection."""
+        self._latest_status = json.dumps(status, allow_nan=False).encode()
+        self._status_dirty.set()
+
+    def publish(self, topic: str, payload: dict[str, Any], qos: int = 1) -> None:
+        """Queue a JSON message (not retained); it goes out when connected."""
+        self._outbox.put_nowait((topic, json.dumps(payload).encode(), qos, False))
+
+    def send_stop(self, run_id: str) -> None:
+        """Queue ``{"cmd": "stop", "run": run_id}`` on the control topic."""
+        self.publish(self.topics["control"], {"cmd": "stop", "run": run_id})
+
+    async def wait_idle(self) -> None:
+        """Wait until everything queued (and the latest status) has been handed to the broker."""
+        while True:
+            if not (self._status_dirty.is_set() or self._publishing or not self._outbox.empty()):
+                return
+            await asyncio.sleep(0.02)
+
+    # -- the connection ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Stay connected until cancelled, reconnecting with jittered backoff."""
+        backoff = _BACKOFF_FIRST
+        first = True
+        identifier = f"gossip-coordinator-{os.getpid()}-{random.getrandbits(32):08x}"
+        while True:
+            try:
+                async with aiomqtt.Client(
+                    self.host, self.port, identifier=identifier, keepalive=10, timeout=5.0
+                ) as client:
+                    await client.subscribe(self.topics["state"], qos=0)
+                    await client.subscribe(self.topics["status"], qos=1)
+                    if not first:
+                        self._status.reconnects += 1
+                    first = False
+                    self._status.connected = True
+                    self._status.last_error = ""
+                    self.connected.set()
+                    backoff = _BACKOFF_FIRST
+                    if self._latest_status is not None:
+                        self._status_dirty.set()
+                    async with asyncio.TaskGroup() as tg:
+                        tg.create_task(self._read(client), name="mqtt-read")
+                        tg.create_task(self._write(client), name="mqtt-write")
+            except* aiomqtt.MqttError as group:
+                self._status.last_error = str(group.exceptions[0])
+                log.info("MQTT broker %s:%s unavailable: %s", self.host, self.port, group)
+            finally:
+                self._status.connected = False
+                self.connected.clear()
+            # Jitter spreads the reconnections of many clients after a broker restart.
+            await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
+            backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    async def _read(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            payload = message.payload
+            if isinstance(payload, str):
+                payload = payload.encode()
+            if not isinstance(payload, bytes | bytearray):
+                continue
+            self._on_message(message.topic.value, bytes(payload))
+
+    async def _write(self, client: aiomqtt.Client) -> None:
+        while True:
+            if self._status_dirty.is_set() and self._latest_status is not None:
+                self._status_dirty.clear()
+                await self._send(client, self.topics["status"], self._latest_status, 1, True)
+                continue
+            if not self._outbox.empty():
+                await self._send(client, *self._outbox.get_nowait())
+                continue
+            status_wait = asyncio.ensure_future(self._status_dirty.wait())
+            outbox_wait = asyncio.ensure_future(self._outbox.get())
+            try:
+                await asyncio.wait({status_wait, outbox_wait}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                status_wait.cancel()
+                if not outbox_wait.done():
+                    outbox_wait.cancel()
+            # Checked after the cancel: a get() that completed meanwhile still holds an item.
+            if outbox_wait.done() and not outbox_wait.cancelled():
+                await self._send(client, *outbox_wait.result())
+
+    async def _send(
+        self, client: aiomqtt.Client, topic: str, payload: bytes, qos: int, retain: bool
+    ) -> None:
+        self._publishing = True
+        try:
+            await client.publish(topic, payload, qos=qos, retain=retain)
+        finally:
+            self._publishing = False

@@ -1,0 +1,142 @@
+"""The registration server: a ZeroMQ ROUTER that feeds the :class:`~coordinator.registry.Registry`.
+
+A node's DEALER sends one frame, an encoded :class:`~gossip.wire.Register` (an empty delimiter
+frame before it, as REQ-style peers send, is accepted and echoed). The server decodes it, asks
+the registry, and answers with a :class:`~gossip.wire.Bootstrap` or a
+:class:`~gossip.wire.RegisterError`; a registration that completes the count makes it answer every
+waiting node at once. A frame that does not decode, or is not a Register, gets a RegisterError
+naming the problem, and never changes the registry.
+
+The server keeps running after the bootstrap so that a restarted node, registering again under
+its name, gets its Bootstrap back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import zmq
+import zmq.asyncio
+
+from coordinator.registry import Known, Ready, Refused, Registry, Waiting
+from gossip.errors import ProtocolError, TransportError
+from gossip.wire import Register, RegisterError, decode, encode
+
+__all__ = ["RegistrarStats", "bound_socket", "serve_registrations"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RegistrarStats:
+    """Counters of the registration server."""
+
+    received: int = 0
+    refused: int = 0
+    malformed: int = 0
+    bootstraps_sent: int = 0
+    last_refusal: str = ""
+    waiting: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def bound_socket(ctx: zmq.asyncio.Context, bind: str) -> Iterator[zmq.asyncio.Socket]:
+    """Yield a ROUTER socket bound to ``bind``; close it (dropping unsent frames) on exit.
+
+    Raises
+    ------
+    TransportError
+        The address cannot be bound (in use, not local, malformed).
+    """
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.bind(bind)
+    except zmq.ZMQError as exc:
+        sock.close(0)
+        raise TransportError(
+            f"cannot bind the registration socket to {bind!r}: {exc}; use a free "
+            "tcp://host:port, e.g. tcp://0.0.0.0:5555"
+        ) from None
+    try:
+        yield sock
+    finally:
+        sock.close(0)
+
+
+def _peer_host(frame: zmq.Frame) -> str | None:
+    with contextlib.suppress(zmq.ZMQError, KeyError, AttributeError, TypeError):
+        host = frame.get("Peer-Address")
+        return str(host) if host else None
+    return None
+
+
+async def serve_registrations(
+    sock: zmq.asyncio.Socket,
+    registry: Registry,
+    stats: RegistrarStats,
+    on_ready: Callable[[Ready], None],
+    on_change: Callable[[], None] = lambda: None,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Answer registrations on ``sock`` until cancelled.
+
+    ``on_ready`` is called once, when the expected count is reached, before the Bootstraps go
+    out; ``on_change`` after every accepted registration.
+    """
+    # Routing envelope (identity plus any delimiter frames) of the latest message under each
+    # name: the node's current socket, since a restarted node has a new identity.
+    envelopes: dict[str, list[bytes]] = stats.waiting
+    while True:
+        frames = await sock.recv_multipart(copy=False)
+        stats.received += 1
+        envelope = [bytes(f.bytes) for f in frames[:-1]]
+        payload = frames[-1]
+        try:
+            msg = decode(payload.bytes)
+            if not isinstance(msg, Register):
+                raise ProtocolError(
+                    f"the coordinator only accepts register messages, got {type(msg).TYPE!r}"
+                )
+        except ProtocolError as exc:
+            stats.malformed += 1
+            stats.last_refusal = f"bad message: {exc}"
+            await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
+            continue
+        outcome = registry.register(msg, clock(), _peer_host(payload))
+        if isinstance(outcome, Refused):
+            stats.refused += 1
+            stats.last_refusal = outcome.reason
+            log.warning("refused %s: %s", msg.name, outcome.reason)
+            await _send(sock, envelope, encode(RegisterError(outcome.reason)))
+        elif isinstance(outcome, Known):
+            stats.bootstraps_sent += 1
+            await _send(sock, envelope, encode(outcome.bootstrap))
+        elif isinstance(outcome, Waiting):
+            envelopes[msg.name] = envelope
+            on_change()
+        elif isinstance(outcome, Ready):
+            envelopes[msg.name] = envelope
+            on_ready(outcome)
+            for name, boot in outcome.bootstraps.items():
+                target = envelopes.get(name)
+                if target is not None:
+                    stats.bootstraps_sent += 1
+                    await _send(sock, target, encode(boot))
+            envelopes.clear()
+            on_change()
+
+
+async def _send(sock: zmq.asyncio.Socket, envelope: list[bytes], payload: bytes) -> None:
+    try:
+        await sock.send_multipart([*envelope, payload])
+    except zmq.ZMQError as exc:
+        # The peer went away (ROUTER drops or refuses unroutable frames); it re-sends its
+        # registration if it still cares, so nothing is lost.
+        log.debug("could not answer a registration: %s", exc)
+    await asyncio.sleep(0)

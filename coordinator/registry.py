@@ -1,0 +1,387 @@
+"""Registration and bootstrap as a small sans-IO state machine (no sockets, no clock).
+
+Theory of operation
+-------------------
+Nodes send :class:`~gossip.wire.Register` (name, address, optional own value, pid) and re-send
+it every few seconds until they get an answer. The registry has two states:
+
+``collecting``
+    Each valid registration is recorded under its name (a re-send, or a restarted node with the
+    same name, replaces the earlier record) and gets no answer yet (:class:`Waiting`). When the
+    expected count is reached the registry assigns ids (names in natural order: ``node-2``
+    before ``node-10``), fixes the epoch and the initial values, builds every node's
+    :class:`~gossip.wire.Bootstrap` and answers all of them at once (:class:`Ready`).
+``bootstrapped``
+    A registration under a known name gets that name's Bootstrap again, unchanged
+    (:class:`Known`): a restarted node gets its id back. An unknown name is refused.
+
+A registration is refused (:class:`Refused`, sent as :class:`~gossip.wire.RegisterError`) when
+its name is empty, its address is not ``tcp://host:port``, its address is taken by another
+name, its value has the wrong dimension, it has no value while the experiment does not choose
+them, or the cluster is full. The reason names the bad value and what would be valid.
+
+Everything a Bootstrap depends on is in :class:`Plan` (the run's fixed settings) and
+:class:`Assignment` (who got which id, the epoch, the initial values). The Assignment is
+JSON-ready, so a restarted coordinator can rebuild the very same Bootstraps from the retained
+status topic (:meth:`Registry.restore`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gossip.errors import ConfigError
+from gossip.params import GossipParams
+from gossip.topology import Topology
+from gossip.wire import Bootstrap, Neighbor, Register
+
+__all__ = [
+    "Assignment",
+    "Known",
+    "Outcome",
+    "Plan",
+    "Ready",
+    "Refused",
+    "Registry",
+    "Waiting",
+    "build_bootstraps",
+    "natural_key",
+]
+
+_ADDRESS = re.compile(r"^tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>\d{1,5})$")
+_WILDCARD_HOSTS = ("0.0.0.0", "*", "[::]")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The fixed settings of a run, known before any node registers.
+
+    Attributes
+    ----------
+    topology : Topology
+        The graph and its edge probabilities; ``topology.n`` nodes are expected.
+    params : GossipParams
+        ``algorithm``, ``eta``, ``c``, ``theta`` from the core.
+    cluster : str
+        Cluster name (MQTT topics ``gossip/<cluster>/...``).
+    rate : float
+        Network-wide activations per second.
+    broker : str
+        ``mqtt://host:port`` as the nodes must reach it, or ``""``.
+    metrics_period : float
+        Seconds between two state reports of a node.
+    values : ndarray of shape (n, dim), optional
+        Initial values chosen by the experiment; ``None``: every node brings its own.
+    dim : int
+        Components of every value (``values.shape[1]`` when the experiment chooses them).
+    start_delay : float
+        Seconds between the bootstrap and the epoch (``t = 0``), so that every node has its
+        Bootstrap and its sockets connected before the clocks start.
+    """
+
+    topology: Topology
+    params: GossipParams
+    cluster: str
+    rate: float
+    broker: str
+    metrics_period: float
+    values: NDArray[np.float64] | None = None
+    dim: int = 1
+    start_delay: float = 1.5
+
+    @property
+    def expected(self) -> int:
+        """Number of nodes the run waits for."""
+        return self.topology.n
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Who got which id, when t starts, and the initial values: fixed at bootstrap.
+
+    Attributes
+    ----------
+    run_id : str
+        Identifier of the run.
+    epoch : float
+        Unix time of ``t = 0``.
+    names : tuple of str
+        Node name by id.
+    addresses : tuple of str
+        Node exchange address by id.
+    initial : tuple of tuple of float
+        Initial value by id.
+    """
+
+    run_id: str
+    epoch: float
+    names: tuple[str, ...]
+    addresses: tuple[str, ...]
+    initial: tuple[tuple[float, ...], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the assignment as a JSON-ready dict (see :meth:`from_dict`)."""
+        return {
+            "run_id": self.run_id,
+            "epoch": self.epoch,
+            "names": list(self.names),
+            "addresses": list(self.addresses),
+            "initial": [list(v) for v in self.initial],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Assignment:
+        """Rebuild an assignment from :meth:`as_dict` output; raise ConfigError if malformed."""
+        try:
+            names = tuple(str(s) for s in data["names"])
+            addresses = tuple(str(s) for s in data["addresses"])
+            initial = tuple(tuple(float(c) for c in v) for v in data["initial"])
+            out = cls(str(data["run_id"]), float(data["epoch"]), names, addresses, initial)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"malformed run assignment in the status topic: {exc!r}") from None
+        if not (len(names) == len(addresses) == len(initial)):
+            raise ConfigError(
+                "malformed run assignment: names, addresses, initial differ in length"
+            )
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Recorded; no answer yet (``registered`` of ``expected`` so far)."""
+
+    registered: int
+    expected: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The expected count is reached: send every Bootstrap (by name) now."""
+
+    bootstraps: dict[str, Bootstrap]
+    assignment: Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """Already bootstrapped: answer with this (unchanged) Bootstrap."""
+
+    bootstrap: Bootstrap
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Answer with a RegisterError carrying ``reason``."""
+
+    reason: str
+
+
+Outcome: TypeAlias = Waiting | Ready | Known | Refused
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key putting ``node-2`` before ``node-10`` (digit runs compare as numbers)."""
+    parts = re.split(r"(\d+)", name)
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
+
+
+def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
+    """Return every node's Bootstrap, by id, for ``plan`` and ``assignment`` (pure).
+
+    Node ``v`` gets its neighbours ``w`` (id, address, edge index, ``P_e``) in the topology's
+    edge order, the algorithm's parameters, the epoch and rate, and its initial value.
+    """
+    topo, params = plan.topology, plan.params
+    out = []
+    for node in range(topo.n):
+        neighbors = tuple(
+            Neighbor(peer, assignment.addresses[peer], k, float(topo.probs[k]))
+            for k, peer in topo.incident(node)
+        )
+        out.append(
+            Bootstrap(
+                node_id=node,
+                cluster=plan.cluster,
+                algorithm=params.algorithm.value,
+                eta=params.eta,
+                c=params.c,
+                theta=params.theta,
+                epoch=assignment.epoch,
+                rate=plan.rate,
+                neighbors=neighbors,
+                initial_value=assignment.initial[node],
+                broker=plan.broker,
+                metrics_period=plan.metrics_period,
+                dim=len(assignment.initial[node]),
+            )
+        )
+    return out
+
+
+@dataclass(slots=True)
+class _Record:
+    address: str
+    value: tuple[float, ...] | None
+    pid: int
+
+
+@dataclass(slots=True)
+class Registry:
+    """The registration state machine of one run (see the module docstring)."""
+
+    plan: Plan
+    run_id: str
+    _records: dict[str, _Record] = field(default_factory=dict)
+    _assignment: Assignment | None = None
+    _bootstraps: dict[str, Bootstrap] = field(default_factory=dict)
+
+    @property
+    def bootstrapped(self) -> bool:
+        """True once every node has been assigned its id and Bootstrap."""
+        return self._assignment is not None
+
+    @property
+    def assignment(self) -> Assignment | None:
+        """The assignment, once bootstrapped."""
+        return self._assignment
+
+    @property
+    def names(self) -> list[str]:
+        """Names registered so far, in arrival order (by id once bootstrapped)."""
+        if self._assignment is not None:
+            return list(self._assignment.names)
+        return list(self._records)
+
+    def restore(self, assignment: Assignment) -> None:
+        """Adopt an earlier coordinator's ``assignment`` (same plan): answer as it would have.
+
+        Raises
+        ------
+        ConfigError
+            The assignment does not fit the plan (another node count or dimension).
+        """
+        if len(assignment.names) != self.plan.expected:
+            raise ConfigError(
+                f"the retained run has {len(assignment.names)} nodes but this coordinator "
+                f"expects {self.plan.expected}"
+            )
+        self._assignment = assignment
+        self.run_id = assignment.run_id
+        self._bootstraps = dict(
+            zip(assignment.names, build_bootstraps(self.plan, assignment), strict=True)
+        )
+
+    def register(self, msg: Register, now: float, peer_host: str | None = None) -> Outcome:
+        """Handle one registration received at Unix time ``now``.
+
+        Parameters
+        ----------
+        msg : Register
+            The node's registration.
+        now : float
+            Unix time; the epoch is ``now + plan.start_delay`` when this completes the count.
+        peer_host : str, optional
+            The IP the message came from, used in place of a wildcard host (``0.0.0.0``) in the
+            node's address.
+        """
+        if self._assignment is not None:
+            known = self._bootstraps.get(msg.name)
+            if known is not None:
+                return Known(known)
+            return Refused(
+                f"name {msg.name!r} is not part of this cluster: all {self.plan.expected} nodes "
+                f"registered already ({_preview(self._assignment.names)})"
+            )
+        problem = self._check(msg)
+        if problem:
+            return Refused(problem)
+        address = self._resolve(msg.address, peer_host)
+        if address is None:
+            return Refused(
+                f"address {msg.address!r} has a wildcard host and the coordinator cannot tell "
+                "the node's IP; bind a specific address, e.g. tcp://10.0.0.5:7000"
+            )
+        for name, rec in self._records.items():
+            if rec.address == address and name != msg.name:
+                return Refused(f"address {address!r} is already registered by node {name!r}")
+        if msg.name not in self._records and len(self._records) >= self.plan.expected:
+            return Refused(
+                f"the cluster is full: {self.plan.expected} nodes registered already "
+                f"({_preview(list(self._records))})"
+            )
+        self._records[msg.name] = _Record(address, msg.value, msg.pid)
+        if len(self._records) < self.plan.expected:
+            return Waiting(len(self._records), self.plan.expected)
+        return self._complete(now)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check(self, msg: Register) -> str:
+        if not msg.name.strip() or len(msg.name) > 200:
+            return f"node name {msg.name!r} is not valid; use 1 to 200 characters, e.g. node-3"
+        if _ADDRESS.match(msg.address) is None:
+            return (
+                f"address {msg.address!r} is not valid; expected tcp://host:port, "
+                "e.g. tcp://127.0.0.1:7000"
+            )
+        if msg.value is not None:
+            if not all(math.isfinite(v) for v in msg.value):
+                return f"value {list(msg.value)!r} of node {msg.name!r} is not finite"
+            if len(msg.value) != self.plan.dim:
+                return (
+                    f"value of node {msg.name!r} has {len(msg.value)} component(s) but this "
+                    f"cluster's values have {self.plan.dim} (coordinator --dim)"
+                )
+        elif self.plan.values is None:
+            return (
+                f"node {msg.name!r} registered without a value, and the coordinator does not "
+                "choose them; start the node with --value V, or the coordinator with "
+                "--values onehot|gaussian:SEED|uniform:SEED|file:PATH"
+            )
+        return ""
+
+    @staticmethod
+    def _resolve(address: str, peer_host: str | None) -> str | None:
+        match = _ADDRESS.match(address)
+        assert match is not None  # checked by _check
+        host = match.group("host")
+        if host not in _WILDCARD_HOSTS:
+            return address
+        if not peer_host:
+            return None
+        shown = f"[{peer_host}]" if ":" in peer_host else peer_host
+        return f"tcp://{shown}:{match.group('port')}"
+
+    def _complete(self, now: float) -> Ready:
+        names = sorted(self._records, key=natural_key)
+        if self.plan.values is not None:
+            values = np.asarray(self.plan.values, dtype=np.float64).reshape(len(names), -1)
+            initial = tuple(tuple(float(c) for c in row) for row in values)
+        else:
+            initial = tuple(_value(self._records[name].value) for name in names)
+        assignment = Assignment(
+            run_id=self.run_id,
+            epoch=now + self.plan.start_delay,
+            names=tuple(names),
+            addresses=tuple(self._records[name].address for name in names),
+            initial=initial,
+        )
+        self.restore(assignment)
+        return Ready(dict(self._bootstraps), assignment)
+
+
+def _value(value: tuple[float, ...] | None) -> tuple[float, ...]:
+    assert value is not None  # _check refuses a missing value when the plan has none
+    return tuple(float(v) for v in value)
+
+
+def _preview(names: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")

@@ -1,0 +1,599 @@
+"""The coordinator: bootstrap the nodes, then only listen, measure, and decide when to stop.
+
+Theory of operation
+-------------------
+1. :func:`prepare` checks the configuration and computes everything that does not need a
+   node: the topology (``gossip.topology``), its quantities (``gossip.spectral``), the
+   algorithm's parameters (``gossip.params``) and, when the experiment chooses them, the
+   initial values (``gossip.values``).
+2. :meth:`Coordinator.run` connects to the broker (:class:`~coordinator.mqtt_link.MqttLink`)
+   and looks at the retained status topic: if a previous coordinator left a running run of the
+   same graph, algorithm and rate, it adopts that run (same ids, epoch, values, Bootstraps)
+   instead of starting a new one. Then it binds the registration ROUTER
+   (:mod:`coordinator.registrar`) and waits for the expected count (``register_timeout``).
+3. After the bootstrap it only listens: every ``metrics_period`` seconds it mixes the nodes'
+   latest reports to a common t (:func:`coordinator.metrics.estimate`), appends the point to
+   the history and the metrics file, and, once the error is ``<= eps`` with every node's
+   report fresh, publishes ``{"cmd": "stop"}`` on the control topic (re-sent every second)
+   and waits for every node's final report.
+4. The final reports, mixed to a common t, give the exact final error and mass drift: no
+   exchange is in flight any more. The run summary goes to the status topic (retained), the
+   metrics file, the ``--json`` file and :class:`~coordinator.state.ClusterState`.
+
+Nodes never depend on the coordinator after the bootstrap: if it dies they keep gossiping,
+and a coordinator restarted with the same arguments resumes the run from step 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import random
+import re
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zmq
+import zmq.asyncio
+
+from coordinator.broker import parse_broker_url
+from coordinator.metrics import estimate, parse_report, update_view
+from coordinator.mqtt_link import MqttLink, topics
+from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
+from coordinator.registry import Assignment, Plan, Ready, Registry
+from coordinator.runlog import RunLog, write_json
+from coordinator.state import ClusterState, ErrorPoint, FinalResult, NodeView, RunSummary
+from gossip.errors import ConfigError, GossipError, ProtocolError, TransportError
+from gossip.params import gossip_params, parse_algorithm
+from gossip.spectral import graph_quantities
+from gossip.topology import parse_topology
+
+__all__ = ["Coordinator", "CoordinatorConfig", "prepare"]
+
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
+_STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """The settings of ``gossip coordinator`` (and of the coordinator inside ``gossip up``).
+
+    Attributes
+    ----------
+    graph : str
+        Topology spec, e.g. ``grid:4x4``.
+    expect : int or None
+        Nodes to wait for; must equal the topology's node count (``None``: that count).
+    broker : str
+        ``mqtt://host:port`` for metrics, as the nodes reach it; ``""``: no metrics (the
+        coordinator only bootstraps and keeps answering registrations).
+    bind : str
+        ZeroMQ address of the registration ROUTER.
+    algorithm : str
+        ``arg`` or ``rg``.
+    rate : float
+        Network-wide activations per second.
+    values : str or None
+        Initial values chosen by the experiment (``onehot``, ``gaussian:SEED``, ``file:PATH``,
+        ...); ``None``: every node brings its own (``gossip node --value``).
+    dim : int
+        Components of every value.
+    until : float
+        Target error eps.
+    cluster : str
+        Cluster name (MQTT topics ``gossip/<cluster>/...``).
+    metrics_file, json_path : Path or None
+        JSON-lines metrics file; summary JSON file.
+    metrics_period : float
+        Seconds between two reports of a node and between two evaluations.
+    register_timeout : float
+        Seconds to wait for every node to register.
+    start_delay : float
+        Seconds from the bootstrap to the epoch (``t = 0``).
+    stop_timeout : float
+        Seconds to wait for the final reports after the stop command.
+    run_timeout : float or None
+        Stop (without having reached eps) this many seconds after the epoch.
+    keep_running : bool
+        Never send the stop command; measure until cancelled.
+    weighted : bool
+        Edge probabilities proportional to edge weights (``file:`` topologies).
+    resume : bool
+        Adopt a running run found on the retained status topic.
+    dashboard_port, dashboard_host, dashboard_token
+        Serve the dashboard (``coordinator.dashboard``) when a port is given.
+    """
+
+    graph: str = "grid:4x4"
+    expect: int | None = None
+    broker: str = ""
+    bind: str = "tcp://0.0.0.0:5555"
+    algorithm: str = "arg"
+    rate: float = 2000.0
+    values: str | None = None
+    dim: int = 1
+    until: float = 1e-6
+    cluster: str = "gossip"
+    metrics_file: Path | None = None
+    json_path: Path | None = None
+    metrics_period: float = 0.1
+    register_timeout: float = 60.0
+    start_delay: float = 1.5
+    stop_timeout: float = 10.0
+    run_timeout: float | None = None
+    keep_running: bool = False
+    weighted: bool = False
+    resume: bool = True
+    dashboard_port: int | None = None
+    dashboard_host: str = "127.0.0.1"
+    dashboard_token: str = ""
+
+
+def _positive(name: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
+    """Check ``config`` and compute the run's plan and initial state (no I/O but ``file:``).
+
+    Raises
+    ------
+    ConfigError
+        Any bad setting, naming it and what would be valid.
+    """
+    _positive("--rate", config.rate)
+    _positive("--until", config.until)
+    _positive("--metrics-period", config.metrics_period)
+    _positive("--register-timeout", config.register_timeout)
+    if config.dim < 1:
+        raise ConfigError(f"--dim must be >= 1, got {config.dim}")
+    if not _CLUSTER_NAME.match(config.cluster):
+        raise ConfigError(
+            f"--cluster {config.cluster!r} is not valid; use 1 to 64 letters, digits, '_', '.', "
+            "'-' (it becomes part of MQTT topics)"
+        )
+    if config.broker:
+        parse_broker_url(config.broker)
+    algorithm = parse_algorithm(config.algorithm)
+    topology = parse_topology(config.graph, weighted=config.weighted)
+    if config.expect is not None and config.expect != topology.n:
+        raise ConfigError(
+            f"--expect {config.expect} does not match {config.graph}, which has {topology.n} "
+            f"nodes; use --expect {topology.n} or another graph"
+        )
+    quantities = graph_quantities(topology)
+    params = gossip_params(algorithm, quantities.mu_gossip, quantities.r_max)
+    values = None
+    if config.values:
+        from gossip.values import initial_values
+
+        raw = initial_values(config.values, topology.n, dim=config.dim)
+        values = np.asarray(raw, dtype=np.float64).reshape(topology.n, config.dim)
+    plan = Plan(
+        topology=topology,
+        params=params,
+        cluster=config.cluster,
+        rate=config.rate,
+        broker=config.broker,
+        metrics_period=config.metrics_period,
+        values=values,
+        dim=config.dim,
+        start_delay=config.start_delay,
+    )
+    state = ClusterState(
+        graph=config.graph,
+        cluster=config.cluster,
+        expected=topology.n,
+        eps=config.until,
+        rate=config.rate,
+        topology=topology,
+        quantities=quantities,
+        params=params,
+        alive_timeout=max(3.0, 10 * config.metrics_period),
+    )
+    state.broker.url = config.broker
+    return state, plan
+
+
+def _new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{random.getrandbits(24):06x}"
+
+
+class Coordinator:
+    """One coordinator run (see the module docstring).
+
+    Parameters
+    ----------
+    config : CoordinatorConfig
+    state, plan : from :func:`prepare` (computed here when not given).
+    broker_kind : str
+        Shown in the state: ``external``, ``mosquitto`` or ``amqtt``.
+    """
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        state: ClusterState | None = None,
+        plan: Plan | None = None,
+        broker_kind: str = "external",
+    ) -> None:
+        if state is None or plan is None:
+            state, plan = prepare(config)
+        self.config = config
+        self.state = state
+        self.plan = plan
+        self.state.broker.kind = broker_kind
+        self.registry = Registry(plan, _new_run_id())
+        self.stats = RegistrarStats()
+        self.log = RunLog(config.metrics_file)
+        self.bad_reports = 0
+        self.resumed = False
+        self.bound = asyncio.Event()
+        """Set once the registration socket is bound (nodes may register from then on)."""
+        self._retained: bytes | None = None
+        self._retained_seen = asyncio.Event()
+        self._fresh_reports = 0
+        self._link: MqttLink | None = None
+        self._topics = topics(config.cluster)
+        if config.broker:
+            host, port = parse_broker_url(config.broker)
+            self._link = MqttLink(host, port, config.cluster, self._on_message, state.broker)
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    async def run(self) -> RunSummary | None:
+        """Run until the run is over (summary) or, with ``keep_running``, until cancelled.
+
+        Returns ``None`` when there is no broker (nothing to measure): the coordinator then
+        serves registrations until cancelled.
+
+        Raises
+        ------
+        GossipError
+            Registration timeout, a socket that cannot be bound, a bad dashboard setting.
+        """
+        self.log.open()
+        ctx = zmq.asyncio.Context()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                background: list[asyncio.Task[None]] = []
+                if self._link is not None:
+                    background.append(tg.create_task(self._link.run(), name="mqtt-link"))
+                if self.config.dashboard_port is not None:
+                    background.append(tg.create_task(self._dashboard(), name="dashboard"))
+                try:
+                    if self._link is not None and self.config.resume:
+                        await self._try_resume()
+                    with bound_socket(ctx, self.config.bind) as sock:
+                        background.append(
+                            tg.create_task(
+                                serve_registrations(
+                                    sock,
+                                    self.registry,
+                                    self.stats,
+                                    self._on_ready,
+                                    self._on_registered,
+                                ),
+                                name="registrar",
+                            )
+                        )
+                        self.bound.set()
+                        return await self._supervise()
+                finally:
+                    for task in background:
+                        task.cancel()
+        finally:
+            ctx.destroy(linger=0)
+            self.log.close()
+
+    async def _dashboard(self) -> None:
+        try:
+            from coordinator.dashboard import serve
+        except ImportError as exc:
+            raise ConfigError(
+                f"--dashboard-port needs the dashboard (coordinator.dashboard): {exc}"
+            ) from None
+        await serve(
+            self.state,
+            self.config.dashboard_host,
+            self.config.dashboard_port or 8080,
+            self.config.dashboard_token or None,
+        )
+
+    # -- registration and resume ---------------------------------------------------------------
+
+    async def _try_resume(self) -> None:
+        assert self._link is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_RESUME_WAIT):
+                await self._link.connected.wait()
+                # The broker sends retained messages right after the subscription.
+                await self._retained_seen.wait()
+        if self._retained is None:
+            return
+        try:
+            status = json.loads(self._retained)
+        except ValueError:
+            return
+        if not self._resumable(status):
+            return
+        assignment = Assignment.from_dict(status["assignment"])
+        self.registry.restore(assignment)
+        self.resumed = True
+        self._adopt(assignment)
+        self.state.set_phase("running", f"resumed run {assignment.run_id}")
+        self.log.write("resume", **self._header())
+        self._publish_status()
+
+    def _resumable(self, status: Any) -> bool:
+        if not isinstance(status, dict):
+            return False
+        return (
+            status.get("phase") in ("running", "stopping")
+            and status.get("graph") == self.config.graph
+            and status.get("algorithm") == self.plan.params.algorithm.value
+            and status.get("rate") == self.plan.rate
+            and status.get("expected") == self.plan.expected
+            and isinstance(status.get("assignment"), dict)
+        )
+
+    def _adopt(self, assignment: Assignment) -> None:
+        state = self.state
+        state.run_id = assignment.run_id
+        state.epoch = assignment.epoch
+        state.initial = list(assignment.initial)
+        state.registered = {name: k for k, name in enumerate(assignment.names)}
+        state.touch()
+
+    def _on_registered(self) -> None:
+        if not self.registry.bootstrapped:
+            self.state.registered = {name: k for k, name in enumerate(self.registry.names)}
+            self.state.message = f"{len(self.state.registered)} of {self.plan.expected} registered"
+            self.state.touch()
+
+    def _on_ready(self, ready: Ready) -> None:
+        self._adopt(ready.assignment)
+        self.state.set_phase(
+            "running", f"bootstrapped {self.plan.expected} nodes; t starts at the epoch"
+        )
+        self.log.write("start", **self._header())
+        self._publish_status()
+
+    async def _wait_bootstrap(self) -> None:
+        deadline = time.monotonic() + self.config.register_timeout
+        while not self.registry.bootstrapped:
+            if time.monotonic() > deadline:
+                names = list(self.state.registered)
+                shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+                detail = f" ({shown})" if names else ""
+                hint = (
+                    f"; last refusal: {self.stats.last_refusal}" if self.stats.last_refusal else ""
+                )
+                raise TransportError(
+                    f"only {len(names)} of {self.plan.expected} nodes registered within "
+                    f"{self.config.register_timeout:g} s{detail}{hint}; start the others with "
+                    f"`gossip node --coordinator {self.config.bind}`"
+                )
+            await asyncio.sleep(0.05)
+
+    # -- reports -------------------------------------------------------------------------------
+
+    def _on_message(self, topic: str, payload: bytes) -> None:
+        if topic == self._topics["status"]:
+            if not self._retained_seen.is_set():
+                self._retained = payload or None
+                self._retained_seen.set()
+            return
+        try:
+            report = parse_report(
+                topic, payload, self._topics["prefix"], self.plan.expected, self.plan.dim
+            )
+        except ProtocolError as exc:
+            self.bad_reports += 1
+            self.state.message = f"ignored a bad report: {exc}"
+            return
+        node = report["node"]
+        view = self.state.nodes.get(node)
+        if view is None:
+            view = self.state.nodes[node] = NodeView(node=node)
+        update_view(view, report, time.time())
+        self._fresh_reports += 1
+        self.state.touch()
+
+    def _evaluate(self) -> tuple[ErrorPoint, bool] | None:
+        """Mix the latest reports to a common t; return the point and whether it is fresh."""
+        n = self.plan.expected
+        views = [self.state.nodes.get(k) for k in range(n)]
+        if any(v is None for v in views) or not self.state.initial:
+            return None
+        present = [v for v in views if v is not None]
+        t = np.array([v.t for v in present], dtype=np.float64)
+        x = np.array([v.x for v in present], dtype=np.float64)
+        z = np.array([v.z for v in present], dtype=np.float64)
+        initial = np.array(self.state.initial, dtype=np.float64)
+        est = estimate(t, x, z, initial, self.plan.params.eta)
+        # Reports are taken at different times; an old one (a slow or dead node) makes the
+        # estimate unreliable, so it may not decide that eps is reached.
+        spread = float(t.max() - t.min())
+        fresh = spread <= 3.0 * self.plan.rate * self.plan.metrics_period and not any(
+            v.final for v in present
+        )
+        point = ErrorPoint(est.t, est.error, est.mass_drift_rel, time.time())
+        return point, fresh
+
+    # -- supervision ---------------------------------------------------------------------------
+
+    async def _supervise(self) -> RunSummary | None:
+        await self._wait_bootstrap()
+        if self._link is None:
+            await asyncio.Event().wait()  # nothing to measure: serve registrations until cancelled
+        period = self.config.metrics_period
+        epoch = self.state.epoch or time.time()
+        stop_reason = ""
+        while not stop_reason:
+            await asyncio.sleep(period)
+            if self._fresh_reports:
+                self._fresh_reports = 0
+                evaluated = self._evaluate()
+                if evaluated is not None:
+                    point, fresh = evaluated
+                    was = self.state.reached
+                    self.state.record(point, may_reach=fresh)
+                    self.log.write(
+                        "point",
+                        t=point.t,
+                        error=point.error,
+                        mass_drift_rel=point.mass_drift_rel,
+                        activations=self.state.activations(),
+                        nodes=len(self.state.nodes),
+                        fresh=fresh,
+                    )
+                    if self.state.reached and not was:
+                        self.log.write("reached", t_eps=self.state.t_eps, wall_s=point.wall - epoch)
+                        self._publish_status()
+            if self.config.keep_running:
+                continue
+            if self.state.reached:
+                stop_reason = "reached"
+            elif (
+                self.config.run_timeout is not None
+                and time.time() - epoch > self.config.run_timeout
+            ):
+                stop_reason = "timeout"
+        return await self._stop(stop_reason)
+
+    async def _stop(self, reason: str) -> RunSummary:
+        assert self._link is not None
+        self.state.set_phase("stopping", f"stop ({reason}): waiting for the final reports")
+        self.log.write("stop", reason=reason)
+        self._publish_status()
+        now = time.monotonic()
+        deadline = now + self.config.stop_timeout
+        resend = now
+        while now < deadline:
+            if sum(v.final for v in self.state.nodes.values()) >= self.plan.expected:
+                break
+            if now >= resend:
+                # Re-sent until every node has answered: a node that was reconnecting to the
+                # broker when the first one went out must not keep gossiping.
+                self._link.send_stop(self.state.run_id)
+                resend = now + _STOP_RESEND
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+        summary = self._finish()
+        self._publish_status(summary)
+        await self._drain()
+        return summary
+
+    def _finish(self) -> RunSummary:
+        state = self.state
+        n = self.plan.expected
+        present = [state.nodes[k] for k in range(n) if k in state.nodes]
+        final: FinalResult | None = None
+        if len(present) == n and state.initial:
+            t = np.array([v.t for v in present], dtype=np.float64)
+            x = np.array([v.x for v in present], dtype=np.float64)
+            z = np.array([v.z for v in present], dtype=np.float64)
+            est = estimate(t, x, z, np.array(state.initial, dtype=np.float64), self.plan.params.eta)
+            final = FinalResult(
+                t=est.t,
+                error=est.error,
+                mass_drift_rel=est.mass_drift_rel,
+                values=tuple(tuple(float(c) for c in row) for row in est.values),
+                mean=tuple(float(c) for c in est.mean),
+                complete=all(v.final for v in present),
+            )
+        epoch = state.epoch or 0.0
+        last_wall = max((v.wall for v in present), default=epoch)
+        activations = state.activations()
+        p50 = [v.rtt_p50_ms for v in present if v.rtt_p50_ms is not None]
+        p99 = [v.rtt_p99_ms for v in present if v.rtt_p99_ms is not None]
+        summary = RunSummary(
+            run_id=state.run_id,
+            reached=state.reached,
+            t_eps=state.t_eps,
+            wall_s=(state.wall_eps - epoch) if state.wall_eps is not None else None,
+            activations=activations,
+            rate_achieved=activations / max(last_wall - epoch, 1e-9),
+            rate_asked=self.plan.rate,
+            final_error=final.error if final is not None else None,
+            mass_drift_rel=final.mass_drift_rel if final is not None else None,
+            rtt_p50_ms=statistics.median(p50) if p50 else None,
+            rtt_p99_ms=statistics.median(p99) if p99 else None,
+        )
+        state.final = final
+        state.runs.append(summary)
+        complete = final is not None and final.complete
+        state.set_phase(
+            "done",
+            f"{'reached' if summary.reached else 'did not reach'} {self.config.until:g}; "
+            f"final error {summary.final_error}"
+            + ("" if complete else " (some nodes sent no final report)"),
+        )
+        record = {
+            **summary.as_dict(),
+            "final_t": final.t if final else None,
+            "complete": complete,
+            "graph": self.config.graph,
+            "algorithm": self.plan.params.algorithm.value,
+            "nodes": n,
+            "eps": self.config.until,
+        }
+        self.log.write("final", **record)
+        if self.config.json_path is not None:
+            write_json(self.config.json_path, record)
+        return summary
+
+    async def _drain(self) -> None:
+        """Give the link a moment to deliver the final status before the tasks are cancelled."""
+        if self._link is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2.0):
+                await self._link.wait_idle()
+
+    # -- status --------------------------------------------------------------------------------
+
+    def _header(self) -> dict[str, Any]:
+        p = self.plan.params
+        return {
+            "run_id": self.state.run_id,
+            "graph": self.config.graph,
+            "cluster": self.config.cluster,
+            "algorithm": p.algorithm.value,
+            "params": {"eta": p.eta, "c": p.c, "theta": p.theta},
+            "quantities": self.state.quantities.as_dict() if self.state.quantities else None,
+            "expected": self.plan.expected,
+            "rate": self.plan.rate,
+            "eps": self.config.until,
+            "epoch": self.state.epoch,
+        }
+
+    def _publish_status(self, summary: RunSummary | None = None) -> None:
+        if self._link is None:
+            return
+        assignment = self.registry.assignment
+        status = {
+            **self._header(),
+            "phase": self.state.phase,
+            "metrics_period": self.plan.metrics_period,
+            "broker": self.config.broker,
+            "bind": self.config.bind,
+            "coordinator_pid": os.getpid(),
+            "wall": time.time(),
+            "assignment": assignment.as_dict() if assignment is not None else None,
+            "summary": summary.as_dict() if summary is not None else None,
+        }
+        try:
+            self._link.set_status(status)
+        except (TypeError, ValueError) as exc:  # a non-finite float would be a bug here
+            raise GossipError(f"cannot encode the coordinator status: {exc}") from exc

@@ -1,0 +1,100 @@
+"""Error and mass drift from reports taken at different times; report parsing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator.metrics import estimate, parse_report
+from gossip.errors import ProtocolError
+from gossip.jumps import jump
+from gossip.mixing import mix
+
+
+def test_error_against_the_true_mean_and_exact_mass_after_mixing() -> None:
+    initial = np.array([[1.0], [0.0], [0.0], [0.0]])
+    eta = 0.3
+    # A jump on edge {0, 1} at t = 0, then node 1 is observed at t = 2 and node 0 at t = 5.
+    x0, z0, x1, z1 = jump(1.0, 1.0, 0.0, 0.0, c=1.5)
+    xa, za = mix(x0, z0, eta, 5.0)
+    xb, zb = mix(x1, z1, eta, 2.0)
+    t = [5.0, 2.0, 0.0, 0.0]
+    x = np.array([[xa], [xb], [0.0], [0.0]], dtype=np.float64)
+    z = np.array([[za], [zb], [0.0], [0.0]], dtype=np.float64)
+    est = estimate(t, x, z, initial, eta)
+    assert est.t == 5.0
+    assert est.mass_drift_rel == pytest.approx(0.0, abs=1e-15)
+    expected_x1, _ = mix(x1, z1, eta, 5.0)
+    assert est.values[1, 0] == pytest.approx(float(expected_x1))
+    assert est.error == pytest.approx(0.5 * float(np.sum((est.values - 0.25) ** 2)))
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.floats(-5, 5), min_size=2, max_size=6),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 3.0),
+)
+def test_mass_is_conserved_by_mixing_reports_forward(
+    values: list[float], eta: float, c: float
+) -> None:
+    n = len(values)
+    init = np.array(values, dtype=np.float64)[:, None]
+    x, z = init.copy(), init.copy()
+    # Jumps along a path at time 0, then each node reports at its own time.
+    for v in range(n - 1):
+        xv, zv, xw, zw = jump(x[v], z[v], x[v + 1], z[v + 1], c)
+        x[v], z[v], x[v + 1], z[v + 1] = xv, zv, xw, zw
+    times = np.linspace(0.0, 3.0, n)
+    xs, zs = mix(x, z, eta, times[:, None])
+    est = estimate(times, xs, zs, init, eta)
+    assert abs(est.values.sum() - init.sum()) <= 1e-9 * max(1.0, float(np.abs(init).sum()))
+
+
+def _payload(**over: object) -> bytes:
+    body = {
+        "node": 3,
+        "name": "n3",
+        "address": "tcp://127.0.0.1:1",
+        "t": 1.5,
+        "wall": 10.0,
+        "x": [0.5],
+        "z": [0.25],
+        "initial": [1.0],
+        "final": False,
+        "counters": {"initiated": 4, "served": 2},
+        "rtt_ms": {"p50": 0.3, "p99": 1.2},
+        "edges": {"2": 3, "4": 1},
+    }
+    body.update(over)
+    return json.dumps(body).encode()
+
+
+def test_parse_report_reads_the_documented_fields() -> None:
+    rep = parse_report("gossip/c/node/3/state", _payload(), "gossip/c", expected=5, dim=1)
+    assert rep["node"] == 3
+    assert rep["x"] == (0.5,)
+    assert rep["edges"] == {2: 3, 4: 1}
+    assert rep["counters"]["initiated"] == 4
+    assert rep["counters"]["rejected"] == 0
+    assert rep["rtt_p99_ms"] == 1.2
+
+
+@pytest.mark.parametrize(
+    ("topic", "payload", "words"),
+    [
+        ("gossip/c/node/2/state", _payload(), "topic's id"),
+        ("gossip/c/node/3/state", b"{not json", "not JSON"),
+        ("gossip/c/node/3/state", _payload(x=[float("nan")]), "'x'"),
+        ("gossip/c/node/3/state", _payload(x=[1.0, 2.0]), "components"),
+        ("gossip/c/node/9/state", _payload(node=9), "ids go from 0 to 4"),
+        ("gossip/c/other/3/state", _payload(), "is not"),
+    ],
+)
+def test_parse_report_rejects_bad_reports(topic: str, payload: bytes, words: str) -> None:
+    with pytest.raises(ProtocolError, match=words):
+        parse_report(topic, payload, "gossip/c", expected=5, dim=1)
