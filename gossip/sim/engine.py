@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from gossip.jumps import apply_flow, edge_flow
 from gossip.mixing import mix
-from gossip.sim.events import chunk_bounds, draw_chunk, run_generator
+from gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
 
 __all__ = ["BlockSpec", "run_block"]
 
@@ -89,14 +89,14 @@ def run_block(spec: BlockSpec, report: Callable[[int], None] | None = None) -> F
     base = np.arange(n_runs, dtype=np.int64) * width
     end_u = np.append(spec.edges[:, 0], n)
     end_v = np.append(spec.edges[:, 1], n)
-    cdf = np.cumsum(spec.probs)
+    sampler = EdgeSampler.from_probs(spec.probs)
     gens = [run_generator(spec.seed, spec.first_run + r) for r in range(n_runs)]
     errors = np.empty((n_runs, int(spec.record.sum())), dtype=np.float64)
     col = 0
     eta, c = spec.eta, spec.c
 
     for i0, i1, window_start in chunk_bounds(spec.grid):
-        chunk = draw_chunk(gens, window_start, spec.grid[i0:i1], cdf)
+        chunk = draw_chunk(gens, window_start, spec.grid[i0:i1], sampler)
         both = np.concatenate((base + end_u[chunk.edges], base + end_v[chunk.edges]), axis=1)
         times2 = np.concatenate((chunk.times, chunk.times), axis=1)
         row = 0

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["CHUNK_T", "Chunk", "chunk_bounds", "draw_chunk", "run_generator", "windows"]
+__all__ = [
+    "CHUNK_T",
+    "Chunk",
+    "EdgeSampler",
+    "chunk_bounds",
+    "draw_chunk",
+    "run_generator",
+    "windows",
+]
 
 CHUNK_T = 1024.0
 """Target span of a chunk, in units of t (about that many activations per run)."""
@@ -62,6 +70,45 @@ def chunk_bounds(sweep: NDArray[np.float64]) -> list[tuple[int, int, float]]:
 
 
 @dataclass(frozen=True, eq=False)
+class EdgeSampler:
+    """Draw edges from ``P`` in O(1) per draw: Walker's alias table, one uniform per draw.
+
+    ``u`` in [0, 1) picks the column ``i = floor(u E)``; its fractional part ``f`` keeps edge i if
+    ``f < accept[i]`` and takes ``alias[i]`` otherwise. Each column carries total mass 1/E, so
+    edge e is drawn with probability exactly ``P_e`` (up to rounding). A binary search of the
+    cumulative probabilities would cost O(log E) cache misses per draw instead.
+    """
+
+    accept: NDArray[np.float64]
+    alias: NDArray[np.int64]
+
+    @classmethod
+    def from_probs(cls, probs: NDArray[np.float64]) -> EdgeSampler:
+        """Build the table of the distribution ``probs`` (positive, summing to 1)."""
+        n = len(probs)
+        scaled = np.asarray(probs, dtype=np.float64) * n
+        accept = np.ones(n, dtype=np.float64)
+        alias = np.arange(n, dtype=np.int64)
+        small = [i for i in range(n) if scaled[i] < 1.0]
+        large = [i for i in range(n) if scaled[i] >= 1.0]
+        while small and large:
+            s, big = small.pop(), large.pop()
+            accept[s], alias[s] = scaled[s], big
+            scaled[big] -= 1.0 - scaled[s]
+            (small if scaled[big] < 1.0 else large).append(big)
+        # Whatever is left has mass 1 up to rounding and keeps its own column.
+        return cls(accept, alias)
+
+    def sample(self, u: NDArray[np.float64]) -> NDArray[np.int64]:
+        """Return the edges drawn by the uniforms ``u`` (values in [0, 1))."""
+        n = len(self.accept)
+        scaled = u * n
+        column = np.minimum(scaled.astype(np.int64), n - 1)
+        keep = (scaled - column) < self.accept[column]
+        return np.where(keep, column, self.alias[column])
+
+
+@dataclass(frozen=True, eq=False)
 class Chunk:
     """Padded activations of a block of runs over consecutive grid intervals.
 
@@ -87,7 +134,7 @@ def draw_chunk(
     gens: list[np.random.Generator],
     start: float,
     ends: NDArray[np.float64],
-    cdf: NDArray[np.float64],
+    sampler: EdgeSampler,
 ) -> Chunk:
     """Draw every run's activations in the window from ``start`` and lay them out in padded rows.
 
@@ -102,15 +149,15 @@ def draw_chunk(
         Start of the window, a multiple of CHUNK_T.
     ends : ndarray (intervals,)
         Ends of the grid intervals covered by the chunk, increasing, ``ends[0] >= start``.
-    cdf : ndarray (n_edges,)
-        Cumulative edge probabilities (last entry 1).
+    sampler : EdgeSampler
+        The edge distribution ``P``.
     """
-    n_runs, n_int, n_edges = len(gens), len(ends), len(cdf)
+    n_runs, n_int, n_edges = len(gens), len(ends), len(sampler.accept)
     span = CHUNK_T
     horizon = float(ends[-1])
     counts = np.empty(n_runs, dtype=np.int64)
     times_l: list[NDArray[np.float64]] = []
-    edges_l: list[NDArray[np.int64]] = []
+    edge_draws: list[NDArray[np.float64]] = []
     for r, gen in enumerate(gens):
         count = int(gen.poisson(span))
         u = gen.random(2 * count)
@@ -118,10 +165,9 @@ def draw_chunk(
         kept = int(np.searchsorted(times, horizon, side="right"))
         counts[r] = kept
         times_l.append(times[:kept])
-        edges_l.append(np.searchsorted(cdf, u[count : count + kept], side="right"))
+        edge_draws.append(u[count : count + kept])
     times = np.concatenate(times_l)
-    # The clip guards against a last cdf entry rounded just below 1.
-    edges = np.minimum(np.concatenate(edges_l), n_edges - 1).astype(np.int64)
+    edges = sampler.sample(np.concatenate(edge_draws))
     run_of = np.repeat(np.arange(n_runs), counts)
     interval = np.minimum(np.searchsorted(ends, times, side="left"), n_int - 1)
     group = run_of * n_int + interval

@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from gossip.errors import ConfigError
 from gossip.params import GossipParams, gossip_params
-from gossip.sim.events import CHUNK_T, chunk_bounds, draw_chunk, run_generator
+from gossip.sim.events import CHUNK_T, EdgeSampler, chunk_bounds, draw_chunk, run_generator
 from gossip.simulator import SimulationResult, simulate
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
@@ -31,7 +31,7 @@ def _events_of_run(
     sweep = np.unique(np.append(np.arange(1, np.ceil(t_end / CHUNK_T)) * CHUNK_T, t_end))
     times, edges = [], []
     for i0, i1, start in chunk_bounds(sweep):
-        chunk = draw_chunk(gen, start, sweep[i0:i1], np.cumsum(topo.probs))
+        chunk = draw_chunk(gen, start, sweep[i0:i1], EdgeSampler.from_probs(topo.probs))
         real = chunk.edges[:, 0] < topo.n_edges
         times.append(chunk.times[real, 0])
         edges.append(chunk.edges[real, 0])
@@ -145,7 +145,7 @@ def test_activations_are_poisson_with_edge_probabilities(tmp_path: Path) -> None
     topo = parse_topology(f"file:{edges}", weighted=True)
     gens = [run_generator(0, r) for r in range(200)]
     ends = np.array([CHUNK_T])
-    chunk = draw_chunk(gens, 0.0, ends, np.cumsum(topo.probs))
+    chunk = draw_chunk(gens, 0.0, ends, EdgeSampler.from_probs(topo.probs))
     real = chunk.edges < topo.n_edges
     counts = real.sum(axis=0)
     assert abs(counts.mean() - CHUNK_T) < 4 * np.sqrt(CHUNK_T / 200)
@@ -182,3 +182,15 @@ def test_bad_arguments_raise_config_error(kwargs: dict[str, object], needle: str
     with pytest.raises(ConfigError) as info:
         simulate(topo, _params(topo, "rg"), **args)  # type: ignore[arg-type]
     assert needle in str(info.value)
+
+
+def test_alias_table_carries_exactly_the_edge_probabilities() -> None:
+    probs = np.random.default_rng(3).random(37) ** 3
+    probs /= probs.sum()
+    table = EdgeSampler.from_probs(probs)
+    n = len(probs)
+    mass = table.accept / n + np.bincount(table.alias, weights=(1 - table.accept) / n, minlength=n)
+    np.testing.assert_allclose(mass, probs, rtol=1e-12, atol=1e-15)
+    drawn = table.sample(np.random.default_rng(4).random(200_000))
+    freq = np.bincount(drawn, minlength=n) / drawn.size
+    np.testing.assert_allclose(freq, probs, atol=4 * np.sqrt(probs.max() / drawn.size))
