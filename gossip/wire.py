@@ -130,11 +130,16 @@ class LedgerRequest:
 
 @dataclass(frozen=True, slots=True)
 class LedgerReply:
-    """Neighbour -> node: my cumulative flow ``(fx, fz)`` on ``edge``, mixed to my time ``t``."""
+    """Neighbour -> node: my cumulative flow ``(fx, fz)`` on ``edge``, mixed to my time ``t``.
+
+    ``seq`` is the highest exchange sequence number the neighbour has seen from the requester on
+    that edge, so that a restarted requester numbers its next exchanges above it.
+    """
 
     TYPE: ClassVar[str] = "ledger_reply"
     src: int
     edge: int
+    seq: int
     t: float
     fx: Floats
     fz: Floats
@@ -333,7 +338,7 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
     LedgerRequest.TYPE: (LedgerRequest, {"src": _int, "edge": _int}),
     LedgerReply.TYPE: (
         LedgerReply,
-        {"src": _int, "edge": _int, "t": _float, "fx": _floats, "fz": _floats},
+        {"src": _int, "edge": _int, "seq": _int, "t": _float, "fx": _floats, "fz": _floats},
     ),
     Register.TYPE: (
         Register,

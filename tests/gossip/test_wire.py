@@ -50,7 +50,7 @@ EXAMPLES: list[Message] = [
     Reply(src=0, edge=0, seq=7, t=2.75, dx=(0.25,), dz=(-1.5,)),
     Nack(src=0, edge=4, seq=9, reason="stopping"),
     LedgerRequest(src=5, edge=2),
-    LedgerReply(src=2, edge=2, t=10.0, fx=(0.1,), fz=(0.2,)),
+    LedgerReply(src=2, edge=2, seq=4, t=10.0, fx=(0.1,), fz=(0.2,)),
     Register(name="n1", address="tcp://127.0.0.1:5000", value=(21.5,), pid=1234),
     Register(name="n2", address="tcp://127.0.0.1:5001", value=None, pid=1),
     BOOT,
