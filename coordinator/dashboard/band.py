@@ -1,0 +1,150 @@
+"""The simulator's expected error band for the live run, computed in a child process.
+
+The band is what the theory promises in distribution: the 5%, 50% and 95% quantiles of the
+error ``sum_v 1/2 |x_v(t) - mean|^2`` over independent simulated runs of the same graph,
+algorithm and initial values (``gossip.simulator.simulate``, contract C1). A cluster whose curve
+leaves the band for long is not running the algorithm it claims to.
+
+It runs in a separate process, at low priority, because the simulator is CPU-bound Python and
+numpy: in a thread it would hold the GIL and stall the coordinator's event loop (and with it the
+registration, the MQTT monitor and this dashboard). The process is killed if the dashboard stops
+first, so ``gossip up`` never leaves it behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import multiprocessing
+import os
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from coordinator.dashboard.runs import Band
+from gossip.errors import ConfigError
+from gossip.params import GossipParams
+from gossip.topology import Topology
+
+__all__ = ["BAND_EVENT_BUDGET", "band_grid", "compute_band", "simulate_band"]
+
+BAND_EVENT_BUDGET = 2_000_000
+"""Most activations simulated for one band (over all runs): bounds its CPU cost."""
+
+_GRID_POINTS = 200
+
+
+def band_grid(theta: float, bound_factor: float, e0: float, eps: float) -> NDArray[np.float64]:
+    """Return the grid of t on which the band is computed: 0 up to where the bound is ``eps/10``.
+
+    The theorem's bound ``bound_factor * e0 * exp(-theta t)`` crosses ``eps / 10`` at
+    ``t = ln(10 bound_factor e0 / eps) / theta``; a run that follows the theory has reached ``eps``
+    well before that.
+
+    Examples
+    --------
+    >>> g = band_grid(theta=0.1, bound_factor=2.0, e0=0.5, eps=1e-6)
+    >>> len(g), round(float(g[-1]), 1)
+    (200, 161.2)
+    """
+    if not (theta > 0 and e0 > 0 and eps > 0):
+        raise ConfigError(
+            f"band needs theta > 0, e0 > 0 and eps > 0; got theta={theta}, e0={e0}, eps={eps}"
+        )
+    t_max = max(math.log(10.0 * bound_factor * e0 / eps), 1.0) / theta
+    return np.linspace(0.0, t_max, _GRID_POINTS)
+
+
+def simulate_band(
+    topology: Topology,
+    params: GossipParams,
+    initial: NDArray[np.float64],
+    t_grid: NDArray[np.float64],
+    runs: int,
+    seed: int = 0,
+) -> Band:
+    """Simulate ``runs`` runs and return the 5/50/95% quantiles of the error on ``t_grid``.
+
+    Blocking and CPU-bound: call it through :func:`compute_band`, which runs it in a child.
+    """
+    from gossip.simulator import simulate
+
+    result = simulate(topology, params, initial, t_grid, runs, seed)
+    return Band(
+        t=tuple(float(t) for t in result.t_grid),
+        q05=tuple(float(v) for v in result.quantile(0.05)),
+        q50=tuple(float(v) for v in result.quantile(0.5)),
+        q95=tuple(float(v) for v in result.quantile(0.95)),
+        runs=runs,
+    )
+
+
+def _child(conn: Connection, args: tuple[Any, ...]) -> None:
+    # Lowest priority: on a 2-core machine the band must not steal time from the nodes.
+    with contextlib.suppress(OSError):
+        os.nice(19)
+    try:
+        conn.send(("ok", simulate_band(*args)))
+    except BaseException as exc:  # reported to the parent, which owns the error handling
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+async def compute_band(
+    topology: Topology,
+    params: GossipParams,
+    initial: NDArray[np.float64],
+    t_grid: NDArray[np.float64],
+    runs: int,
+    seed: int = 0,
+) -> Band:
+    """Compute the band in a child process and return it, without blocking the event loop.
+
+    Parameters
+    ----------
+    topology, params, initial, t_grid, runs, seed
+        As for ``gossip.simulator.simulate`` (contract C1).
+
+    Cancelling the call (for example under ``asyncio.timeout``) kills the child.
+
+    Raises
+    ------
+    ConfigError
+        If the simulation failed in the child (the message carries the child's error).
+    """
+    ctx = multiprocessing.get_context("spawn")
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_child,
+        args=(sender, (topology, params, initial, t_grid, runs, seed)),
+        name="gossip-dashboard-band",
+        daemon=True,
+    )
+    proc.start()
+    sender.close()
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+    loop.add_reader(receiver.fileno(), ready.set)
+    try:
+        await ready.wait()
+        try:
+            status, payload = receiver.recv()
+        except EOFError:
+            raise ConfigError(
+                f"the band simulation process exited with code {proc.exitcode} before answering"
+            ) from None
+    finally:
+        loop.remove_reader(receiver.fileno())
+        receiver.close()
+        if proc.is_alive():
+            proc.kill()
+        # The child has answered or been killed: joining it is immediate.
+        proc.join(timeout=1.0)
+    if status != "ok":
+        raise ConfigError(f"band simulation failed: {payload}")
+    assert isinstance(payload, Band)
+    return payload

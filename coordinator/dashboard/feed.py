@@ -1,0 +1,233 @@
+"""The live feed: sample the cluster state on a fixed tick and send each tab one batch per tick.
+
+Theory of operation
+-------------------
+Reports arrive at the coordinator at up to thousands per second (225 nodes at 10 Hz). Pushing
+each one to the browser would make the page redraw thousands of times a second, so nothing is
+pushed per report. Instead :meth:`Feed.run` wakes every ``interval`` seconds (0.25 s by
+default), and :meth:`Feed.tick` compares the state with what it has already sent:
+
+* the new error-history points of the live run (through :class:`RunArchive`);
+* the nodes whose report count changed since the last tick (one compact row each);
+* the edges' activity levels, when any level changed;
+* the cluster counters and the summary (small, always sent).
+
+That batch is serialised to JSON once and queued for every connected tab. A tab that falls
+behind (its queue is full) is told to reload instead of being fed an ever-growing backlog.
+The feed also measures the achieved activation rate from successive activation counts, which
+the node reports themselves cannot give.
+
+Each batch carries ``seq``; ``/api/snapshot`` carries the ``seq`` it is consistent with, so a tab
+that opens the stream and then loads the snapshot drops the batches the snapshot already holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from coordinator.dashboard.runs import RunArchive
+from coordinator.dashboard.views import cluster_counters, node_row
+from coordinator.state import ClusterState
+
+__all__ = ["ACTIVITY_TAU", "Client", "Feed", "activity_levels"]
+
+_log = logging.getLogger(__name__)
+
+ACTIVITY_TAU = 1.0
+"""Time constant (seconds) of the edges' exponentially decaying activity."""
+
+_RATE_WINDOW = 5.0  # seconds of activation counts behind the achieved rate
+_QUEUE = 16  # batches a tab may fall behind (4 s at the default tick) before it must reload
+
+
+def activity_levels(activity: NDArray[np.float64], expected: NDArray[np.float64]) -> list[int]:
+    """Bin each edge's recent activity against what its clock should give: 0 (idle) to 3 (hot).
+
+    ``activity`` is the decayed count of activations on each edge; ``expected`` its steady value
+    if the edge fires at its asked rate ``rate * P_e``. Ratios below 0.05 are idle (0), below 0.5
+    low (1), below 1.5 normal (2), and above that hot (3).
+
+    Examples
+    --------
+    >>> activity_levels(np.array([0.0, 0.2, 1.0, 3.0]), np.ones(4))
+    [0, 1, 2, 3]
+    """
+    ratio = np.divide(activity, expected, out=np.zeros_like(activity), where=expected > 0)
+    return [int(v) for v in np.digitize(ratio, (0.05, 0.5, 1.5))]
+
+
+@dataclass(eq=False)
+class Client:
+    """One connected tab: its queue of serialised events (``(event, data)`` pairs)."""
+
+    queue: asyncio.Queue[tuple[str, str]] = field(
+        default_factory=lambda: asyncio.Queue(maxsize=_QUEUE)
+    )
+    overflowed: bool = False
+
+    def offer(self, event: str, data: str) -> None:
+        """Queue an event; if the tab is too far behind, replace its backlog by one ``reset``."""
+        if self.overflowed:
+            return
+        try:
+            self.queue.put_nowait((event, data))
+        except asyncio.QueueFull:
+            self.overflowed = True
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            self.queue.put_nowait(("reset", json.dumps({"reason": "too far behind"})))
+
+
+class Feed:
+    """Sample ``state`` every ``interval`` seconds and broadcast what changed.
+
+    Parameters
+    ----------
+    state : ClusterState
+        The coordinator's state, read only.
+    archive : RunArchive
+        Follows the live run's history.
+    interval : float
+        Seconds between ticks (and so between batches).
+    on_tick : callable, optional
+        Called after every tick (the server uses it to start the band computation).
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        archive: RunArchive,
+        interval: float = 0.25,
+        on_tick: Callable[[], None] | None = None,
+    ) -> None:
+        self.state = state
+        self.archive = archive
+        self.interval = interval
+        self.on_tick = on_tick
+        self.clients: set[Client] = set()
+        self.seq = 0
+        self.batches_sent = 0
+        self.rate_achieved: float | None = None
+        self._reports: dict[int, int] = {}
+        self._samples: collections.deque[tuple[float, int]] = collections.deque()
+        self._activity: NDArray[np.float64] | None = None
+        self._counts: NDArray[np.float64] | None = None
+        self._levels: list[int] = []
+        self._last_tick: float | None = None
+
+    @property
+    def edge_levels(self) -> list[int]:
+        """The activity level of every edge (topology order) as of the last tick."""
+        return list(self._levels)
+
+    async def run(self) -> None:
+        """Tick every ``interval`` seconds until cancelled."""
+        while True:
+            started = time.monotonic()
+            try:
+                self.tick(time.time())
+            except Exception:
+                # A bad report must not stop the live view; it is logged with its traceback.
+                _log.exception("dashboard feed tick failed")
+            await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def tick(self, now: float) -> dict[str, Any]:
+        """Sample the state once; queue a batch for every client; return the batch."""
+        state = self.state
+        points, reset = self.archive.follow(state)
+        self._measure_rate(now)
+        levels_changed = self._update_edges(now)
+        self.seq += 1
+        if reset:
+            self._reports.clear()
+        changed = []
+        oldest: float | None = None
+        newest: float | None = None
+        for node_id, view in state.nodes.items():
+            if self._reports.get(node_id) != view.reports:
+                self._reports[node_id] = view.reports
+                changed.append(node_row(view))
+                if view.wall > 0:
+                    oldest = view.wall if oldest is None else min(oldest, view.wall)
+                    newest = view.wall if newest is None else max(newest, view.wall)
+        live = self.archive.live
+        batch: dict[str, Any] = {
+            "seq": self.seq,
+            "now": now,
+            "run": live.run_id if live is not None else "",
+            "summary": state.summary(now),
+            "counters": cluster_counters(state, now, self.rate_achieved),
+            "points": [[_num(p[0]), _num(p[1])] for p in points],
+            "nodes": changed,
+            "walls": [oldest, newest],
+        }
+        if levels_changed or reset:
+            batch["edges"] = self._levels
+        if self.on_tick is not None:
+            self.on_tick()
+        if self.clients:
+            if reset:
+                self.broadcast("reset", json.dumps({"reason": "new run", "seq": self.seq}))
+            else:
+                self.broadcast("batch", json.dumps(batch, allow_nan=False))
+                self.batches_sent += 1
+        return batch
+
+    def broadcast(self, event: str, data: str) -> None:
+        """Queue one event for every connected tab."""
+        for client in self.clients:
+            client.offer(event, data)
+
+    def _measure_rate(self, now: float) -> None:
+        activations = self.state.activations()
+        samples = self._samples
+        samples.append((now, activations))
+        while len(samples) > 2 and now - samples[1][0] >= _RATE_WINDOW:
+            samples.popleft()
+        then, before = samples[0]
+        if now - then >= 1.0:
+            self.rate_achieved = max(0.0, (activations - before) / (now - then))
+        elif self.state.phase != "running":
+            self.rate_achieved = None
+
+    def _update_edges(self, now: float) -> bool:
+        topo = self.state.topology
+        if topo is None:
+            return False
+        per_edge = self.state.edge_activations()
+        counts = np.array(
+            [per_edge.get((int(u), int(v)), 0) for u, v in topo.edges], dtype=np.float64
+        )
+        if self._counts is None or self._counts.shape != counts.shape or self._activity is None:
+            self._counts = counts
+            self._activity = np.zeros_like(counts)
+            self._last_tick = now
+            self._levels = [0] * len(counts)
+            return True
+        dt = max(0.0, now - (self._last_tick or now))
+        self._last_tick = now
+        # Counts only grow within a run; a smaller count means a node restarted its ledger.
+        delta = np.maximum(counts - self._counts, 0.0)
+        self._counts = counts
+        self._activity = self._activity * math.exp(-dt / ACTIVITY_TAU) + delta
+        expected = self.state.rate * topo.probs * ACTIVITY_TAU
+        levels = activity_levels(self._activity, expected)
+        if levels != self._levels:
+            self._levels = levels
+            return True
+        return False
+
+
+def _num(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None

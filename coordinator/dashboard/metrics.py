@@ -1,0 +1,205 @@
+"""Prometheus exposition of the cluster state (``GET /metrics``).
+
+The metrics are read from :class:`ClusterState` at scrape time by a custom collector, instead
+of being kept in prometheus-client gauges updated on every report: the state already holds the
+numbers, and copying 225 nodes' counters into gauges 10 times a second would cost more than the
+dashboard itself. Each server gets its own ``CollectorRegistry``, so two coordinators in one
+process (as in the tests) do not collide.
+
+Metric families (all prefixed ``gossip_``):
+
+=====================================  =======  =============================================
+name                                   type     meaning
+=====================================  =======  =============================================
+info{cluster,graph,algorithm,run_id}   info     what is running
+phase{phase}                           stateset registering / running / stopping / done / failed
+t                                      gauge    common continuized time of the last error point
+error                                  gauge    sum_v 1/2 |x_v(t) - mean|^2
+mass_drift_rel                         gauge    relative drift of sum_v x_v
+reached                                gauge    1 once the error went below eps
+t_eps                                  gauge    t at which it did (absent before)
+eps, theta                             gauge    target error; guaranteed rate (per unit of t)
+nodes_expected, nodes_alive            gauge    node counts
+activations                            counter  edge activations completed, network-wide
+rate_asked, rate_achieved              gauge    activations per second
+broker_connected                       gauge    1 if the coordinator's MQTT link is up
+broker_reconnects                      counter  times that link was re-established
+node_value{node,name}                  gauge    x (|x| for vectors)
+node_t{node,name}                      gauge    the node's t at its last report
+node_report_age_seconds{node,name}     gauge    seconds since its last report
+node_alive{node,name}                  gauge    1 if it reported recently and has not stopped
+node_reports{node,name}                counter  reports received
+node_exchanges{node,name,kind}         counter  initiated, served, retried, failed, rejected,
+                                                duplicates
+node_rtt_milliseconds{node,name,       gauge    exchange round-trip percentile
+quantile}
+dashboard_clients                      gauge    open live streams
+dashboard_batches                      counter  batches sent to the live streams
+=====================================  =======  =============================================
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+    StateSetMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from coordinator.dashboard.views import display_value
+from coordinator.state import COUNTER_NAMES, PHASES, ClusterState
+
+__all__ = ["ClusterCollector", "make_registry"]
+
+
+class ClusterCollector(Collector):
+    """Collect the cluster and per-node metrics from ``state`` at each scrape.
+
+    Parameters
+    ----------
+    state : ClusterState
+        Read only.
+    extra : callable, optional
+        Returns ``(rate_achieved, clients, batches)`` from the dashboard's feed.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        extra: Callable[[], tuple[float | None, int, int]] | None = None,
+    ) -> None:
+        self.state = state
+        self.extra = extra
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield every metric family, as of now."""
+        state = self.state
+        now = time.time()
+        yield InfoMetricFamily(
+            "gossip",
+            "What the cluster is running.",
+            value={
+                "cluster": state.cluster,
+                "graph": state.graph,
+                "algorithm": state.algorithm,
+                "run_id": state.run_id,
+            },
+        )
+        yield StateSetMetricFamily(
+            "gossip_phase",
+            "Phase of the coordinator.",
+            value={phase: phase == state.phase for phase in PHASES},
+        )
+        yield _gauge("gossip_t", "Common continuized time of the last error point.", state.t)
+        yield _gauge("gossip_error", "Error sum_v 1/2 |x_v(t) - mean|^2 at gossip_t.", state.error)
+        yield _gauge(
+            "gossip_mass_drift_rel", "Relative drift of the sum of x.", state.mass_drift_rel
+        )
+        yield _gauge("gossip_reached", "1 once the error went below eps.", float(state.reached))
+        yield _gauge("gossip_t_eps", "t at which the error first went below eps.", state.t_eps)
+        yield _gauge("gossip_eps", "Target error.", state.eps)
+        theta = state.params.theta if state.params is not None else None
+        yield _gauge("gossip_theta", "Guaranteed rate of the algorithm, per unit of t.", theta)
+        yield _gauge("gossip_nodes_expected", "Nodes the coordinator expects.", state.expected)
+        yield _gauge(
+            "gossip_nodes_alive",
+            "Nodes that reported recently and have not stopped.",
+            state.nodes_alive(now),
+        )
+        activations = CounterMetricFamily(
+            "gossip_activations", "Edge activations completed, network-wide."
+        )
+        activations.add_metric([], float(state.activations()))
+        yield activations
+        yield _gauge("gossip_rate_asked", "Asked activations per second.", state.rate)
+        rate_achieved, clients, batches = self.extra() if self.extra else (None, 0, 0)
+        yield _gauge(
+            "gossip_rate_achieved",
+            "Activations per second achieved over the last few seconds.",
+            rate_achieved,
+        )
+        yield _gauge(
+            "gossip_broker_connected",
+            "1 if the coordinator is connected to the MQTT broker.",
+            float(state.broker.connected),
+        )
+        reconnects = CounterMetricFamily(
+            "gossip_broker_reconnects", "Times the MQTT connection was re-established."
+        )
+        reconnects.add_metric([], float(state.broker.reconnects))
+        yield reconnects
+        yield from self._nodes(state, now)
+        yield _gauge("gossip_dashboard_clients", "Open live streams.", clients)
+        sent = CounterMetricFamily("gossip_dashboard_batches", "Batches sent to live streams.")
+        sent.add_metric([], float(batches))
+        yield sent
+
+    @staticmethod
+    def _nodes(state: ClusterState, now: float) -> Iterator[Metric]:
+        labels = ["node", "name"]
+        value = GaugeMetricFamily(
+            "gossip_node_value", "x of the node (|x| if a vector).", labels=labels
+        )
+        node_t = GaugeMetricFamily(
+            "gossip_node_t", "The node's t at its last report.", labels=labels
+        )
+        age = GaugeMetricFamily(
+            "gossip_node_report_age_seconds", "Seconds since the node's last report.", labels=labels
+        )
+        alive = GaugeMetricFamily(
+            "gossip_node_alive",
+            "1 if the node reported recently and has not stopped.",
+            labels=labels,
+        )
+        reports = CounterMetricFamily("gossip_node_reports", "Reports received.", labels=labels)
+        exchanges = CounterMetricFamily(
+            "gossip_node_exchanges", "Exchange counters of the node.", labels=[*labels, "kind"]
+        )
+        rtt = GaugeMetricFamily(
+            "gossip_node_rtt_milliseconds",
+            "Exchange round-trip time percentile.",
+            labels=[*labels, "quantile"],
+        )
+        for node_id in sorted(state.nodes):
+            view = state.nodes[node_id]
+            key = [str(node_id), view.name]
+            x = display_value(view.x)
+            if x is not None:
+                value.add_metric(key, x)
+            if math.isfinite(view.t):
+                node_t.add_metric(key, view.t)
+            if view.reports:
+                age.add_metric(key, max(0.0, now - view.received))
+            alive.add_metric(key, float(view.alive(now, state.alive_timeout)))
+            reports.add_metric(key, float(view.reports))
+            for kind in COUNTER_NAMES:
+                exchanges.add_metric([*key, kind], float(view.counters.get(kind, 0)))
+            for quantile, ms in (("0.5", view.rtt_p50_ms), ("0.99", view.rtt_p99_ms)):
+                if ms is not None and math.isfinite(ms):
+                    rtt.add_metric([*key, quantile], ms)
+        yield from (value, node_t, age, alive, reports, exchanges, rtt)
+
+
+def make_registry(
+    state: ClusterState, extra: Callable[[], tuple[float | None, int, int]] | None = None
+) -> CollectorRegistry:
+    """Return a fresh registry holding only a :class:`ClusterCollector` for ``state``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ClusterCollector(state, extra))
+    return registry
+
+
+def _gauge(name: str, doc: str, value: float | int | None) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc)
+    # An unknown value is left out rather than exported as NaN: Grafana then shows a gap.
+    if value is not None and math.isfinite(value):
+        family.add_metric([], float(value))
+    return family

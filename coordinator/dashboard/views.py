@@ -1,0 +1,130 @@
+"""Compact JSON rows for the page, built from the coordinator's :class:`ClusterState`.
+
+The page receives node rows as positional lists (see :data:`NODE_FIELDS`) rather than dicts: a
+batch for 225 nodes is sent several times a second to every open tab, and repeating the field
+names in every row would triple its size for nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from coordinator.state import ClusterState, NodeView
+
+__all__ = [
+    "NODE_FIELDS",
+    "cluster_counters",
+    "display_value",
+    "initial_error",
+    "node_row",
+    "stale_after",
+]
+
+NODE_FIELDS = (
+    "id",
+    "name",
+    "address",
+    "value",
+    "received",
+    "wall",
+    "t",
+    "initiated",
+    "served",
+    "retried",
+    "failed",
+    "rejected",
+    "rtt_p50_ms",
+    "rtt_p99_ms",
+    "final",
+)
+"""Meaning of each position in a row from :func:`node_row` (sent once to the page)."""
+
+
+def stale_after(state: ClusterState) -> float:
+    """Seconds without a report after which the page marks a node stale (before it is dead).
+
+    Half the liveness timeout: late enough that ordinary jitter in the report period does not
+    make rows blink, early enough to show a node in trouble before it is counted dead.
+    """
+    return state.alive_timeout / 2.0
+
+
+def display_value(x: tuple[float, ...]) -> float | None:
+    """Return the number shown for a node's value: ``x`` itself if scalar, ``|x|`` if a vector."""
+    if not x:
+        return None
+    value = x[0] if len(x) == 1 else math.sqrt(sum(c * c for c in x))
+    return value if math.isfinite(value) else None
+
+
+def node_row(view: NodeView) -> list[Any]:
+    """Return ``view`` as a positional row in the order of :data:`NODE_FIELDS`."""
+    counters = view.counters
+    return [
+        view.node,
+        view.name,
+        view.address,
+        _num(display_value(view.x)),
+        _num(view.received),
+        _num(view.wall),
+        _num(view.t),
+        int(counters.get("initiated", 0)),
+        int(counters.get("served", 0)),
+        int(counters.get("retried", 0)),
+        int(counters.get("failed", 0)),
+        int(counters.get("rejected", 0)),
+        _num(view.rtt_p50_ms),
+        _num(view.rtt_p99_ms),
+        view.final,
+    ]
+
+
+def initial_error(initial: list[tuple[float, ...]]) -> float | None:
+    """Return ``e0 = sum_v 1/2 |x_v(0) - mean|^2`` for the initial values, or None if unknown.
+
+    Examples
+    --------
+    >>> initial_error([(1.0,), (0.0,)])
+    0.25
+    """
+    if not initial:
+        return None
+    dim = len(initial[0])
+    n = len(initial)
+    mean = [sum(v[k] for v in initial) / n for k in range(dim)]
+    return 0.5 * sum(sum((v[k] - mean[k]) ** 2 for k in range(dim)) for v in initial)
+
+
+def cluster_counters(
+    state: ClusterState, now: float, rate_achieved: float | None
+) -> dict[str, Any]:
+    """Return the cluster counters shown above the charts.
+
+    ``rate_achieved`` (activations per second over the last few seconds) is measured by the
+    dashboard's feed, which samples the activation count; the rest comes from ``state``.
+    """
+    stale = sum(
+        1
+        for view in state.nodes.values()
+        if view.reports and not view.final and now - view.received > stale_after(state)
+    )
+    return {
+        "phase": state.phase,
+        "message": state.message,
+        "nodes_alive": state.nodes_alive(now),
+        "nodes_reported": len(state.nodes),
+        "nodes_stale": stale,
+        "registered": len(state.registered),
+        "expected": state.expected,
+        "activations": state.activations(),
+        "rate_asked": state.rate,
+        "rate_achieved": _num(rate_achieved),
+        "broker": state.broker.as_dict(),
+    }
+
+
+def _num(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)

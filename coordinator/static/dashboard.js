@@ -1,0 +1,471 @@
+// Live dashboard of a gossip cluster.
+//
+// How it stays cheap with hundreds of nodes reporting many times a second:
+// - the server batches: one "batch" event per tick (0.25 s) with only what changed;
+// - this page applies a batch to its own model at once but draws at most once per animation
+//   frame, and only what changed: new points are appended with Plotly.extendTraces, node colours
+//   are restyled in place, edges whose activity level changed are updated one by one, and table
+//   cells are written only when their text changes. Nothing is rebuilt per message; a full
+//   rebuild happens only when a snapshot is (re)loaded: first load, new run, reconnect.
+"use strict";
+
+(function () {
+  const TOKEN = new URLSearchParams(window.location.search).get("token");
+  const PALETTE = ["#2b6cb0", "#dd6b20", "#2f855a", "#9f7aea", "#c53030", "#319795",
+    "#b7791f", "#4a5568"];
+  const EDGE_STYLE = [  // by activity level: idle, low, normal, hot
+    { color: "#d5d9e0", width: 1 },
+    { color: "#9bb4d3", width: 1.5 },
+    { color: "#4a7fc1", width: 2.5 },
+    { color: "#e8590c", width: 3.5 },
+  ];
+  const COUNTER_COLS = ["initiated", "served", "retried", "failed", "rejected"];
+
+  // Everything the page knows, exposed for tests and benchmarks (read-only use).
+  const dash = {
+    snapshot: null, seq: 0, batches: 0, snapshots: 0, latency: [], renderMs: [],
+    errors: [], clockOffset: 0,
+  };
+  window.__dash = dash;
+
+  let F = {};            // node field name -> position in a row
+  let nodes = new Map(); // id -> row (array, NODE_FIELDS order)
+  let rowEls = new Map(); // id -> {tr, tds}
+  let runTrace = new Map(); // run id -> index of its curve in the error chart
+  let theoryTrace = -1;
+  let liveRun = "";
+  let levels = [];
+  let pending = null;    // what the next frame must draw
+  let waiting = [];      // batches that arrived before the snapshot
+  let loading = false;
+  let source = null;
+
+  function api(path) {
+    if (!TOKEN) return path;
+    return path + (path.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(TOKEN);
+  }
+
+  function fmt(v, digits) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "–";
+    const a = Math.abs(v);
+    if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(digits || 2);
+    return Number(v.toPrecision(digits || 4)).toString();
+  }
+  function fmtInt(v) { return v === null || v === undefined ? "–" : v.toLocaleString("en-US"); }
+  function serverNow() { return Date.now() / 1000 + dash.clockOffset; }
+  function setText(el, text) { if (el.textContent !== text) el.textContent = text; }
+  function setClass(el, cls) { if (el.className !== cls) el.className = cls; }
+  const $ = (id) => document.getElementById(id);
+
+  // ---- snapshot: a full rebuild -------------------------------------------------------------
+
+  async function loadSnapshot() {
+    if (loading) return;
+    loading = true;
+    try {
+      const resp = await fetch(api("api/snapshot"), { cache: "no-store" });
+      if (!resp.ok) throw new Error("snapshot: HTTP " + resp.status);
+      const snap = await resp.json();
+      dash.snapshot = snap;
+      dash.seq = snap.seq;
+      dash.snapshots += 1;
+      dash.clockOffset = snap.now - Date.now() / 1000;
+      F = {};
+      snap.node_fields.forEach((name, i) => { F[name] = i; });
+      nodes = new Map(snap.nodes.map((row) => [row[F.id], row]));
+      liveRun = snap.live_run;
+      levels = snap.edge_levels.slice();
+      buildHeader(snap);
+      buildErrorChart(snap);
+      buildGraph(snap);
+      buildTable(snap);
+      buildRuns(snap);
+      updateCounters(snap.summary, snap.counters);
+      loading = false;
+      const queued = waiting.filter((b) => b.seq > dash.seq);
+      waiting = [];
+      queued.forEach(applyBatch);
+    } catch (err) {
+      dash.errors.push(String(err));
+      setTimeout(loadSnapshot, 2000);
+    } finally {
+      loading = false;
+    }
+  }
+
+  function buildHeader(snap) {
+    const p = snap.params;
+    setText($("cluster"), "cluster " + snap.cluster);
+    setText($("algo-badge"), p ? p.algorithm.toUpperCase() : "algorithm: –");
+    setText($("graph-badge"), snap.graph);
+    setText($("x-head"), snap.dim > 1 ? "|x|" : "x");
+    const q = snap.quantities;
+    setText($("graph-note"), q ? `${q.n} nodes, ${q.n_edges} edges, μ=${fmt(q.mu_gossip, 3)}, ` +
+      `R_max=${fmt(q.r_max, 3)}` : "");
+  }
+
+  function runColor(i) { return PALETTE[i % PALETTE.length]; }
+
+  function theoryXY(run, tEnd) {
+    // The bound is a straight line on a log axis: two points draw it exactly.
+    const y0 = run.bound_factor * run.e0;
+    return { x: [0, tEnd], y: [y0, y0 * Math.exp(-run.theta * tEnd)] };
+  }
+
+  function buildErrorChart(snap) {
+    const traces = [];
+    runTrace = new Map();
+    theoryTrace = -1;
+    snap.runs.forEach((run, i) => {
+      const color = runColor(i);
+      const live = run.run_id === snap.live_run;
+      const band = run.band && run.band.t.length ? trimBand(run.band, run.eps) : null;
+      if (band) {
+        traces.push({ x: band.t, y: band.q05, mode: "lines", line: { width: 0 },
+          hoverinfo: "skip", showlegend: false, connectgaps: true });
+        traces.push({ x: band.t, y: band.q95, mode: "lines", line: { width: 0 },
+          fill: "tonexty", fillcolor: hexAlpha(color, 0.15), connectgaps: true,
+          name: `simulator 5–95% (${band.runs} runs)`, hoverinfo: "skip" });
+      }
+      if (run.theta && run.e0 && run.bound_factor) {
+        const tEnd = Math.max((run.t || 0) * 1.25, band ? band.t[band.t.length - 1] : 0, 1);
+        const th = theoryXY(run, tEnd);
+        if (live) theoryTrace = traces.length;
+        traces.push({ x: th.x, y: th.y, mode: "lines", hoverinfo: "skip",
+          line: { color: color, dash: "dash", width: 1.5 },
+          name: `bound ${fmt(run.bound_factor, 2)}·e0·exp(−θt), θ=${fmt(run.theta, 3)}` });
+      }
+      runTrace.set(run.run_id, traces.length);
+      const xy = run.xy.filter((p) => p[1] > 0);
+      traces.push({ x: xy.map((p) => p[0]), y: xy.map((p) => p[1]), mode: "lines",
+        name: `${(run.algorithm || "?").toUpperCase()} ${run.graph} (${run.run_id})`,
+        line: { color: color, width: live ? 2.5 : 1.5 }, opacity: live ? 1 : 0.7,
+        hovertemplate: "t=%{x:.4g}<br>error=%{y:.3e}<extra></extra>" });
+    });
+    const shapes = [];
+    if (snap.eps) {
+      shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: snap.eps, y1: snap.eps,
+        line: { color: "#888", width: 1, dash: "dot" } });
+    }
+    const layout = {
+      margin: { l: 60, r: 10, t: 10, b: 45 },
+      xaxis: { title: { text: "t (continuized time)" }, zeroline: false },
+      yaxis: { title: { text: "error" }, type: "log", exponentformat: "power" },
+      legend: { x: 1, xanchor: "right", y: 1, bgcolor: "rgba(255,255,255,0.8)",
+        font: { size: 11 } },
+      shapes: shapes,
+      annotations: snap.eps ? [{ xref: "paper", x: 1, y: Math.log10(snap.eps),
+        text: "ε = " + fmt(snap.eps, 2), showarrow: false, xanchor: "right", yanchor: "bottom",
+        font: { color: "#777", size: 11 } }] : [],
+      uirevision: "keep",  // keep the user's zoom across updates
+    };
+    Plotly.react("error-chart", traces, layout, { displaylogo: false, responsive: true });
+  }
+
+  function trimBand(band, eps) {
+    // The band is computed until the bound is far below eps; drawing all of it would squash the
+    // live curve. Keep it until its upper edge is a decade below eps.
+    let end = band.t.length;
+    if (eps) {
+      const k = band.q95.findIndex((v) => v !== null && v < eps / 10);
+      if (k > 0) end = Math.min(band.t.length, k + 1);
+    }
+    return { t: band.t.slice(0, end), q05: band.q05.slice(0, end), q95: band.q95.slice(0, end),
+      runs: band.runs };
+  }
+
+  function hexAlpha(hex, a) {
+    const n = parseInt(hex.slice(1), 16);
+    return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
+  }
+
+  function edgeShape(lay, k, level) {
+    const [u, v] = lay.edges[k];
+    const st = EDGE_STYLE[level || 0];
+    return { type: "line", layer: "below", x0: lay.x[u], y0: lay.y[u], x1: lay.x[v],
+      y1: lay.y[v], line: { color: st.color, width: st.width } };
+  }
+
+  function nodeColors() {
+    const lay = dash.snapshot.layout;
+    const colors = new Array(lay.x.length).fill(null);
+    for (const [id, row] of nodes) if (id < colors.length) colors[id] = row[F.value];
+    return colors;
+  }
+
+  function colorRange(colors) {
+    let lo = Infinity, hi = -Infinity;
+    for (const c of colors) if (c !== null) { lo = Math.min(lo, c); hi = Math.max(hi, c); }
+    if (!Number.isFinite(lo)) return [0, 1];
+    if (hi - lo < 1e-12 * Math.max(1, Math.abs(hi))) return [lo - 1e-12, hi + 1e-12];
+    return [lo, hi];
+  }
+
+  function buildGraph(snap) {
+    const lay = snap.layout;
+    if (!lay) {
+      Plotly.react("graph-chart", [], { annotations: [{ text: "waiting for the topology…",
+        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }],
+        xaxis: { visible: false }, yaxis: { visible: false } });
+      return;
+    }
+    const n = lay.x.length;
+    const colors = nodeColors();
+    const [lo, hi] = colorRange(colors);
+    const labels = [];
+    for (let v = 0; v < n; v++) labels.push(`node ${v}`);
+    const size = Math.max(6, Math.min(18, 260 / Math.sqrt(n)));
+    const trace = {
+      x: lay.x, y: lay.y, mode: "markers", type: "scatter", text: labels,
+      marker: { size: size, color: colors, cmin: lo, cmax: hi, colorscale: "Viridis",
+        line: { color: "#fff", width: 1 },
+        colorbar: { title: { text: snap.dim > 1 ? "|x|" : "x", side: "right" },
+          thickness: 12, len: 0.9, exponentformat: "e" } },
+      hovertemplate: "%{text}<br>value=%{marker.color:.6g}<extra></extra>",
+    };
+    const shapes = lay.edges.map((_, k) => edgeShape(lay, k, levels[k]));
+    const layout = {
+      margin: { l: 10, r: 10, t: 10, b: 10 }, showlegend: false, shapes: shapes,
+      xaxis: { visible: false, range: [-0.05, 1.05] },
+      yaxis: { visible: false, range: [-0.05, 1.05], scaleanchor: "x" },
+      hovermode: "closest", uirevision: "keep",
+    };
+    Plotly.react("graph-chart", [trace], layout, { displaylogo: false, responsive: true });
+  }
+
+  function buildTable(snap) {
+    const body = document.querySelector("#nodes-table tbody");
+    body.textContent = "";
+    rowEls = new Map();
+    const ids = [...nodes.keys()].sort((a, b) => a - b);
+    const frag = document.createDocumentFragment();
+    for (const id of ids) {
+      const tr = document.createElement("tr");
+      const tds = [];
+      for (let i = 0; i < 12; i++) { const td = document.createElement("td"); tr.appendChild(td); tds.push(td); }
+      frag.appendChild(tr);
+      rowEls.set(id, { tr: tr, tds: tds });
+    }
+    body.appendChild(frag);
+    for (const id of ids) drawRow(id);
+    setText($("nodes-note"), `${ids.length} of ${snap.counters.expected} reporting`);
+  }
+
+  function ensureRow(id) {
+    if (rowEls.has(id)) return;
+    // A node that reported after the snapshot: insert its row in id order.
+    const tr = document.createElement("tr");
+    const tds = [];
+    for (let i = 0; i < 12; i++) { const td = document.createElement("td"); tr.appendChild(td); tds.push(td); }
+    const body = document.querySelector("#nodes-table tbody");
+    const after = [...rowEls.keys()].filter((k) => k > id).sort((a, b) => a - b)[0];
+    body.insertBefore(tr, after === undefined ? null : rowEls.get(after).tr);
+    rowEls.set(id, { tr: tr, tds: tds });
+  }
+
+  function drawRow(id) {
+    const row = nodes.get(id);
+    const el = rowEls.get(id);
+    if (!row || !el) return;
+    const t = el.tds;
+    setText(t[0], String(id));
+    setText(t[1], row[F.name]);
+    setText(t[2], row[F.address]);
+    setText(t[3], fmt(row[F.value], 6));
+    COUNTER_COLS.forEach((name, i) => {
+      setText(t[5 + i], fmtInt(row[F[name]]));
+      if (name === "failed" || name === "rejected") setClass(t[5 + i], row[F[name]] > 0 ? "hot" : "");
+    });
+    setText(t[10], fmt(row[F.rtt_p50_ms], 3));
+    setText(t[11], fmt(row[F.rtt_p99_ms], 3));
+    drawAge(id);
+  }
+
+  function drawAge(id) {
+    const row = nodes.get(id);
+    const el = rowEls.get(id);
+    const snap = dash.snapshot;
+    if (!row || !el || !snap) return;
+    const age = row[F.received] ? serverNow() - row[F.received] : null;
+    setText(el.tds[4], age === null ? "–" : Math.max(0, age).toFixed(1));
+    let cls = "";
+    if (row[F.final]) cls = "final";
+    else if (age === null || age > snap.alive_timeout) cls = "dead";
+    else if (age > snap.stale_after) cls = "stale";
+    setClass(el.tr, cls);
+  }
+
+  function buildRuns(snap) {
+    const body = document.querySelector("#runs-table tbody");
+    body.textContent = "";
+    snap.runs.forEach((run, i) => {
+      const tr = document.createElement("tr");
+      tr.dataset.run = run.run_id;
+      if (run.run_id === snap.live_run) tr.className = "current";
+      const cells = [
+        `<span class="swatch" style="background:${runColor(i)}"></span>${esc(run.run_id)}` +
+          (run.live ? " (live)" : ""),
+        esc((run.algorithm || "?").toUpperCase()), esc(run.graph), String(run.points),
+        fmt(run.t), fmt(run.error, 3), fmt(run.t_eps), esc(run.band_status),
+        `<a href="${api("api/runs/" + encodeURIComponent(run.run_id) + ".csv")}" download>CSV</a> · ` +
+          `<a href="${api("api/runs/" + encodeURIComponent(run.run_id) + ".jsonl")}" download>JSONL</a>`,
+      ];
+      tr.innerHTML = cells.map((c) => `<td>${c}</td>`).join("");
+      body.appendChild(tr);
+    });
+  }
+
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;",
+      '"': "&quot;", "'": "&#39;" })[c]);
+  }
+
+  // ---- counters ----------------------------------------------------------------------------
+
+  function updateCounters(summary, counters) {
+    const snap = dash.snapshot;
+    setText($("c-t"), fmt(summary.t, 5));
+    setText($("c-teps"), summary.t_eps !== null ? `ε reached at t=${fmt(summary.t_eps, 5)}` :
+      snap && snap.eps ? `target ε=${fmt(snap.eps, 2)}` : "");
+    setText($("c-error"), fmt(summary.error, 3));
+    setClass($("c-error"), "value" + (summary.reached ? " ok" : ""));
+    const run = snap && snap.runs.find((r) => r.run_id === snap.live_run);
+    if (run && run.theta && run.e0 && run.bound_factor && summary.t !== null) {
+      setText($("c-bound"), "bound " + fmt(run.bound_factor * run.e0 * Math.exp(-run.theta * summary.t), 3));
+    }
+    const ach = counters.phase === "running" ? counters.rate_achieved : null;
+    const ask = counters.rate_asked;
+    setText($("c-rate"), `${ach === null ? "–" : fmt(ach, 3)} / ${fmt(ask, 4)}`);
+    setClass($("c-rate"), "value" + (ach !== null && ask > 0 && ach < 0.8 * ask ? " warn" : ""));
+    setText($("c-rate-sub"), `${fmtInt(counters.activations)} activations, per second`);
+    setText($("c-drift"), fmt(summary.mass_drift_rel, 2));
+    setClass($("c-drift"), "value" + (summary.mass_drift_rel > 1e-6 ? " warn" : ""));
+    setText($("c-mean"), snap && snap.params ? `phase: ${counters.phase}` : "");
+    setText($("c-alive"), `${counters.nodes_alive} / ${counters.expected}`);
+    setClass($("c-alive"), "value" + (counters.nodes_alive < counters.expected ? " warn" : " ok"));
+    setText($("c-stale"), `${counters.nodes_stale} stale, ${counters.registered} registered`);
+    const b = counters.broker;
+    setText($("c-broker"), b.url ? (b.connected ? "connected" : "disconnected") : "none");
+    setClass($("c-broker"), "value" + (b.url ? (b.connected ? " ok" : " bad") : ""));
+    setText($("c-broker-sub"), b.url ? `${b.kind} ${b.url}` + (b.reconnects ? `, ${b.reconnects} reconnects` : "") +
+      (b.last_error && !b.connected ? ` (${b.last_error})` : "") : "");
+    const badge = $("state-badge");
+    setText(badge, summary.reached ? "ε reached" : counters.phase);
+    setClass(badge, "badge " + (summary.reached ? "ok" : counters.phase === "failed" ? "bad" :
+      counters.phase === "running" ? "" : "warn"));
+    if (counters.message) badge.title = counters.message;
+  }
+
+  // ---- live batches ------------------------------------------------------------------------
+
+  function applyBatch(batch) {
+    if (!dash.snapshot || loading) { waiting.push(batch); return; }
+    if (batch.seq <= dash.seq) return;
+    if (batch.seq !== dash.seq + 1 || batch.run !== liveRun) {
+      // A gap (missed batches) or another run: only a snapshot is trustworthy now.
+      dash.seq = batch.seq;
+      loadSnapshot();
+      return;
+    }
+    dash.seq = batch.seq;
+    dash.batches += 1;
+    dash.clockOffset = batch.now - Date.now() / 1000;
+    const p = pending || (pending = { points: [], nodes: new Set(), edges: null, counters: null,
+      walls: [], arrived: performance.now() });
+    for (const pt of batch.points) if (pt[1] > 0) p.points.push(pt);
+    const newIds = [];
+    for (const row of batch.nodes) {
+      const id = row[F.id];
+      if (!nodes.has(id)) newIds.push(id);
+      nodes.set(id, row);
+      p.nodes.add(id);
+    }
+    newIds.forEach(ensureRow);
+    if (batch.edges) p.edges = batch.edges;
+    p.counters = [batch.summary, batch.counters];
+    if (batch.walls[1] !== null) p.walls.push(batch.walls);
+    requestAnimationFrame(draw);
+  }
+
+  function draw() {
+    const p = pending;
+    if (!p) return;
+    pending = null;
+    const started = performance.now();
+    const snap = dash.snapshot;
+    if (p.points.length && runTrace.has(liveRun)) {
+      Plotly.extendTraces("error-chart", { x: [p.points.map((q) => q[0])],
+        y: [p.points.map((q) => q[1])] }, [runTrace.get(liveRun)]);
+      const run = snap.runs.find((r) => r.run_id === liveRun);
+      if (theoryTrace >= 0 && run) {
+        const tNow = p.points[p.points.length - 1][0];
+        const gd = $("error-chart");
+        const tEnd = gd.data[theoryTrace].x[1];
+        if (tNow > tEnd) {  // extend the bound ahead of the curve, in steps, not every frame
+          const th = theoryXY(run, tNow * 1.25);
+          Plotly.restyle(gd, { x: [th.x], y: [th.y] }, [theoryTrace]);
+        }
+      }
+    }
+    if (p.nodes.size && snap.layout) {
+      const colors = nodeColors();
+      const [lo, hi] = colorRange(colors);
+      Plotly.restyle("graph-chart", { "marker.color": [colors], "marker.cmin": lo,
+        "marker.cmax": hi }, [0]);
+      for (const id of p.nodes) drawRow(id);
+    }
+    if (p.edges && snap.layout) {
+      const update = {};
+      p.edges.forEach((level, k) => {
+        if (level !== levels[k]) {
+          const st = EDGE_STYLE[level];
+          update[`shapes[${k}].line.color`] = st.color;
+          update[`shapes[${k}].line.width`] = st.width;
+        }
+      });
+      levels = p.edges.slice();
+      if (Object.keys(update).length) Plotly.relayout("graph-chart", update);
+    }
+    if (p.counters) updateCounters(p.counters[0], p.counters[1]);
+    const took = performance.now() - started;
+    // Latency = from the node publishing its report to the frame that shows it: measured after
+    // the browser has painted (the next frame), against the server's clock.
+    requestAnimationFrame(() => {
+      const now = serverNow();
+      for (const [oldest, newest] of p.walls) {
+        dash.latency.push({ newest: now - newest, oldest: now - oldest });
+      }
+      if (dash.latency.length > 20000) dash.latency.splice(0, 10000);
+      dash.renderMs.push(took);
+      if (dash.renderMs.length > 20000) dash.renderMs.splice(0, 10000);
+    });
+  }
+
+  // Ages change with the clock, not with messages: refresh them once a second.
+  setInterval(() => { for (const id of rowEls.keys()) drawAge(id); }, 1000);
+
+  // ---- stream ------------------------------------------------------------------------------
+
+  function connect() {
+    source = new EventSource(api("api/stream"));
+    const badge = $("link-badge");
+    source.onopen = () => {
+      setText(badge, "stream: live");
+      setClass(badge, "badge ok");
+      loadSnapshot();
+    };
+    source.onerror = () => {
+      setText(badge, "stream: reconnecting");
+      setClass(badge, "badge warn");
+    };
+    source.addEventListener("batch", (ev) => applyBatch(JSON.parse(ev.data)));
+    source.addEventListener("reset", () => {
+      dash.snapshot = null;
+      loadSnapshot();
+    });
+    source.addEventListener("band", () => loadSnapshot());
+  }
+
+  $("metrics-link").href = api("metrics");
+  connect();
+})();
