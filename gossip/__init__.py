@@ -8,6 +8,7 @@ call the same functions, so they cannot drift apart.
 * :mod:`gossip.spectral` -- mu_gossip, R_eff, R_max, theta_RG, theta_ARG
 * :mod:`gossip.params` -- algorithm parameters (eta, c, theta), with the corrected mixing rate
 * :mod:`gossip.mixing` -- closed-form mixing over any interval
+* :mod:`gossip.optim` -- continuized Nesterov acceleration as an optimizer, and the paper's figures
 * :mod:`gossip.jumps` -- RG/ARG jumps as antisymmetric flows, and their late application
 
 The command line (:mod:`gossip.cli`) and file writers live at the edges of the package.
@@ -23,7 +24,7 @@ from gossip.errors import (
     TransportError,
 )
 from gossip.jumps import Flow, apply_flow, edge_flow, jump, late_flow
-from gossip.mixing import decay, mix
+from gossip.mixing import decay, mix, mix_convex
 from gossip.params import Algorithm, GossipParams, gossip_params, parse_algorithm
 from gossip.spectral import GraphQuantities, graph_quantities, laplacian
 from gossip.topology import Topology, parse_topology, topology_from_graph
@@ -50,6 +51,7 @@ __all__ = [
     "laplacian",
     "late_flow",
     "mix",
+    "mix_convex",
     "parse_algorithm",
     "parse_topology",
     "topology_from_graph",
