@@ -43,7 +43,7 @@ def main() -> None:
             continuized_nesterov(q.grad, x0, 1.0, 0.0, n_steps, seed, f=q.f, keep_iterates=False)
 
     def one_nesterov() -> None:
-        nesterov(q.grad, x0, 1.0, n_steps, f=q.f, keep_iterates=False)
+        nesterov(q.grad, x0, 1.0, 0.0, n_steps, f=q.f, keep_iterates=False)
 
     def one_continuized() -> None:
         continuized_nesterov(q.grad, x0, 1.0, 0.0, n_steps, 0, f=q.f, keep_iterates=False)

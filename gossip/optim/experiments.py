@@ -100,13 +100,15 @@ def _run(
     seed: int,
 ) -> FloatArray:
     """Return ``f(x_k)`` of one method: shape ``(n + 1,)``, or ``(runs, n + 1)`` for a batch."""
-    common = {"f": problem.f, "seed": seed, "runs": runs, "keep_iterates": False}
+    f, L = problem.f, problem.L
     if method == "gradient_descent":
-        res = gradient_descent(grad, x0, problem.L, n_steps, **common)  # type: ignore[arg-type]
+        res = gradient_descent(grad, x0, L, n_steps, seed, f=f, runs=runs, keep_iterates=False)
     elif method == "nesterov":
-        res = nesterov(grad, x0, problem.L, n_steps, mu=mu, **common)  # type: ignore[arg-type]
+        res = nesterov(grad, x0, L, mu, n_steps, seed, f=f, runs=runs, keep_iterates=False)
     else:
-        res = continuized_nesterov(grad, x0, problem.L, mu, n_steps, **common)  # type: ignore[arg-type]
+        res = continuized_nesterov(
+            grad, x0, L, mu, n_steps, seed, f=f, runs=runs, keep_iterates=False
+        )
     return res.history["f"]
 
 

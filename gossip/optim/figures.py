@@ -36,6 +36,26 @@ _COLORS = {
     "continuized_nesterov": "tab:green",
 }
 _TITLES = {"convex": "convex, d = 100", "strongly_convex": "strongly convex, d = 3"}
+_SLOPE_DEFINITIONS = {
+    "comparison.convex": (
+        "exponent p of f(x_k) - f* ~ k^p, least squares on k in [n/10, n] (continuized: on the "
+        "mean over the runs); theory: the guarantee's exponent, -1 for gradient descent, -2 for "
+        "Nesterov and continuized Nesterov"
+    ),
+    "comparison.strongly_convex": (
+        "rate r of ln(f(x_k) - f*) ~ r k on k in [n/10, n]; theory: the guarantee's rate, "
+        "ln(1 - mu/L), ln(1 - sqrt(mu/L)) and -sqrt(mu/L) (per unit of t = E T_k). The "
+        "guarantees bound f, a square of the error, so measured rates may be up to twice these"
+    ),
+    "noise.convex": (
+        "exponent p of the mean f(x_k) - f* ~ k^p from x*, on [n/10, n]; final: the mean at "
+        "k = n; bound: the continuized guarantee's noise term sigma^2 t / (3L) at t = n"
+    ),
+    "noise.strongly_convex": (
+        "plateau: the mean f(x_k) - f* over the second half of the run; bound: the continuized "
+        "guarantee's noise term sigma^2 / sqrt(mu L)"
+    ),
+}
 
 
 def _draw(panels: list[Panel], path: Path, title: str, band_label: str) -> None:
@@ -137,6 +157,7 @@ def write_optim_figures(
     summary: dict[str, Any] = {
         "settings": {"runs": runs, "noise_runs": noise_runs, "seed": seed, "noise_variance": 1e-4},
         "slopes": {},
+        "slope_definitions": _SLOPE_DEFINITIONS,
     }
     for name, (panels, band) in figures.items():
         png = out / f"optim_{name}.png"

@@ -123,10 +123,10 @@ def gradient_descent(
     grad_f: GradientFn | StochasticGradient,
     x0: ArrayLike,
     L: float,
-    n_steps: int,
+    n_steps: int = 1000,
+    seed: Seed = None,
     *,
     f: ObjectiveFn | None = None,
-    seed: Seed = None,
     runs: int | None = None,
     keep_iterates: bool = True,
 ) -> OptimResult:
@@ -197,11 +197,11 @@ def nesterov(
     grad_f: GradientFn | StochasticGradient,
     x0: ArrayLike,
     L: float,
-    n_steps: int,
-    *,
     mu: float = 0.0,
-    f: ObjectiveFn | None = None,
+    n_steps: int = 1000,
     seed: Seed = None,
+    *,
+    f: ObjectiveFn | None = None,
     runs: int | None = None,
     keep_iterates: bool = True,
 ) -> OptimResult:
@@ -215,7 +215,8 @@ def nesterov(
     ``gamma = 1 / L``, ``gamma' = 1 / sqrt(mu L)``; then
     ``f(x_k) - f* <= (f(x_0) - f* + mu / 2 |z_0 - x*|^2) (1 - q)^k``.
 
-    Parameters are those of :func:`gradient_descent`, plus ``mu`` (``0 <= mu <= L``). ``z_0 = x_0``.
+    Parameters are those of :func:`gradient_descent`, plus ``mu`` (``0 <= mu <= L``), in the
+    order of :func:`continuized_nesterov`. ``z_0 = x_0``.
 
     Examples
     --------

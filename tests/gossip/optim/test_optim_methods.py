@@ -164,7 +164,7 @@ def test_gradient_descent_and_nesterov_meet_their_bounds() -> None:
     n = 500
     k = np.arange(1, n + 1)
     gd = gradient_descent(convex.grad, x0, convex.L, n, f=convex.f).history["f"][1:]
-    nest = nesterov(convex.grad, x0, convex.L, n, f=convex.f).history["f"][1:]
+    nest = nesterov(convex.grad, x0, convex.L, n_steps=n, f=convex.f).history["f"][1:]
     assert np.all(gd <= convex.L * r0 / (2 * k))
     assert np.all(nest <= 2 * convex.L * r0 / k**2)
     assert nest[-1] < gd[-1] / 10  # acceleration shows
@@ -175,7 +175,7 @@ def test_gradient_descent_and_nesterov_meet_their_bounds() -> None:
     start = f0 + strong.mu / 2 * float(np.sum((x0 - strong.x_star) ** 2))
     k = np.arange(n + 1)
     q = math.sqrt(strong.mu / strong.L)
-    nest = nesterov(strong.grad, x0, strong.L, n, mu=strong.mu, f=strong.f).history["f"]
+    nest = nesterov(strong.grad, x0, strong.L, strong.mu, n, f=strong.f).history["f"]
     gd = gradient_descent(strong.grad, x0, strong.L, n, f=strong.f).history["f"]
     assert np.all(nest <= start * (1 - q) ** k * (1 + 1e-9) + 1e-300)
     assert np.all(gd <= f0 * (1 - strong.mu / strong.L) ** k * (1 + 1e-9))
