@@ -43,6 +43,7 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
+from coordinator._groups import single_error
 from coordinator.broker import parse_broker_url
 from coordinator.metrics import estimate, parse_report, update_view
 from coordinator.mqtt_link import MqttLink, topics
@@ -264,36 +265,40 @@ class Coordinator:
         self.log.open()
         ctx = zmq.asyncio.Context()
         try:
-            async with asyncio.TaskGroup() as tg:
-                background: list[asyncio.Task[None]] = []
-                if self._link is not None:
-                    background.append(tg.create_task(self._link.run(), name="mqtt-link"))
-                if self.config.dashboard_port is not None:
-                    background.append(tg.create_task(self._dashboard(), name="dashboard"))
-                try:
-                    if self._link is not None and self.config.resume:
-                        await self._try_resume()
-                    with bound_socket(ctx, self.config.bind) as sock:
-                        background.append(
-                            tg.create_task(
-                                serve_registrations(
-                                    sock,
-                                    self.registry,
-                                    self.stats,
-                                    self._on_ready,
-                                    self._on_registered,
-                                ),
-                                name="registrar",
-                            )
-                        )
-                        self.bound.set()
-                        return await self._supervise()
-                finally:
-                    for task in background:
-                        task.cancel()
+            with single_error():
+                return await self._run(ctx)
         finally:
             ctx.destroy(linger=0)
             self.log.close()
+
+    async def _run(self, ctx: zmq.asyncio.Context) -> RunSummary | None:
+        async with asyncio.TaskGroup() as tg:
+            background: list[asyncio.Task[None]] = []
+            if self._link is not None:
+                background.append(tg.create_task(self._link.run(), name="mqtt-link"))
+            if self.config.dashboard_port is not None:
+                background.append(tg.create_task(self._dashboard(), name="dashboard"))
+            try:
+                if self._link is not None and self.config.resume:
+                    await self._try_resume()
+                with bound_socket(ctx, self.config.bind) as sock:
+                    background.append(
+                        tg.create_task(
+                            serve_registrations(
+                                sock,
+                                self.registry,
+                                self.stats,
+                                self._on_ready,
+                                self._on_registered,
+                            ),
+                            name="registrar",
+                        )
+                    )
+                    self.bound.set()
+                    return await self._supervise()
+            finally:
+                for task in background:
+                    task.cancel()
 
     async def _dashboard(self) -> None:
         try:

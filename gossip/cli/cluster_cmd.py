@@ -1,0 +1,423 @@
+"""``gossip coordinator`` and ``gossip up``: run the live cluster.
+
+Every option can also be set by an environment variable ``GOSSIP_<NAME>`` (``--rate`` is
+``GOSSIP_RATE``, ``--dashboard-port`` is ``GOSSIP_DASHBOARD_PORT``), so containers can be
+configured by their environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gossip.cli._app import app
+from gossip.cli._errors import fail, reported_errors
+
+if TYPE_CHECKING:
+    from coordinator.service import CoordinatorConfig
+    from coordinator.state import ClusterState, RunSummary
+
+__all__ = ["coordinator", "up"]
+
+
+def _env(name: str) -> str:
+    return "GOSSIP_" + name.upper().replace("-", "_")
+
+
+# Options shared by both commands, declared once.
+Graph = Annotated[
+    str, typer.Option(envvar=_env("graph"), help="Topology, e.g. grid:4x4, line:30, er:50:0.2:1.")
+]
+Algorithm = Annotated[str, typer.Option(envvar=_env("algorithm"), help="arg or rg.")]
+Rate = Annotated[
+    float, typer.Option(envvar=_env("rate"), help="Network-wide activations per second.")
+]
+Until = Annotated[float, typer.Option(envvar=_env("until"), help="Target error eps.")]
+Cluster = Annotated[
+    str, typer.Option(envvar=_env("cluster"), help="Cluster name: MQTT topics gossip/<cluster>/.")
+]
+MetricsFile = Annotated[
+    Path | None,
+    typer.Option(envvar=_env("metrics_file"), help="JSON-lines metrics file of the whole run."),
+]
+JsonOut = Annotated[
+    Path | None, typer.Option("--json", envvar=_env("json"), help="Write the run summary here.")
+]
+MetricsPeriod = Annotated[
+    float,
+    typer.Option(envvar=_env("metrics_period"), help="Seconds between two node state reports."),
+]
+Dim = Annotated[int, typer.Option(envvar=_env("dim"), help="Components of each value.")]
+DashPort = Annotated[
+    int | None, typer.Option(envvar=_env("dashboard_port"), help="Serve the dashboard here.")
+]
+DashHost = Annotated[
+    str, typer.Option(envvar=_env("dashboard_host"), help="Dashboard bind address.")
+]
+DashToken = Annotated[
+    str,
+    typer.Option(envvar=_env("dashboard_token"), help="Bearer token the dashboard requires."),
+]
+Timeout = Annotated[
+    float | None,
+    typer.Option(envvar=_env("timeout"), help="Give up this many seconds after t starts."),
+]
+
+
+@app.command()
+def coordinator(
+    graph: Graph = "grid:4x4",
+    expect: Annotated[
+        int | None,
+        typer.Option(envvar=_env("expect"), help="Nodes to wait for (the graph's node count)."),
+    ] = None,
+    broker: Annotated[
+        str,
+        typer.Option(
+            envvar=_env("broker"),
+            help="mqtt://host:port for metrics, as the nodes reach it ('' for none).",
+        ),
+    ] = "",
+    bind: Annotated[
+        str, typer.Option(envvar=_env("bind"), help="ZeroMQ address for node registration.")
+    ] = "tcp://0.0.0.0:5555",
+    algorithm: Algorithm = "arg",
+    rate: Rate = 2000.0,
+    values: Annotated[
+        str | None,
+        typer.Option(
+            envvar=_env("values"),
+            help="onehot, onehot:K, gaussian:SEED, uniform:SEED or file:PATH; default: each "
+            "node's own --value.",
+        ),
+    ] = None,
+    dim: Dim = 1,
+    until: Until = 1e-6,
+    cluster: Cluster = "gossip",
+    metrics_file: MetricsFile = None,
+    json_out: JsonOut = None,
+    metrics_period: MetricsPeriod = 0.1,
+    register_timeout: Annotated[
+        float,
+        typer.Option(envvar=_env("register_timeout"), help="Seconds to wait for every node."),
+    ] = 60.0,
+    start_delay: Annotated[
+        float,
+        typer.Option(envvar=_env("start_delay"), help="Seconds from bootstrap to t = 0."),
+    ] = 1.5,
+    timeout: Timeout = None,
+    keep_running: Annotated[
+        bool,
+        typer.Option(envvar=_env("keep_running"), help="Never stop the nodes; measure forever."),
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(envvar=_env("resume"), help="Pick up a running run left on the status topic."),
+    ] = True,
+    weighted: Annotated[
+        bool, typer.Option(envvar=_env("weighted"), help="P_e proportional to edge weights.")
+    ] = False,
+    dashboard_port: DashPort = None,
+    dashboard_host: DashHost = "127.0.0.1",
+    dashboard_token: DashToken = "",
+) -> None:
+    """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
+    import asyncio
+
+    from coordinator.service import Coordinator, CoordinatorConfig, prepare
+
+    config = CoordinatorConfig(
+        graph=graph,
+        expect=expect,
+        broker=broker,
+        bind=bind,
+        algorithm=algorithm,
+        rate=rate,
+        values=values,
+        dim=dim,
+        until=until,
+        cluster=cluster,
+        metrics_file=metrics_file,
+        json_path=json_out,
+        metrics_period=metrics_period,
+        register_timeout=register_timeout,
+        start_delay=start_delay,
+        run_timeout=timeout,
+        keep_running=keep_running,
+        weighted=weighted,
+        resume=resume,
+        dashboard_port=dashboard_port,
+        dashboard_host=dashboard_host,
+        dashboard_token=dashboard_token,
+    )
+    with reported_errors():
+        state, plan = prepare(config)
+        coord = Coordinator(config, state, plan)
+        typer.echo(
+            f"coordinator: {graph} ({plan.expected} nodes), {plan.params.algorithm.value}, "
+            f"rate {rate:g}/s, eps {until:g}; registration on {bind}, metrics "
+            f"{broker or 'off'}",
+            err=True,
+        )
+        try:
+            summary = asyncio.run(_with_log_lines(coord.run(), state))
+        except KeyboardInterrupt:
+            raise fail("interrupted", code=130) from None
+    if summary is None:
+        return
+    _print_summary(summary, state, config)
+    if not summary.reached:
+        raise fail(f"the error did not reach {until:g} (final error {summary.final_error})", 1)
+
+
+async def _with_log_lines(main: Any, state: ClusterState) -> Any:
+    """Run ``main`` while printing one status line to stderr every few seconds."""
+    import asyncio
+
+    async def lines() -> None:
+        last = ""
+        while True:
+            await asyncio.sleep(2.0)
+            err = state.error
+            line = (
+                f"[{state.phase}] t={state.t:.0f} error={err:.3e} alive={state.nodes_alive()}/"
+                f"{state.expected}"
+                if err is not None
+                else f"[{state.phase}] {state.message}"
+            )
+            if line != last:
+                typer.echo(line, err=True)
+                last = line
+
+    from coordinator._groups import single_error
+
+    with single_error():
+        async with asyncio.TaskGroup() as tg:
+            ticker = tg.create_task(lines(), name="status-lines")
+            try:
+                return await main
+            finally:
+                ticker.cancel()
+
+
+@app.command()
+def up(
+    graph: Graph = "grid:4x4",
+    algorithm: Algorithm = "arg",
+    rate: Rate = 2000.0,
+    until: Until = 1e-6,
+    values: Annotated[
+        str,
+        typer.Option(
+            envvar=_env("values"),
+            help="Initial values: onehot, onehot:K, gaussian:SEED, uniform:SEED, file:PATH.",
+        ),
+    ] = "onehot",
+    dim: Dim = 1,
+    json_out: JsonOut = None,
+    broker: Annotated[
+        str | None,
+        typer.Option(
+            envvar=_env("broker"),
+            help="mqtt://host:port of an external broker (default: an embedded one).",
+        ),
+    ] = None,
+    embedded_broker: Annotated[
+        str,
+        typer.Option(
+            envvar=_env("embedded_broker"),
+            help="auto (mosquitto if installed, else in-process amqtt), mosquitto or amqtt.",
+        ),
+    ] = "auto",
+    metrics_file: MetricsFile = Path("gossip-run.jsonl"),
+    metrics_period: MetricsPeriod = 0.1,
+    timeout: Annotated[
+        float,
+        typer.Option(envvar=_env("timeout"), help="Give up this many seconds after t starts."),
+    ] = 120.0,
+    cluster: Cluster = "gossip",
+    log_dir: Annotated[
+        Path | None,
+        typer.Option(envvar=_env("log_dir"), help="Node logs (default: a temporary directory)."),
+    ] = None,
+    node_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            envvar=_env("node_arg"),
+            help="Extra argument for every node, repeatable (e.g. --node-arg=--fault "
+            "--node-arg=drop=0.1).",
+        ),
+    ] = None,
+    dashboard_port: DashPort = None,
+    dashboard_host: DashHost = "127.0.0.1",
+    dashboard_token: DashToken = "",
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Run a whole cluster here: embedded broker, coordinator and one process per node."""
+    import asyncio
+    import shutil
+    import tempfile
+
+    from coordinator.launcher import UpConfig
+    from coordinator.service import CoordinatorConfig
+    from gossip.errors import ConfigError
+
+    with reported_errors():
+        if embedded_broker not in ("auto", "mosquitto", "amqtt"):
+            raise ConfigError(
+                f"--embedded-broker must be auto, mosquitto or amqtt, got {embedded_broker!r}"
+            )
+        coord = CoordinatorConfig(
+            graph=graph,
+            algorithm=algorithm,
+            rate=rate,
+            values=values,
+            dim=dim,
+            until=until,
+            cluster=cluster,
+            metrics_file=metrics_file,
+            json_path=json_out,
+            metrics_period=metrics_period,
+            dashboard_port=dashboard_port,
+            dashboard_host=dashboard_host,
+            dashboard_token=dashboard_token,
+        )
+        own_logs = log_dir is None
+        logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
+        config = UpConfig(
+            coordinator=coord,
+            log_dir=logs,
+            broker=broker,
+            embedded=embedded_broker,  # type: ignore[arg-type]
+            timeout=timeout,
+            node_args=tuple(node_arg or ()),
+        )
+        try:
+            summary, state = asyncio.run(_up(config, quiet))
+        except KeyboardInterrupt:
+            raise fail("interrupted: every node and the broker were stopped", code=130) from None
+        except asyncio.CancelledError:  # SIGTERM: the handler cancelled the main task
+            raise fail("terminated: every node and the broker were stopped", code=143) from None
+        except BaseException:
+            if own_logs:
+                typer.echo(f"node logs kept in {logs}", err=True)
+            raise
+    if own_logs:
+        shutil.rmtree(logs, ignore_errors=True)
+    _print_summary(summary, state, coord)
+    if metrics_file is not None:
+        typer.echo(f"metrics: {metrics_file}", err=True)
+    if not summary.reached:
+        raise fail(
+            f"the error did not reach {until:g} within --timeout {timeout:g} s "
+            f"(final error {summary.final_error}); try a longer --timeout or a lower --rate",
+            code=1,
+        )
+
+
+async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
+    import asyncio
+    import signal
+
+    from coordinator._groups import single_error
+    from coordinator.launcher import run_up
+
+    # SIGTERM gets the same orderly shutdown as Ctrl-C: cancel, stop every child, exit.
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if main is not None:
+        loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    holder: dict[str, Any] = {}
+
+    def started(state: ClusterState, broker: Any) -> None:
+        holder["state"] = state
+        typer.echo(
+            f"broker {broker.url} ({broker.kind}); starting {state.expected} nodes "
+            f"on {state.graph}",
+            err=True,
+        )
+
+    with single_error():
+        async with asyncio.TaskGroup() as tg:
+            bar = None if quiet else tg.create_task(_progress(holder), name="progress")
+            try:
+                summary = await run_up(config, started)
+            finally:
+                if bar is not None:
+                    bar.cancel()
+    return summary, holder["state"]
+
+
+async def _progress(holder: dict[str, Any]) -> None:
+    """Show the live error, t and activations/s until cancelled."""
+    import asyncio
+    import math
+    import time
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("error {task.fields[error]}"),
+        TextColumn("t {task.fields[t]}"),
+        TextColumn("{task.fields[speed]} act/s"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task("registering", total=1.0, error="-", t="-", speed="-")
+        last: tuple[float, int] | None = None
+        while True:
+            await asyncio.sleep(0.25)
+            state: ClusterState | None = holder.get("state")
+            if state is None:
+                continue
+            done = 0.0
+            err = state.error
+            if err is not None and state.history:
+                e0 = max(state.history[0].error, state.eps * 10)
+                span = math.log(e0 / state.eps)
+                done = min(1.0, max(0.0, math.log(e0 / max(err, 1e-300)) / span))
+            now, acts = time.time(), state.activations()
+            speed = "-"
+            if last is not None and now > last[0]:
+                speed = f"{(acts - last[1]) / (now - last[0]):.0f}"
+            last = (now, acts)
+            progress.update(
+                task,
+                completed=1.0 if state.reached else done,
+                description=f"{state.phase} {state.algorithm} {state.graph}",
+                error=f"{err:.2e}" if err is not None else "-",
+                t=f"{state.t:.0f}",
+                speed=speed,
+            )
+
+
+def _print_summary(summary: RunSummary, state: ClusterState, config: CoordinatorConfig) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    table = Table(title=f"{state.algorithm} on {state.graph}: run {summary.run_id}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    rows = [
+        ("reached eps", f"{summary.reached} (eps {config.until:g})"),
+        ("t to eps", num(summary.t_eps, ".1f")),
+        ("wall time to eps (s)", num(summary.wall_s, ".2f")),
+        ("activations", str(summary.activations)),
+        ("rate achieved / asked (1/s)", f"{summary.rate_achieved:.0f} / {summary.rate_asked:g}"),
+        ("final error", num(summary.final_error, ".3e")),
+        ("mass drift (relative)", num(summary.mass_drift_rel, ".2e")),
+        (
+            "round trip p50 / p99 (ms)",
+            f"{num(summary.rtt_p50_ms, '.2f')} / {num(summary.rtt_p99_ms, '.2f')}",
+        ),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    Console().print(table)

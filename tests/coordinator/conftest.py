@@ -1,0 +1,45 @@
+"""Fixtures of the coordinator tests: brokers, and a rule for missing system dependencies."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+
+from coordinator.broker import RunningBroker, amqtt_broker, find_mosquitto, mosquitto_broker
+
+
+def require_mosquitto() -> str:
+    """Return the mosquitto binary; skip without it, except under CI where it must exist."""
+    binary = find_mosquitto()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("mosquitto is not installed (scripts/system-deps installs it)")
+        pytest.skip("mosquitto is not installed")
+    return binary
+
+
+@pytest.fixture
+async def mosquitto() -> AsyncIterator[RunningBroker]:
+    """A real mosquitto process on a free loopback port, for this test only."""
+    async with mosquitto_broker(require_mosquitto()) as running:
+        yield running
+
+
+@pytest.fixture
+async def amqtt() -> AsyncIterator[RunningBroker]:
+    """An in-process amqtt broker on a free loopback port, for this test only."""
+    async with amqtt_broker() as running:
+        yield running
+
+
+@pytest.fixture(params=["amqtt", pytest.param("mosquitto", marks=pytest.mark.broker)])
+async def any_broker(request: pytest.FixtureRequest) -> AsyncIterator[RunningBroker]:
+    """Each kind of embedded broker in turn: in-process amqtt, then a real mosquitto."""
+    if request.param == "mosquitto":
+        async with mosquitto_broker(require_mosquitto()) as running:
+            yield running
+    else:
+        async with amqtt_broker() as running:
+            yield running

@@ -1,0 +1,239 @@
+"""The coordinator against stand-in nodes: bootstrap, measure, stop, resume, refuse.
+
+Real sockets and a real broker; the nodes are ``coordinator_fake_nodes.py`` (the real
+node processes are exercised in ``test_cluster.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiomqtt
+import pytest
+import zmq
+import zmq.asyncio
+from coordinator_fake_nodes import FakeCluster, register
+
+from coordinator.broker import RunningBroker
+from coordinator.procs import free_port
+from coordinator.service import Coordinator, CoordinatorConfig
+from gossip.errors import ConfigError, TransportError
+from gossip.wire import Bootstrap, Register, RegisterError, Request, decode, encode
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _config(broker: RunningBroker | None, tmp_path: Path, **over: object) -> CoordinatorConfig:
+    base: dict[str, object] = {
+        "graph": "line:4",
+        "broker": broker.url if broker is not None else "",
+        "bind": f"tcp://127.0.0.1:{free_port()}",
+        "rate": 300.0,
+        "values": "onehot",
+        "until": 1e-4,
+        "cluster": f"t{free_port()}",
+        "metrics_file": tmp_path / "run.jsonl",
+        "json_path": tmp_path / "run.json",
+        "metrics_period": 0.05,
+        "start_delay": 0.3,
+        "register_timeout": 20.0,
+        "stop_timeout": 10.0,
+        "run_timeout": 60.0,
+    }
+    base.update(over)
+    return CoordinatorConfig(**base)  # type: ignore[arg-type]
+
+
+async def _register_all(
+    ctx: zmq.asyncio.Context, config: CoordinatorConfig, n: int
+) -> list[Bootstrap]:
+    answers = await asyncio.gather(
+        *(register(ctx, config.bind, f"n{k}", 7000 + k, None) for k in range(n))
+    )
+    boots = [a for a in answers if isinstance(a, Bootstrap)]
+    assert len(boots) == n, answers
+    return sorted(boots, key=lambda b: b.node_id)
+
+
+async def _retained_status(broker: RunningBroker, cluster: str) -> dict[str, object]:
+    async with aiomqtt.Client(broker.host, broker.port) as client:
+        await client.subscribe(f"gossip/{cluster}/coordinator/status", qos=1)
+        async with asyncio.timeout(5):
+            async for message in client.messages:
+                assert isinstance(message.payload, bytes)
+                status: dict[str, object] = json.loads(message.payload)
+                return status
+    raise AssertionError("no status")
+
+
+async def test_bootstrap_measure_stop_and_exact_final(
+    any_broker: RunningBroker, tmp_path: Path
+) -> None:
+    broker = any_broker
+    config = _config(broker, tmp_path, graph="line:6", rate=100.0, until=1e-6)
+    coord = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            boots = await _register_all(ctx, config, 6)
+            assert [b.initial_value for b in boots] == [(1.0,)] + [(0.0,)] * 5
+            assert boots[0].broker == broker.url
+            fake = FakeCluster(boots, seed=1)
+            tg.create_task(fake.run(broker.host, broker.port))
+            summary = await run
+    finally:
+        ctx.destroy(0)
+    assert summary is not None
+    assert summary.reached
+    assert fake.stop_seen.is_set()
+    assert summary.final_error is not None
+    assert summary.final_error <= config.until
+    assert summary.mass_drift_rel is not None
+    assert summary.mass_drift_rel <= 1e-9
+    assert summary.activations == int(fake.counts.sum()) // 2
+    state = coord.state
+    assert state.phase == "done"
+    assert state.final is not None
+    assert state.final.complete
+    # The history is in t order and starts high.
+    ts = [p.t for p in state.history]
+    assert ts == sorted(ts)
+    assert state.history[0].error > 100 * config.until
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert kinds[0] == "start"
+    assert {"point", "reached", "stop", "final"} <= set(kinds)
+    written = json.loads((tmp_path / "run.json").read_text())
+    for key in (
+        "reached",
+        "t_eps",
+        "wall_s",
+        "activations",
+        "rate_achieved",
+        "final_error",
+        "mass_drift_rel",
+        "rtt_p50_ms",
+        "rtt_p99_ms",
+    ):
+        assert key in written
+    status = await _retained_status(broker, config.cluster)
+    assert status["phase"] == "done"
+    assert status["run_id"] == summary.run_id
+
+
+async def test_bad_registrations_get_clear_errors(amqtt: RunningBroker, tmp_path: Path) -> None:
+    config = _config(amqtt, tmp_path, values=None, graph="line:2")
+    coord = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            no_value = await register(ctx, config.bind, "a", 7000, None)
+            assert isinstance(no_value, RegisterError)
+            assert "without a value" in no_value.reason
+            sock = ctx.socket(zmq.DEALER)
+            sock.connect(config.bind)
+            await sock.send(b"\x93garbage")
+            bad = decode(await sock.recv())
+            assert isinstance(bad, RegisterError)
+            assert "bad message" in bad.reason
+            await sock.send(encode(Request(src=0, edge=0, seq=1, ack=0, t=0.0, x=(1.0,), z=(1.0,))))
+            wrong = decode(await sock.recv())
+            assert isinstance(wrong, RegisterError)
+            assert "register" in wrong.reason
+            sock.close(0)
+            a = register(ctx, config.bind, "a", 7000, 3.0)
+            b = register(ctx, config.bind, "b", 7001, 5.0)
+            boots = await asyncio.gather(a, b)
+            assert sorted(bt.initial_value for bt in boots if isinstance(bt, Bootstrap)) == [
+                (3.0,),
+                (5.0,),
+            ]
+            late = await register(ctx, config.bind, "c", 7002, 1.0)
+            assert isinstance(late, RegisterError)
+            assert "not part of this cluster" in late.reason
+            again = await register(ctx, config.bind, "b", 7001, 5.0)
+            assert isinstance(again, Bootstrap)
+            assert again == next(
+                bt for bt in boots if isinstance(bt, Bootstrap) and bt.node_id == again.node_id
+            )
+            run.cancel()
+    except* asyncio.CancelledError:
+        pass
+    finally:
+        ctx.destroy(0)
+    assert coord.stats.malformed == 2
+
+
+async def test_registration_timeout_names_how_many_came(tmp_path: Path) -> None:
+    config = _config(None, tmp_path, register_timeout=1.0)
+    coord = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+
+    async def lonely() -> None:
+        await coord.bound.wait()
+        sock = ctx.socket(zmq.DEALER)
+        sock.connect(config.bind)
+        await sock.send(encode(Register("lonely", "tcp://127.0.0.1:7000", None, 1)))
+        await asyncio.sleep(0.3)
+        sock.close(0)
+
+    try:
+        with pytest.raises(TransportError, match="only 1 of 4 nodes registered") as info:
+            await asyncio.gather(coord.run(), lonely())
+    finally:
+        ctx.destroy(0)
+    assert "lonely" in str(info.value)
+
+
+def test_bad_settings_are_named() -> None:
+    with pytest.raises(ConfigError, match="--expect 5"):
+        Coordinator(CoordinatorConfig(graph="grid:2x2", expect=5))
+    with pytest.raises(ConfigError, match="--rate"):
+        Coordinator(CoordinatorConfig(rate=-1.0))
+    with pytest.raises(ConfigError, match="mqtt://"):
+        Coordinator(CoordinatorConfig(broker="http://x"))
+    with pytest.raises(ConfigError, match="--cluster"):
+        Coordinator(CoordinatorConfig(cluster="a/b"))
+
+
+async def test_a_restarted_coordinator_resumes_the_run(
+    amqtt: RunningBroker, tmp_path: Path
+) -> None:
+    config = _config(amqtt, tmp_path, rate=150.0, until=1e-5)
+    first = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run1 = tg.create_task(first.run())
+            await first.bound.wait()
+            boots = await _register_all(ctx, config, 4)
+            fake = FakeCluster(boots, seed=2)
+            nodes = tg.create_task(fake.run(amqtt.host, amqtt.port))
+            for _ in range(200):
+                if len(first.state.history) >= 3:
+                    break
+                await asyncio.sleep(0.05)
+            run1.cancel()  # the coordinator dies mid-run; the nodes go on
+            await asyncio.sleep(0.3)
+            assert not nodes.done()
+            second = Coordinator(config)
+            run2 = tg.create_task(second.run())
+            summary = await run2
+    finally:
+        ctx.destroy(0)
+    assert second.resumed
+    assert summary is not None
+    assert summary.run_id == first.state.run_id
+    assert summary.reached
+    assert summary.mass_drift_rel is not None
+    assert summary.mass_drift_rel <= 1e-9
+    # A restarted node would get its bootstrap back from the new coordinator.
+    assert second.registry.assignment is not None
+    assert second.registry.assignment.epoch == boots[0].epoch
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert "resume" in kinds
