@@ -7,8 +7,9 @@ leaves the band for long is not running the algorithm it claims to.
 
 It runs in a separate process, at low priority, because the simulator is CPU-bound Python and
 numpy: in a thread it would hold the GIL and stall the coordinator's event loop (and with it the
-registration, the MQTT monitor and this dashboard). The process is killed if the dashboard stops
-first, so ``gossip up`` never leaves it behind.
+registration, the MQTT monitor and this dashboard). It is a plain subprocess
+(``python -m coordinator.dashboard.band``, arguments and result pickled over its pipes), killed
+if the dashboard stops first, so ``gossip up`` never leaves it behind.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import multiprocessing
 import os
-from multiprocessing.connection import Connection
-from typing import Any
+import pickle
+import sys
 
 import numpy as np
 from numpy.typing import NDArray
@@ -69,10 +69,12 @@ def simulate_band(
     """Simulate ``runs`` runs and return the 5/50/95% quantiles of the error on ``t_grid``.
 
     Blocking and CPU-bound: call it through :func:`compute_band`, which runs it in a child.
+    This is the one place the dashboard calls the simulator (contract C1).
     """
     from gossip.simulator import simulate
 
-    result = simulate(topology, params, initial, t_grid, runs, seed)
+    # One process: the band is background work and must stay on one core.
+    result = simulate(topology, params, initial, t_grid, runs, seed, workers=1)
     return Band(
         t=tuple(float(t) for t in result.t_grid),
         q05=tuple(float(v) for v in result.quantile(0.05)),
@@ -82,16 +84,14 @@ def simulate_band(
     )
 
 
-def _child(conn: Connection, args: tuple[Any, ...]) -> None:
-    # Lowest priority: on a 2-core machine the band must not steal time from the nodes.
+def _main() -> None:
+    # The child: arguments come pickled on stdin, the band goes back pickled on stdout. Lowest
+    # priority: on a 2-core machine the band must not steal time from the nodes.
     with contextlib.suppress(OSError):
         os.nice(19)
-    try:
-        conn.send(("ok", simulate_band(*args)))
-    except BaseException as exc:  # reported to the parent, which owns the error handling
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
+    args = pickle.loads(sys.stdin.buffer.read())
+    sys.stdout.buffer.write(pickle.dumps(simulate_band(*args)))
+    sys.stdout.buffer.flush()
 
 
 async def compute_band(
@@ -114,37 +114,34 @@ async def compute_band(
     Raises
     ------
     ConfigError
-        If the simulation failed in the child (the message carries the child's error).
+        If the simulation failed in the child (the message carries the child's last error line).
     """
-    ctx = multiprocessing.get_context("spawn")
-    receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=_child,
-        args=(sender, (topology, params, initial, t_grid, runs, seed)),
-        name="gossip-dashboard-band",
-        daemon=True,
+    payload = pickle.dumps((topology, params, initial, t_grid, runs, seed))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "coordinator.dashboard.band",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    proc.start()
-    sender.close()
-    loop = asyncio.get_running_loop()
-    ready = asyncio.Event()
-    loop.add_reader(receiver.fileno(), ready.set)
     try:
-        await ready.wait()
-        try:
-            status, payload = receiver.recv()
-        except EOFError:
-            raise ConfigError(
-                f"the band simulation process exited with code {proc.exitcode} before answering"
-            ) from None
+        out, err = await proc.communicate(payload)
     finally:
-        loop.remove_reader(receiver.fileno())
-        receiver.close()
-        if proc.is_alive():
+        if proc.returncode is None:
             proc.kill()
-        # The child has answered or been killed: joining it is immediate.
-        proc.join(timeout=1.0)
-    if status != "ok":
-        raise ConfigError(f"band simulation failed: {payload}")
-    assert isinstance(payload, Band)
-    return payload
+            await proc.wait()
+    if proc.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines()
+        raise ConfigError(
+            f"band simulation failed (exit code {proc.returncode}): "
+            f"{lines[-1] if lines else 'no error output'}"
+        )
+    band = pickle.loads(out)
+    if not isinstance(band, Band):
+        raise ConfigError(f"band simulation returned {type(band).__name__}, not a Band")
+    return band
+
+
+if __name__ == "__main__":
+    _main()

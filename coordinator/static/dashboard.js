@@ -27,6 +27,13 @@
     errors: [], clockOffset: 0,
   };
   window.__dash = dash;
+  // Points of the live run's curve, and node markers drawn in the network view (for tests).
+  dash.livePoints = () => {
+    const i = runTrace.get(liveRun);
+    const gd = document.getElementById("error-chart");
+    return i === undefined || !gd.data ? 0 : gd.data[i].x.length;
+  };
+  dash.graphNodes = () => document.querySelectorAll("#graph-chart .scatterlayer .point").length;
 
   let F = {};            // node field name -> position in a row
   let nodes = new Map(); // id -> row (array, NODE_FIELDS order)
@@ -64,6 +71,15 @@
     loading = true;
     try {
       const resp = await fetch(api("api/snapshot"), { cache: "no-store" });
+      if (resp.status === 401) {
+        // Nothing can be read without the token: say so once, and stop asking.
+        const badge = $("state-badge");
+        setText(badge, "token required");
+        setClass(badge, "badge bad");
+        badge.title = "open this page as /?token=<the coordinator's --dashboard-token>";
+        if (source) source.close();
+        return;
+      }
       if (!resp.ok) throw new Error("snapshot: HTTP " + resp.status);
       const snap = await resp.json();
       dash.snapshot = snap;
@@ -82,6 +98,7 @@
       buildRuns(snap);
       updateCounters(snap.summary, snap.counters);
       loading = false;
+      if (source && source.readyState === EventSource.CLOSED) setTimeout(connect, 2000);
       const queued = waiting.filter((b) => b.seq > dash.seq);
       waiting = [];
       queued.forEach(applyBatch);
@@ -455,6 +472,13 @@
       loadSnapshot();
     };
     source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED) {
+        // Refused (401) or gone: a snapshot request tells which, and reconnects if it can.
+        setText(badge, "stream: closed");
+        setClass(badge, "badge bad");
+        loadSnapshot();
+        return;
+      }
       setText(badge, "stream: reconnecting");
       setClass(badge, "badge warn");
     };

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,30 +12,6 @@ import pytest
 from coordinator.dashboard import serve
 from coordinator.dashboard.synthetic import SyntheticCluster
 from coordinator.state import ClusterState
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[3] / "artifacts"
-
-
-def need(binary: str) -> str:
-    """Return the path of ``binary``; skip without it, but fail under CI=true."""
-    path = shutil.which(binary) or (binary if os.path.isfile(binary) else None)
-    if path is None:
-        message = f"{binary} is not installed (bash scripts/system-deps installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 class Served:

@@ -1,0 +1,120 @@
+"""The page in a real headless Chromium, fed live by a synthetic cluster in the test's loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
+
+from coordinator.dashboard.synthetic import SyntheticCluster
+from coordinator.state import ClusterState
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
+
+
+async def _run_cluster(
+    current: list[SyntheticCluster], state: ClusterState, stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        current[-1].feed(state)
+        await asyncio.sleep(0.1)
+
+
+async def _wait_for(page: Any, expression: str, timeout_s: float = 20.0) -> None:
+    await page.wait_for_function(expression, timeout=timeout_s * 1000)
+
+
+async def test_live_page_draws_the_cluster_and_overlays_runs(
+    start_dashboard: Callable[..., Any],
+) -> None:
+    need(CHROMIUM)
+    current = [SyntheticCluster("grid:5x5", "arg", rate=150.0, seed=2, run_id="arg-first")]
+    state = current[0].new_state()
+    served = await start_dashboard(state, interval=0.1, band_runs=8)
+    stop = asyncio.Event()
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(_run_cluster(current, state, stop), name="synthetic-cluster")
+        try:
+            async with chromium_tab() as tab:
+                page = tab.page
+                await page.goto(served.url)
+                await _wait_for(page, "window.__dash && window.__dash.snapshots >= 1")
+
+                # The graph shows every node, and the table has a row per node.
+                await _wait_for(page, "window.__dash.graphNodes() === 25")
+                assert await page.locator("#nodes-table tbody tr").count() == 25
+
+                # The error chart gains points while reports arrive.
+                await _wait_for(page, "window.__dash.livePoints() >= 3")
+                before = await page.evaluate("window.__dash.livePoints()")
+                await _wait_for(page, f"window.__dash.livePoints() >= {before + 5}")
+                assert await page.evaluate("window.__dash.batches") >= 5
+
+                # The simulator's band arrives from its child process and is drawn.
+                await _wait_for(
+                    page,
+                    "document.getElementById('error-chart').data"
+                    ".some(t => (t.name || '').startsWith('simulator'))",
+                    timeout_s=60,
+                )
+                cards = await page.locator("#c-alive").inner_text()
+                assert cards == "25 / 25"
+                ARTIFACTS.mkdir(exist_ok=True)
+                await page.screenshot(
+                    path=str(ARTIFACTS / "dashboard-synthetic.png"), full_page=True
+                )
+
+                # A second run (another run id) is overlaid on the first, each downloadable.
+                # (The coordinator would start a new run; here the synthetic one is swapped.)
+                current.append(
+                    SyntheticCluster("grid:5x5", "rg", rate=150.0, seed=3, run_id="rg-next")
+                )
+                state.run_id, state.params = "rg-next", current[-1].params
+                state.history, state.reached, state.t_eps = [], False, None
+                await _wait_for(
+                    page, "document.querySelectorAll('#runs-table tbody tr').length === 2"
+                )
+                await _wait_for(page, "window.__dash.livePoints() >= 3")
+                links = await page.locator("#runs-table a").evaluate_all(
+                    "els => els.map(e => e.getAttribute('href'))"
+                )
+                assert sorted(links) == sorted(
+                    f"api/runs/{run}.{fmt}"
+                    for run in ("arg-first", "rg-next")
+                    for fmt in ("csv", "jsonl")
+                )
+                names = await page.evaluate(
+                    "document.getElementById('error-chart').data.map(t => t.name || '')"
+                )
+                assert any(n.startswith("ARG grid:5x5 (arg-first)") for n in names)
+                assert any(n.startswith("RG grid:5x5 (rg-next)") for n in names)
+                await page.screenshot(
+                    path=str(ARTIFACTS / "dashboard-two-runs.png"), full_page=True
+                )
+                assert tab.errors() == []
+        finally:
+            stop.set()
+
+
+async def test_page_passes_its_token_to_the_api(start_dashboard: Callable[..., Any]) -> None:
+    need(CHROMIUM)
+    cluster = SyntheticCluster("line:8", "arg", rate=100.0, run_id="tok")
+    state = cluster.new_state()
+    cluster.feed(state)
+    served = await start_dashboard(state, token="letmein", interval=0.1)
+    async with chromium_tab() as tab:
+        await tab.page.goto(served.url + "?token=letmein")
+        await _wait_for(
+            tab.page,
+            "window.__dash && window.__dash.snapshots >= 1 && window.__dash.graphNodes() === 8",
+        )
+        assert tab.errors() == []
+        # Without the token the page loads but may read nothing, and says why.
+        await tab.page.goto(served.url)
+        await _wait_for(
+            tab.page, "document.getElementById('state-badge').textContent === 'token required'"
+        )
+        assert await tab.page.evaluate("window.__dash.snapshots") == 0
