@@ -5,7 +5,10 @@ from __future__ import annotations
 # Importing the command modules registers their commands on the apps.
 import gossip.cli.cluster_cmd
 import gossip.cli.optim_cmd  # noqa: F401
-from gossip.cli import graph_cmd  # noqa: F401
+from gossip.cli import (
+    graph_cmd,  # noqa: F401
+    simulate_cmd,  # noqa: F401
+)
 from gossip.cli._app import app
 
 __all__ = ["app", "main"]

@@ -1,0 +1,344 @@
+"""``gossip simulate`` and ``gossip reproduce gossip-figure``: Monte Carlo runs of RG and ARG."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gossip.cli._app import app, reproduce_app
+from gossip.cli._errors import reported_errors
+
+if TYPE_CHECKING:
+    from gossip.simulator import SimulationResult
+    from gossip.topology import Topology
+
+__all__ = ["PAPER_GRAPHS", "gossip_figure", "simulate_cmd"]
+
+PAPER_GRAPHS: tuple[tuple[str, str, float], ...] = (
+    ("line:30", "Line graph, 30 nodes", 15_000.0),
+    ("grid:15x15", "2D grid, 225 nodes", 40_000.0),
+    ("complete:10", "Complete graph, 10 nodes", 250.0),
+)
+"""The paper's gossip figure (SPEC section 8): spec, title, t range chosen to show the curves."""
+
+
+def _opt(help_text: str, name: str, *flags: str) -> Any:
+    return typer.Option(*flags, help=help_text, envvar=f"GOSSIP_{name}")
+
+
+@app.command("simulate")
+def simulate_cmd(
+    graph: Annotated[
+        str,
+        _opt(
+            "Topology spec: line:30, grid:15x15, complete:10, er:N:p:seed, file:PATH ...",
+            "GRAPH",
+            "--graph",
+        ),
+    ] = "line:30",
+    algorithms: Annotated[
+        list[str] | None,
+        _opt(
+            "Algorithm to run: rg or arg; repeat for both (default both).",
+            "ALGORITHM",
+            "--algorithm",
+            "-a",
+        ),
+    ] = None,
+    runs: Annotated[int, _opt("Independent runs per algorithm.", "RUNS", "--runs")] = 1000,
+    t_end: Annotated[
+        float | None,
+        _opt(
+            "Last time of the grid, in t (expected activations); default 20 / theta_ARG.",
+            "T_END",
+            "--t-end",
+        ),
+    ] = None,
+    grid_points: Annotated[
+        int,
+        _opt(
+            "Points of the time grid, evenly spaced on [0, t-end].", "GRID_POINTS", "--grid-points"
+        ),
+    ] = 200,
+    eps: Annotated[
+        float,
+        _opt("Target error for t_eps (first grid time with median error <= eps).", "EPS", "--eps"),
+    ] = 1e-6,
+    values: Annotated[
+        str,
+        _opt(
+            "Initial values: onehot, onehot:K, gaussian:SEED, uniform:SEED, file:PATH.",
+            "VALUES",
+            "--values",
+        ),
+    ] = "onehot",
+    dim: Annotated[int, _opt("Components of each node's value.", "DIM", "--dim")] = 1,
+    seed: Annotated[
+        int, _opt("Seed; run r uses SeedSequence(seed) child r.", "SEED", "--seed")
+    ] = 0,
+    workers: Annotated[
+        int | None,
+        _opt("Worker processes (default: one per CPU for large jobs).", "WORKERS", "--workers"),
+    ] = None,
+    weighted: Annotated[
+        bool,
+        _opt(
+            "Edge probabilities proportional to edge weights (file:...).",
+            "WEIGHTED",
+            "--weighted/--uniform",
+        ),
+    ] = False,
+    plot: Annotated[
+        Path | None,
+        _opt("Write the paper-style figure here (.png, .pdf or .svg).", "PLOT", "--plot"),
+    ] = None,
+    csv_path: Annotated[Path | None, _opt("Write the curves here as CSV.", "CSV", "--csv")] = None,
+    json_path: Annotated[
+        Path | None, _opt("Write the JSON summary here.", "JSON", "--json")
+    ] = None,
+    progress: Annotated[
+        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
+    ] = True,
+) -> None:
+    """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
+    from gossip.errors import ConfigError
+    from gossip.params import parse_algorithm
+    from gossip.report import FIGURE_SUFFIXES, check_output_path
+
+    started = time.perf_counter()
+    with reported_errors():
+        names = [parse_algorithm(a).value for a in (algorithms or ["rg", "arg"])]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"--algorithm given twice: {', '.join(algorithms or [])}")
+        _check_count("--runs", runs, 1)
+        _check_count("--grid-points", grid_points, 2)
+        _check_count("--dim", dim, 1)
+        _check_count("--seed", seed, 0)
+        if workers is not None:
+            _check_count("--workers", workers, 1)
+        if t_end is not None and not (math.isfinite(t_end) and t_end > 0):
+            raise ConfigError(f"--t-end must be a finite number > 0, got {t_end!r}")
+        if not (math.isfinite(eps) and eps > 0):
+            raise ConfigError(f"--eps must be a finite number > 0, got {eps!r}")
+        if plot is not None:
+            check_output_path(plot, FIGURE_SUFFIXES)
+        for path in (csv_path, json_path):
+            if path is not None:
+                check_output_path(path)
+        run = _simulate_graph(
+            graph, names, runs, t_end, grid_points, values, dim, seed, workers, weighted, progress
+        )
+        summary = _summary(run, eps, values, dim, grid_points)
+        summary["wall_seconds"] = time.perf_counter() - started
+        _write_outputs(run, summary, plot, csv_path, json_path, graph)
+    _print_summary(graph, summary, [p for p in (plot, csv_path, json_path) if p is not None])
+
+
+@reproduce_app.command("gossip-figure")
+def gossip_figure(
+    out: Annotated[
+        Path, _opt("Directory for the figure, the CSVs and the JSON summaries.", "OUT", "--out")
+    ] = Path("figures"),
+    runs: Annotated[int, _opt("Runs per graph and algorithm.", "RUNS", "--runs")] = 1000,
+    grid_points: Annotated[
+        int, _opt("Points of the time grid per graph.", "GRID_POINTS", "--grid-points")
+    ] = 200,
+    eps: Annotated[float, _opt("Target error for t_eps.", "EPS", "--eps")] = 1e-6,
+    seed: Annotated[int, _opt("Seed of the runs.", "SEED", "--seed")] = 0,
+    workers: Annotated[
+        int | None, _opt("Worker processes (default: one per CPU).", "WORKERS", "--workers")
+    ] = None,
+    progress: Annotated[
+        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
+    ] = True,
+) -> None:
+    """Reproduce the paper's gossip figure: line 30, grid 15x15, complete 10; RG vs ARG."""
+    from gossip.errors import ConfigError
+    from gossip.report import plot_gossip_figure, write_csv, write_json
+
+    started = time.perf_counter()
+    with reported_errors():
+        _check_count("--runs", runs, 1)
+        _check_count("--grid-points", grid_points, 2)
+        _check_count("--seed", seed, 0)
+        if workers is not None:
+            _check_count("--workers", workers, 1)
+        if not (math.isfinite(eps) and eps > 0):
+            raise ConfigError(f"--eps must be a finite number > 0, got {eps!r}")
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {str(out)!r} exists and is not a directory")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create --out directory {str(out)!r}: {exc}") from None
+        panels = []
+        summaries = {}
+        for spec, title, t_end in PAPER_GRAPHS:
+            run = _simulate_graph(
+                spec,
+                ["rg", "arg"],
+                runs,
+                t_end,
+                grid_points,
+                "onehot",
+                1,
+                seed,
+                workers,
+                False,
+                progress,
+            )
+            summary = _summary(run, eps, "onehot", 1, grid_points)
+            stem = "gossip-" + spec.replace(":", "")
+            write_csv(out / f"{stem}.csv", run.results)
+            write_json(out / f"{stem}.json", summary)
+            panels.append((title, run.results))
+            summaries[spec] = summary
+        figure = out / "gossip-figure.png"
+        plot_gossip_figure(
+            figure, panels, title=f"Randomized gossip vs accelerated gossip ({runs} runs each)"
+        )
+    for spec, summary in summaries.items():
+        _print_summary(spec, summary, [])
+    typer.echo(f"wrote {figure} and per-graph CSV/JSON in {out}/")
+    typer.echo(f"wall time: {time.perf_counter() - started:.1f} s")
+
+
+def _check_count(option: str, value: int, minimum: int) -> None:
+    from gossip.errors import ConfigError
+
+    if value < minimum:
+        raise ConfigError(f"{option} must be an integer >= {minimum}, got {value}")
+
+
+class _GraphRun:
+    """One graph's simulations: the topology, its quantities and one result per algorithm."""
+
+    def __init__(self, topology: Topology, quantities: Any, t_end: float) -> None:
+        self.topology = topology
+        self.quantities = quantities
+        self.t_end = t_end
+        self.results: dict[str, SimulationResult] = {}
+
+
+def _simulate_graph(
+    spec: str,
+    names: Sequence[str],
+    runs: int,
+    t_end: float | None,
+    grid_points: int,
+    values_spec: str,
+    dim: int,
+    seed: int,
+    workers: int | None,
+    weighted: bool,
+    show_progress: bool,
+) -> _GraphRun:
+    import numpy as np
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from gossip.params import gossip_params
+    from gossip.simulator import simulate
+    from gossip.spectral import graph_quantities
+    from gossip.topology import parse_topology
+    from gossip.values import initial_values
+
+    topo = parse_topology(spec, weighted=weighted)
+    q = graph_quantities(topo)
+    initial = initial_values(values_spec, topo.n, dim=dim, rng_seed_default=seed)
+    end = t_end if t_end is not None else float(np.ceil(20.0 / q.theta_arg))
+    grid = np.linspace(0.0, end, grid_points)
+    run = _GraphRun(topo, q, end)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeRemainingColumn(),
+        disable=not show_progress,
+        transient=True,
+    ) as bar:
+        for name in names:
+            params = gossip_params(name, q.mu_gossip, q.r_max)
+            task = bar.add_task(f"{spec} {name}: {runs} runs to t={end:g}", total=runs * end)
+
+            def update(done: int, task: Any = task) -> None:
+                bar.update(task, completed=done)
+
+            run.results[name] = simulate(
+                topo, params, initial, grid, runs, seed, update, workers=workers
+            )
+            bar.update(task, completed=runs * end)
+    return run
+
+
+def _summary(
+    run: _GraphRun, eps: float, values_spec: str, dim: int, grid_points: int
+) -> dict[str, Any]:
+    from gossip.report import algorithm_summary
+
+    algos = {name: algorithm_summary(r, eps) for name, r in run.results.items()}
+    summary: dict[str, Any] = {
+        "graph": run.topology.spec,
+        "values": values_spec,
+        "dim": dim,
+        "t_end": run.t_end,
+        "grid_points": grid_points,
+        "eps": eps,
+        "quantities": run.quantities.as_dict(),
+        "algorithms": algos,
+    }
+    rg, arg = algos.get("rg"), algos.get("arg")
+    if rg and arg and rg["t_eps"] is not None and arg["t_eps"]:
+        summary["speedup_t_eps"] = rg["t_eps"] / arg["t_eps"]
+    return summary
+
+
+def _write_outputs(
+    run: _GraphRun,
+    summary: dict[str, Any],
+    plot: Path | None,
+    csv_path: Path | None,
+    json_path: Path | None,
+    label: str,
+) -> None:
+    from gossip.report import plot_gossip_figure, write_csv, write_json
+
+    if plot is not None:
+        plot_gossip_figure(plot, [(label, run.results)])
+    if csv_path is not None:
+        write_csv(csv_path, run.results)
+    if json_path is not None:
+        write_json(json_path, summary)
+
+
+def _print_summary(graph: str, summary: dict[str, Any], written: Sequence[Path]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    q = summary["quantities"]
+    table = Table(
+        title=f"{graph}: n={q['n']}, |E|={q['n_edges']}, mu={q['mu_gossip']:.4g}, "
+        f"R_max={q['r_max']:.4g}; eps={summary['eps']:g}"
+    )
+    for column in ("algorithm", "theta", "t_eps", "final median", "final mean", "runs"):
+        table.add_column(column, justify="right")
+    for name, a in summary["algorithms"].items():
+        t_hit = "never" if a["t_eps"] is None else f"{a['t_eps']:.6g}"
+        table.add_row(
+            name,
+            f"{a['theta']:.4g}",
+            t_hit,
+            f"{a['final_median']:.3e}",
+            f"{a['final_mean']:.3e}",
+            str(a["runs"]),
+        )
+    console = Console()
+    console.print(table)
+    if "speedup_t_eps" in summary:
+        console.print(f"ARG reaches eps {summary['speedup_t_eps']:.2f}x sooner than RG")
+    for path in written:
+        console.print(f"wrote {path}")
