@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Install one role of a continuized-gossip cluster on a Raspberry Pi (Raspberry Pi OS or Debian
+# bookworm, arm64 or amd64), as root, from a checkout of the project:
+#
+#   sudo deploy/raspberry-pi/install.sh broker      --mqtt-password SECRET
+#   sudo deploy/raspberry-pi/install.sh coordinator --graph grid:4x4 --broker 192.168.1.10 \
+#                                                   --mqtt-password SECRET --ntp-serve
+#   sudo deploy/raspberry-pi/install.sh node        --coordinator 192.168.1.10
+#
+# What it does, idempotently: installs Debian's python3-venv and chrony (and mosquitto for the
+# broker); creates the system user `gossip`; installs the project into the virtual environment
+# /opt/gossip (runtime dependencies of deploy/requirements.txt, then the project itself); writes
+# /etc/gossip/<role>.env from the options; points chrony at the time server; installs the
+# systemd unit and enables and starts it. Options (all roles):
+#   --source PATH        project checkout or wheel to install (default: this checkout)
+#   --pip-flags "..."    extra pip flags, e.g. "--no-index --find-links /media/usb/wheels"
+#   --ntp-server HOST    chrony server to follow (default for a node: the coordinator's host)
+#   --ntp-serve          serve time to the LAN (the coordinator's Pi, for a LAN with no Internet)
+#   --no-apt             do not install Debian packages (they are already there)
+#   --no-systemctl       install the units but do not call systemctl (images, containers, tests)
+#   --prefix DIR         virtual environment (default /opt/gossip); --etc DIR (default /etc/gossip)
+# node:        --coordinator HOST[:PORT] (required), --advertise HOST (default: this Pi's address
+#              on the route to the coordinator), --port PORT (default 7000), --name NAME
+#              (default: the hostname; a Pi that reboots keeps its node id)
+# coordinator: --graph SPEC, --expect N, --algorithm arg|rg, --rate R, --values SPEC,
+#              --until EPS, --broker HOST[:PORT], --dashboard-port PORT (default 8080),
+#              --dashboard-token TOKEN
+# broker:      --mqtt-password PW (required), --mqtt-viewer-password PW (optional)
+# The MQTT password of coordinator and broker must agree (the coordinator gives it to the nodes).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+role=${1:-}
+case "$role" in
+  node|coordinator|broker) shift ;;
+  *) echo "usage: install.sh node|coordinator|broker [options] (got '${role}'; see the header)" >&2
+     exit 2 ;;
+esac
+
+source_path=$(cd "$here/../.." && pwd)
+pip_flags=""
+ntp_server=""
+ntp_serve=0
+use_apt=1
+use_systemctl=1
+prefix=/opt/gossip
+etc=/etc/gossip
+coordinator=""
+advertise=""
+port=7000
+name=""
+graph=grid:4x4
+expect=""
+algorithm=arg
+rate=2000
+values=onehot
+until=1e-6
+broker=""
+dashboard_port=8080
+dashboard_token=""
+mqtt_password=""
+mqtt_viewer_password=""
+
+need() { [ $# -ge 2 ] || { echo "install.sh: $1 needs a value" >&2; exit 2; }; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --source) need "$@"; source_path=$2; shift 2 ;;
+    --pip-flags) need "$@"; pip_flags=$2; shift 2 ;;
+    --ntp-server) need "$@"; ntp_server=$2; shift 2 ;;
+    --ntp-serve) ntp_serve=1; shift ;;
+    --no-apt) use_apt=0; shift ;;
+    --no-systemctl) use_systemctl=0; shift ;;
+    --prefix) need "$@"; prefix=$2; shift 2 ;;
+    --etc) need "$@"; etc=$2; shift 2 ;;
+    --coordinator) need "$@"; coordinator=$2; shift 2 ;;
+    --advertise) need "$@"; advertise=$2; shift 2 ;;
+    --port) need "$@"; port=$2; shift 2 ;;
+    --name) need "$@"; name=$2; shift 2 ;;
+    --graph) need "$@"; graph=$2; shift 2 ;;
+    --expect) need "$@"; expect=$2; shift 2 ;;
+    --algorithm) need "$@"; algorithm=$2; shift 2 ;;
+    --rate) need "$@"; rate=$2; shift 2 ;;
+    --values) need "$@"; values=$2; shift 2 ;;
+    --until) need "$@"; until=$2; shift 2 ;;
+    --broker) need "$@"; broker=$2; shift 2 ;;
+    --dashboard-port) need "$@"; dashboard_port=$2; shift 2 ;;
+    --dashboard-token) need "$@"; dashboard_token=$2; shift 2 ;;
+    --mqtt-password) need "$@"; mqtt_password=$2; shift 2 ;;
+    --mqtt-viewer-password) need "$@"; mqtt_viewer_password=$2; shift 2 ;;
+    *) echo "install.sh: unknown option '$1' for role $role (see the header of this script)" >&2
+       exit 2 ;;
+  esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install.sh: run as root (sudo), it installs packages, a user and systemd units" >&2
+  exit 1
+fi
+if [ "$role" = node ] && [ -z "$coordinator" ]; then
+  echo "install.sh: a node needs --coordinator HOST (the coordinator Pi's address)" >&2
+  exit 2
+fi
+if [ "$role" = broker ] && [ -z "$mqtt_password" ]; then
+  echo "install.sh: the broker needs --mqtt-password (it refuses anonymous clients)" >&2
+  exit 2
+fi
+
+say() { echo "install.sh [$role]: $*"; }
+
+# -- Debian packages ---------------------------------------------------------------------------
+if [ "$use_apt" -eq 1 ]; then
+  packages=(python3-venv chrony)
+  [ "$role" = broker ] && packages+=(mosquitto mosquitto-clients)
+  say "installing ${packages[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+fi
+
+install -d -m 0755 "$etc"
+
+# -- the broker --------------------------------------------------------------------------------
+if [ "$role" = broker ]; then
+  install -d -m 0750 -o mosquitto "$etc/mosquitto"
+  install -m 0644 "$here/mosquitto.conf" "$etc/mosquitto/mosquitto.conf"
+  (umask 077
+   mosquitto_passwd -b -c "$etc/mosquitto/passwd" gossip "$mqtt_password"
+   printf 'user gossip\ntopic readwrite gossip/#\ntopic read $SYS/#\n' >"$etc/mosquitto/acl"
+   if [ -n "$mqtt_viewer_password" ]; then
+     mosquitto_passwd -b "$etc/mosquitto/passwd" viewer "$mqtt_viewer_password"
+     printf 'user viewer\ntopic read gossip/#\n' >>"$etc/mosquitto/acl"
+   fi)
+  chown mosquitto "$etc/mosquitto/passwd" "$etc/mosquitto/acl"
+  install -m 0644 "$here/gossip-mosquitto.service" /etc/systemd/system/gossip-mosquitto.service
+  if [ "$use_systemctl" -eq 1 ]; then
+    # Debian's own unit listens on 1883 too.
+    systemctl disable --now mosquitto.service >/dev/null 2>&1 || true
+    systemctl daemon-reload
+    systemctl enable --now gossip-mosquitto.service
+  fi
+  say "broker installed: mqtt://$(hostname -I 2>/dev/null | cut -d' ' -f1):1883 (user gossip)"
+  exit 0
+fi
+
+# -- the project, in a virtual environment ------------------------------------------------------
+getent group gossip >/dev/null || groupadd --system gossip
+id gossip >/dev/null 2>&1 || useradd --system --gid gossip --home-dir /var/lib/gossip \
+  --no-create-home --shell /usr/sbin/nologin gossip
+if [ ! -x "$prefix/bin/python" ]; then
+  say "creating the virtual environment $prefix"
+  python3 -m venv "$prefix"
+fi
+say "installing continuized-gossip from $source_path"
+# shellcheck disable=SC2086  # pip_flags is a list of flags
+"$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags \
+  -r "$here/../requirements.txt"
+# shellcheck disable=SC2086
+"$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags --no-deps \
+  --force-reinstall "$source_path"
+"$prefix/bin/gossip" --help >/dev/null
+
+# -- settings ------------------------------------------------------------------------------------
+host_of() { local h=${1#*://}; echo "${h%%:*}"; }
+env_file="$etc/$role.env"
+if [ "$role" = node ]; then
+  coord_host=$(host_of "$coordinator")
+  case "$coordinator" in
+    tcp://*) coord_url=$coordinator ;;
+    *:*) coord_url="tcp://$coordinator" ;;
+    *) coord_url="tcp://$coordinator:5555" ;;
+  esac
+  if [ -z "$advertise" ]; then
+    # The source address of the route to the coordinator is the one the other Pis can reach.
+    advertise=$(ip -4 route get "$(getent ahostsv4 "$coord_host" | awk 'NR==1{print $1}')" \
+      2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "src") print $(i + 1)}')
+    [ -n "$advertise" ] || advertise=$(hostname -I | cut -d' ' -f1)
+  fi
+  [ -n "$ntp_server" ] || ntp_server=$coord_host
+  cat >"$env_file" <<ENV
+# gossip node settings (install.sh); each GOSSIP_X is the option --x of \`gossip node\`.
+GOSSIP_COORDINATOR=$coord_url
+GOSSIP_NAME=${name:-$(hostname)}
+GOSSIP_BIND=tcp://0.0.0.0:$port
+GOSSIP_ADVERTISE=tcp://$advertise:$port
+ENV
+else
+  [ -n "$broker" ] || broker=127.0.0.1
+  case "$broker" in
+    mqtt://*) broker_url=$broker ;;
+    *:*) broker_url="mqtt://$broker" ;;
+    *) broker_url="mqtt://$broker:1883" ;;
+  esac
+  if [ -n "$mqtt_password" ]; then
+    broker_url="mqtt://gossip:$mqtt_password@${broker_url#mqtt://}"
+  fi
+  {
+    echo "# gossip coordinator settings (install.sh); each GOSSIP_X is the option --x of"
+    echo "# \`gossip coordinator\`. Change them and \`systemctl start gossip-coordinator\`."
+    echo "GOSSIP_GRAPH=$graph"
+    [ -n "$expect" ] && echo "GOSSIP_EXPECT=$expect"
+    echo "GOSSIP_ALGORITHM=$algorithm"
+    echo "GOSSIP_RATE=$rate"
+    echo "GOSSIP_VALUES=$values"
+    echo "GOSSIP_UNTIL=$until"
+    echo "GOSSIP_BROKER=$broker_url"
+    echo "GOSSIP_BIND=tcp://0.0.0.0:5555"
+    echo "GOSSIP_DASHBOARD_PORT=$dashboard_port"
+    echo "GOSSIP_DASHBOARD_HOST=0.0.0.0"
+    [ -n "$dashboard_token" ] && echo "GOSSIP_DASHBOARD_TOKEN=$dashboard_token"
+  } >"$env_file"
+fi
+chmod 0640 "$env_file"
+chgrp gossip "$env_file"
+say "wrote $env_file"
+
+# -- clock synchronisation ---------------------------------------------------------------------
+if [ -d /etc/chrony ]; then
+  install -d /etc/chrony/conf.d
+  {
+    echo "# continuized-gossip (install.sh): t = rate * (now - epoch) needs synchronised clocks."
+    [ -n "$ntp_server" ] && echo "server $ntp_server iburst minpoll 2 maxpoll 4"
+    # Step the clock at start if it is off by more than 0.1 s, slew afterwards.
+    echo "makestep 0.1 3"
+    if [ "$ntp_serve" -eq 1 ]; then
+      echo "allow"
+      echo "local stratum 8"
+    fi
+  } >/etc/chrony/conf.d/gossip.conf
+fi
+
+# -- the unit ----------------------------------------------------------------------------------
+install -m 0644 "$here/gossip-$role.service" "/etc/systemd/system/gossip-$role.service"
+if [ "$use_systemctl" -eq 1 ]; then
+  systemctl restart chrony.service 2>/dev/null || true
+  # time-sync.target then waits until chrony has synchronised the clock.
+  systemctl enable chrony-wait.service 2>/dev/null || true
+  systemctl daemon-reload
+  systemctl enable --now "gossip-$role.service"
+fi
+say "installed gossip-$role.service"
