@@ -12,10 +12,12 @@ import math
 import numpy as np
 import pytest
 
+from gossip.errors import ConfigError
 from gossip.optim import (
     AdditiveNoise,
     DiagonalQuadratic,
     continuized_nesterov,
+    nesterov,
     paper_convex,
     paper_strongly_convex,
 )
@@ -98,3 +100,39 @@ def test_additive_noise_bounds() -> None:
         oracle, strong.x_star, L=1.0, mu=0.01, n_steps=100, seed=4, runs=2000, f=strong.f
     )
     _assert_mean_below(res.history["f"], oracle.variance(3) / math.sqrt(0.01))
+
+
+def test_continuous_time_guarantees_at_fixed_t() -> None:
+    # Theorem 2 is about the process at a fixed time t, between jumps: E f(x_t) - f* is below
+    # 2 L |z_0 - x*|^2 / t^2 (convex) and (f(x_0) - f* + mu/2 |z_0 - x*|^2) exp(-sqrt(mu/L) t).
+    convex = paper_convex(d=20)
+    x0 = np.zeros(20)
+    res = continuized_nesterov(convex.grad, x0, L=1.0, n_steps=120, seed=5, runs=2000)
+    r0 = float(np.sum(convex.x_star**2))
+    for t in (0.5, 2.0, 10.0, 50.0):
+        x_t, _ = res.at(t)
+        _assert_mean_below(convex.f(x_t)[:, None], 2.0 * r0 / t**2)
+
+    strong = paper_strongly_convex()
+    x0 = np.zeros(3)
+    res = continuized_nesterov(strong.grad, x0, L=1.0, mu=0.01, n_steps=120, seed=6, runs=2000)
+    start = float(strong.f(x0)) + 0.01 / 2 * 3.0
+    for t in (0.5, 5.0, 30.0, 80.0):
+        x_t, _ = res.at(t)
+        _assert_mean_below(strong.f(x_t)[:, None], start * math.exp(-0.1 * t))
+
+
+def test_state_at_time_t() -> None:
+    q = paper_strongly_convex()
+    for mu in (0.0, 0.01):
+        res = continuized_nesterov(q.grad, np.zeros(3), L=1.0, mu=mu, n_steps=30, seed=8)
+        T = res.history["T"]
+        # At a jump time the state is the one right after the jump (paths are right-continuous).
+        np.testing.assert_allclose(res.at(T[4])[0], res.history["x"][4], rtol=1e-12)
+        # Just before the next jump x_t is y_k, where the gradient of step k+1 is taken.
+        x_before, _ = res.at(T[5] - 1e-12)
+        assert np.allclose(x_before - q.grad(x_before), res.history["x"][5], atol=1e-9)
+        with pytest.raises(ConfigError, match="before the last jump"):
+            res.at(T[-1] + 1.0)
+    with pytest.raises(ConfigError, match="continuized_nesterov run"):
+        nesterov(q.grad, np.zeros(3), L=1.0, n_steps=3).at(1.0)
