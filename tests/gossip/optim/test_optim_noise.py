@@ -137,3 +137,31 @@ def test_accelerated_sgd_on_a_noiseless_regression() -> None:
     err_acc = np.mean(np.sum((res.x - x_star) ** 2, axis=-1))
     err_sgd = np.mean(np.sum((sgd.x - x_star) ** 2, axis=-1))
     assert err_acc < err_sgd / 10
+
+
+@pytest.mark.parametrize("spec", ["line:12", "grid:4x4", "complete:6"])
+def test_gossip_is_least_squares_with_multiplicative_noise(spec: str) -> None:
+    # Randomized gossip is SGD on f(x) = E[<x, e_v - e_w>^2] / 2, edges drawn with P_e (paper,
+    # section 6): H = L_P, R^2 = 2, kappa~ <= R_max, mu = mu_gossip on the complement of the
+    # constants. Theorem 4's parameters then are ARG's: eta = theta_ARG and gamma' = c.
+    from gossip.params import gossip_params
+    from gossip.spectral import graph_quantities
+    from gossip.topology import parse_topology
+
+    topo = parse_topology(spec, weighted=False)
+    q = graph_quantities(topo)
+    n = topo.n
+    a = np.zeros((topo.n_edges, n))
+    a[np.arange(topo.n_edges), topo.edges[:, 0]] = 1.0
+    a[np.arange(topo.n_edges), topo.edges[:, 1]] = -1.0
+    # Coordinates in the complement of the constant vector, where H is invertible.
+    basis = np.linalg.svd(np.eye(n) - 1.0 / n)[0][:, : n - 1]
+    c = noise_constants(a @ basis, weights=topo.probs)
+    assert abs(c.R2 - 2.0) < 1e-9
+    assert c.mu == pytest.approx(q.mu_gossip)
+    assert c.kappa_tilde <= q.r_max * (1 + 1e-9)
+    # The paper takes kappa~ = R_max (an upper bound): with it the constants are ARG's.
+    arg = gossip_params("arg", q.mu_gossip, q.r_max)
+    bound = type(c)(R2=2.0, kappa_tilde=q.r_max, mu=q.mu_gossip)
+    assert bound.eta == pytest.approx(arg.eta)
+    assert bound.gamma_prime == pytest.approx(arg.c)
