@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from coordinator.procs import free_port, spawn, stop_process
 from gossip.errors import ConfigError, TransportError
@@ -33,10 +33,12 @@ __all__ = [
     "BrokerKind",
     "RunningBroker",
     "amqtt_broker",
+    "broker_credentials",
     "broker_for",
     "find_mosquitto",
     "mosquitto_broker",
     "parse_broker_url",
+    "redact_broker_url",
     "wait_for_port",
 ]
 
@@ -89,6 +91,40 @@ def parse_broker_url(url: str) -> tuple[str, int]:
     except ValueError:
         raise ConfigError(f"broker URL {url!r} has a bad port; expected 1..65535") from None
     return parts.hostname, port
+
+
+def broker_credentials(url: str) -> tuple[str | None, str | None]:
+    """Return ``(username, password)`` of ``mqtt://user:pass@host:port`` (``None`` if absent).
+
+    A broker that refuses anonymous clients (the compose file's) is reached with credentials
+    in the URL; the nodes get the same URL in their bootstrap.
+
+    Examples
+    --------
+    >>> broker_credentials("mqtt://gossip:s%40cret@mosquitto:1883")
+    ('gossip', 's@cret')
+    >>> broker_credentials("mqtt://127.0.0.1:1883")
+    (None, None)
+    """
+    parts = urlsplit(url.strip())
+    user = unquote(parts.username) if parts.username else None
+    password = unquote(parts.password) if parts.password else None
+    return user, password
+
+
+def redact_broker_url(url: str) -> str:
+    """Return ``url`` with its password replaced by ``***``, for logs, status and the dashboard.
+
+    Examples
+    --------
+    >>> redact_broker_url("mqtt://gossip:secret@mosquitto:1883")
+    'mqtt://gossip:***@mosquitto:1883'
+    """
+    parts = urlsplit(url.strip())
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    return f"{parts.scheme}://{parts.username}:***@{netloc}{parts.path}"
 
 
 def find_mosquitto() -> str | None:

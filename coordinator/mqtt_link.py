@@ -68,6 +68,8 @@ class MqttLink:
         Called for every message on the state and status topics, in the event loop.
     status : BrokerStatus
         Updated with the connection's state (shown by the dashboard).
+    username, password : str, optional
+        Credentials, for a broker that refuses anonymous clients.
     """
 
     def __init__(
@@ -77,9 +79,14 @@ class MqttLink:
         cluster: str,
         on_message: Callable[[str, bytes], None],
         status: BrokerStatus,
+        *,
+        username: str | None = None,
+        password: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        self._username = username
+        self._password = password
         self.topics = topics(cluster)
         self._on_message = on_message
         self._status = status
@@ -121,7 +128,13 @@ class MqttLink:
         while True:
             try:
                 async with aiomqtt.Client(
-                    self.host, self.port, identifier=identifier, keepalive=10, timeout=5.0
+                    self.host,
+                    self.port,
+                    identifier=identifier,
+                    username=self._username,
+                    password=self._password,
+                    keepalive=10,
+                    timeout=5.0,
                 ) as client:
                     await client.subscribe(self.topics["state"], qos=0)
                     await client.subscribe(self.topics["status"], qos=1)

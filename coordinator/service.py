@@ -44,7 +44,7 @@ import zmq
 import zmq.asyncio
 
 from coordinator._groups import single_error
-from coordinator.broker import parse_broker_url
+from coordinator.broker import broker_credentials, parse_broker_url, redact_broker_url
 from coordinator.metrics import estimate, parse_report, update_view
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
@@ -201,7 +201,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         params=params,
         alive_timeout=max(3.0, 10 * config.metrics_period),
     )
-    state.broker.url = config.broker
+    state.broker.url = redact_broker_url(config.broker)
     return state, plan
 
 
@@ -243,11 +243,21 @@ class Coordinator:
         self._retained: bytes | None = None
         self._retained_seen = asyncio.Event()
         self._fresh_reports = 0
+        self._pace = (0.0, 0)
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         if config.broker:
             host, port = parse_broker_url(config.broker)
-            self._link = MqttLink(host, port, config.cluster, self._on_message, state.broker)
+            username, password = broker_credentials(config.broker)
+            self._link = MqttLink(
+                host,
+                port,
+                config.cluster,
+                self._on_message,
+                state.broker,
+                username=username,
+                password=password,
+            )
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -453,6 +463,8 @@ class Coordinator:
                     point, fresh = evaluated
                     was = self.state.reached
                     self.state.record(point, may_reach=fresh)
+                    if fresh and self.state.phase == "running":
+                        self._pace = (point.t, self.state.activations())
                     self.log.write(
                         "point",
                         t=point.t,
@@ -518,8 +530,11 @@ class Coordinator:
                 complete=all(v.final for v in present),
             )
         epoch = state.epoch or 0.0
-        last_wall = max((v.wall for v in present), default=epoch)
         activations = state.activations()
+        # Activations completed per unit of t, while the nodes were all initiating (the last
+        # fresh point before the stop): 1 means the cluster kept up with the Poisson clocks.
+        pace_t, pace_acts = self._pace
+        rate_achieved = self.plan.rate * pace_acts / pace_t if pace_t > 0 else 0.0
         p50 = [v.rtt_p50_ms for v in present if v.rtt_p50_ms is not None]
         p99 = [v.rtt_p99_ms for v in present if v.rtt_p99_ms is not None]
         summary = RunSummary(
@@ -528,7 +543,7 @@ class Coordinator:
             t_eps=state.t_eps,
             wall_s=(state.wall_eps - epoch) if state.wall_eps is not None else None,
             activations=activations,
-            rate_achieved=activations / max(last_wall - epoch, 1e-9),
+            rate_achieved=rate_achieved,
             rate_asked=self.plan.rate,
             final_error=final.error if final is not None else None,
             mass_drift_rel=final.mass_drift_rel if final is not None else None,
@@ -591,7 +606,7 @@ class Coordinator:
             **self._header(),
             "phase": self.state.phase,
             "metrics_period": self.plan.metrics_period,
-            "broker": self.config.broker,
+            "broker": redact_broker_url(self.config.broker),
             "bind": self.config.bind,
             "coordinator_pid": os.getpid(),
             "wall": time.time(),

@@ -155,10 +155,12 @@ def coordinator(
     with reported_errors():
         state, plan = prepare(config)
         coord = Coordinator(config, state, plan)
+        from coordinator.broker import redact_broker_url
+
         typer.echo(
             f"coordinator: {graph} ({plan.expected} nodes), {plan.params.algorithm.value}, "
             f"rate {rate:g}/s, eps {until:g}; registration on {bind}, metrics "
-            f"{broker or 'off'}",
+            f"{redact_broker_url(broker) or 'off'}",
             err=True,
         )
         try:
