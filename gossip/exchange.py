@@ -408,6 +408,18 @@ class Exchanger:
             if not s.recovered
         ]
 
+    def give_up_recovery(self) -> list[int]:
+        """Stop waiting for the edges not yet recovered (their ledgers stay as they are).
+
+        For a neighbour that never answers. The sums are exact only if that neighbour's
+        ledger on the edge was zero. Returns the edges given up on.
+        """
+        edges = [e for e, s in self._edges.items() if not s.recovered]
+        for e in edges:
+            self._edges[e].recovered = True
+        self._unrecovered = 0
+        return edges
+
     # --- receiving ---------------------------------------------------------------------------
 
     def receive(self, frame: bytes, now: float) -> bytes | None:

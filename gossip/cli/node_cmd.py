@@ -1,0 +1,126 @@
+"""``gossip node``: run one gossip node process (register, gossip, stop on command)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gossip.cli._app import app
+from gossip.cli._errors import reported_errors
+
+__all__ = ["node"]
+
+
+@app.command()
+def node(
+    coordinator: Annotated[
+        str,
+        typer.Option(envvar="GOSSIP_COORDINATOR", help="The coordinator, tcp://host:5555."),
+    ],
+    value: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GOSSIP_VALUE",
+            help="This node's own value: 21.5, or 1,2,3 for a vector. Default: the "
+            "coordinator's choice.",
+        ),
+    ] = None,
+    bind: Annotated[
+        str,
+        typer.Option(envvar="GOSSIP_BIND", help="Where to serve peers (port 0: any free port)."),
+    ] = "tcp://0.0.0.0:0",
+    advertise: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GOSSIP_ADVERTISE",
+            help="Host or IP the peers should use. Default: the interface toward the coordinator.",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GOSSIP_HOST",
+            help="Shorthand for --bind tcp://HOST:0 --advertise HOST.",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GOSSIP_NAME",
+            help="Node name (default HOSTNAME-PID); a restarted node with the same name gets "
+            "its id back.",
+        ),
+    ] = None,
+    fault: Annotated[
+        str,
+        typer.Option(
+            envvar="GOSSIP_FAULT",
+            help="Inject faults on sent frames: drop=0.1,dup=0.1,delay=0.1[,delay_ms=20].",
+        ),
+    ] = "",
+    timeout: Annotated[
+        float,
+        typer.Option(envvar="GOSSIP_TIMEOUT", help="First retry timeout of an exchange (s)."),
+    ] = 0.2,
+    drain: Annotated[
+        float,
+        typer.Option(envvar="GOSSIP_DRAIN", help="On stop: seconds to keep serving normally."),
+    ] = 0.5,
+    linger: Annotated[
+        float,
+        typer.Option(
+            envvar="GOSSIP_LINGER", help="On stop: seconds to answer retries after the final."
+        ),
+    ] = 2.0,
+    register_timeout: Annotated[
+        float | None,
+        typer.Option(
+            envvar="GOSSIP_REGISTER_TIMEOUT",
+            help="Give up waiting for the coordinator after this many seconds (default: never).",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option(envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.")
+    ] = "info",
+) -> None:
+    """Run one node: register with the coordinator, gossip with the neighbours it assigns,
+    publish state on MQTT, and stop cleanly on {"cmd": "stop"}, SIGTERM or Ctrl-C."""
+    import logging
+
+    from gossip.errors import ConfigError
+    from node.config import NodeConfig, default_node_name, parse_value
+    from node.daemon import run_node_sync
+    from node.faults import parse_faults
+
+    with reported_errors():
+        level = getattr(logging, log_level.upper(), None)
+        if not isinstance(level, int):
+            raise ConfigError(
+                f"--log-level must be debug, info, warning or error, got {log_level!r}"
+            )
+        logging.basicConfig(
+            level=level, format=f"%(asctime)s {name or 'node'} %(levelname)s %(message)s"
+        )
+        if host is not None:
+            bind, advertise = f"tcp://{host}:0", advertise or host
+        config = NodeConfig(
+            coordinator=coordinator,
+            value=None if value is None else parse_value(value),
+            bind=bind,
+            advertise=advertise,
+            faults=parse_faults(fault),
+            timeout=timeout,
+            max_timeout=max(2.0, timeout),
+            drain=drain,
+            linger=linger,
+            register_timeout=register_timeout,
+            seed=seed,
+            name=name or default_node_name(),
+        )
+        code = run_node_sync(config)
+    raise typer.Exit(code)

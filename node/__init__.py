@@ -1,0 +1,36 @@
+"""The gossip node: one OS process that gossips with its neighbours over sockets.
+
+Public API (for the launcher and for tests):
+
+* :class:`NodeConfig` -- everything ``gossip node`` accepts;
+* :func:`run_node` -- **async**: register, gossip, stop on command or signal; returns 0;
+  :func:`run_node_sync` runs it in a fresh event loop;
+* :class:`Node` -- a node already bootstrapped, on any :class:`Transport` (tests run many in
+  one process over a :class:`FakeNetwork`);
+* transports: :class:`Transport`, :class:`ZmqTransport`, :class:`FakeNetwork` /
+  :class:`FakeTransport`, and :class:`FaultyTransport` with :func:`parse_faults`.
+"""
+
+from node.config import NodeConfig, parse_value
+from node.daemon import Node, run_node, run_node_sync
+from node.fake_transport import FakeNetwork, FakeTransport
+from node.faults import FaultSpec, FaultyTransport, parse_faults
+from node.transport import Incoming, Transport, TransportStats
+from node.zmq_transport import ZmqTransport
+
+__all__ = [
+    "FakeNetwork",
+    "FakeTransport",
+    "FaultSpec",
+    "FaultyTransport",
+    "Incoming",
+    "Node",
+    "NodeConfig",
+    "Transport",
+    "TransportStats",
+    "ZmqTransport",
+    "parse_faults",
+    "parse_value",
+    "run_node",
+    "run_node_sync",
+]

@@ -1,0 +1,106 @@
+"""The node's configuration: everything ``gossip node`` accepts, as one frozen value."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+
+from gossip.errors import ConfigError
+from node.faults import FaultSpec
+
+__all__ = ["NodeConfig", "default_node_name", "parse_value"]
+
+
+def parse_value(text: str) -> tuple[float, ...]:
+    """Parse ``21.5`` or ``1,2,3`` into a tuple of finite floats.
+
+    Examples
+    --------
+    >>> parse_value("1, 2.5,-3")
+    (1.0, 2.5, -3.0)
+    """
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        raise ConfigError(
+            f"--value must be a number or comma-separated numbers (21.5 or 1,2,3), got {text!r}"
+        ) from None
+    if not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"--value must be finite, got {text!r}")
+    return values
+
+
+def default_node_name() -> str:
+    """Return ``HOSTNAME-PID``, the default node name."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """How to run one node process.
+
+    Attributes
+    ----------
+    coordinator : str
+        The coordinator's registration ROUTER, ``tcp://host:5555``.
+    value : tuple of float or None
+        This node's own initial value; ``None`` lets the coordinator choose.
+    bind : str
+        Where this node's ROUTER binds (``tcp://0.0.0.0:0``: any interface, a free port).
+    advertise : str or None
+        Host peers use to reach us (default: the interface that reaches the coordinator).
+    name : str
+        The node's name; a restarted node registering under the same name gets its id back.
+    faults : FaultSpec
+        Fault injection on outgoing frames (none by default).
+    timeout, max_timeout : float
+        First and largest retry timeout of an exchange, in seconds.
+    drain : float
+        Seconds to keep serving normally after a stop, before refusing new exchanges.
+    linger : float
+        Seconds to keep answering repeated requests after the final report, before exiting.
+    register_every : float
+        Seconds between re-sent registrations while waiting for the bootstrap.
+    register_timeout : float or None
+        Give up waiting for the bootstrap after this many seconds (``None``: wait forever).
+    seed : int or None
+        Seed of the node's Poisson clocks and fault injection (``None``: from the OS).
+    """
+
+    coordinator: str
+    value: tuple[float, ...] | None = None
+    bind: str = "tcp://0.0.0.0:0"
+    advertise: str | None = None
+    name: str = field(default_factory=default_node_name)
+    faults: FaultSpec = field(default_factory=FaultSpec)
+    timeout: float = 0.2
+    max_timeout: float = 2.0
+    drain: float = 0.5
+    linger: float = 2.0
+    register_every: float = 2.0
+    register_timeout: float | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):
+            raise ConfigError(
+                f"--coordinator must be a zmq address like tcp://host:5555, got "
+                f"{self.coordinator!r}"
+            )
+        if not self.name or len(self.name) > 200:
+            raise ConfigError(f"--name must be 1 to 200 characters, got {self.name!r}")
+        for key in ("timeout", "max_timeout", "register_every"):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{key} must be > 0 seconds, got {value!r}")
+        for key in ("drain", "linger"):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{key} must be >= 0 seconds, got {value!r}")
+        if self.max_timeout < self.timeout:
+            raise ConfigError(
+                f"max_timeout ({self.max_timeout}) must be >= timeout ({self.timeout})"
+            )

@@ -1,0 +1,328 @@
+"""The node daemon: sockets, timers and task lifetimes around the exchange protocol.
+
+All the protocol and all the maths live in :mod:`gossip.exchange` and :mod:`gossip.ledger`;
+this module only feeds them frames and times and carries out what they return.
+
+Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
+
+* ``node-receive`` -- frames in: hand each to the exchanger, send back its answer;
+* ``node-ticks``   -- the node's Poisson clock: initiate an exchange at each tick;
+* ``node-retry``   -- re-send requests whose timeout passed;
+* ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered;
+* ``node-mqtt``    -- reports and the control topic (only with a broker).
+
+Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating; keep serving normally for
+``drain`` seconds while our own exchanges settle; then close (new requests get a Nack, repeated
+ones their cached answer), so the state is final; publish the final report; keep answering for
+``linger`` seconds so the neighbours' retries are answered; exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import numpy as np
+
+from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.ledger import Ledger
+from gossip.wire import Bootstrap, Register
+from node.clock import PoissonClock
+from node.config import NodeConfig
+from node.faults import FaultyTransport
+from node.mqtt import NodeMqtt, parse_broker
+from node.registration import register
+from node.transport import Transport
+from node.zmq_transport import ZmqTransport
+
+__all__ = ["Node", "run_node", "run_node_sync"]
+
+log = logging.getLogger(__name__)
+
+_MAX_BEHIND = 1.0  # seconds; a clock further behind than this skips ahead instead of bursting
+_RECOVER_EVERY = 0.5  # seconds between LedgerRequests while recovering
+_RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive neighbour
+
+
+class Node:
+    """One running node: its exchanger, clock and tasks.
+
+    Parameters
+    ----------
+    boot : Bootstrap
+        What the coordinator sent (id, neighbours, parameters, epoch, rate, initial value).
+    transport : Transport
+        Connected by :meth:`run` to the neighbours.
+    name : str
+        The node's name, for reports.
+    timeout, max_timeout, drain, linger : float
+        See :class:`node.config.NodeConfig`.
+    seed : int or None
+        Seed of the Poisson clock.
+    recover : bool or None
+        Rebuild the ledger from the neighbours first; default: when started after the epoch.
+    clock : callable() -> float
+        Unix time in seconds.
+    """
+
+    def __init__(
+        self,
+        boot: Bootstrap,
+        transport: Transport,
+        *,
+        name: str = "",
+        timeout: float = 0.2,
+        max_timeout: float = 2.0,
+        drain: float = 0.5,
+        linger: float = 2.0,
+        seed: int | None = None,
+        recover: bool | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.boot = boot
+        self.transport = transport
+        self.name = name or f"node-{boot.node_id}"
+        self.drain = drain
+        self.linger = linger
+        self.clock = clock
+        self.timebase = TimeBase(boot.epoch, boot.rate)
+        if recover is None:
+            recover = self.timebase.t(clock()) > 0
+        links = [Link(n.edge_index, n.peer_id, n.prob) for n in boot.neighbors]
+        ledger = Ledger(boot.initial_value, [link.edge for link in links], eta=boot.eta)
+        self.exchanger = Exchanger(
+            boot.node_id,
+            links,
+            ledger,
+            boot.c,
+            self.timebase,
+            timeout=timeout,
+            max_timeout=max_timeout,
+            recover=recover,
+        )
+        self.ticks = PoissonClock(links, np.random.default_rng(seed))
+        self.stop_requested = asyncio.Event()
+        self.final: dict[str, Any] | None = None
+        self.late_skips = 0
+
+    def request_stop(self) -> None:
+        """Ask the node to stop (idempotent; safe from a signal handler)."""
+        self.stop_requested.set()
+
+    def report(self, final: bool = False) -> dict[str, Any]:
+        """Return the node's report: the C3 state payload."""
+        now = self.clock()
+        ex = self.exchanger
+        t, x, z = ex.state(now)
+        return {
+            "node": self.boot.node_id,
+            "name": self.name,
+            "address": self.transport.address,
+            "t": t,
+            "wall": now,
+            "x": x.tolist(),
+            "z": z.tolist(),
+            "initial": ex.ledger.initial.tolist(),
+            "final": final,
+            "counters": ex.counters.as_dict(),
+            "rtt_ms": ex.rtt_ms(),
+            "edges": {str(peer): n for peer, n in ex.activations().items()},
+            "pending": ex.pending,
+        }
+
+    async def run(self, mqtt: NodeMqtt | None = None) -> int:
+        """Gossip until asked to stop, then stop cleanly (see the module header); return 0."""
+        await self.transport.connect({n.peer_id: n.address for n in self.boot.neighbors})
+        async with asyncio.TaskGroup() as tg:
+            tasks = [
+                tg.create_task(self._receive(), name="node-receive"),
+                tg.create_task(self._retry(), name="node-retry"),
+            ]
+            if mqtt is not None:
+                tasks.append(tg.create_task(mqtt.run(), name="node-mqtt"))
+            if self.exchanger.recovering:
+                tasks.append(tg.create_task(self._recover(), name="node-recover"))
+            ticks = tg.create_task(self._tick(), name="node-ticks")
+            await self.stop_requested.wait()
+            ticks.cancel()
+            await self._settle()
+            self.exchanger.close()  # from here on the state cannot change
+            self.final = self.report(final=True)
+            if mqtt is not None:
+                await mqtt.publish_final(self.final)
+            await asyncio.sleep(self.linger)
+            for task in tasks:
+                task.cancel()
+        return 0
+
+    async def _settle(self) -> None:
+        await asyncio.sleep(self.drain)
+        ex = self.exchanger
+        deadline = self.clock() + max(4 * ex.max_timeout, 5.0)
+        while self.clock() < deadline:
+            if not ex.pending:
+                break
+            await asyncio.sleep(0.01)
+        abandoned = ex.abandon_all()
+        if abandoned:
+            log.warning("%d exchanges still unanswered at stop: counted as failed", abandoned)
+
+    async def _receive(self) -> None:
+        transport, ex, clock = self.transport, self.exchanger, self.clock
+        while True:
+            incoming = await transport.recv()
+            answer = ex.receive(incoming.data, clock())
+            if answer is not None and incoming.route is not None:
+                transport.answer(incoming.route, answer)
+
+    async def _tick(self) -> None:
+        transport, ex, clock, tb = self.transport, self.exchanger, self.clock, self.timebase
+        t = max(0.0, tb.t(clock()))  # every clock starts at t = 0
+        while True:
+            t, edge = self.ticks.next_after(t)
+            delay = tb.wall(t) - clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif delay < -_MAX_BEHIND:
+                # Far behind (the machine stalled): skip ahead rather than fire a burst.
+                self.late_skips += 1
+                t = tb.t(clock())
+                continue
+            else:
+                await asyncio.sleep(0)  # let frames in between late ticks
+            out = ex.initiate(edge, clock())
+            if out is not None:
+                transport.send(out.peer, out.frame)
+
+    async def _retry(self) -> None:
+        transport, ex, clock = self.transport, self.exchanger, self.clock
+        while True:
+            deadline = ex.next_deadline()
+            now = clock()
+            if deadline is None:
+                # A new exchange's deadline is at least one timeout away.
+                await asyncio.sleep(ex.timeout)
+            elif deadline > now:
+                await asyncio.sleep(deadline - now)
+            else:
+                for out in ex.expire(now):
+                    transport.send(out.peer, out.frame)
+
+    async def _recover(self) -> None:
+        ex = self.exchanger
+        give_up = self.clock() + _RECOVER_GIVE_UP
+        while ex.recovering:
+            if self.clock() > give_up:
+                edges = ex.give_up_recovery()
+                log.warning("no ledger from the neighbours on edges %s: gossiping on", edges)
+                return
+            for out in ex.ledger_requests():
+                self.transport.send(out.peer, out.frame)
+            await asyncio.sleep(_RECOVER_EVERY)
+        log.info("recovered the ledger from the neighbours")
+
+
+async def _until_stopped(
+    work: Coroutine[Any, Any, Bootstrap], stop: asyncio.Event
+) -> Bootstrap | None:
+    async with asyncio.TaskGroup() as tg:
+        job = tg.create_task(work, name="node-register")
+        stopper = tg.create_task(stop.wait(), name="node-stop-wait")
+        await asyncio.wait({job, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if job.done():
+            stopper.cancel()
+            return job.result()
+        job.cancel()
+    return None
+
+
+async def run_node(config: NodeConfig) -> int:
+    """Run one node process: register, gossip, stop on command or signal. Async; returns 0.
+
+    Prints the final report as one JSON line on stdout when it stops.
+
+    Raises
+    ------
+    GossipError
+        A bad setting (ConfigError), a refused registration (RemoteError), or a socket
+        failure or registration timeout (TransportError).
+    """
+    inner = ZmqTransport(config.bind, config.advertise, toward=config.coordinator)
+    transport: Transport = (
+        FaultyTransport(inner, config.faults, config.seed) if config.faults.active else inner
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with transport:
+            request = Register(config.name, transport.address, config.value, os.getpid())
+            log.info(
+                "registering %s (%s) with %s", config.name, transport.address, config.coordinator
+            )
+            boot = await _until_stopped(
+                register(
+                    config.coordinator,
+                    request,
+                    every=config.register_every,
+                    give_up_after=config.register_timeout,
+                ),
+                stop,
+            )
+            if boot is None:
+                return 0
+            log.info(
+                "node %d of %s: %d neighbours, rate %g/s",
+                boot.node_id,
+                boot.cluster,
+                len(boot.neighbors),
+                boot.rate,
+            )
+            node = Node(
+                boot,
+                transport,
+                name=config.name,
+                timeout=config.timeout,
+                max_timeout=config.max_timeout,
+                drain=config.drain,
+                linger=config.linger,
+                seed=config.seed,
+            )
+            node.stop_requested = stop
+            broker = parse_broker(boot.broker)
+            mqtt = (
+                None
+                if broker is None
+                else NodeMqtt(
+                    broker,
+                    boot.cluster,
+                    boot.node_id,
+                    node.report,
+                    boot.metrics_period,
+                    node.request_stop,
+                )
+            )
+            code = await node.run(mqtt)
+            sys.stdout.write(json.dumps(node.final) + "\n")
+            sys.stdout.flush()
+            return code
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def run_node_sync(config: NodeConfig) -> int:
+    """Run :func:`run_node` in a new event loop (uvloop if installed); return its exit code."""
+    try:
+        import uvloop  # type: ignore[import-not-found]
+    except ImportError:
+        return asyncio.run(run_node(config))
+    return int(uvloop.run(run_node(config)))

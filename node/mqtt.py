@@ -1,0 +1,192 @@
+"""The node's MQTT side: periodic state reports out, the control topic in (contract C3).
+
+* ``gossip/<cluster>/node/<id>/state`` -- published every ``metrics_period`` seconds, JSON, and
+  once more with ``"final": true`` when the node stops;
+* ``gossip/<cluster>/control`` -- subscribed; ``{"cmd": "stop"}`` asks the node to stop.
+
+The broker is optional for gossip: the connection lives in its own task, reconnects with
+jittered exponential backoff, and the node's exchanges never wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import aiomqtt
+
+from gossip.errors import ConfigError
+
+__all__ = ["BrokerAddress", "NodeMqtt", "control_topic", "parse_broker", "state_topic"]
+
+log = logging.getLogger(__name__)
+
+_BACKOFF_FIRST = 0.5
+_BACKOFF_MAX = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    """Where the broker is, and the credentials if the URL carried any."""
+
+    host: str
+    port: int
+    username: str | None = None
+    password: str | None = None
+
+
+def parse_broker(url: str) -> BrokerAddress | None:
+    """Parse ``mqtt://[user:pass@]host[:port]``; ``""`` means no broker (``None``).
+
+    Examples
+    --------
+    >>> parse_broker("mqtt://127.0.0.1:1884")
+    BrokerAddress(host='127.0.0.1', port=1884, username=None, password=None)
+    """
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme != "mqtt" or not parts.hostname:
+        raise ConfigError(f"broker must be mqtt://host:port (or empty for none), got {url!r}")
+    try:
+        port = parts.port or 1883
+    except ValueError:
+        raise ConfigError(f"broker {url!r} has a bad port") from None
+    return BrokerAddress(
+        parts.hostname,
+        port,
+        unquote(parts.username) if parts.username else None,
+        unquote(parts.password) if parts.password else None,
+    )
+
+
+def state_topic(cluster: str, node_id: int) -> str:
+    """Return ``gossip/<cluster>/node/<id>/state``."""
+    return f"gossip/{cluster}/node/{node_id}/state"
+
+
+def control_topic(cluster: str) -> str:
+    """Return ``gossip/<cluster>/control``."""
+    return f"gossip/{cluster}/control"
+
+
+class NodeMqtt:
+    """One node's MQTT connection: reports out, stop commands in.
+
+    Parameters
+    ----------
+    broker : BrokerAddress
+        The broker.
+    cluster, node_id : str, int
+        Name the topics.
+    snapshot : callable() -> dict
+        Returns the current report (the C3 payload without ``final``).
+    period : float
+        Seconds between reports.
+    on_stop : callable()
+        Called when ``{"cmd": "stop"}`` arrives on the control topic.
+    """
+
+    def __init__(
+        self,
+        broker: BrokerAddress,
+        cluster: str,
+        node_id: int,
+        snapshot: Callable[[], dict[str, Any]],
+        period: float,
+        on_stop: Callable[[], None],
+    ):
+        self.broker = broker
+        self.topic = state_topic(cluster, node_id)
+        self.control = control_topic(cluster)
+        self._identifier = f"gossip-{cluster}-node-{node_id}-{random.getrandbits(32):08x}"
+        self._snapshot = snapshot
+        self._period = period
+        self._on_stop = on_stop
+        self._client: aiomqtt.Client | None = None
+        self.published = 0
+        self.reconnects = 0
+
+    def _client_for(self) -> aiomqtt.Client:
+        return aiomqtt.Client(
+            self.broker.host,
+            self.broker.port,
+            username=self.broker.username,
+            password=self.broker.password,
+            identifier=self._identifier,
+            keepalive=10,
+            timeout=5.0,
+        )
+
+    async def run(self) -> None:
+        """Stay connected (reporting, listening) until cancelled; reconnect with backoff."""
+        backoff = _BACKOFF_FIRST
+        connected_before = False
+        while True:
+            try:
+                async with self._client_for() as client:
+                    await client.subscribe(self.control, qos=1)
+                    self._client = client
+                    if connected_before:
+                        self.reconnects += 1
+                    connected_before = True
+                    backoff = _BACKOFF_FIRST
+                    async with asyncio.TaskGroup() as tg:
+                        tg.create_task(self._report(client), name="mqtt-report")
+                        tg.create_task(self._listen(client), name="mqtt-control")
+            except* aiomqtt.MqttError as group:
+                log.info(
+                    "MQTT broker %s:%s unavailable: %s",
+                    self.broker.host,
+                    self.broker.port,
+                    group.exceptions[0],
+                )
+            finally:
+                self._client = None
+            # Jitter spreads the reconnections of many nodes after a broker restart.
+            await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
+            backoff = min(2 * backoff, _BACKOFF_MAX)
+
+    async def _report(self, client: aiomqtt.Client) -> None:
+        while True:
+            await client.publish(self.topic, json.dumps(self._snapshot()), qos=0)
+            self.published += 1
+            await asyncio.sleep(self._period)
+
+    async def _listen(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            payload = message.payload
+            if not isinstance(payload, bytes | bytearray | str):
+                continue
+            try:
+                command = json.loads(payload)
+            except ValueError:
+                log.warning("ignored a control message that is not JSON: %r", payload[:100])
+                continue
+            if isinstance(command, dict) and command.get("cmd") == "stop":
+                self._on_stop()
+
+    async def publish_final(self, payload: dict[str, Any], within: float = 3.0) -> bool:
+        """Publish the final report (QoS 1), on the live connection or a fresh one.
+
+        Returns False if no broker took it within ``within`` seconds.
+        """
+        data = json.dumps(payload)
+        try:
+            async with asyncio.timeout(within):
+                if self._client is not None:
+                    await self._client.publish(self.topic, data, qos=1)
+                else:
+                    async with self._client_for() as client:
+                        await client.publish(self.topic, data, qos=1)
+                self.published += 1
+                return True
+        except (TimeoutError, aiomqtt.MqttError) as exc:
+            log.warning("final report not published: %s", exc)
+            return False

@@ -1,0 +1,79 @@
+"""The transport interface a node talks through: frames to peers' servers, answers back.
+
+A node has one *server* endpoint (its address) that peers send requests to, and sends its own
+requests to each peer's server. Each frame that arrives carries a *route*: an opaque handle to
+answer a request on (``None`` for frames that are themselves answers). The exchange protocol
+(:mod:`gossip.exchange`) only ever sees bytes; this interface only ever moves bytes.
+
+Implementations: :class:`node.zmq_transport.ZmqTransport` (ZeroMQ DEALER/ROUTER, the real one),
+:class:`node.fake_transport.FakeTransport` (in memory, for tests and experiments) and
+:class:`node.faults.FaultyTransport` (wraps either, and drops, duplicates and delays frames).
+
+Sends never block and never raise on a full or absent peer: the protocol's retries cover a
+lost frame, so a transport may drop one rather than stall the node.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Incoming", "Transport", "TransportStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One frame received: its bytes, and the route to answer it on (``None``: an answer)."""
+
+    data: bytes
+    route: bytes | None
+
+
+@dataclass(slots=True)
+class TransportStats:
+    """Frame counts of a transport (and of fault injection, when wrapped)."""
+
+    sent: int = 0
+    received: int = 0
+    dropped: int = 0  # not sent: the peer's queue was full, or a fault dropped it
+    duplicated: int = 0  # sent twice by fault injection
+    delayed: int = 0  # held back by fault injection
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Transport(ABC):
+    """Moves frames between a node and its peers. Use as an async context manager."""
+
+    stats: TransportStats
+
+    @property
+    @abstractmethod
+    def address(self) -> str:
+        """The address peers reach this node's server at (what the node registers)."""
+
+    @abstractmethod
+    async def connect(self, peers: Mapping[int, str]) -> None:
+        """Open the way to each peer's server (``peer id -> address``); may be called again."""
+
+    @abstractmethod
+    def send(self, peer: int, data: bytes) -> None:
+        """Send a frame to ``peer``'s server, without blocking; drop it if it cannot go now."""
+
+    @abstractmethod
+    def answer(self, route: bytes, data: bytes) -> None:
+        """Send an answer back on ``route`` (from :class:`Incoming`), without blocking."""
+
+    @abstractmethod
+    async def recv(self) -> Incoming:
+        """Wait for the next frame: a request to our server, or an answer from a peer."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Close every socket; frames not yet sent are dropped."""
+
+    async def __aenter__(self) -> Transport:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
