@@ -7,6 +7,7 @@ import gossip.cli.cluster_cmd
 import gossip.cli.optim_cmd  # noqa: F401
 from gossip.cli import (
     graph_cmd,  # noqa: F401
+    node_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
 )
 from gossip.cli._app import app
