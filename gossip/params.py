@@ -1,11 +1,18 @@
 """Algorithm parameters (mixing rate, coupling, guaranteed rate) from the graph quantities.
 
-=========  =====================================  ==========================  ==============
+=========  =====================================  ==========================  ====================
 algorithm  mixing rate ``eta``                    coupling ``c``               rate ``theta``
-=========  =====================================  ==========================  ==============
-RG         0 (no mixing)                          0                           mu_gossip
+=========  =====================================  ==========================  ====================
+RG         0 (no mixing)                          0                           mu_gossip / 2
 ARG        sqrt(mu_gossip / (2 R_max))            1 / sqrt(2 mu_gossip R_max)  sqrt(mu / (2 R_max))
-=========  =====================================  ==========================  ==============
+=========  =====================================  ==========================  ====================
+
+``theta`` is the rate of the guaranteed bound on the expected error. For RG it is
+``mu_gossip / 2``, not the ``theta_RG = mu_gossip`` that the paper quotes (up to constants) from
+Boyd et al.: an activation of {v, w} lowers ``sum_v (x_v - mean)^2`` by ``(x_v - x_w)^2 / 2``,
+so in expectation by ``x^T L_P x / 2 >= (mu_gossip / 2) |x - mean|^2`` per unit of t, with
+equality on the complete graph (where the simulated mean follows ``e0 exp(-mu t / 2)`` exactly and
+would cross a bound at rate ``mu``).
 
 The ARG mixing rate is the corrected one (SPEC section 4, MISPRINT 1): the paper's Section 6
 prints ``sqrt(2 mu / R_max)``, twice this value, and with it the process diverges.
@@ -65,7 +72,7 @@ def gossip_params(algorithm: Algorithm | str, mu_gossip: float, r_max: float) ->
     --------
     >>> p = gossip_params("arg", mu_gossip=3.778e-4, r_max=29.0)   # line of 30 nodes
     >>> round(p.eta, 6), round(p.c, 3)
-    (0.002552, 6.757)
+    (0.002552, 6.755)
     """
     algo = algorithm if isinstance(algorithm, Algorithm) else parse_algorithm(algorithm)
     if not (math.isfinite(mu_gossip) and mu_gossip > 0):
@@ -73,6 +80,7 @@ def gossip_params(algorithm: Algorithm | str, mu_gossip: float, r_max: float) ->
     if not (math.isfinite(r_max) and r_max > 0):
         raise ConfigError(f"R_max must be finite and > 0, got {r_max!r}")
     if algo is Algorithm.RG:
-        return GossipParams(algo, eta=0.0, c=0.0, theta=mu_gossip)
+        # The guaranteed rate of plain gossip is mu / 2 (see the module docstring).
+        return GossipParams(algo, eta=0.0, c=0.0, theta=0.5 * mu_gossip)
     theta = math.sqrt(mu_gossip / (2.0 * r_max))
     return GossipParams(algo, eta=theta, c=1.0 / math.sqrt(2.0 * mu_gossip * r_max), theta=theta)

@@ -52,7 +52,11 @@ class GraphQuantities:
 
     @property
     def theta_rg(self) -> float:
-        """Guaranteed rate of randomized gossip: ``mu_gossip``."""
+        """Rate of randomized gossip as the paper quotes it: ``mu_gossip`` (up to a constant).
+
+        The guaranteed bound on the expected error decays at ``mu_gossip / 2``: see
+        :mod:`gossip.params`.
+        """
         return self.mu_gossip
 
     @property

@@ -23,7 +23,8 @@ def test_arg_parameters_use_the_corrected_mixing_rate() -> None:
 
 def test_rg_parameters() -> None:
     p = gossip_params(Algorithm.RG, mu_gossip=0.01, r_max=5.0)
-    assert (p.eta, p.c, p.theta, p.bound_factor) == (0.0, 0.0, 0.01, 1.0)
+    # The guaranteed rate is mu / 2: an activation removes (x_v - x_w)^2 / 2 of the squares.
+    assert (p.eta, p.c, p.theta, p.bound_factor) == (0.0, 0.0, 0.005, 1.0)
 
 
 def test_complete_graph_coupling_is_one_half() -> None:

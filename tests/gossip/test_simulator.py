@@ -194,3 +194,92 @@ def test_alias_table_carries_exactly_the_edge_probabilities() -> None:
     drawn = table.sample(np.random.default_rng(4).random(200_000))
     freq = np.bincount(drawn, minlength=n) / drawn.size
     np.testing.assert_allclose(freq, probs, atol=4 * np.sqrt(probs.max() / drawn.size))
+
+
+def test_vector_values_are_independent_scalar_problems() -> None:
+    # The components share the activations, and the error is a sum over components.
+    topo = parse_topology("grid:3x3")
+    params = _params(topo, "arg")
+    initial = initial_values("uniform:9", 9, dim=3)
+    grid = np.linspace(0.0, 600.0, 13)
+    vector = simulate(topo, params, initial, grid, runs=6, seed=2, workers=1)
+    parts = [simulate(topo, params, initial[:, k], grid, 6, 2, workers=1) for k in range(3)]
+    # Equal down to the rounding floor of a sum of squares (about 1e-31 here).
+    np.testing.assert_allclose(vector.errors, sum(p.errors for p in parts), rtol=1e-9, atol=1e-26)
+    assert vector.initial_error == pytest.approx(sum(p.initial_error for p in parts))
+
+
+def _within_bound(result: SimulationResult, bound: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Mean <= bound up to Monte Carlo error (4 standard errors), where the bound is resolvable."""
+    mean = result.mean()
+    stderr = result.errors.std(axis=0) / np.sqrt(result.runs)
+    ok = mean <= bound * (1 + 1e-9) + 4 * stderr
+    return np.asarray(ok | (bound < 1e-12 * result.initial_error))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("graph", "t_end"),
+    [("line:16", 4000.0), ("grid:6x6", 8000.0), ("complete:8", 150.0), ("star:8", 400.0)],
+)
+@pytest.mark.parametrize("algorithm", ["rg", "arg"])
+@pytest.mark.parametrize("values", ["onehot", "gaussian:1"])
+def test_mean_error_stays_under_the_theorems_bound(
+    graph: str, t_end: float, algorithm: str, values: str
+) -> None:
+    topo = parse_topology(graph)
+    params = _params(topo, algorithm)
+    initial = initial_values(values, topo.n)
+    result = simulate(topo, params, initial, np.linspace(0.0, t_end, 41), 400, 17)
+    # bound(): factor * e0 * exp(-theta t); factor 2 and theta_ARG for ARG, 1 and mu / 2 for RG.
+    assert np.all(_within_bound(result, result.bound()))
+    # ... and the error did go down by orders of magnitude, so the check was not vacuous.
+    assert result.mean()[-1] < 1e-4 * result.initial_error
+
+
+@pytest.mark.slow
+def test_rg_bound_is_tight_on_the_complete_graph() -> None:
+    # On the complete graph E[error] = e0 exp(-mu t / 2) exactly, so a bound at the paper's
+    # quoted rate theta_RG = mu would be crossed: this is why params uses mu / 2.
+    topo = parse_topology("complete:8")
+    q = graph_quantities(topo)
+    params = _params(topo, "rg")
+    assert params.theta == pytest.approx(q.mu_gossip / 2)
+    grid = np.linspace(0.0, 60.0, 7)
+    result = simulate(topo, params, initial_values("gaussian:4", 8), grid, 4000, 3)
+    np.testing.assert_allclose(result.mean(), result.bound(), rtol=0.15)
+    too_fast = result.initial_error * np.exp(-q.mu_gossip * grid)
+    assert not np.all(_within_bound(result, too_fast))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("graph", "t_end"), [("line:30", 6000.0), ("grid:15x15", 12000.0)])
+def test_arg_beats_rg_on_lines_and_grids(graph: str, t_end: float) -> None:
+    topo = parse_topology(graph)
+    initial = initial_values("onehot", topo.n)
+    grid = np.linspace(0.0, t_end, 25)
+    rg = simulate(topo, _params(topo, "rg"), initial, grid, 100, 8)
+    arg = simulate(topo, _params(topo, "arg"), initial, grid, 100, 8)
+    # At the end the bands are apart: the worst ARG runs beat the best RG runs by far.
+    assert arg.quantile(0.95)[-1] < 0.05 * rg.quantile(0.05)[-1]
+    assert arg.mean()[-1] < 0.02 * rg.mean()[-1]
+    # ARG's median gets 1000 times smaller within the horizon; RG's does not.
+    target = 1e-3 * arg.initial_error
+    arg_hit = np.flatnonzero(arg.median() <= target)
+    assert arg_hit.size > 0
+    assert arg_hit[0] < len(grid) - 1
+    assert np.all(rg.median() > target)
+
+
+@pytest.mark.slow
+def test_results_do_not_depend_on_the_number_of_workers() -> None:
+    topo = parse_topology("cycle:10")
+    params = _params(topo, "arg")
+    initial = initial_values("gaussian:0", 10)
+    grid = np.linspace(0.0, 2500.0, 11)
+    seen: list[int] = []
+    two = simulate(topo, params, initial, grid, 9, 4, seen.append, workers=2)
+    one = simulate(topo, params, initial, grid, 9, 4, workers=1)
+    np.testing.assert_array_equal(two.errors, one.errors)
+    assert seen == sorted(seen)
+    assert abs(seen[-1] - 9 * 2500) < 5 * np.sqrt(9 * 2500)
