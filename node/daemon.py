@@ -225,7 +225,11 @@ class Node:
                 return
             for out in ex.ledger_requests():
                 self.transport.send(out.peer, out.frame)
-            await asyncio.sleep(_RECOVER_EVERY)
+            resend_at = self.clock() + _RECOVER_EVERY
+            while self.clock() < resend_at:
+                if not ex.recovering:
+                    break
+                await asyncio.sleep(0.01)  # replies usually come within a millisecond
         log.info("recovered the ledger from the neighbours")
 
 

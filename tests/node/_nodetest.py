@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import zmq
+import zmq.asyncio
 
 from gossip.mixing import mix
 from gossip.params import gossip_params
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
-from gossip.wire import Bootstrap, Neighbor
+from gossip.wire import Bootstrap, Neighbor, Register, decode, encode
 
 
 def bootstraps(
@@ -59,3 +67,113 @@ def common_time(reports: list[dict[str, Any]], eta: float) -> tuple[float, np.nd
         x, _ = mix(np.array(r["x"]), np.array(r["z"]), eta, t - r["t"])
         xs.append(x)
     return t, np.array(xs)
+
+
+class FakeCoordinator:
+    """A tiny coordinator for node tests: a ROUTER that answers registrations (contract C2).
+
+    Waits for ``n`` registrations, numbers the nodes by name, and sends each its Bootstrap;
+    after that, answers a re-registration under a known name with the same Bootstrap.
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        algorithm: str,
+        rate: float,
+        values: np.ndarray | None = None,
+        broker: str = "",
+        start_in: float = 0.5,
+    ):
+        self.spec, self.algorithm, self.rate = spec, algorithm, rate
+        self.values, self.broker, self.start_in = values, broker, start_in
+        self.ctx = zmq.asyncio.Context()
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        port = self.router.bind_to_random_port("tcp://127.0.0.1")
+        self.address = f"tcp://127.0.0.1:{port}"
+        self.registers: dict[str, Register] = {}
+        self.boots: dict[str, Bootstrap] = {}
+        self.reregistered: list[str] = []
+
+    async def bootstrap(self, n: int) -> list[Bootstrap]:
+        """Collect ``n`` registrations, answer them all, and return the bootstraps by id."""
+        routes: dict[str, bytes] = {}
+        while len(routes) < n:
+            route, frame = await self.router.recv_multipart()
+            msg = decode(frame)
+            assert isinstance(msg, Register)
+            routes[msg.name] = route
+            self.registers[msg.name] = msg
+        names = sorted(routes)
+        addresses = [self.registers[name].address for name in names]
+        if self.values is None:  # the nodes' own values (--value)
+            self.values = np.array([self.registers[name].value for name in names])
+        boots = bootstraps(
+            self.spec,
+            self.algorithm,
+            self.rate,
+            time.time() + self.start_in,
+            self.values,
+            addresses,
+            broker=self.broker,
+        )
+        for name, boot in zip(names, boots, strict=True):
+            self.boots[name] = boot
+            await self.router.send_multipart([routes[name], encode(boot)])
+        return boots
+
+    async def serve(self) -> None:
+        """Answer re-registrations with the same bootstrap, until cancelled."""
+        while True:
+            route, frame = await self.router.recv_multipart()
+            msg = decode(frame)
+            assert isinstance(msg, Register)
+            self.reregistered.append(msg.name)
+            await self.router.send_multipart([route, encode(self.boots[msg.name])])
+
+    def close(self) -> None:
+        self.router.close(0)
+        self.ctx.term()
+
+
+async def spawn_node(
+    coordinator: str, name: str, log: Path, *args: str
+) -> asyncio.subprocess.Process:
+    """Start a real ``gossip node`` process; its stdout is piped, its log goes to ``log``.
+
+    ``args`` are more options, e.g. ``--host 127.0.0.1 --value 3``.
+    """
+    with log.open("ab") as err:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gossip.cli.app",
+            "node",
+            "--coordinator",
+            coordinator,
+            "--name",
+            name,
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+        )
+
+
+async def final_report(proc: asyncio.subprocess.Process, within: float = 30.0) -> dict[str, Any]:
+    """Wait for a node process to exit 0 and return the final report it printed."""
+    async with asyncio.timeout(within):
+        out, _ = await proc.communicate()
+    assert proc.returncode == 0, out.decode()
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    assert isinstance(report, dict)
+    assert report["final"] is True
+    return report
+
+
+def kill_all(procs: list[asyncio.subprocess.Process]) -> None:
+    """Kill the processes still running (test clean-up)."""
+    for proc in procs:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
