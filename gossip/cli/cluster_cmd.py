@@ -7,6 +7,7 @@ configured by their environment.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -122,6 +123,14 @@ def coordinator(
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
+    hold: Annotated[
+        float,
+        typer.Option(
+            envvar=_env("hold"),
+            help="After the run, keep serving the dashboard this many seconds (inf: until "
+            "stopped), e.g. in a container.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
@@ -170,8 +179,36 @@ def coordinator(
     if summary is None:
         return
     _print_summary(summary, state, config)
+    if hold > 0 and dashboard_port is not None:
+        _hold_dashboard(state, config, hold)
     if not summary.reached:
         raise fail(f"the error did not reach {until:g} (final error {summary.final_error})", 1)
+
+
+def _hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: float) -> None:
+    """Serve the dashboard of the finished run for ``seconds`` (``inf``: until interrupted).
+
+    The run's own dashboard closed with the run; this one serves the same final state, so a
+    user of ``docker compose up`` can still look at the result.
+    """
+    import asyncio
+    import math
+
+    from coordinator.dashboard import serve
+
+    async def serve_for() -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(None if math.isinf(seconds) else seconds):
+                await serve(
+                    state,
+                    config.dashboard_host,
+                    config.dashboard_port or 8080,
+                    config.dashboard_token or None,
+                )
+
+    typer.echo(f"coordinator: run over; dashboard kept up for {seconds:g} s", err=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_for())
 
 
 async def _with_log_lines(main: Any, state: ClusterState) -> Any:
