@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -139,13 +140,16 @@ async def _run_nodes(
     procs: list[asyncio.subprocess.Process],
 ) -> RunSummary:
     state, plan = coordinator.state, coordinator.plan
+    # The nodes get their settings from their arguments only: a GOSSIP_* variable meant for
+    # `gossip up` (GOSSIP_TIMEOUT, GOSSIP_BIND, ...) means something else to `gossip node`.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
     async with asyncio.TaskGroup() as tg:
         run = tg.create_task(coordinator.run(), name="coordinator")
         await _first(coordinator.bound, run)
         for k in range(plan.expected):
             name = f"node-{k}"
             argv = node_argv(bind, name, config.host, config.node_args)
-            procs.append(await spawn(argv, log=config.log_dir / f"{name}.log"))
+            procs.append(await spawn(argv, log=config.log_dir / f"{name}.log", env=env))
         watchdog = tg.create_task(_watch_nodes(procs, config.log_dir, state), name="node-watchdog")
         summary = await run
         watchdog.cancel()

@@ -29,7 +29,7 @@ from coordinator.state import COUNTER_NAMES, NodeView
 from gossip.errors import ProtocolError
 from gossip.mixing import mix
 
-__all__ = ["Estimate", "estimate", "parse_report", "update_view"]
+__all__ = ["Estimate", "Snapshot", "consistent_cut", "estimate", "parse_report", "update_view"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +98,68 @@ def estimate(
     drift = float(np.linalg.norm(xs.sum(axis=0) - init.sum(axis=0)))
     rel = drift / scale if scale > 0 else drift
     return Estimate(common, error, rel, xs, mean)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One node report, as the consistent-cut search needs it.
+
+    ``edges`` maps a peer's id to the exchanges this node has applied on that edge so far.
+    """
+
+    t: float
+    x: tuple[float, ...]
+    z: tuple[float, ...]
+    edges: Mapping[int, int]
+
+
+def consistent_cut(
+    histories: Sequence[Sequence[Snapshot]], edges: NDArray[np.int64]
+) -> list[int] | None:
+    """Choose one report per node so that the choice is a consistent cut of the run.
+
+    Reports are not simultaneous: if node w reports after serving an exchange with v and v
+    reports before applying its half, summing the two counts the flow once on one side only,
+    and the estimate shows a mass drift that never happened. Both ends count the exchanges
+    they applied on each edge, so a choice of reports is consistent exactly when the two ends
+    of every edge report the same count. Starting from every node's latest report, any node
+    ahead of a neighbour on their edge is moved back to its latest report that is not ahead;
+    indices only decrease, so this ends, at the latest consistent cut.
+
+    Parameters
+    ----------
+    histories : sequence of sequences of Snapshot
+        Every node's recent reports, oldest first.
+    edges : ndarray of shape (n_edges, 2)
+        The topology's edges.
+
+    Returns
+    -------
+    list of int or None
+        The chosen index into each node's history, or ``None`` if the histories are too short
+        to hold a consistent cut.
+    """
+    chosen = [len(h) - 1 for h in histories]
+    if min(chosen, default=-1) < 0:
+        return None
+    changed = True
+    while changed:
+        changed = False
+        for u, v in edges:
+            a, b = int(u), int(v)
+            ca = histories[a][chosen[a]].edges.get(b, 0)
+            cb = histories[b][chosen[b]].edges.get(a, 0)
+            if ca == cb:
+                continue
+            ahead, peer, limit = (a, b, cb) if ca > cb else (b, a, ca)
+            k = chosen[ahead]
+            while k >= 0 and histories[ahead][k].edges.get(peer, 0) > limit:
+                k -= 1
+            if k < 0:
+                return None
+            chosen[ahead] = k
+            changed = True
+    return chosen
 
 
 def _floats(payload: Mapping[str, Any], key: str, dim: int | None) -> tuple[float, ...]:

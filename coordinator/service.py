@@ -27,6 +27,7 @@ and a coordinator restarted with the same arguments resumes the run from step 2.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import math
@@ -45,7 +46,7 @@ import zmq.asyncio
 
 from coordinator._groups import single_error
 from coordinator.broker import broker_credentials, parse_broker_url, redact_broker_url
-from coordinator.metrics import estimate, parse_report, update_view
+from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
 from coordinator.registry import Assignment, Plan, Ready, Registry
@@ -61,6 +62,7 @@ __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
+_SNAPSHOTS_KEPT = 64  # reports kept per node to find a consistent cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +246,7 @@ class Coordinator:
         self._retained_seen = asyncio.Event()
         self._fresh_reports = 0
         self._pace = (0.0, 0)
+        self._snaps: dict[int, collections.deque[Snapshot]] = {}
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         if config.broker:
@@ -421,26 +424,45 @@ class Coordinator:
         if view is None:
             view = self.state.nodes[node] = NodeView(node=node)
         update_view(view, report, time.time())
+        snaps = self._snaps.get(node)
+        if snaps is None:
+            snaps = self._snaps[node] = collections.deque(maxlen=_SNAPSHOTS_KEPT)
+        snaps.append(Snapshot(report["t"], report["x"], report["z"], report["edges"]))
         self._fresh_reports += 1
         self.state.touch()
 
     def _evaluate(self) -> tuple[ErrorPoint, bool] | None:
-        """Mix the latest reports to a common t; return the point and whether it is fresh."""
+        """Mix a consistent cut of the reports to a common t; return the point and whether it
+        may decide that eps is reached (consistent, every report recent, nobody stopped)."""
         n = self.plan.expected
-        views = [self.state.nodes.get(k) for k in range(n)]
-        if any(v is None for v in views) or not self.state.initial:
+        histories = [self._snaps.get(k) for k in range(n)]
+        if not self.state.initial or any(h is None or not h for h in histories):
             return None
-        present = [v for v in views if v is not None]
-        t = np.array([v.t for v in present], dtype=np.float64)
-        x = np.array([v.x for v in present], dtype=np.float64)
-        z = np.array([v.z for v in present], dtype=np.float64)
+        present = [h for h in histories if h is not None]
+        cut = consistent_cut(present, self.plan.topology.edges)
+        consistent = cut is not None
+        chosen = (
+            [h[-1] for h in present]
+            if cut is None
+            else [h[i] for h, i in zip(present, cut, strict=True)]
+        )
+        t = np.array([s.t for s in chosen], dtype=np.float64)
+        if float(t.max()) <= 0.0:
+            return None  # before the epoch: nothing has happened yet
+        x = np.array([s.x for s in chosen], dtype=np.float64)
+        z = np.array([s.z for s in chosen], dtype=np.float64)
         initial = np.array(self.state.initial, dtype=np.float64)
-        est = estimate(t, x, z, initial, self.plan.params.eta)
-        # Reports are taken at different times; an old one (a slow or dead node) makes the
-        # estimate unreliable, so it may not decide that eps is reached.
+        # The cut's reports were taken at different times and each misses the jumps after its
+        # own time: labelling the cut with the median of those times (mixing the others back or
+        # forward, exact either way) balances the jumps it misses against those it has early.
+        est = estimate(t, x, z, initial, self.plan.params.eta, at=float(np.median(t)))
+        # An old report (a slow or dead node) makes the estimate unreliable, so it may not
+        # decide that eps is reached.
         spread = float(t.max() - t.min())
-        fresh = spread <= 3.0 * self.plan.rate * self.plan.metrics_period and not any(
-            v.final for v in present
+        fresh = (
+            consistent
+            and spread <= 3.0 * self.plan.rate * self.plan.metrics_period
+            and not any(v.final for v in self.state.nodes.values())
         )
         point = ErrorPoint(est.t, est.error, est.mass_drift_rel, time.time())
         return point, fresh

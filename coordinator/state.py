@@ -257,7 +257,8 @@ class RunSummary:
     activations : int
         Edge activations completed by the whole network (each counted once).
     rate_achieved : float
-        ``activations / t`` scaled to per second: activations per second actually completed.
+        Activations per second actually completed: ``rate * activations / t`` at the last
+        measurement before the stop (equal to ``rate_asked`` when the cluster keeps up).
     rate_asked : float
         The requested network-wide rate (activations per second).
     final_error, mass_drift_rel : float or None
