@@ -94,6 +94,8 @@ def run_block(spec: BlockSpec, report: Callable[[int], None] | None = None) -> F
     errors = np.empty((n_runs, int(spec.record.sum())), dtype=np.float64)
     col = 0
     eta, c = spec.eta, spec.c
+    # Row k lists the u ends of the R activations, then their v ends: entry j's peer is j +- R.
+    peer = np.concatenate((np.arange(n_runs, 2 * n_runs), np.arange(n_runs)))
 
     for i0, i1, window_start in chunk_bounds(spec.grid):
         chunk = draw_chunk(gens, window_start, spec.grid[i0:i1], sampler)
@@ -106,16 +108,15 @@ def run_block(spec: BlockSpec, report: Callable[[int], None] | None = None) -> F
                 if tracks_z:
                     tau = (times2[k] - last[nodes]).reshape(tau_shape)
                     xs, zs = mix(x[nodes], z[nodes], eta, tau)
-                    flow = edge_flow(xs[:n_runs], xs[n_runs:], c)
-                    xu, zu = apply_flow(xs[:n_runs], zs[:n_runs], flow, 1.0)
-                    xv, zv = apply_flow(xs[n_runs:], zs[n_runs:], flow, -1.0)
-                    x[nodes] = np.concatenate((xu, xv))
-                    z[nodes] = np.concatenate((zu, zv))
+                    # Each end takes the flow of the edge as seen from itself; the two are exact
+                    # negatives of each other, so no sign bookkeeping is needed.
+                    xs, zs = apply_flow(xs, zs, edge_flow(xs, xs[peer], c))
+                    x[nodes] = xs
+                    z[nodes] = zs
                     last[nodes] = times2[k]
                 else:
                     xs = x[nodes]
-                    flow = edge_flow(xs[:n_runs], xs[n_runs:], c)
-                    x[nodes] = np.concatenate((xs[:n_runs] + flow.dx, xs[n_runs:] - flow.dx))
+                    x[nodes] = xs + edge_flow(xs, xs[peer], c).dx
             row = stop
             if spec.record[i]:
                 errors[:, col] = _error(
