@@ -55,15 +55,20 @@ def activity_levels(activity: NDArray[np.float64], expected: NDArray[np.float64]
     """Bin each edge's recent activity against what its clock should give: 0 (idle) to 3 (hot).
 
     ``activity`` is the decayed count of activations on each edge; ``expected`` its steady value
-    if the edge fires at its asked rate ``rate * P_e``. Ratios below 0.05 are idle (0), below 0.5
-    low (1), below 1.5 normal (2), and above that hot (3).
+    if the edge fires at its asked rate ``rate * P_e``. The ratio ``activity / max(expected, 1)``
+    is idle (0) below 0.05, low (1) below 0.5, normal (2) below 1.5 and hot (3) above. The floor
+    of one activation matters at low rates, where an edge fires less than once per
+    :data:`ACTIVITY_TAU`: one activation then flashes the edge as normal, then fades, instead
+    of marking it hot; hot always takes at least two recent activations.
 
     Examples
     --------
-    >>> activity_levels(np.array([0.0, 0.2, 1.0, 3.0]), np.ones(4))
+    >>> activity_levels(np.array([0.0, 0.2, 1.0, 3.0]), np.full(4, 2.0))
     [0, 1, 2, 3]
+    >>> activity_levels(np.array([1.0, 0.3, 0.0]), np.full(3, 0.1))  # a quiet network
+    [2, 1, 0]
     """
-    ratio = np.divide(activity, expected, out=np.zeros_like(activity), where=expected > 0)
+    ratio = activity / np.maximum(expected, 1.0)
     return [int(v) for v in np.digitize(ratio, (0.05, 0.5, 1.5))]
 
 

@@ -82,6 +82,10 @@ class RunRecord:
         Target error and the asked activation rate (per second).
     epoch : float or None
         Unix time of ``t = 0``.
+    t_eps : float or None
+        The t at which the coordinator declared ``eps`` reached. It is the coordinator's
+        decision, not the first point below ``eps``: a point computed from stale reports does
+        not count.
     points : list of Point
         ``(t, error, mass_drift_rel, wall)`` in order.
     summary : dict or None
@@ -102,6 +106,7 @@ class RunRecord:
     eps: float = 0.0
     rate: float = 0.0
     epoch: float | None = None
+    t_eps: float | None = None
     points: list[Point] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     band: Band | None = None
@@ -125,18 +130,11 @@ class RunRecord:
             "points": len(self.points),
             "t": _num(last[0]) if last else None,
             "error": _num(last[1]) if last else None,
-            "t_eps": self.t_eps(),
+            "t_eps": _num(self.t_eps),
             "summary": self.summary,
             "band_status": self.band_status,
             "live": self.live,
         }
-
-    def t_eps(self) -> float | None:
-        """The first t at which the error was at most ``eps`` (None if never)."""
-        for t, err, _, _ in self.points:
-            if err <= self.eps:
-                return _num(t)
-        return None
 
     def to_csv(self) -> str:
         """Return the history as CSV: header ``t,error,mass_drift_rel,wall``, one row per point."""
@@ -198,6 +196,7 @@ def parse_jsonl(text: str) -> RunRecord:
                 eps=float(item.get("eps") or 0.0),
                 rate=float(item.get("rate") or 0.0),
                 epoch=item.get("epoch"),
+                t_eps=item.get("t_eps"),
                 band_status="off",
             )
         elif record is None:
@@ -308,6 +307,7 @@ class RunArchive:
         record.eps = state.eps
         record.rate = state.rate
         record.epoch = state.epoch
+        record.t_eps = state.t_eps
         if state.params is not None:
             record.algorithm = state.params.algorithm.value
             record.theta = state.params.theta

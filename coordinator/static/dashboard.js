@@ -3,9 +3,9 @@
 // How it stays cheap with hundreds of nodes reporting many times a second:
 // - the server batches: one "batch" event per tick (0.25 s) with only what changed;
 // - this page applies a batch to its own model at once but draws at most once per animation
-//   frame, and only what changed: new points are appended with Plotly.extendTraces, node colours
-//   are restyled in place, edges whose activity level changed are updated one by one, and table
-//   cells are written only when their text changes. Nothing is rebuilt per message; a full
+//   frame, and only what changed: new points are appended with Plotly.extendTraces, the network
+//   view (network.js) rewrites only the fills and strokes that changed, and table cells are
+//   written only when their text changes. Nothing is rebuilt per message; a full
 //   rebuild happens only when a snapshot is (re)loaded: first load, new run, reconnect.
 "use strict";
 
@@ -13,19 +13,19 @@
   const TOKEN = new URLSearchParams(window.location.search).get("token");
   const PALETTE = ["#2b6cb0", "#dd6b20", "#2f855a", "#9f7aea", "#c53030", "#319795",
     "#b7791f", "#4a5568"];
-  const EDGE_STYLE = [  // by activity level: idle, low, normal, hot
-    { color: "#d5d9e0", width: 1 },
-    { color: "#9bb4d3", width: 1.5 },
-    { color: "#4a7fc1", width: 2.5 },
-    { color: "#e8590c", width: 3.5 },
-  ];
   const COUNTER_COLS = ["initiated", "served", "retried", "failed", "rejected"];
 
   // Everything the page knows, exposed for tests and benchmarks (read-only use).
   const dash = {
     snapshot: null, seq: 0, batches: 0, snapshots: 0, latency: [], renderMs: [],
-    errors: [], clockOffset: 0,
+    errors: [], clockOffset: 0, parts: {},
   };
+  function timed(name, fn) {
+    // Cumulative milliseconds per drawing step, for the benchmark's breakdown.
+    const t0 = performance.now();
+    fn();
+    dash.parts[name] = (dash.parts[name] || 0) + performance.now() - t0;
+  }
   window.__dash = dash;
   // Points of the live run's curve, and node markers drawn in the network view (for tests).
   dash.livePoints = () => {
@@ -33,7 +33,7 @@
     const gd = document.getElementById("error-chart");
     return i === undefined || !gd.data ? 0 : gd.data[i].x.length;
   };
-  dash.graphNodes = () => document.querySelectorAll("#graph-chart .scatterlayer .point").length;
+  dash.graphNodes = () => document.querySelectorAll("#graph-chart circle.node").length;
 
   let F = {};            // node field name -> position in a row
   let nodes = new Map(); // id -> row (array, NODE_FIELDS order)
@@ -43,6 +43,9 @@
   let liveRun = "";
   let levels = [];
   let pending = null;    // what the next frame must draw
+  let chartPoints = [];  // live-run points not yet on the chart
+  let chartDue = 0;      // performance.now() after which the chart may be drawn again
+  let laterTimer = 0;
   let waiting = [];      // batches that arrived before the snapshot
   let loading = false;
   let source = null;
@@ -58,9 +61,13 @@
     if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(digits || 2);
     return Number(v.toPrecision(digits || 4)).toString();
   }
-  function fmtInt(v) { return v === null || v === undefined ? "–" : v.toLocaleString("en-US"); }
+  const INT = new Intl.NumberFormat("en-US");  // one formatter: toLocaleString builds one per call
+  function fmtInt(v) { return v === null || v === undefined ? "–" : INT.format(v); }
   function serverNow() { return Date.now() / 1000 + dash.clockOffset; }
-  function setText(el, text) { if (el.textContent !== text) el.textContent = text; }
+  function setText(el, text) {
+    // The last text written is kept on the element: comparing it is cheaper than reading the DOM.
+    if (el._text !== text) { el._text = text; el.textContent = text; }
+  }
   function setClass(el, cls) { if (el.className !== cls) el.className = cls; }
   const $ = (id) => document.getElementById(id);
 
@@ -123,13 +130,26 @@
 
   function runColor(i) { return PALETTE[i % PALETTE.length]; }
 
+  // Errors far below eps are rounding noise (a converged cluster sits near 1e-32): the axis
+  // stops this many decades below eps, and so does the bound's line.
+  const DECADES_BELOW_EPS = 4;
+
+  const ROUNDING_FLOOR = 1e-26;  // below this an error is float64 round-off on values of order 1
+
+  function floorOf(snap) {
+    return snap.eps ? Math.max(snap.eps * Math.pow(10, -DECADES_BELOW_EPS), ROUNDING_FLOOR) : 0;
+  }
+
   function theoryXY(run, tEnd) {
     // The bound is a straight line on a log axis: two points draw it exactly.
     const y0 = run.bound_factor * run.e0;
+    const floor = dash.snapshot ? floorOf(dash.snapshot) : 0;
+    if (floor > 0 && floor < y0) tEnd = Math.min(tEnd, Math.log(y0 / floor) / run.theta);
     return { x: [0, tEnd], y: [y0, y0 * Math.exp(-run.theta * tEnd)] };
   }
 
   function buildErrorChart(snap) {
+    chartPoints = [];  // the snapshot holds every point so far
     const traces = [];
     runTrace = new Map();
     theoryTrace = -1;
@@ -167,7 +187,8 @@
     const layout = {
       margin: { l: 60, r: 10, t: 10, b: 45 },
       xaxis: { title: { text: "t (continuized time)" }, zeroline: false },
-      yaxis: { title: { text: "error" }, type: "log", exponentformat: "power" },
+      yaxis: { title: { text: "error" }, type: "log", exponentformat: "power",
+        range: yRange(snap), autorange: yRange(snap) ? false : true },
       legend: { x: 1, xanchor: "right", y: 1, bgcolor: "rgba(255,255,255,0.8)",
         font: { size: 11 } },
       shapes: shapes,
@@ -177,6 +198,18 @@
       uirevision: "keep",  // keep the user's zoom across updates
     };
     Plotly.react("error-chart", traces, layout, { displaylogo: false, responsive: true });
+  }
+
+  function yRange(snap) {
+    // From a few decades below eps up to just above the largest curve or bound (log10 units).
+    const floor = floorOf(snap);
+    if (!(floor > 0)) return null;
+    let top = snap.eps;
+    for (const run of snap.runs) {
+      if (run.e0 && run.bound_factor) top = Math.max(top, run.e0 * run.bound_factor);
+      for (const p of run.xy) if (p[1] > top) top = p[1];
+    }
+    return [Math.log10(floor), Math.log10(top) + 0.3];
   }
 
   function trimBand(band, eps) {
@@ -196,58 +229,22 @@
     return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
   }
 
-  function edgeShape(lay, k, level) {
-    const [u, v] = lay.edges[k];
-    const st = EDGE_STYLE[level || 0];
-    return { type: "line", layer: "below", x0: lay.x[u], y0: lay.y[u], x1: lay.x[v],
-      y1: lay.y[v], line: { color: st.color, width: st.width } };
-  }
+  const network = new window.GossipNetwork(document.getElementById("graph-chart"));
 
-  function nodeColors() {
-    const lay = dash.snapshot.layout;
-    const colors = new Array(lay.x.length).fill(null);
-    for (const [id, row] of nodes) if (id < colors.length) colors[id] = row[F.value];
-    return colors;
-  }
-
-  function colorRange(colors) {
-    let lo = Infinity, hi = -Infinity;
-    for (const c of colors) if (c !== null) { lo = Math.min(lo, c); hi = Math.max(hi, c); }
-    if (!Number.isFinite(lo)) return [0, 1];
-    if (hi - lo < 1e-12 * Math.max(1, Math.abs(hi))) return [lo - 1e-12, hi + 1e-12];
-    return [lo, hi];
+  function nodeValues() {
+    const n = dash.snapshot.layout ? dash.snapshot.layout.x.length : 0;
+    const values = new Array(n).fill(null);
+    const names = new Array(n).fill("");
+    for (const [id, row] of nodes) {
+      if (id < n) { values[id] = row[F.value]; names[id] = row[F.name]; }
+    }
+    return [values, names];
   }
 
   function buildGraph(snap) {
-    const lay = snap.layout;
-    if (!lay) {
-      Plotly.react("graph-chart", [], { annotations: [{ text: "waiting for the topology…",
-        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }],
-        xaxis: { visible: false }, yaxis: { visible: false } });
-      return;
-    }
-    const n = lay.x.length;
-    const colors = nodeColors();
-    const [lo, hi] = colorRange(colors);
-    const labels = [];
-    for (let v = 0; v < n; v++) labels.push(`node ${v}`);
-    const size = Math.max(6, Math.min(18, 260 / Math.sqrt(n)));
-    const trace = {
-      x: lay.x, y: lay.y, mode: "markers", type: "scatter", text: labels,
-      marker: { size: size, color: colors, cmin: lo, cmax: hi, colorscale: "Viridis",
-        line: { color: "#fff", width: 1 },
-        colorbar: { title: { text: snap.dim > 1 ? "|x|" : "x", side: "right" },
-          thickness: 12, len: 0.9, exponentformat: "e" } },
-      hovertemplate: "%{text}<br>value=%{marker.color:.6g}<extra></extra>",
-    };
-    const shapes = lay.edges.map((_, k) => edgeShape(lay, k, levels[k]));
-    const layout = {
-      margin: { l: 10, r: 10, t: 10, b: 10 }, showlegend: false, shapes: shapes,
-      xaxis: { visible: false, range: [-0.05, 1.05] },
-      yaxis: { visible: false, range: [-0.05, 1.05], scaleanchor: "x" },
-      hovermode: "closest", uirevision: "keep",
-    };
-    Plotly.react("graph-chart", [trace], layout, { displaylogo: false, responsive: true });
+    const [values, names] = nodeValues();
+    network.build(snap.layout, levels, values, snap.dim > 1 ? "|x|" : "x");
+    network.setValues(values, names);
   }
 
   function buildTable(snap) {
@@ -404,46 +401,61 @@
     requestAnimationFrame(draw);
   }
 
+  function drawPoints(points) {
+    const snap = dash.snapshot;
+    Plotly.extendTraces("error-chart", { x: [points.map((q) => q[0])],
+      y: [points.map((q) => q[1])] }, [runTrace.get(liveRun)]);
+    const run = snap.runs.find((r) => r.run_id === liveRun);
+    if (theoryTrace >= 0 && run) {
+      const tNow = points[points.length - 1][0];
+      const gd = $("error-chart");
+      const tEnd = gd.data[theoryTrace].x[1];
+      if (tNow > tEnd) {  // extend the bound ahead of the curve, in steps, not every frame
+        const th = theoryXY(run, tNow * 1.25);
+        Plotly.restyle(gd, { x: [th.x], y: [th.y] }, [theoryTrace]);
+      }
+    }
+  }
+
+  function drawLater() {
+    // Chart points are waiting and no batch came to draw them: draw them in a frame of their own.
+    laterTimer = 0;
+    if (!pending) pending = { points: [], nodes: new Set(), edges: null, counters: null, walls: [] };
+    requestAnimationFrame(draw);
+  }
+
   function draw() {
     const p = pending;
     if (!p) return;
     pending = null;
     const started = performance.now();
     const snap = dash.snapshot;
-    if (p.points.length && runTrace.has(liveRun)) {
-      Plotly.extendTraces("error-chart", { x: [p.points.map((q) => q[0])],
-        y: [p.points.map((q) => q[1])] }, [runTrace.get(liveRun)]);
-      const run = snap.runs.find((r) => r.run_id === liveRun);
-      if (theoryTrace >= 0 && run) {
-        const tNow = p.points[p.points.length - 1][0];
-        const gd = $("error-chart");
-        const tEnd = gd.data[theoryTrace].x[1];
-        if (tNow > tEnd) {  // extend the bound ahead of the curve, in steps, not every frame
-          const th = theoryXY(run, tNow * 1.25);
-          Plotly.restyle(gd, { x: [th.x], y: [th.y] }, [theoryTrace]);
-        }
-      }
+    if (p.points.length) chartPoints.push(...p.points);
+    // Appending to the chart redraws all of its traces, which grows with the run; so the chart
+    // is drawn at most once per five times its own last drawing time (and once a second),
+    // keeping it under ~20% of the page's time on a slow machine. Points wait, never drop.
+    const nowMs = performance.now();
+    if (chartPoints.length && runTrace.has(liveRun) && nowMs >= chartDue) {
+      const batch = chartPoints;
+      chartPoints = [];
+      const t0 = performance.now();
+      timed("chart", () => drawPoints(batch));
+      chartDue = nowMs + Math.max(1000, 5 * (performance.now() - t0));
+    } else if (chartPoints.length && !laterTimer) {
+      laterTimer = setTimeout(drawLater, Math.max(0, chartDue - nowMs));
     }
     if (p.nodes.size && snap.layout) {
-      const colors = nodeColors();
-      const [lo, hi] = colorRange(colors);
-      Plotly.restyle("graph-chart", { "marker.color": [colors], "marker.cmin": lo,
-        "marker.cmax": hi }, [0]);
-      for (const id of p.nodes) drawRow(id);
+      timed("colors", () => {
+        const [values, names] = nodeValues();
+        network.setValues(values, names);
+      });
+      timed("table", () => { for (const id of p.nodes) drawRow(id); });
     }
     if (p.edges && snap.layout) {
-      const update = {};
-      p.edges.forEach((level, k) => {
-        if (level !== levels[k]) {
-          const st = EDGE_STYLE[level];
-          update[`shapes[${k}].line.color`] = st.color;
-          update[`shapes[${k}].line.width`] = st.width;
-        }
-      });
+      timed("edges", () => network.setLevels(p.edges));
       levels = p.edges.slice();
-      if (Object.keys(update).length) Plotly.relayout("graph-chart", update);
     }
-    if (p.counters) updateCounters(p.counters[0], p.counters[1]);
+    if (p.counters) timed("counters", () => updateCounters(p.counters[0], p.counters[1]));
     const took = performance.now() - started;
     // Latency = from the node publishing its report to the frame that shows it: measured after
     // the browser has painted (the next frame), against the server's clock.

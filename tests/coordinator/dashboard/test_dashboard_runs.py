@@ -57,6 +57,16 @@ def test_meta_carries_the_theory_line_and_t_eps(cluster: SyntheticCluster) -> No
     assert meta["e0"] == pytest.approx(0.5 * (1 - 1 / 25))
     assert meta["t_eps"] == 2.0
     assert meta["points"] == 2
+    assert parse_jsonl(archive.records["run-a"].to_jsonl()).t_eps == 2.0
+
+
+def test_t_eps_is_the_coordinators_decision(cluster: SyntheticCluster) -> None:
+    state = cluster.new_state()
+    archive = RunArchive()
+    # A point below eps estimated from stale reports does not count as reaching eps.
+    state.record(ErrorPoint(1.0, 0.1 * state.eps, 0.0, 10.0), may_reach=False)
+    archive.follow(state)
+    assert archive.records["run-a"].meta()["t_eps"] is None
 
 
 def test_csv_and_jsonl_round_trip(cluster: SyntheticCluster) -> None:

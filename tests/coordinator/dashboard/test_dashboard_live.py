@@ -1,0 +1,127 @@
+"""The dashboard of a live local cluster: ``gossip up --dashboard-port``, real nodes, a browser."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
+from prometheus_client.parser import text_string_to_metric_families
+
+from coordinator.procs import free_port, spawn, stop_process
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.browser,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    pytest.mark.timeout(180),
+]
+
+
+async def _json(session: aiohttp.ClientSession, url: str) -> dict[str, object]:
+    async with session.get(url) as resp:
+        assert resp.status == 200, url
+        data: dict[str, object] = await resp.json()
+        return data
+
+
+async def _wait_running(session: aiohttp.ClientSession, url: str, proc: object) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            summary = await _json(session, url + "api/summary")
+            if summary["t"] and summary["nodes_alive"] == summary["expected"]:
+                return
+        except aiohttp.ClientError:
+            pass  # not listening yet
+        await asyncio.sleep(0.3)
+    raise AssertionError("the cluster did not start reporting within 90 s")
+
+
+async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
+    need(CHROMIUM)
+    need("mosquitto")
+    port = free_port()
+    token = "live-test"
+    argv = [
+        sys.executable, "-m", "gossip.cli.app", "up",
+        "--graph", "grid:3x3", "--algorithm", "arg", "--rate", "200",
+        # Never reached: the run lasts until the test stops it (or the timeout).
+        "--until", "1e-300", "--timeout", "120",
+        "--metrics-file", str(tmp_path / "run.jsonl"), "--log-dir", str(tmp_path / "logs"),
+        "--dashboard-port", str(port), "--dashboard-token", token,
+    ]  # fmt: skip
+    proc = await spawn(argv, log=tmp_path / "up.log")
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with aiohttp.ClientSession(headers=headers) as session:
+            await _wait_running(session, url, proc)
+
+            async with chromium_tab() as tab:
+                page = tab.page
+                await page.goto(f"{url}?token={token}")
+                await page.wait_for_function(
+                    "window.__dash && window.__dash.graphNodes() === 9", timeout=30_000
+                )
+                await page.wait_for_function("window.__dash.livePoints() >= 2", timeout=30_000)
+                before = await page.evaluate("window.__dash.livePoints()")
+                await page.wait_for_function(
+                    f"window.__dash.livePoints() >= {before + 3}", timeout=30_000
+                )
+                rows = await page.locator("#nodes-table tbody tr").count()
+                assert rows == 9
+                assert await page.locator("#c-alive").inner_text() == "9 / 9"
+                ARTIFACTS.mkdir(exist_ok=True)
+                await page.screenshot(path=str(ARTIFACTS / "dashboard-live.png"), full_page=True)
+                assert tab.errors() == []
+
+            # /metrics agrees with the coordinator's own state, read just before and after.
+            first = await _json(session, url + "api/state")
+            async with session.get(url + "metrics") as resp:
+                text = await resp.text()
+            second = await _json(session, url + "api/state")
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)  # Ctrl-C: the launcher stops everything cleanly
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=30)
+            finally:
+                await stop_process(proc)
+    assert proc.returncode is not None
+
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    s1, s2 = first["summary"], second["summary"]
+    assert isinstance(s1, dict)
+    assert isinstance(s2, dict)
+    assert samples[("gossip_nodes_expected", ())] == 9
+    assert s1["t"] <= samples[("gossip_t", ())] <= s2["t"]
+    info = {
+        k: v for (name, labels), _ in samples.items() if name == "gossip_info" for k, v in labels
+    }
+    assert info["graph"] == "grid:3x3"
+    assert info["algorithm"] == "arg"
+    assert info["run_id"] == s2["run_id"]
+    params = second["params"]
+    assert isinstance(params, dict)
+    assert samples[("gossip_theta", ())] == pytest.approx(params["theta"])
+    nodes1 = {n["node"]: n for n in first["nodes"]}  # type: ignore[attr-defined]
+    nodes2 = {n["node"]: n for n in second["nodes"]}  # type: ignore[attr-defined]
+    for node, view in nodes2.items():
+        key = (("name", view["name"]), ("node", str(node)))
+        reports = samples[("gossip_node_reports_total", key)]
+        assert nodes1[node]["reports"] <= reports <= view["reports"]
+        initiated = samples[("gossip_node_exchanges_total", (("kind", "initiated"), *key))]
+        assert nodes1[node]["counters"]["initiated"] <= initiated
+        assert initiated <= view["counters"]["initiated"]
+    assert json.dumps(second)  # the state is JSON-ready
