@@ -421,6 +421,10 @@ class Coordinator:
             return
         node = report["node"]
         view = self.state.nodes.get(node)
+        if view is not None and view.final and not report["final"]:
+            # A stopped node may still send its periodic report while it lingers; its state
+            # cannot change any more, and its final report must stay the one we hold.
+            return
         if view is None:
             view = self.state.nodes[node] = NodeView(node=node)
         update_view(view, report, time.time())

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.metrics import estimate, parse_report
+from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report
 from gossip.errors import ProtocolError
 from gossip.jumps import jump
 from gossip.mixing import mix
@@ -98,3 +98,23 @@ def test_parse_report_reads_the_documented_fields() -> None:
 def test_parse_report_rejects_bad_reports(topic: str, payload: bytes, words: str) -> None:
     with pytest.raises(ProtocolError, match=words):
         parse_report(topic, payload, "gossip/c", expected=5, dim=1)
+
+
+def _snap(t: float, **edges: int) -> Snapshot:
+    return Snapshot(t, (0.0,), (0.0,), {int(k[1:]): v for k, v in edges.items()})
+
+
+def test_consistent_cut_moves_a_node_that_is_ahead_back() -> None:
+    edges = np.array([[0, 1], [1, 2]], dtype=np.int64)
+    histories = [
+        [_snap(1.0, p1=0), _snap(2.0, p1=1), _snap(3.0, p1=2)],  # node 0 applied a 2nd exchange
+        [_snap(1.5, p0=1, p2=0), _snap(2.5, p0=1, p2=1)],  # ... that node 1 has not applied yet
+        [_snap(2.6, p1=1)],
+    ]
+    assert consistent_cut(histories, edges) == [1, 1, 0]
+    # Node 2 is behind node 1 on their edge: node 1 goes back, which puts node 0 ahead again.
+    histories[2] = [_snap(2.6, p1=0)]
+    assert consistent_cut(histories, edges) == [1, 0, 0]
+    # No report of node 2 is early enough: no consistent cut in what is kept.
+    histories[1] = [_snap(2.5, p0=1, p2=1)]
+    assert consistent_cut(histories, edges) is None

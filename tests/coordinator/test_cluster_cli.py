@@ -1,0 +1,291 @@
+"""``gossip up`` and ``gossip coordinator`` as commands: exit codes, files, Ctrl-C, restarts.
+
+Every process here is real: the commands run as subprocesses, with their own node processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import psutil
+import pytest
+
+from coordinator.broker import RunningBroker
+from coordinator.procs import free_port
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(180)]
+
+GOSSIP = [sys.executable, "-m", "gossip.cli.app"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    env["COLUMNS"] = "120"
+    return env
+
+
+def _port_is_free(port: int) -> bool:
+    # SO_REUSEADDR, as every server sets it: connections closed a moment ago linger in
+    # TIME_WAIT, which is no one's port; a listening socket still makes bind() fail.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def test_gossip_up_writes_its_files_and_exits_0(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    metrics = tmp_path / "run.jsonl"
+    proc = await asyncio.create_subprocess_exec(
+        *GOSSIP,
+        "up",
+        "--graph",
+        "grid:2x2",
+        "--rate",
+        "100",
+        "--until",
+        "1e-6",
+        "--json",
+        str(out),
+        "--metrics-file",
+        str(metrics),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    summary = json.loads(out.read_text())
+    for key in (
+        "reached",
+        "t_eps",
+        "wall_s",
+        "activations",
+        "rate_achieved",
+        "final_error",
+        "mass_drift_rel",
+        "rtt_p50_ms",
+        "rtt_p99_ms",
+    ):
+        assert key in summary
+    assert summary["reached"] is True
+    assert summary["mass_drift_rel"] <= 1e-9
+    kinds = {json.loads(line)["kind"] for line in metrics.read_text().splitlines()}
+    assert {"start", "point", "reached", "final"} <= kinds
+    text = stdout.decode()
+    assert "final error" in text
+    assert "rate achieved" in text
+
+
+async def test_gossip_up_that_cannot_reach_eps_exits_1_with_a_message(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *GOSSIP,
+        "up",
+        "--graph",
+        "line:4",
+        "--rate",
+        "50",
+        "--until",
+        "1e-300",
+        "--timeout",
+        "2",
+        "--quiet",
+        "--metrics-file",
+        str(tmp_path / "m.jsonl"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 1
+    assert "did not reach 1e-300 within --timeout 2 s" in stderr.decode()
+
+
+async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    proc = await asyncio.create_subprocess_exec(
+        *GOSSIP,
+        "up",
+        "--graph",
+        "line:4",
+        "--rate",
+        "50",
+        "--until",
+        "1e-300",
+        "--timeout",
+        "120",
+        "--quiet",
+        "--log-dir",
+        str(logs),
+        "--metrics-file",
+        str(tmp_path / "m.jsonl"),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    assert proc.stderr is not None
+    banner = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+    broker_port = int(re.search(r"mqtt://127\.0\.0\.1:(\d+)", banner).group(1))  # type: ignore[union-attr]
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 60
+    children: list[psutil.Process] = []
+    while time.monotonic() < deadline:
+        children = parent.children(recursive=True)
+        nodes = [c for c in children if "node" in " ".join(c.cmdline())]
+        if len(nodes) == 4 and all((logs / f"node-{k}.log").exists() for k in range(4)):
+            texts = [(logs / f"node-{k}.log").read_text() for k in range(4)]
+            if all("neighbours" in t for t in texts):  # bootstrapped: gossiping
+                break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError(f"the nodes did not start: {children}")
+    node_ports = [
+        int(m)
+        for k in range(4)
+        for m in re.findall(r"tcp://127\.0\.0\.1:(\d+)\)", (logs / f"node-{k}.log").read_text())
+    ]
+    assert len(node_ports) == 4
+    pids = [c.pid for c in children]
+    proc.send_signal(signal.SIGINT)
+    _, rest = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 130, rest.decode()[-2000:]
+    assert "interrupted" in rest.decode()
+    for pid in pids:
+        assert _gone(pid), f"process {pid} survived Ctrl-C"
+    for port in [broker_port, *node_ports]:
+        assert _port_is_free(port), f"port {port} is still bound"
+
+
+async def _reports(
+    broker: RunningBroker, cluster: str, seconds: float
+) -> dict[int, dict[str, Any]]:
+    """The latest report of every node seen within ``seconds``."""
+    latest: dict[int, dict[str, Any]] = {}
+    async with aiomqtt.Client(broker.host, broker.port) as client:
+        await client.subscribe(f"gossip/{cluster}/node/+/state")
+        try:
+            async with asyncio.timeout(seconds):
+                async for message in client.messages:
+                    assert isinstance(message.payload, bytes)
+                    report = json.loads(message.payload)
+                    latest[report["node"]] = report
+        except TimeoutError:
+            pass
+    return latest
+
+
+@pytest.mark.broker
+async def test_nodes_outlive_the_coordinator_and_a_new_one_resumes(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    bind = f"tcp://127.0.0.1:{free_port()}"
+    common = [
+        "--graph",
+        "line:4",
+        "--broker",
+        mosquitto.url,
+        "--bind",
+        bind,
+        "--rate",
+        "100",
+        "--values",
+        "onehot",
+        "--cluster",
+        "resume",
+        "--metrics-period",
+        "0.05",
+        "--metrics-file",
+        str(tmp_path / "run.jsonl"),
+    ]
+    first = await asyncio.create_subprocess_exec(
+        *GOSSIP,
+        "coordinator",
+        *common,
+        "--keep-running",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=_env(),
+    )
+    nodes = [
+        await asyncio.create_subprocess_exec(
+            *GOSSIP,
+            "node",
+            "--coordinator",
+            bind,
+            "--host",
+            "127.0.0.1",
+            "--name",
+            f"n{k}",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=_env(),
+        )
+        for k in range(4)
+    ]
+    second = None
+    try:
+        before: dict[int, dict[str, Any]] = {}
+        for _ in range(60):
+            before = await _reports(mosquitto, "resume", 0.5)
+            if len(before) == 4 and min(r["t"] for r in before.values()) > 10:
+                break
+        assert len(before) == 4, "the nodes never reported"
+        first.kill()  # the coordinator dies without a word
+        await first.wait()
+        await asyncio.sleep(1.0)
+        after = await _reports(mosquitto, "resume", 0.5)
+        assert len(after) == 4, "the nodes stopped reporting without their coordinator"
+        for k in range(4):
+            assert after[k]["t"] > before[k]["t"] + 50  # 1.5 s at 100/s
+            assert sum(after[k]["edges"].values()) > sum(before[k]["edges"].values())
+        assert all(n.returncode is None for n in nodes)
+        second = await asyncio.create_subprocess_exec(
+            *GOSSIP,
+            "coordinator",
+            *common,
+            "--until",
+            "1e-6",
+            "--json",
+            str(tmp_path / "run.json"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=_env(),
+        )
+        _, err = await asyncio.wait_for(second.communicate(), 90)
+        assert second.returncode == 0, err.decode()[-2000:]
+        codes = [await asyncio.wait_for(n.wait(), 30) for n in nodes]
+        assert codes == [0, 0, 0, 0], "the nodes exit 0 once stopped"
+    finally:
+        for p in [first, second, *nodes]:
+            if p is not None and p.returncode is None:
+                p.kill()
+                await p.wait()
+    summary = json.loads((tmp_path / "run.json").read_text())
+    assert summary["reached"] is True
+    assert summary["mass_drift_rel"] <= 1e-9
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert kinds.count("start") == 1
+    assert "resume" in kinds
