@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -91,8 +93,38 @@ async def _publish(
                 payload = cluster.report(node, time.time())
                 await client.publish(f"{prefix}/node/{node}/state", json.dumps(payload), qos=0)
                 sent[0] += 1
-            next_round += period
+            # A late round is not made up by a burst: the load stays hz reports per node.
+            next_round = max(next_round + period, time.monotonic())
             await asyncio.sleep(max(0.0, next_round - time.monotonic()))
+
+
+async def _publisher_main(args: argparse.Namespace) -> None:
+    """The stand-in nodes, in a process of their own: register, then publish until killed.
+
+    Prints ``sent <count>`` twice a second so that the driver can count reports per window.
+    """
+    cluster = SyntheticCluster(args.graph, "arg", rate=args.rate)
+    ctx = zmq.asyncio.Context()
+    boots = await asyncio.gather(
+        *(_register(ctx, args.bind, f"bench-{k}", 20000 + k) for k in range(cluster.topology.n))
+    )
+    ctx.destroy(0)
+    cluster.epoch, cluster.rate = boots[0].epoch, boots[0].rate
+    sent = [0]
+    stop = asyncio.Event()
+
+    async def tell() -> None:
+        while True:
+            print(f"sent {sent[0]}", flush=True)
+            await asyncio.sleep(0.5)
+
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(tell(), name="tell")
+        prefix = f"gossip/{boots[0].cluster}"
+        tg.create_task(
+            _publish(cluster, args.broker_host, args.broker_port, prefix, args.hz, stop, sent),
+            name="publish",
+        )
 
 
 async def _phase(
@@ -111,21 +143,30 @@ async def _phase(
     if dashboard:
         argv += ["--dashboard-port", str(port)]
     proc = await spawn(argv, log=workdir / f"coordinator-{dashboard}.log")
-    ctx = zmq.asyncio.Context()
-    stop = asyncio.Event()
+    publisher_argv = [
+        sys.executable, __file__, "publish", "--bind", bind, "--broker-host", broker.host,
+        "--broker-port", str(broker.port), "--graph", args.graph, "--hz", str(args.hz),
+        "--rate", str(args.rate),
+    ]  # fmt: skip
+    publisher = await spawn(
+        publisher_argv, log=workdir / f"publisher-{dashboard}.log", stdout_pipe=True
+    )
+    sent = [0]
+
+    async def count() -> None:
+        assert publisher.stdout is not None
+        async for line in publisher.stdout:
+            words = line.split()
+            if len(words) == 2 and words[0] == b"sent":
+                sent[0] = int(words[1])
+
     result: dict[str, Any] = {"dashboard": dashboard}
+    counter = asyncio.create_task(count(), name="count-reports")
     try:
-        cluster = SyntheticCluster(args.graph, "arg", rate=args.rate)
-        boots = await asyncio.gather(
-            *(_register(ctx, bind, f"bench-{k}", 20000 + k) for k in range(cluster.topology.n))
-        )
-        cluster.epoch, cluster.rate = boots[0].epoch, boots[0].rate
-        prefix = f"gossip/{cluster_name}"
-        sent = [0]
-        publisher = asyncio.create_task(
-            _publish(cluster, broker.host, broker.port, prefix, args.hz, stop, sent),
-            name="publisher",
-        )
+        while sent[0] == 0:  # registered, bootstrapped and publishing
+            if publisher.returncode is not None:
+                raise SystemExit(f"the publisher exited; see {workdir}/publisher-*.log")
+            await asyncio.sleep(0.2)
         coordinator = psutil.Process(proc.pid)
         if dashboard:
             url = f"http://127.0.0.1:{port}/"
@@ -133,12 +174,12 @@ async def _phase(
         else:
             await asyncio.sleep(args.warmup)
             result.update(await _measure_cpu(coordinator, args.seconds, sent))
-        stop.set()
-        await publisher
     finally:
-        stop.set()
+        await stop_process(publisher)
         await stop_process(proc)
-        ctx.destroy(0)
+        counter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await counter
     return result
 
 
@@ -167,7 +208,7 @@ async def _with_browser(
                 page = context.pages[0] if context.pages else await context.new_page()
                 errors: list[str] = []
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
-                await page.goto(url)
+                await page.goto(url, timeout=120_000)
                 await page.wait_for_function(
                     f"window.__dash && window.__dash.graphNodes() === {args.nodes}",
                     timeout=60_000,
@@ -218,18 +259,21 @@ async def main(args: argparse.Namespace) -> None:
         async with mosquitto_broker(binary) as broker:
             base = await _phase(args, broker, False, Path(tmp))
             dash = await _phase(args, broker, True, Path(tmp))
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(
         f"{args.nodes} nodes x {args.hz:g} Hz = {args.nodes * args.hz:.0f} reports/s asked; "
-        f"{args.seconds:g} s per phase"
+        f"{args.seconds:g} s per phase; {os.cpu_count()} CPUs, load average {load}"
     )
     print(
         f"  published during the windows: baseline {base['reports_per_s']:.0f}/s, "
         f"dashboard {dash['reports_per_s']:.0f}/s"
     )
+    per_base = 1000.0 * base["cpu_percent"] / max(base["reports_per_s"], 1e-9)
+    per_dash = 1000.0 * dash["cpu_percent"] / max(dash["reports_per_s"], 1e-9)
     print(
         f"  coordinator CPU: baseline (no dashboard) {base['cpu_percent']:.1f}%, "
-        f"with dashboard + 1 tab {dash['cpu_percent']:.1f}% "
-        f"(ratio {dash['cpu_percent'] / max(base['cpu_percent'], 1e-9):.2f})"
+        f"with dashboard + 1 tab {dash['cpu_percent']:.1f}%; per 1000 reports/s: "
+        f"{per_base:.1f}% vs {per_dash:.1f}% (ratio {per_dash / max(per_base, 1e-9):.2f})"
     )
     lat_new, lat_old, render = (
         dash["latency_newest_ms"],
@@ -254,6 +298,10 @@ async def main(args: argparse.Namespace) -> None:
 
 def _args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", nargs="?", default="run", choices=("run", "publish"))
+    parser.add_argument("--bind", help="publish mode: the coordinator's registration address")
+    parser.add_argument("--broker-host", default="127.0.0.1")
+    parser.add_argument("--broker-port", type=int, default=1883)
     parser.add_argument("--graph", default="grid:15x15")
     parser.add_argument("--hz", type=float, default=10.0, help="reports per node per second")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per phase")
@@ -263,4 +311,5 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(_args()))
+    _parsed = _args()
+    asyncio.run(main(_parsed) if _parsed.mode == "run" else _publisher_main(_parsed))

@@ -223,6 +223,10 @@ class Dashboard:
         layout = self.layout()
         runs = []
         for record in self.archive.records.values():
+            # Earlier runs (from runs_dir) are overlaid only when they are comparable: the same
+            # graph as the live run, whatever the algorithm.
+            if state.graph and record.graph != state.graph and not record.live:
+                continue
             meta = record.meta()
             meta["xy"] = [[_num(p[0]), _num(p[1])] for p in record.points]
             meta["band"] = record.band.as_dict() if record.band is not None else None

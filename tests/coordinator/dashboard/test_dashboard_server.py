@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
 import json
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from coordinator.dashboard.runs import RunRecord, parse_jsonl
 from coordinator.dashboard.synthetic import SyntheticCluster
 from coordinator.state import ClusterState, ErrorPoint
 from gossip.errors import ConfigError
@@ -247,3 +250,25 @@ async def test_new_points_reach_the_snapshot_within_a_tick(
         await asyncio.sleep(0.02)
     assert snap["runs"][0]["xy"][0][1] == pytest.approx(state.history[0].error)
     assert not math.isnan(snap["summary"]["t"])
+
+
+async def test_earlier_runs_of_the_same_graph_are_overlaid_from_runs_dir(
+    start_dashboard: Callable[..., Any], cluster: SyntheticCluster, tmp_path: Path
+) -> None:
+    for run_id, graph in (("old-rg", "grid:5x5"), ("other-graph", "line:30")):
+        old = RunRecord(run_id=run_id, graph=graph, algorithm="rg", eps=1e-6)
+        old.points = [(0.0, 0.48, 0.0, 1.0), (50.0, 0.1, 0.0, 2.0)]
+        (tmp_path / f"{run_id}.jsonl").write_text(old.to_jsonl())
+    state = cluster.new_state()
+    cluster.feed(state)
+    served = await start_dashboard(state, runs_dir=tmp_path, interval=0.05)
+    await asyncio.sleep(0.3)
+    snap = json.loads((await _get(served.url + "api/snapshot"))[1])
+    assert [r["run_id"] for r in snap["runs"]] == ["old-rg", "run-a"]
+    assert snap["runs"][0]["xy"] == [[0.0, 0.48], [50.0, 0.1]]
+    assert (await _get(served.url + "api/runs/other-graph.csv"))[0] == 200  # still downloadable
+    # When the dashboard stops, the live run is saved next to them.
+    served.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await served.task
+    assert parse_jsonl((tmp_path / "run-a.jsonl").read_text()).points
