@@ -44,6 +44,8 @@ FloatArray = NDArray[np.float64]
 MAX_BLOCK = 1000
 """Most runs swept together in one block (bounds the memory of a chunk's padded rows)."""
 
+_BLOCK_VALUES = 4_000_000  # most node values (runs x nodes x d) held per block: 32 MB per array
+
 _PARALLEL_EVENTS = (
     2_000_000  # below this many activations, worker start-up costs more than it saves
 )
@@ -157,7 +159,7 @@ def simulate(
     runs, seed = int(runs), int(seed)
 
     sweep, record = _sweep_grid(grid)
-    blocks = _blocks(runs, workers)
+    blocks = _blocks(runs, workers, max(1, _BLOCK_VALUES // values.size))
     specs = [
         BlockSpec(
             n=topology.n,
@@ -234,10 +236,11 @@ def _sweep_grid(grid: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
     return points[order], record[order]
 
 
-def _blocks(runs: int, workers: int | None) -> list[tuple[int, int]]:
-    """Split runs into near-equal contiguous blocks: at least one per worker (or per CPU)."""
+def _blocks(runs: int, workers: int | None, most: int) -> list[tuple[int, int]]:
+    """Split runs into near-equal contiguous blocks: one per worker (or CPU) at least, and of at
+    most ``min(most, MAX_BLOCK)`` runs each."""
     wanted = workers if workers is not None else (os.cpu_count() or 1)
-    count = max(wanted, math.ceil(runs / MAX_BLOCK))
+    count = max(wanted, math.ceil(runs / min(most, MAX_BLOCK)))
     count = min(count, runs)
     edges = np.linspace(0, runs, count + 1).round().astype(int)
     return [(int(a), int(b - a)) for a, b in itertools.pairwise(edges)]
