@@ -181,7 +181,7 @@ if [ "$role" = node ]; then
 GOSSIP_COORDINATOR=$coord_url
 GOSSIP_NAME=${name:-$(hostname)}
 GOSSIP_BIND=tcp://0.0.0.0:$port
-GOSSIP_ADVERTISE=tcp://$advertise:$port
+GOSSIP_ADVERTISE=$advertise
 ENV
 else
   [ -n "$broker" ] || broker=127.0.0.1
