@@ -31,6 +31,7 @@ Times are in units of t (activations per node pair), never seconds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -88,6 +89,9 @@ class Ledger:
         self._a = np.zeros((rows, x0.size), dtype=np.float64)  # half-sums, row 0: initial
         self._d = np.zeros((rows, x0.size), dtype=np.float64)  # half-differences at t_ref
         self._a[0] = x0  # x = z = x0: d = 0
+        # Running sums of the rows: state() is asked for at every exchange, the rows rarely.
+        self._a_total = x0.copy()
+        self._d_total = np.zeros(x0.size, dtype=np.float64)
         self._initial = x0
         self._initial.setflags(write=False)
         self._t_ref = float(t0)
@@ -113,7 +117,9 @@ class Ledger:
     def _rebase(self, t: float) -> None:
         # Keep every row near the times being asked for, so exp(+-2 eta tau) stays near 1.
         if self.eta > 0 and 2.0 * self.eta * abs(t - self._t_ref) > REBASE_SPAN:
-            self._d = self._d * decay(self.eta, t - self._t_ref)
+            factor = decay(self.eta, t - self._t_ref)
+            self._d = self._d * factor
+            self._d_total = self._d_total * factor
             self._t_ref = t
 
     def state(self, t: float) -> tuple[FloatArray, FloatArray]:
@@ -129,11 +135,11 @@ class Ledger:
         ConfigError
             ``t`` is not finite.
         """
-        if not np.isfinite(t):
+        if not math.isfinite(t):
             raise ConfigError(f"state time must be finite, got {t!r}")
         self._rebase(t)
-        a = self._a.sum(axis=0)
-        d = self._d.sum(axis=0) * decay(self.eta, t - self._t_ref)
+        a = self._a_total
+        d = self._d_total * decay(self.eta, t - self._t_ref)
         return a + d, a - d
 
     def add(self, edge: int, flow: Flow, t: float, sign: float = 1.0) -> None:
@@ -151,8 +157,12 @@ class Ledger:
         """
         slot = self._slot(edge)
         a, d = self._moved(flow, t)
-        self._a[slot] += sign * a
-        self._d[slot] += sign * d
+        if sign != 1.0:
+            a, d = sign * a, sign * d
+        self._a[slot] += a
+        self._d[slot] += d
+        self._a_total += a
+        self._d_total += d
 
     def edge_total(self, edge: int, t: float) -> Flow:
         """Return the cumulative flow in through ``edge``, mixed to time ``t``: ``F_e(t)``."""
@@ -169,19 +179,24 @@ class Ledger:
         """
         slot = self._slot(edge)
         self._a[slot], self._d[slot] = self._moved(total, t)
+        self._a_total = self._a.sum(axis=0)
+        self._d_total = self._d.sum(axis=0)
 
     def _moved(self, flow: Flow, t: float) -> tuple[FloatArray, FloatArray]:
         """Return the flow's half-sum and its half-difference moved from ``t`` to ``t_ref``."""
         # Check before touching any row: a flow from a far-off time, or huge values, would
         # overflow to inf and poison the state for good.
-        if not np.isfinite(t):
+        if not math.isfinite(t):
             raise ConfigError(f"flow time must be finite, got {t!r}")
         # No rebase here: t may come from a peer; only our own clock (state) moves t_ref.
-        dx = np.broadcast_to(np.asarray(flow.dx, dtype=np.float64), (self.dim,))
-        dz = np.broadcast_to(np.asarray(flow.dz, dtype=np.float64), (self.dim,))
+        dx = np.asarray(flow.dx, dtype=np.float64)
+        dz = np.asarray(flow.dz, dtype=np.float64)
+        if dx.shape != (self.dim,) or dz.shape != (self.dim,):
+            dx, dz = np.broadcast_to(dx, (self.dim,)), np.broadcast_to(dz, (self.dim,))
         a = 0.5 * (dx + dz)
         d = 0.5 * (dx - dz) * decay(self.eta, self._t_ref - t)
-        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(d))):
+        # One reduction for the check: any inf or nan makes the sum inf or nan.
+        if not math.isfinite(float(a.sum() + d.sum())):
             raise ConfigError(
                 f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
             )

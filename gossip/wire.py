@@ -220,11 +220,17 @@ MESSAGE_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in _CLASSES)
 
 
 def _plain(value: Any) -> Any:
+    if type(value) is tuple:
+        if value and type(value[0]) is float:
+            return list(value)  # the hot path: a vector of floats
+        return [_plain(item) for item in value]
     if isinstance(value, Neighbor):
         return [value.peer_id, value.address, value.edge_index, value.prob]
-    if isinstance(value, tuple):
-        return [_plain(item) for item in value]
     return value
+
+
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+_PACKER = msgpack.Packer(use_bin_type=True)  # msgpack.packb would build one per call
 
 
 def encode(message: Message) -> bytes:
@@ -232,10 +238,14 @@ def encode(message: Message) -> bytes:
 
     Encoding does not validate: the receiver does (see :func:`decode`).
     """
+    names = _FIELD_NAMES.get(type(message))
+    if names is None:  # dataclasses.fields() is slow: look each class up once
+        names = _FIELD_NAMES[type(message)] = tuple(f.name for f in fields(message))
     body: dict[str, Any] = {"v": VERSION, "type": message.TYPE}
-    for f in fields(message):
-        body[f.name] = _plain(getattr(message, f.name))
-    return msgpack.packb(body, use_bin_type=True)  # type: ignore[no-any-return]
+    for name in names:
+        value = getattr(message, name)
+        body[name] = _plain(value) if type(value) is tuple else value
+    return _PACKER.pack(body)  # type: ignore[no-any-return]
 
 
 # --- decoding and validation ---------------------------------------------------------------
@@ -270,15 +280,17 @@ def _floats(name: str, value: Any) -> Floats:
             f"field {name!r} must be a list of 1 to {MAX_DIM} finite numbers, got "
             f"{type(value).__name__}{'' if not isinstance(value, list) else f' of {len(value)}'}"
         )
-    out = []
-    for i, item in enumerate(value):
-        if type(item) not in (float, int):
-            raise ProtocolError(f"field {name!r}[{i}] must be a number, got {type(item).__name__}")
-        f = float(item)
-        if not math.isfinite(f):
-            raise ProtocolError(f"field {name!r}[{i}] must be finite, got {f!r}")
-        out.append(f)
-    return tuple(out)
+    if not all(type(item) is float for item in value):  # ints are numbers too: slow path
+        for i, item in enumerate(value):
+            if type(item) not in (float, int):
+                raise ProtocolError(
+                    f"field {name!r}[{i}] must be a number, got {type(item).__name__}"
+                )
+    out = tuple(map(float, value))
+    if not all(map(math.isfinite, out)):
+        i = next(i for i, f in enumerate(out) if not math.isfinite(f))
+        raise ProtocolError(f"field {name!r}[{i}] must be finite, got {out[i]!r}")
+    return out
 
 
 def _optional_floats(name: str, value: Any) -> Floats | None:
@@ -399,11 +411,13 @@ def decode(frame: bytes) -> Message:
     if schema is None:
         raise ProtocolError(f"field 'type' must be one of {', '.join(MESSAGE_TYPES)}, got {kind!r}")
     cls, checkers = schema
-    missing = [name for name in checkers if name not in body]
-    if missing:
-        raise ProtocolError(f"{kind} message is missing field(s) {', '.join(map(repr, missing))}")
-    extra = sorted(str(name) for name in body if name not in checkers)
-    if extra:
+    if body.keys() != checkers.keys():
+        missing = [name for name in checkers if name not in body]
+        if missing:
+            raise ProtocolError(
+                f"{kind} message is missing field(s) {', '.join(map(repr, missing))}"
+            )
+        extra = sorted(str(name) for name in body if name not in checkers)
         raise ProtocolError(
             f"{kind} message has unexpected field(s) {', '.join(map(repr, extra))}; valid: "
             f"{', '.join(checkers)}"

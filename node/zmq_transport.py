@@ -5,21 +5,26 @@ a DEALER can have any number of requests in flight and re-send one at will. Requ
 the ROUTER as ``[identity, frame]`` and answers go back on the ROUTER to that identity, so a
 peer needs no route back to us other than the connection it opened.
 
-Waiting uses :class:`zmq.asyncio.Poller` over every socket; once woken, each ready socket is
-drained with non-blocking reads on its synchronous shadow, so a burst costs one wake-up.
+Waiting costs one wake-up per burst: each socket's notification descriptor (``zmq.FD``) is
+watched by the event loop (``add_reader``), and on a wake-up every socket with a frame waiting
+(``zmq.EVENTS``) is drained with non-blocking reads. ``zmq.FD`` is edge-triggered and a send
+can consume its edge, so after every send the socket's ``EVENTS`` are checked again.
+(``zmq.asyncio.Poller`` does the same, but sets up and tears down its watches at every poll,
+which is most of a round trip's overhead.)
 Sends are non-blocking too: a frame that cannot be queued (peer's queue full) is dropped and
 counted, and the protocol's retry covers it. zmq errors become :class:`TransportError` here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket as pysocket
 from collections import deque
 from collections.abc import Mapping
+from typing import cast
 from urllib.parse import urlsplit
 
 import zmq
-import zmq.asyncio
 
 from gossip.errors import ConfigError, TransportError
 from node.transport import Incoming, Transport, TransportStats
@@ -67,8 +72,14 @@ def _route_to(toward: str | None) -> str | None:
         return None
 
 
+def _readable(sock: zmq.Socket[bytes]) -> bool:
+    return bool(cast(int, sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
+
+
 class ZmqTransport(Transport):
     """ZeroMQ DEALER/ROUTER transport. ``bind`` is a zmq endpoint, e.g. ``tcp://0.0.0.0:0``.
+
+    Create it inside a running event loop.
 
     Parameters
     ----------
@@ -78,7 +89,7 @@ class ZmqTransport(Transport):
         Host name or IP peers should use (see :func:`advertised_address`).
     toward : str or None
         The coordinator's address, used to pick the advertised interface.
-    context : zmq.asyncio.Context or None
+    context : zmq.Context or None
         A shared context (default: a new one, terminated on close).
     """
 
@@ -87,11 +98,12 @@ class ZmqTransport(Transport):
         bind: str = "tcp://0.0.0.0:0",
         advertise: str | None = None,
         toward: str | None = None,
-        context: zmq.asyncio.Context | None = None,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
     ):
         self.stats = TransportStats()
+        self._loop = asyncio.get_running_loop()
         self._own_context = context is None
-        self._ctx = context or zmq.asyncio.Context()
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = context or zmq.Context()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.SNDHWM, _HWM)
@@ -113,15 +125,18 @@ class ZmqTransport(Transport):
                 "port 0 for any free port"
             ) from None
         self._address = advertised_address(endpoint, advertise, toward)
-        self._router_sync: zmq.Socket[bytes] = zmq.Socket.shadow(self._router.underlying)
-        self._dealers: dict[int, zmq.asyncio.Socket] = {}
-        self._dealers_sync: dict[int, zmq.Socket[bytes]] = {}
+        self._dealers: dict[int, zmq.Socket[bytes]] = {}
         self._addresses: dict[int, str] = {}
-        self._poller = zmq.asyncio.Poller()
-        self._poller.register(self._router, zmq.POLLIN)
-        self._shadows: dict[zmq.asyncio.Socket, zmq.Socket[bytes]] = {}  # DEALERs only
         self._ready: deque[Incoming] = deque()
+        self._wake = asyncio.Event()
+        self._watch(self._router)
         self._closed = False
+
+    def _watch(self, sock: zmq.Socket[bytes]) -> None:
+        self._loop.add_reader(cast(int, sock.getsockopt(zmq.FD)), self._wake.set)
+
+    def _unwatch(self, sock: zmq.Socket[bytes]) -> None:
+        self._loop.remove_reader(cast(int, sock.getsockopt(zmq.FD)))
 
     @property
     def address(self) -> str:
@@ -135,8 +150,7 @@ class ZmqTransport(Transport):
                 continue
             old = self._dealers.pop(peer, None)
             if old is not None:
-                self._poller.unregister(old)
-                self._shadows.pop(old, None)
+                self._unwatch(old)
                 old.close(0)
             dealer = self._ctx.socket(zmq.DEALER)
             dealer.setsockopt(zmq.LINGER, 0)
@@ -150,67 +164,61 @@ class ZmqTransport(Transport):
                     f"cannot connect to peer {peer} at {address!r}: {exc}"
                 ) from None
             self._dealers[peer] = dealer
-            self._dealers_sync[peer] = zmq.Socket.shadow(dealer.underlying)
-            self._shadows[dealer] = self._dealers_sync[peer]
             self._addresses[peer] = address
-            self._poller.register(dealer, zmq.POLLIN)
+            self._watch(dealer)
+        self._wake.set()  # look at the new sockets once
 
     def send(self, peer: int, data: bytes) -> None:
         """Queue ``data`` on the DEALER to ``peer``; drop it if the queue is full."""
-        sock = self._dealers_sync.get(peer)
+        sock = self._dealers.get(peer)
         if sock is None:
             self.stats.dropped += 1
             return
         try:
-            sock.send(data, zmq.NOBLOCK, copy=len(data) < 4096)
+            sock.send(data, zmq.NOBLOCK)
             self.stats.sent += 1
         except zmq.Again:
             self.stats.dropped += 1
         except zmq.ZMQError as exc:
             raise TransportError(f"send to peer {peer} failed: {exc}") from None
+        if _readable(sock):  # the send may have eaten the FD's edge
+            self._wake.set()
 
     def answer(self, route: bytes, data: bytes) -> None:
         """Send ``data`` back on the ROUTER to the DEALER whose identity is ``route``."""
         try:
-            self._router_sync.send_multipart([route, data], zmq.NOBLOCK)
+            self._router.send_multipart([route, data], zmq.NOBLOCK)
             self.stats.sent += 1
-        except zmq.Again:
-            self.stats.dropped += 1
         except zmq.ZMQError:
-            self.stats.dropped += 1  # that peer is gone: it will ask again if it cares
+            self.stats.dropped += 1  # full, or that peer is gone: it asks again if it cares
+        if _readable(self._router):
+            self._wake.set()
 
     async def recv(self) -> Incoming:
         """Return the next frame from the ROUTER (a request) or a DEALER (an answer)."""
         while not self._ready:
+            self._wake.clear()
             try:
-                events = await self._poller.poll()
+                self._drain()
             except zmq.ZMQError as exc:
-                raise TransportError(f"polling the node's sockets failed: {exc}") from None
-            for sock, _ in events:
-                self._drain(sock)
+                raise TransportError(f"receiving on the node's sockets failed: {exc}") from None
+            if not self._ready:
+                await self._wake.wait()
         self.stats.received += 1
         return self._ready.popleft()
 
-    def _drain(self, sock: object) -> None:
-        if sock is self._router:
-            while True:
-                try:
-                    frames = self._router_sync.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    return
-                # [identity, payload]; anything else (a REQ's delimiter) is answered as is
-                # only if we can: keep the last frame as the payload, the rest as the route.
-                if len(frames) == 2:
-                    self._ready.append(Incoming(frames[1], frames[0]))
-                else:
-                    self._ready.append(Incoming(frames[-1], None))
-            return
-        sync = self._shadows.get(sock)  # type: ignore[call-overload]
-        while sync is not None:
-            try:
-                self._ready.append(Incoming(sync.recv(zmq.NOBLOCK), None))
-            except zmq.Again:
-                return
+    def _drain(self) -> None:
+        router, ready = self._router, self._ready
+        while _readable(router):
+            frames = router.recv_multipart(zmq.NOBLOCK)
+            # [identity, payload]; a REQ peer's extra delimiter frame leaves no usable route.
+            if len(frames) == 2:
+                ready.append(Incoming(frames[1], frames[0]))
+            else:
+                ready.append(Incoming(frames[-1], None))
+        for dealer in self._dealers.values():
+            while _readable(dealer):
+                ready.append(Incoming(dealer.recv(zmq.NOBLOCK), None))
 
     async def aclose(self) -> None:
         """Close every socket (unsent frames are dropped) and the context if we made it."""
@@ -218,7 +226,9 @@ class ZmqTransport(Transport):
             return
         self._closed = True
         for dealer in self._dealers.values():
+            self._unwatch(dealer)
             dealer.close(0)
+        self._unwatch(self._router)
         self._router.close(0)
         if self._own_context:
             self._ctx.term()
