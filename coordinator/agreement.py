@@ -102,7 +102,7 @@ def band_agreement(
     high = np.quantile(result.errors, quantiles[1], axis=0)
     median = np.median(result.errors, axis=0)
     inside = float(np.mean((err >= low) & (err <= high)))
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.log10(err / median)
     finite = ratio[np.isfinite(ratio)]
     offset = float(np.median(finite)) if finite.size else float("nan")

@@ -88,6 +88,18 @@ def estimate(
     >>> e.error, e.mass_drift_rel
     (0.0, 0.0)
     """
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run gives inf, not noise
+        return _estimate(t, x, z, initial, eta, at)
+
+
+def _estimate(
+    t: Sequence[float] | NDArray[np.float64],
+    x: NDArray[np.float64],
+    z: NDArray[np.float64],
+    initial: NDArray[np.float64],
+    eta: float,
+    at: float | None,
+) -> Estimate:
     times = np.asarray(t, dtype=np.float64)
     common = float(times.max()) if at is None else float(at)
     xs, _ = mix(x, z, eta, (common - times)[:, None])

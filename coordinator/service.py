@@ -62,6 +62,7 @@ __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
+_DIVERGED = 1e3  # an error this many times the initial one means the run has diverged
 _SNAPSHOTS_KEPT = 64  # reports kept per node to find a consistent cut
 
 
@@ -507,12 +508,25 @@ class Coordinator:
                 continue
             if self.state.reached:
                 stop_reason = "reached"
+            elif self._diverged():
+                stop_reason = "diverged"
+                self.state.message = (
+                    f"the error grew to {self.state.error:.3g}, over {_DIVERGED:g} times its "
+                    "initial value: the exchanges are too slow for this rate (lower --rate)"
+                )
             elif (
                 self.config.run_timeout is not None
                 and time.time() - epoch > self.config.run_timeout
             ):
                 stop_reason = "timeout"
         return await self._stop(stop_reason)
+
+    def _diverged(self) -> bool:
+        history = self.state.history
+        if len(history) < 2:
+            return False
+        first, last = history[0].error, history[-1].error
+        return not math.isfinite(last) or last > _DIVERGED * max(first, 1e-300)
 
     async def _stop(self, reason: str) -> RunSummary:
         assert self._link is not None
@@ -532,12 +546,12 @@ class Coordinator:
                 resend = now + _STOP_RESEND
             await asyncio.sleep(0.02)
             now = time.monotonic()
-        summary = self._finish()
+        summary = self._finish(reason)
         self._publish_status(summary)
         await self._drain()
         return summary
 
-    def _finish(self) -> RunSummary:
+    def _finish(self, reason: str) -> RunSummary:
         state = self.state
         n = self.plan.expected
         present = [state.nodes[k] for k in range(n) if k in state.nodes]
@@ -575,6 +589,7 @@ class Coordinator:
             mass_drift_rel=final.mass_drift_rel if final is not None else None,
             rtt_p50_ms=statistics.median(p50) if p50 else None,
             rtt_p99_ms=statistics.median(p99) if p99 else None,
+            stop_reason=reason,
         )
         state.final = final
         state.runs.append(summary)

@@ -264,7 +264,9 @@ class RunSummary:
     final_error, mass_drift_rel : float or None
         From :class:`FinalResult`.
     rtt_p50_ms, rtt_p99_ms : float or None
-        Round-trip percentiles over the nodes (median of the nodes' p50s, max of their p99s).
+        Round-trip percentiles over the nodes (the medians of the nodes' p50s and p99s).
+    stop_reason : str
+        Why the coordinator stopped the nodes: ``reached``, ``timeout`` or ``diverged``.
     """
 
     run_id: str
@@ -278,11 +280,13 @@ class RunSummary:
     mass_drift_rel: float | None
     rtt_p50_ms: float | None
     rtt_p99_ms: float | None
+    stop_reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
         return {
             "run_id": self.run_id,
+            "stop_reason": self.stop_reason,
             "reached": self.reached,
             "t_eps": _num(self.t_eps),
             "wall_s": _num(self.wall_s),

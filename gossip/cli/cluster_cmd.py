@@ -348,6 +348,13 @@ def up(
     _print_summary(summary, state, coord)
     if metrics_file is not None:
         typer.echo(f"metrics: {metrics_file}", err=True)
+    if summary.stop_reason == "diverged":
+        raise fail(
+            f"the run diverged (error {state.error or float('nan'):.3g}): the exchanges cannot "
+            "keep up with "
+            f"--rate {rate:g} on this machine; try a lower --rate",
+            code=1,
+        )
     if not summary.reached:
         raise fail(
             f"the error did not reach {until:g} within --timeout {timeout:g} s "

@@ -1,0 +1,262 @@
+"""Benchmark of the live cluster against raw pyzmq on the same machine, in the same run.
+
+Run with ``python benchmarks/bench_cluster.py`` (about 2 to 4 minutes on two cores). It prints:
+
+1. raw pyzmq DEALER/ROUTER between two processes: the round trip p50/p99 (one message in
+   flight, asyncio client as in the nodes) and the capacity in round trips per second (30 in
+   flight, as 30 nodes would have);
+2. the sustainable activation rate lambda* of a 30-node cluster: the highest rate (activations
+   per second, network-wide) at which the cluster keeps up (achieved >= 95% of asked) and its
+   error curve against t stays inside the simulator's 5-95% band (>= 80% of the points), with
+   its ratio to the raw capacity;
+3. the exchange round trip p50/p99 in the cluster against raw, and the nodes' peak RSS;
+4. wall time to 1e-6 on line:30 for ARG against RG at the same rate.
+
+Every figure is measured in this run; ratios compare figures of this run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import psutil
+import zmq
+import zmq.asyncio
+
+from coordinator.agreement import band_agreement
+from coordinator.broker import RunningBroker
+from coordinator.launcher import UpConfig, run_up
+from coordinator.procs import free_port
+from coordinator.service import CoordinatorConfig
+from coordinator.state import ClusterState, RunSummary
+
+_ECHO = """
+import sys, zmq
+ctx = zmq.Context()
+sock = ctx.socket(zmq.ROUTER)
+sock.bind(sys.argv[1])
+while True:
+    frames = sock.recv_multipart()
+    if frames[-1] == b"quit":
+        break
+    sock.send_multipart(frames)
+"""
+
+# A frame of the size of an exchange request (msgpack, one scalar value).
+_PAYLOAD = msgpack.packb(
+    {
+        "v": 1,
+        "type": "request",
+        "src": 3,
+        "edge": 7,
+        "seq": 123,
+        "ack": 122,
+        "t": 1234.5,
+        "x": [0.123456789],
+        "z": [0.987654321],
+    }
+)
+
+
+@dataclass
+class Raw:
+    rtt_p50_ms: float
+    rtt_p99_ms: float
+    sequential_per_s: float
+    capacity_per_s: float
+
+
+async def raw_zmq(round_trips: int = 4000, window: int = 30) -> Raw:
+    """Measure raw DEALER/ROUTER round trips against an echo ROUTER in another process."""
+    address = f"tcp://127.0.0.1:{free_port()}"
+    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", _ECHO, address)
+    ctx = zmq.asyncio.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(address)
+        for _ in range(200):  # warm up (and wait for the echo process to bind)
+            await sock.send(_PAYLOAD)
+            await sock.recv()
+        rtts = []
+        start = time.perf_counter()
+        for _ in range(round_trips):
+            t0 = time.perf_counter()
+            await sock.send(_PAYLOAD)
+            await sock.recv()
+            rtts.append(time.perf_counter() - t0)
+        sequential = round_trips / (time.perf_counter() - start)
+        # Capacity: keep `window` requests in flight.
+        start = time.perf_counter()
+        for _ in range(window):
+            await sock.send(_PAYLOAD)
+        for _ in range(round_trips - window):
+            await sock.recv()
+            await sock.send(_PAYLOAD)
+        for _ in range(window):
+            await sock.recv()
+        capacity = round_trips / (time.perf_counter() - start)
+        await sock.send(b"quit")
+        sock.close(0)
+    finally:
+        ctx.destroy(0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(echo.wait(), 5)
+        if echo.returncode is None:
+            echo.kill()
+            await echo.wait()
+    ms = np.array(rtts) * 1e3
+    return Raw(float(np.median(ms)), float(np.quantile(ms, 0.99)), sequential, capacity)
+
+
+async def _sample_rss(peak: list[float]) -> None:
+    me = psutil.Process()
+    while True:
+        for child in me.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "node" in child.cmdline():
+                    peak[0] = max(peak[0], child.memory_info().rss / 2**20)
+        await asyncio.sleep(0.5)
+
+
+async def cluster_run(
+    graph: str, algorithm: str, rate: float, until: float, give_up: float, period: float
+) -> tuple[RunSummary, ClusterState, float, float]:
+    """One ``gossip up`` run in this process; returns summary, state, wall seconds, peak RSS."""
+    holder: dict[str, ClusterState] = {}
+
+    def started(state: ClusterState, _: RunningBroker) -> None:
+        holder["state"] = state
+
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        config = UpConfig(
+            coordinator=CoordinatorConfig(
+                graph=graph,
+                algorithm=algorithm,
+                rate=rate,
+                until=until,
+                values="onehot",
+                metrics_period=period,
+            ),
+            log_dir=Path(tmp),
+            timeout=give_up,
+        )
+        peak = [0.0]
+        start = time.perf_counter()
+        async with asyncio.TaskGroup() as tg:
+            sampler = tg.create_task(_sample_rss(peak), name="rss")
+            try:
+                summary = await run_up(config, started)
+            finally:
+                sampler.cancel()
+        wall = time.perf_counter() - start
+    return summary, holder["state"], wall, peak[0]
+
+
+def agreement_of(state: ClusterState, until: float, runs: int) -> tuple[float, float]:
+    assert state.topology is not None
+    assert state.params is not None
+    ag = band_agreement(
+        state.history,
+        state.topology,
+        state.params,
+        np.array(state.initial),
+        runs=runs,
+        seed=0,
+        t_min=0.02 * (state.t_eps or state.t),
+        floor=until,
+    )
+    return ag.inside, ag.log_ratio_median
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graph", default="line:30", help="30-node graph for lambda*")
+    parser.add_argument("--rates", default="500,1000,2000,3000,4000,5000,6000,8000")
+    parser.add_argument("--until", type=float, default=1e-6)
+    parser.add_argument("--compare-rate", type=float, default=2000.0)
+    parser.add_argument("--runs", type=int, default=100, help="simulator runs for the band")
+    parser.add_argument("--inside", type=float, default=0.8)
+    parser.add_argument("--skip-compare", action="store_true")
+    args = parser.parse_args(argv)
+
+    raw = await raw_zmq()
+    print("raw pyzmq DEALER/ROUTER, 2 processes, asyncio client")
+    print(f"  round trip p50 {raw.rtt_p50_ms:.3f} ms, p99 {raw.rtt_p99_ms:.3f} ms")
+    print(
+        f"  sequential {raw.sequential_per_s:,.0f} round trips/s; "
+        f"capacity (30 in flight) {raw.capacity_per_s:,.0f} round trips/s"
+    )
+
+    print(
+        f"\nlambda* on {args.graph}, ARG to {args.until:g} (pass: achieved >= 95% of asked and "
+        f">= {args.inside:.0%} of the points inside the simulator's 5-95% band)"
+    )
+    best = 0.0
+    failures = 0
+    rtts: list[tuple[float, float | None, float | None]] = []
+    rss_peak = 0.0
+    for rate in (float(r) for r in args.rates.split(",")):
+        summary, state, wall, rss = await cluster_run(
+            args.graph, "arg", rate, args.until, give_up=120.0, period=0.05
+        )
+        rss_peak = max(rss_peak, rss)
+        inside, offset = agreement_of(state, args.until, args.runs)
+        keeps_up = summary.rate_achieved >= 0.95 * rate
+        ok = summary.reached and keeps_up and inside >= args.inside
+        rtts.append((rate, summary.rtt_p50_ms, summary.rtt_p99_ms))
+        print(
+            f"  rate {rate:7.0f}/s: achieved {summary.rate_achieved:7.0f}/s, t_eps "
+            f"{summary.t_eps or float('nan'):8.0f}, inside band {inside:4.0%}, median offset "
+            f"{offset:+.2f} decades, rtt p50/p99 {summary.rtt_p50_ms or 0:.2f}/"
+            f"{summary.rtt_p99_ms or 0:.2f} ms, wall {wall:.1f} s -> {'ok' if ok else 'NO'}"
+        )
+        if ok:
+            best, failures = rate, 0
+        else:
+            failures += 1
+            if failures >= 2:
+                break
+    print(
+        f"  lambda* = {best:.0f} activations/s = {best / raw.capacity_per_s:.2f} x raw capacity "
+        f"({raw.capacity_per_s:,.0f}/s), {best / raw.sequential_per_s:.2f} x raw sequential"
+    )
+    near = min(rtts, key=lambda r: abs(r[0] - (best or r[0])))
+    if near[1] is not None and near[2] is not None:
+        print(
+            f"  cluster round trip at {near[0]:.0f}/s: p50 {near[1]:.2f} ms "
+            f"({near[1] / raw.rtt_p50_ms:.1f}x raw), p99 {near[2]:.2f} ms "
+            f"({near[2] / raw.rtt_p99_ms:.1f}x raw)"
+        )
+    print(f"  node peak RSS {rss_peak:.0f} MB")
+
+    if not args.skip_compare:
+        rate = args.compare_rate
+        print(f"\nline:30 to 1e-6 at {rate:.0f}/s: ARG against RG")
+        walls = {}
+        for algorithm in ("arg", "rg"):
+            summary, state, wall, _ = await cluster_run(
+                "line:30", algorithm, rate, 1e-6, give_up=180.0, period=0.1
+            )
+            walls[algorithm] = summary.wall_s
+            print(
+                f"  {algorithm}: reached {summary.reached}, t_eps {summary.t_eps or 0:.0f}, "
+                f"wall to eps {summary.wall_s or float('nan'):.2f} s, achieved "
+                f"{summary.rate_achieved:.0f}/s, final error {summary.final_error:.2e}"
+            )
+        if walls["arg"] and walls["rg"]:
+            print(f"  ARG is {walls['rg'] / walls['arg']:.1f}x faster in wall time")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
