@@ -59,9 +59,12 @@ def node(
             help="Inject faults on sent frames: drop=0.1,dup=0.1,delay=0.1[,delay_ms=20].",
         ),
     ] = "",
-    timeout: Annotated[
+    retry_timeout: Annotated[
         float,
-        typer.Option(envvar="GOSSIP_TIMEOUT", help="First retry timeout of an exchange (s)."),
+        typer.Option(
+            envvar="GOSSIP_RETRY_TIMEOUT",
+            help="First retry timeout of an exchange (s); it doubles up to 2 s.",
+        ),
     ] = 0.2,
     drain: Annotated[
         float,
@@ -114,8 +117,8 @@ def node(
             bind=bind,
             advertise=advertise,
             faults=parse_faults(fault),
-            timeout=timeout,
-            max_timeout=max(2.0, timeout),
+            timeout=retry_timeout,
+            max_timeout=max(2.0, retry_timeout),
             drain=drain,
             linger=linger,
             register_timeout=register_timeout,
