@@ -85,7 +85,7 @@ def coordinator(
         str, typer.Option(envvar=_env("bind"), help="ZeroMQ address for node registration.")
     ] = "tcp://0.0.0.0:5555",
     algorithm: Algorithm = "arg",
-    rate: Rate = 2000.0,
+    rate: Rate = 500.0,
     values: Annotated[
         str | None,
         typer.Option(
@@ -245,7 +245,7 @@ async def _with_log_lines(main: Any, state: ClusterState) -> Any:
 def up(
     graph: Graph = "grid:4x4",
     algorithm: Algorithm = "arg",
-    rate: Rate = 2000.0,
+    rate: Rate = 500.0,
     until: Until = 1e-6,
     values: Annotated[
         str,
