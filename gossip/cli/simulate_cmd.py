@@ -239,6 +239,7 @@ def _simulate_graph(
     show_progress: bool,
 ) -> _GraphRun:
     import numpy as np
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from gossip.params import gossip_params
@@ -258,6 +259,7 @@ def _simulate_graph(
         BarColumn(),
         TextColumn("{task.percentage:>3.0f}%"),
         TimeRemainingColumn(),
+        console=Console(stderr=True),
         disable=not show_progress,
         transient=True,
     ) as bar:
