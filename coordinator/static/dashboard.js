@@ -34,6 +34,7 @@
     return i === undefined || !gd.data ? 0 : gd.data[i].x.length;
   };
   dash.graphNodes = () => document.querySelectorAll("#graph-chart circle.node").length;
+  dash.rowsOnScreen = () => [...rowEls.values()].filter((el) => el.visible).length;
 
   let F = {};            // node field name -> position in a row
   let nodes = new Map(); // id -> row (array, NODE_FIELDS order)
@@ -247,19 +248,38 @@
     network.setValues(values, names);
   }
 
+  // Only rows on screen are kept current (a 225-row table shows ~25 at a time); a row that
+  // scrolls into view is brought up to date then.
+  const rowObserver = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      const id = Number(entry.target.dataset.node);
+      const el = rowEls.get(id);
+      if (!el || el.tr !== entry.target) continue;
+      el.visible = entry.isIntersecting;
+      if (el.visible && el.dirty) drawRow(id);
+    }
+  });
+
+  function newRow(id) {
+    const tr = document.createElement("tr");
+    tr.dataset.node = String(id);
+    const tds = [];
+    for (let i = 0; i < 12; i++) { const td = document.createElement("td"); tr.appendChild(td); tds.push(td); }
+    // Visible until the observer says otherwise, so the first drawing is never skipped.
+    const el = { tr: tr, tds: tds, visible: true, dirty: true };
+    rowEls.set(id, el);
+    rowObserver.observe(tr);
+    return el;
+  }
+
   function buildTable(snap) {
     const body = document.querySelector("#nodes-table tbody");
+    rowObserver.disconnect();
     body.textContent = "";
     rowEls = new Map();
     const ids = [...nodes.keys()].sort((a, b) => a - b);
     const frag = document.createDocumentFragment();
-    for (const id of ids) {
-      const tr = document.createElement("tr");
-      const tds = [];
-      for (let i = 0; i < 12; i++) { const td = document.createElement("td"); tr.appendChild(td); tds.push(td); }
-      frag.appendChild(tr);
-      rowEls.set(id, { tr: tr, tds: tds });
-    }
+    for (const id of ids) frag.appendChild(newRow(id).tr);
     body.appendChild(frag);
     for (const id of ids) drawRow(id);
     setText($("nodes-note"), `${ids.length} of ${snap.counters.expected} reporting`);
@@ -268,19 +288,19 @@
   function ensureRow(id) {
     if (rowEls.has(id)) return;
     // A node that reported after the snapshot: insert its row in id order.
-    const tr = document.createElement("tr");
-    const tds = [];
-    for (let i = 0; i < 12; i++) { const td = document.createElement("td"); tr.appendChild(td); tds.push(td); }
     const body = document.querySelector("#nodes-table tbody");
     const after = [...rowEls.keys()].filter((k) => k > id).sort((a, b) => a - b)[0];
-    body.insertBefore(tr, after === undefined ? null : rowEls.get(after).tr);
-    rowEls.set(id, { tr: tr, tds: tds });
+    const el = newRow(id);
+    body.insertBefore(el.tr, after === undefined ? null : rowEls.get(after).tr);
+    setText($("nodes-note"), `${rowEls.size} of ${dash.snapshot.counters.expected} reporting`);
   }
 
   function drawRow(id) {
     const row = nodes.get(id);
     const el = rowEls.get(id);
     if (!row || !el) return;
+    if (!el.visible) { el.dirty = true; return; }
+    el.dirty = false;
     const t = el.tds;
     setText(t[0], String(id));
     setText(t[1], row[F.name]);
@@ -471,7 +491,11 @@
   }
 
   // Ages change with the clock, not with messages: refresh them once a second.
-  setInterval(() => { for (const id of rowEls.keys()) drawAge(id); }, 1000);
+  setInterval(() => {
+    for (const [id, el] of rowEls) {
+      if (el.visible) drawAge(id); else el.dirty = true;
+    }
+  }, 1000);
 
   // ---- stream ------------------------------------------------------------------------------
 

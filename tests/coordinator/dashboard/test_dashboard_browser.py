@@ -118,3 +118,37 @@ async def test_page_passes_its_token_to_the_api(start_dashboard: Callable[..., A
             tab.page, "document.getElementById('state-badge').textContent === 'token required'"
         )
         assert await tab.page.evaluate("window.__dash.snapshots") == 0
+
+
+async def test_rows_off_screen_are_brought_up_to_date_when_scrolled_into_view(
+    start_dashboard: Callable[..., Any],
+) -> None:
+    need(CHROMIUM)
+    cluster = SyntheticCluster("grid:6x6", "arg", rate=300.0, run_id="scroll")
+    state = cluster.new_state()
+    cluster.feed(state)
+    served = await start_dashboard(state, interval=0.1)
+    async with chromium_tab(height=900) as tab:
+        page = tab.page
+        await page.goto(served.url)
+        await _wait_for(page, "window.__dash && window.__dash.graphNodes() === 36")
+        last = page.locator("#nodes-table tbody tr").last
+        assert not await last.is_visible() or not await last.evaluate(
+            "tr => { const r = tr.getBoundingClientRect(); return r.top < innerHeight; }"
+        )
+        await _wait_for(page, "window.__dash.rowsOnScreen() < 36")
+        seen = await page.evaluate("window.__dash.batches")
+        before = state.nodes[35].counters["served"]
+        await asyncio.sleep(1.0)
+        cluster.feed(state)  # new counters for every node, the last one included
+        assert state.nodes[35].counters["served"] != before  # ~2 s at 300/s: ~20 exchanges
+        await _wait_for(page, f"window.__dash.batches > {seen}")
+        await last.scroll_into_view_if_needed()
+        want = f"{state.nodes[35].counters['served']:,}"
+        await _wait_for(
+            page,
+            "document.querySelector('#nodes-table tbody tr:last-child')"
+            f".children[6].textContent === '{want}'",
+            timeout_s=10,
+        )
+        assert tab.errors() == []
