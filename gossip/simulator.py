@@ -136,7 +136,9 @@ def simulate(
         thread, every few thousand activations per run.
     workers : int, optional
         Worker processes; default: one per CPU for large jobs, none (in-process) for small ones.
-        The result does not depend on it.
+        The result does not depend on it. Workers are started with ``spawn``, which imports the
+        calling script: as with any use of multiprocessing, a script that calls ``simulate`` at
+        the top level must guard it with ``if __name__ == "__main__":`` (or pass ``workers=1``).
 
     Returns
     -------
