@@ -16,25 +16,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import pickle
 import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.dashboard.runs import Band
-from gossip.errors import ConfigError
+from coordinator.dashboard.runs import Band, RunArchive, RunRecord
+from coordinator.state import ClusterState
+from gossip.errors import ConfigError, GossipError
 from gossip.params import GossipParams
 from gossip.topology import Topology
 
-__all__ = ["BAND_EVENT_BUDGET", "band_grid", "compute_band", "simulate_band"]
+__all__ = ["BAND_EVENT_BUDGET", "BandKeeper", "band_grid", "compute_band", "simulate_band"]
 
 BAND_EVENT_BUDGET = 2_000_000
 """Most activations simulated for one band (over all runs): bounds its CPU cost."""
 
 _GRID_POINTS = 200
+_TIME_LIMIT = 300.0  # seconds before the band's child process is killed
+
+_log = logging.getLogger(__name__)
 
 
 def band_grid(theta: float, bound_factor: float, e0: float, eps: float) -> NDArray[np.float64]:
@@ -141,6 +149,89 @@ async def compute_band(
     if not isinstance(band, Band):
         raise ConfigError(f"band simulation returned {type(band).__name__}, not a Band")
     return band
+
+
+class BandKeeper:
+    """Start one band computation per live run, as soon as the run's parameters are known.
+
+    Bands are cached by (graph, parameters, initial values, eps), so a run repeated with the
+    same settings gets its band at once. :attr:`spawn` (set by the server to its TaskGroup's
+    ``create_task``) runs the computation; :attr:`on_ready` is told the run id when it is done.
+
+    Parameters
+    ----------
+    state : ClusterState
+        Read only.
+    archive : RunArchive
+        The live run's record receives the band and its status.
+    max_runs : int
+        Most simulated runs (fewer for long horizons, see :data:`BAND_EVENT_BUDGET`); 0: never.
+    """
+
+    def __init__(self, state: ClusterState, archive: RunArchive, max_runs: int) -> None:
+        self.state = state
+        self.archive = archive
+        self.max_runs = max_runs
+        self.spawn: Callable[[Awaitable[None], str], None] | None = None
+        self.on_ready: Callable[[str], None] | None = None
+        self._cache: dict[tuple[Any, ...], Band] = {}
+
+    def maybe_start(self) -> None:
+        """Start the live run's band if it is due and everything it needs is known."""
+        record = self.archive.live
+        state = self.state
+        if (
+            self.max_runs <= 0
+            or self.spawn is None
+            or record is None
+            or record.band_status != "off"
+            or state.topology is None
+            or state.params is None
+            or len(state.initial) != state.topology.n
+            or not record.e0
+            or record.theta is None
+            or record.bound_factor is None
+        ):
+            return
+        key = (state.graph, state.params, tuple(state.initial), state.eps)
+        cached = self._cache.get(key)
+        if cached is not None:
+            record.band, record.band_status = cached, "ready"
+            return
+        record.band_status = "pending"
+        grid = band_grid(record.theta, record.bound_factor, record.e0, state.eps)
+        runs = int(min(self.max_runs, max(8, BAND_EVENT_BUDGET // max(1.0, float(grid[-1])))))
+        initial = np.array(state.initial, dtype=np.float64)
+        if initial.shape[1] == 1:
+            initial = initial[:, 0]
+        self.spawn(
+            self._compute(record, key, state.topology, state.params, initial, grid, runs),
+            f"dashboard-band-{record.run_id}",
+        )
+
+    async def _compute(self, record: RunRecord, key: tuple[Any, ...], *args: Any) -> None:
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(_TIME_LIMIT):
+                band = await compute_band(*args)
+        except TimeoutError:
+            record.band_status = f"unavailable: the simulation took over {_TIME_LIMIT:.0f} s"
+            _log.warning("no simulator band for run %s: %s", record.run_id, record.band_status)
+            return
+        except (GossipError, OSError) as exc:
+            record.band_status = f"unavailable: {exc}"
+            _log.warning("no simulator band for run %s: %s", record.run_id, exc)
+            return
+        self._cache[key] = band
+        record.band, record.band_status = band, "ready"
+        _log.info(
+            "simulator band for run %s: %d runs in %.1f s",
+            record.run_id,
+            band.runs,
+            time.monotonic() - started,
+        )
+        if self.on_ready is not None:
+            self.on_ready(record.run_id)
 
 
 if __name__ == "__main__":

@@ -37,18 +37,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from coordinator.dashboard.band import BAND_EVENT_BUDGET, band_grid, compute_band
+from coordinator.dashboard.band import BandKeeper
 from coordinator.dashboard.feed import Client, Feed
 from coordinator.dashboard.layout import GraphLayout, graph_layout
 from coordinator.dashboard.metrics import make_registry
-from coordinator.dashboard.runs import Band, RunArchive, RunRecord
+from coordinator.dashboard.runs import RunArchive, RunRecord
 from coordinator.dashboard.views import NODE_FIELDS, cluster_counters, node_row, stale_after
 from coordinator.state import ClusterState
-from gossip.errors import ConfigError, GossipError
+from gossip.errors import ConfigError
 
 __all__ = ["STATIC_DIR", "Dashboard", "plotly_js_path", "serve"]
 
@@ -57,7 +56,6 @@ _log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 """The page's own files (HTML, JS, CSS), shipped as package data of ``coordinator``."""
 
-_BAND_TIME_LIMIT = 300.0  # seconds before the band's child process is killed
 _KEEPALIVE = 15.0  # seconds between SSE comments that keep proxies from closing the stream
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -107,13 +105,14 @@ class Dashboard:
     ) -> None:
         self.state = state
         self.token = token or None
-        self.band_runs = band_runs
         self.archive = RunArchive(runs_dir)
-        self.feed = Feed(state, self.archive, interval, on_tick=self._maybe_start_band)
+        self.bands = BandKeeper(state, self.archive, band_runs)
+        self.feed = Feed(state, self.archive, interval, on_tick=self.bands.maybe_start)
+        self.bands.on_ready = lambda run_id: self.feed.broadcast(
+            "band", json.dumps({"run_id": run_id})
+        )
         self.registry = make_registry(state, self._feed_figures)
         self._layout: tuple[str, GraphLayout] | None = None
-        self._bands: dict[tuple[Any, ...], Band] = {}
-        self._spawn: Callable[[Awaitable[None], str], None] | None = None
         self._plotly = plotly_js_path()
 
     # -- app -----------------------------------------------------------------------------------
@@ -304,63 +303,6 @@ class Dashboard:
     def _feed_figures(self) -> tuple[float | None, int, int]:
         return self.feed.rate_achieved, len(self.feed.clients), self.feed.batches_sent
 
-    # -- simulator band ------------------------------------------------------------------------
-
-    def _maybe_start_band(self) -> None:
-        record = self.archive.live
-        state = self.state
-        if (
-            self.band_runs <= 0
-            or self._spawn is None
-            or record is None
-            or record.band_status != "off"
-            or state.topology is None
-            or state.params is None
-            or len(state.initial) != state.topology.n
-            or not record.e0
-            or record.theta is None
-            or record.bound_factor is None
-        ):
-            return
-        key = (state.graph, state.params, tuple(state.initial), state.eps)
-        cached = self._bands.get(key)
-        if cached is not None:
-            record.band, record.band_status = cached, "ready"
-            return
-        record.band_status = "pending"
-        grid = band_grid(record.theta, record.bound_factor, record.e0, state.eps)
-        runs = int(min(self.band_runs, max(8, BAND_EVENT_BUDGET // max(1.0, float(grid[-1])))))
-        initial = np.array(state.initial, dtype=np.float64)
-        if initial.shape[1] == 1:
-            initial = initial[:, 0]
-        self._spawn(
-            self._band(record, key, state.topology, state.params, initial, grid, runs),
-            f"dashboard-band-{record.run_id}",
-        )
-
-    async def _band(self, record: RunRecord, key: tuple[Any, ...], *args: Any) -> None:
-        started = time.monotonic()
-        try:
-            async with asyncio.timeout(_BAND_TIME_LIMIT):
-                band = await compute_band(*args)
-        except TimeoutError:
-            record.band_status = f"unavailable: the simulation took over {_BAND_TIME_LIMIT:.0f} s"
-            _log.warning("no simulator band for run %s: %s", record.run_id, record.band_status)
-            return
-        except (GossipError, OSError) as exc:
-            record.band_status = f"unavailable: {exc}"
-            _log.warning("no simulator band for run %s: %s", record.run_id, exc)
-            return
-        self._bands[key] = band
-        record.band, record.band_status = band, "ready"
-        _log.info(
-            "simulator band for run %s: %d runs in %.1f s",
-            record.run_id,
-            band.runs,
-            time.monotonic() - started,
-        )
-        self.feed.broadcast("band", json.dumps({"run_id": record.run_id}))
-
     # -- lifetime ------------------------------------------------------------------------------
 
     async def run(
@@ -390,12 +332,12 @@ class Dashboard:
                 def spawn(coro: Awaitable[None], name: str) -> None:
                     tg.create_task(_awaited(coro), name=name)
 
-                self._spawn = spawn
+                self.bands.spawn = spawn
                 tg.create_task(self.feed.run(), name="dashboard-feed")
                 if on_ready is not None:
                     on_ready(url)
         finally:
-            self._spawn = None
+            self.bands.spawn = None
             self.archive.close(self.state)
             await runner.cleanup()
 
