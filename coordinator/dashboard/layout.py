@@ -23,7 +23,7 @@ class GraphLayout:
     Attributes
     ----------
     x, y : tuple of float
-        ``x[v], y[v]`` is node ``v``'s position, both in ``[0, 1]``.
+        ``x[v], y[v]`` is node ``v``'s position, both in ``[0, 1]``, y pointing up.
     edges : tuple of (int, int)
         Edge ``k`` is ``edges[k]``, the same order as ``Topology.edges`` (and its ``probs``).
     """
@@ -100,10 +100,13 @@ def _snake(n: int) -> dict[int, tuple[float, float]]:
 
 
 def _normalise(xs: list[float], ys: list[float]) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    # One common scale for both axes keeps the aspect ratio (a 3x15 grid stays long and thin).
+    # One common scale for both axes keeps the aspect ratio (a 3x15 grid stays long and thin);
+    # the shorter side is centred in the unit square.
     x0, y0 = min(xs), min(ys)
-    span = max(max(xs) - x0, max(ys) - y0) or 1.0
+    wide, high = max(xs) - x0, max(ys) - y0
+    span = max(wide, high) or 1.0
+    dx, dy = (1.0 - wide / span) / 2.0, (1.0 - high / span) / 2.0
     return (
-        tuple(round((x - x0) / span, 5) for x in xs),
-        tuple(round((y - y0) / span, 5) for y in ys),
+        tuple(round(dx + (x - x0) / span, 5) for x in xs),
+        tuple(round(dy + (y - y0) / span, 5) for y in ys),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from coordinator.dashboard.feed import Client, Feed, activity_levels
 from coordinator.dashboard.layout import graph_layout
@@ -109,6 +110,7 @@ def test_layouts_are_normalised_and_keep_grid_coordinates() -> None:
     assert grid.x[1] > grid.x[0]
     assert grid.y[1] == grid.y[0]
     assert grid.y[4] < grid.y[0]
+    assert (min(grid.y), max(grid.y)) == pytest.approx((1 / 6, 5 / 6), abs=1e-5)  # centred
     assert grid.x[4] == grid.x[0]
     for spec in ("line:30", "complete:10", "er:40:0.2:1", "star:8", "cycle:12"):
         topo = parse_topology(spec)
