@@ -62,6 +62,7 @@ __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
+_CONFIRM = 3  # fresh points in a row at or below eps before the run counts as converged
 _DIVERGED = 1e3  # an error this many times the initial one means the run has diverged
 _SNAPSHOTS_KEPT = 64  # reports kept per node to find a consistent cut
 
@@ -483,6 +484,7 @@ class Coordinator:
         period = self.config.metrics_period
         epoch = self.state.epoch or time.time()
         stop_reason = ""
+        below: list[ErrorPoint] = []
         while not stop_reason:
             await asyncio.sleep(period)
             if self._fresh_reports:
@@ -491,7 +493,16 @@ class Coordinator:
                 if evaluated is not None:
                     point, fresh = evaluated
                     was = self.state.reached
-                    self.state.record(point, may_reach=fresh)
+                    self.state.record(point, may_reach=False)
+                    # Reached only after _CONFIRM fresh points in a row at or below eps: one
+                    # estimate can dip below it (reports are not simultaneous; ARG's error is
+                    # not monotone); t_eps is the first of them.
+                    if fresh and point.error <= self.config.until:
+                        below.append(point)
+                        if len(below) >= _CONFIRM:
+                            self.state.mark_reached(below[0].t, below[0].wall)
+                    else:
+                        below.clear()
                     if fresh and self.state.phase == "running":
                         self._pace = (point.t, self.state.activations())
                     self.log.write(

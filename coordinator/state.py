@@ -409,6 +409,14 @@ class ClusterState:
             self.wall_eps = point.wall
         self.touch()
 
+    def mark_reached(self, t: float, wall: float) -> None:
+        """Record that ``eps`` was reached at common time ``t`` (Unix time ``wall``)."""
+        if not self.reached:
+            self.reached = True
+            self.t_eps = t
+            self.wall_eps = wall
+            self.touch()
+
     # -- derived values ------------------------------------------------------------------------
 
     @property
