@@ -3,9 +3,18 @@
 Modules
 -------
 state
-    :class:`~coordinator.state.ClusterState`, the in-process view the dashboard serves.
-broker
-    The embedded MQTT broker of ``gossip up`` (a ``mosquitto`` process, or in-process amqtt).
+    :class:`~coordinator.state.ClusterState`, the in-process view the dashboard serves (C4).
+registry, registrar
+    Registration as a sans-IO state machine, and the ZeroMQ ROUTER that drives it (C2).
+metrics, agreement
+    The error and mass drift from node reports (consistent cut, mixed to a common t), and the
+    comparison of a run's error curve with the simulator's band.
+mqtt_link, runlog
+    The coordinator's MQTT connection (C3) and its metrics / summary files.
+service
+    :class:`~coordinator.service.Coordinator`: ``gossip coordinator``.
+broker, procs, launcher
+    The embedded broker, child processes that never outlive their parent, and ``gossip up``.
 """
 
 __all__: list[str] = []
