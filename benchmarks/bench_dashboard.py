@@ -80,16 +80,19 @@ async def _publish(
     hz: float,
     stop: asyncio.Event,
     sent: list[int],
+    ids: list[int],
 ) -> None:
-    """Publish every node's report ``hz`` times a second until ``stop``; count in ``sent[0]``."""
+    """Publish the reports of nodes ``ids`` ``hz`` times a second until ``stop``.
+
+    The count goes to ``sent[0]``.
+    """
     period = 1.0 / hz
-    n = cluster.topology.n
     async with aiomqtt.Client(host, port, max_queued_outgoing_messages=100_000) as client:
         next_round = time.monotonic()
         while not stop.is_set():
             wall = time.time()
             cluster.advance(max(cluster.t, cluster.rate * (wall - cluster.epoch)))
-            for node in range(n):
+            for node in ids:
                 payload = cluster.report(node, time.time())
                 await client.publish(f"{prefix}/node/{node}/state", json.dumps(payload), qos=0)
                 sent[0] += 1
@@ -105,10 +108,14 @@ async def _publisher_main(args: argparse.Namespace) -> None:
     """
     cluster = SyntheticCluster(args.graph, "arg", rate=args.rate)
     ctx = zmq.asyncio.Context()
+    # This shard's share of the nodes; the coordinator gives ids in order of arrival, and each
+    # shard reports for the ids it was given (the values come from one shared seeded process).
+    mine = range(args.shard, cluster.topology.n, args.shards)
     boots = await asyncio.gather(
-        *(_register(ctx, args.bind, f"bench-{k}", 20000 + k) for k in range(cluster.topology.n))
+        *(_register(ctx, args.bind, f"bench-{k}", 20000 + k) for k in mine)
     )
     ctx.destroy(0)
+    ids = sorted(b.node_id for b in boots)
     cluster.epoch, cluster.rate = boots[0].epoch, boots[0].rate
     sent = [0]
     stop = asyncio.Event()
@@ -122,7 +129,7 @@ async def _publisher_main(args: argparse.Namespace) -> None:
         tg.create_task(tell(), name="tell")
         prefix = f"gossip/{boots[0].cluster}"
         tg.create_task(
-            _publish(cluster, args.broker_host, args.broker_port, prefix, args.hz, stop, sent),
+            _publish(cluster, args.broker_host, args.broker_port, prefix, args.hz, stop, sent, ids),
             name="publish",
         )
 
@@ -143,29 +150,36 @@ async def _phase(
     if dashboard:
         argv += ["--dashboard-port", str(port)]
     proc = await spawn(argv, log=workdir / f"coordinator-{dashboard}.log")
-    publisher_argv = [
-        sys.executable, __file__, "publish", "--bind", bind, "--broker-host", broker.host,
-        "--broker-port", str(broker.port), "--graph", args.graph, "--hz", str(args.hz),
-        "--rate", str(args.rate),
-    ]  # fmt: skip
-    publisher = await spawn(
-        publisher_argv, log=workdir / f"publisher-{dashboard}.log", stdout_pipe=True
-    )
-    sent = [0]
+    # Several publisher processes: one Python process cannot publish 2,250 reports a second
+    # on a loaded 2-core machine.
+    publishers = []
+    for shard in range(args.shards):
+        publisher_argv = [
+            sys.executable, __file__, "publish", "--bind", bind, "--broker-host", broker.host,
+            "--broker-port", str(broker.port), "--graph", args.graph, "--hz", str(args.hz),
+            "--rate", str(args.rate), "--shard", str(shard), "--shards", str(args.shards),
+        ]  # fmt: skip
+        log = workdir / f"publisher-{dashboard}-{shard}.log"
+        publishers.append(await spawn(publisher_argv, log=log, stdout_pipe=True))
+    counts = [0] * args.shards
+    sent = _Total(counts)
 
-    async def count() -> None:
+    async def count(shard: int, publisher: asyncio.subprocess.Process) -> None:
         assert publisher.stdout is not None
         async for line in publisher.stdout:
             words = line.split()
             if len(words) == 2 and words[0] == b"sent":
-                sent[0] = int(words[1])
+                counts[shard] = int(words[1])
 
     result: dict[str, Any] = {"dashboard": dashboard}
-    counter = asyncio.create_task(count(), name="count-reports")
+    counters = [
+        asyncio.create_task(count(k, p), name=f"count-reports-{k}")
+        for k, p in enumerate(publishers)
+    ]
     try:
-        while sent[0] == 0:  # registered, bootstrapped and publishing
-            if publisher.returncode is not None:
-                raise SystemExit(f"the publisher exited; see {workdir}/publisher-*.log")
+        while min(counts) == 0:  # registered, bootstrapped and publishing
+            if any(p.returncode is not None for p in publishers):
+                raise SystemExit(f"a publisher exited; see {workdir}/publisher-*.log")
             await asyncio.sleep(0.2)
         coordinator = psutil.Process(proc.pid)
         if dashboard:
@@ -175,15 +189,27 @@ async def _phase(
             await asyncio.sleep(args.warmup)
             result.update(await _measure_cpu(coordinator, args.seconds, sent))
     finally:
-        await stop_process(publisher)
+        for p in publishers:
+            await stop_process(p)
         await stop_process(proc)
-        counter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await counter
+        for task in counters:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     return result
 
 
-async def _measure_cpu(process: psutil.Process, seconds: float, sent: list[int]) -> dict[str, Any]:
+class _Total:
+    """``sent[0]``: the sum of the publishers' counts, read like the one-process counter."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.counts = counts
+
+    def __getitem__(self, index: int) -> int:
+        return sum(self.counts)
+
+
+async def _measure_cpu(process: psutil.Process, seconds: float, sent: Any) -> dict[str, Any]:
     before, sent_before = process.cpu_times(), sent[0]
     started = time.monotonic()
     await asyncio.sleep(seconds)
@@ -194,7 +220,7 @@ async def _measure_cpu(process: psutil.Process, seconds: float, sent: list[int])
 
 
 async def _with_browser(
-    args: argparse.Namespace, url: str, coordinator: psutil.Process, sent: list[int]
+    args: argparse.Namespace, url: str, coordinator: psutil.Process, sent: Any
 ) -> dict[str, Any]:
     from playwright.async_api import async_playwright
 
@@ -302,6 +328,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bind", help="publish mode: the coordinator's registration address")
     parser.add_argument("--broker-host", default="127.0.0.1")
     parser.add_argument("--broker-port", type=int, default=1883)
+    parser.add_argument("--shards", type=int, default=2, help="publisher processes")
+    parser.add_argument("--shard", type=int, default=0, help="publish mode: this one's index")
     parser.add_argument("--graph", default="grid:15x15")
     parser.add_argument("--hz", type=float, default=10.0, help="reports per node per second")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per phase")
