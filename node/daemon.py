@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from gossip.errors import GossipError
 from gossip.exchange import Exchanger, Link, TimeBase
 from gossip.ledger import Ledger
 from gossip.wire import Bootstrap, Register
@@ -323,10 +324,36 @@ async def run_node(config: NodeConfig) -> int:
             loop.remove_signal_handler(sig)
 
 
+def _first_error(group: BaseExceptionGroup[BaseException]) -> GossipError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, GossipError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_error(exc)
+            if found is not None:
+                return found
+    return None
+
+
 def run_node_sync(config: NodeConfig) -> int:
-    """Run :func:`run_node` in a new event loop (uvloop if installed); return its exit code."""
+    """Run :func:`run_node` in a new event loop (uvloop if installed); return its exit code.
+
+    Raises
+    ------
+    GossipError
+        As :func:`run_node`; taken out of the task group's ExceptionGroup, so that the command
+        line reports it in one line.
+    """
     try:
         import uvloop  # type: ignore[import-not-found]
+
+        runner: Callable[[Coroutine[Any, Any, int]], int] = uvloop.run
     except ImportError:
-        return asyncio.run(run_node(config))
-    return int(uvloop.run(run_node(config)))
+        runner = asyncio.run
+    try:
+        return int(runner(run_node(config)))
+    except BaseExceptionGroup as group:
+        first = _first_error(group)
+        if first is None:
+            raise
+        raise first from None

@@ -49,13 +49,13 @@ async def run_cluster(
     ids=["clean", "faults"],
 )
 async def test_cluster_reaches_the_exact_average_with_mass_conserved(faults: FaultSpec) -> None:
-    nodes, values = await run_cluster("cycle:8", "arg", rate=400.0, seconds=2.5, faults=faults)
+    nodes, values = await run_cluster("cycle:8", "arg", rate=200.0, seconds=3.0, faults=faults)
     reports = [node.final for node in nodes]
     assert all(r is not None and r["final"] for r in reports)
     final = [r for r in reports if r is not None]
     eta = nodes[0].boot.eta
     t, x = common_time(final, eta)
-    assert t > 500  # about 400 activations per second for 2.5 s
+    assert t > 500  # about 200 activations per second for 3 s
     mean = values.mean(axis=0)
     total_initial = np.abs(values).sum()
     assert abs(x.sum() - values.sum()) <= 1e-9 * total_initial  # mass, 1e-9 relative
@@ -67,7 +67,7 @@ async def test_cluster_reaches_the_exact_average_with_mass_conserved(faults: Fau
     served = sum(c["served"] for c in counters)
     failed = sum(c["failed"] for c in counters)
     ticks = initiated + sum(c["skipped"] for c in counters)
-    assert ticks > 0.8 * 400.0 * 2.5  # the clocks ran at the asked rate while gossiping
+    assert ticks > 0.8 * 200.0 * 3.0  # the clocks ran at the asked rate while gossiping
     assert served == initiated - failed
     assert sum(c["rejected"] for c in counters) == 0
     if faults.active:
