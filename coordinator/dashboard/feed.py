@@ -10,7 +10,9 @@ default), and :meth:`Feed.tick` compares the state with what it has already sent
 * the new error-history points of the live run (through :class:`RunArchive`);
 * the nodes whose report count changed since the last tick (one compact row each);
 * the edges' activity levels, when any level changed;
-* the cluster counters and the summary (small, always sent).
+* the cluster counters and the summary (small, always sent);
+* the publish (``walls``) and arrival (``arrivals``) times of the oldest and newest report in
+  the batch, from which the page measures the update latency.
 
 That batch is serialised to JSON once and queued for every connected tab. A tab that falls
 behind (its queue is full) is told to reload instead of being fed an ever-growing backlog.
@@ -157,15 +159,17 @@ class Feed:
         if reset:
             self._reports.clear()
         changed = []
-        oldest: float | None = None
-        newest: float | None = None
+        # Publish times (the reports' own wall) and arrival times at the coordinator of the
+        # oldest and newest report in the batch: the page measures its latency from both.
+        walls: list[float] = []
+        arrivals: list[float] = []
         for node_id, view in state.nodes.items():
             if self._reports.get(node_id) != view.reports:
                 self._reports[node_id] = view.reports
                 changed.append(node_row(view))
                 if view.wall > 0:
-                    oldest = view.wall if oldest is None else min(oldest, view.wall)
-                    newest = view.wall if newest is None else max(newest, view.wall)
+                    walls.append(view.wall)
+                    arrivals.append(view.received)
         live = self.archive.live
         batch: dict[str, Any] = {
             "seq": self.seq,
@@ -175,7 +179,8 @@ class Feed:
             "counters": cluster_counters(state, now, self.rate_achieved),
             "points": [[_num(p[0]), _num(p[1])] for p in points],
             "nodes": changed,
-            "walls": [oldest, newest],
+            "walls": [min(walls), max(walls)] if walls else [None, None],
+            "arrivals": [min(arrivals), max(arrivals)] if arrivals else [None, None],
         }
         if levels_changed or reset:
             batch["edges"] = self._levels

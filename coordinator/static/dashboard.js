@@ -417,7 +417,7 @@
     newIds.forEach(ensureRow);
     if (batch.edges) p.edges = batch.edges;
     p.counters = [batch.summary, batch.counters];
-    if (batch.walls[1] !== null) p.walls.push(batch.walls);
+    if (batch.walls[1] !== null) p.walls.push([...batch.walls, ...batch.arrivals]);
     requestAnimationFrame(draw);
   }
 
@@ -481,8 +481,10 @@
     // the browser has painted (the next frame), against the server's clock.
     requestAnimationFrame(() => {
       const now = serverNow();
-      for (const [oldest, newest] of p.walls) {
-        dash.latency.push({ newest: now - newest, oldest: now - oldest });
+      for (const [oldest, newest, oldestIn, newestIn] of p.walls) {
+        // From publish to paint, and the dashboard's own part: from arrival at the coordinator.
+        dash.latency.push({ newest: now - newest, oldest: now - oldest,
+          newestServed: now - newestIn, oldestServed: now - oldestIn });
       }
       if (dash.latency.length > 20000) dash.latency.splice(0, 10000);
       dash.renderMs.push(took);

@@ -32,6 +32,7 @@ def test_a_batch_holds_only_new_points_and_changed_nodes(cluster: SyntheticClust
     assert sorted(row[ids] for row in second["nodes"]) == [3, 7]
     assert second["points"] == []
     assert second["walls"] == [cluster.epoch + 0.6, cluster.epoch + 0.6]
+    assert second["arrivals"] == [state.nodes[3].received, state.nodes[3].received]
     assert second["seq"] == first["seq"] + 1
 
     cluster.feed(state, wall=cluster.epoch + 1.0)
