@@ -393,7 +393,13 @@
   // ---- live batches ------------------------------------------------------------------------
 
   function applyBatch(batch) {
-    if (!dash.snapshot || loading) { waiting.push(batch); return; }
+    if (!dash.snapshot || loading) {
+      waiting.push(batch);
+      // Without a snapshot for long (server restarting), keep only the latest few: the
+      // snapshot that ends the wait holds everything older anyway.
+      if (waiting.length > 64) waiting.splice(0, waiting.length - 64);
+      return;
+    }
     if (batch.seq <= dash.seq) return;
     if (batch.seq !== dash.seq + 1 || batch.run !== liveRun) {
       // A gap (missed batches) or another run: only a snapshot is trustworthy now.
