@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import importlib.util
 import json
 import logging
 import math
@@ -68,9 +69,11 @@ def plotly_js_path() -> Path:
     ConfigError
         If the plotly package has no bundled plotly.js (a broken or unusual installation).
     """
-    import plotly
-
-    path = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    # Located without importing plotly: its Python side is not needed, only the bundled file.
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the plotly package is not installed (pip install plotly)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
     if not path.is_file():
         raise ConfigError(
             f"plotly.js not found at {path}; reinstall the plotly package (pip install plotly)"
