@@ -27,6 +27,11 @@ Rules for the bad days:
   it stays pending until a reply or a :class:`~gossip.wire.Nack` settles it. While one of an
   edge's exchanges is being retried, that edge's ticks at v are skipped (and counted), so a
   dead peer does not pile up pending exchanges.
+* Back-pressure: a tick is also skipped (and counted) while ``max_in_flight`` exchanges that
+  v started on that edge are pending (default 1). At normal latency this almost never
+  happens (an edge ticks every few tens of milliseconds at each end, a round trip takes a
+  fraction of one); on an overloaded machine it keeps queues, and so the staleness of the
+  values exchanged, from growing without bound, which accelerated gossip does not survive.
 * A closed server (its node is stopping) still answers cached exchanges, but answers new ones
   with a Nack: "not applied, and never will be". The initiator then drops the exchange.
 * Nothing from a peer changes the state unless it passes :func:`gossip.wire.decode` and comes
@@ -186,7 +191,7 @@ class Counters:
     failed: int = 0  # exchanges abandoned (nacked, or unresolved when stopping)
     rejected: int = 0  # frames refused: malformed, wrong version, unknown peer, bad value
     duplicates: int = 0  # repeated requests or replies, answered or ignored, never re-applied
-    skipped: int = 0  # clock ticks skipped while an exchange on that edge was being retried
+    skipped: int = 0  # clock ticks skipped: the edge busy (retrying, in flight), closed
 
     def as_dict(self) -> dict[str, int]:
         """Return the counters as a plain dict."""
@@ -242,6 +247,8 @@ class Exchanger:
         Largest accepted gap, in seconds, between a peer's time in a message and ours.
     recover : bool
         Start by recovering the ledger from the neighbours (a restarted node).
+    max_in_flight : int or None
+        Most exchanges started by this node and pending on one edge; ``None``: no limit.
     """
 
     def __init__(
@@ -256,6 +263,7 @@ class Exchanger:
         max_timeout: float = 2.0,
         max_skew: float = 60.0,
         recover: bool = False,
+        max_in_flight: int | None = 1,
     ):
         if sorted(link.edge for link in links) != sorted(ledger.edges):
             raise ConfigError(
@@ -275,6 +283,9 @@ class Exchanger:
         self.timeout = float(timeout)
         self.max_timeout = float(max_timeout)
         self.max_skew_t = float(max_skew) * timebase.rate
+        if max_in_flight is not None and max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be >= 1 or None, got {max_in_flight!r}")
+        self.max_in_flight = max_in_flight
         self.counters = Counters()
         self.open = True
         self._edges = {link.edge: _EdgeState(link, recovered=not recover) for link in links}
@@ -322,10 +333,16 @@ class Exchanger:
         """Start an exchange on ``edge`` (its clock ticked at this end) and return the request.
 
         Returns ``None`` (and counts a skipped tick) while an exchange on that edge is being
-        retried, while recovering, or once closed.
+        retried, while ``max_in_flight`` are pending on it, while recovering, or once closed.
         """
         state = self._edges[edge]
-        if state.retrying or not self.open or self.recovering:
+        limit = self.max_in_flight
+        if (
+            state.retrying
+            or (limit is not None and len(state.pending) >= limit)
+            or not self.open
+            or self._unrecovered
+        ):
             self.counters.skipped += 1
             return None
         t, x, z = self.state(now)

@@ -68,6 +68,9 @@ class NodeConfig:
         Give up waiting for the bootstrap after this many seconds (``None``: wait forever).
     seed : int or None
         Seed of the node's Poisson clocks and fault injection (``None``: from the OS).
+    max_in_flight : int or None
+        Most exchanges this node started that may be pending on one edge (``None``: no
+        limit); further ticks of that edge are skipped (back-pressure).
     """
 
     coordinator: str
@@ -83,6 +86,7 @@ class NodeConfig:
     register_every: float = 2.0
     register_timeout: float | None = None
     seed: int | None = None
+    max_in_flight: int | None = 1
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):
@@ -100,6 +104,10 @@ class NodeConfig:
             value = getattr(self, key)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{key} must be >= 0 seconds, got {value!r}")
+        if self.max_in_flight is not None and self.max_in_flight < 1:
+            raise ConfigError(
+                f"--max-in-flight must be >= 1 (or 0 for no limit), got {self.max_in_flight}"
+            )
         if self.max_timeout < self.timeout:
             raise ConfigError(
                 f"max_timeout ({self.max_timeout}) must be >= timeout ({self.timeout})"

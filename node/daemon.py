@@ -69,6 +69,8 @@ class Node:
         Seed of the Poisson clock.
     recover : bool or None
         Rebuild the ledger from the neighbours first; default: when started after the epoch.
+    max_in_flight : int or None
+        Back-pressure: see :class:`gossip.exchange.Exchanger`.
     clock : callable() -> float
         Unix time in seconds.
     """
@@ -85,6 +87,7 @@ class Node:
         linger: float = 2.0,
         seed: int | None = None,
         recover: bool | None = None,
+        max_in_flight: int | None = 1,
         clock: Callable[[], float] = time.time,
     ):
         self.boot = boot
@@ -107,6 +110,7 @@ class Node:
             timeout=timeout,
             max_timeout=max_timeout,
             recover=recover,
+            max_in_flight=max_in_flight,
         )
         self.ticks = PoissonClock(links, np.random.default_rng(seed))
         self.stop_requested = asyncio.Event()
@@ -300,6 +304,7 @@ async def run_node(config: NodeConfig) -> int:
                 drain=config.drain,
                 linger=config.linger,
                 seed=config.seed,
+                max_in_flight=config.max_in_flight,
             )
             node.stop_requested = stop
             broker = parse_broker(boot.broker)

@@ -83,6 +83,14 @@ def node(
             help="Give up waiting for the coordinator after this many seconds (default: never).",
         ),
     ] = None,
+    max_in_flight: Annotated[
+        int,
+        typer.Option(
+            envvar="GOSSIP_MAX_IN_FLIGHT",
+            help="Back-pressure: skip an edge's tick while this many exchanges started on it "
+            "are pending (0: no limit).",
+        ),
+    ] = 1,
     seed: Annotated[
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
@@ -123,6 +131,7 @@ def node(
             linger=linger,
             register_timeout=register_timeout,
             seed=seed,
+            max_in_flight=max_in_flight or None,
             name=name or default_node_name(),
         )
         code = run_node_sync(config)

@@ -50,7 +50,12 @@ class Net:
 
     @classmethod
     def build(
-        cls, spec: str = "line:5", algorithm: str = "arg", dim: int = 1, seed: int = 0
+        cls,
+        spec: str = "line:5",
+        algorithm: str = "arg",
+        dim: int = 1,
+        seed: int = 0,
+        max_in_flight: int | None = None,
     ) -> Net:
         topo = parse_topology(spec)
         q = graph_quantities(topo)
@@ -62,7 +67,9 @@ class Net:
         for v in range(topo.n):
             links = [Link(e, peer, float(topo.probs[e])) for e, peer in topo.incident(v)]
             ledger = Ledger(initial[v], [link.edge for link in links], eta=params.eta)
-            nodes[v] = Exchanger(v, links, ledger, params.c, timebase, timeout=1.0)
+            nodes[v] = Exchanger(
+                v, links, ledger, params.c, timebase, timeout=1.0, max_in_flight=max_in_flight
+            )
         return cls(topo, nodes, initial)
 
     def tick(self, node: int, which: int) -> None:
@@ -127,12 +134,17 @@ ops = st.lists(
 )
 
 
-@given(ops, st.sampled_from(["line:4", "cycle:5", "star:4"]), st.sampled_from(["arg", "rg"]))
+@given(
+    ops,
+    st.sampled_from(["line:4", "cycle:5", "star:4"]),
+    st.sampled_from(["arg", "rg"]),
+    st.sampled_from([None, 1, 2]),
+)
 @settings(max_examples=150, deadline=None)
 def test_any_interleaving_with_drops_and_duplicates_conserves_mass(
-    script: list[tuple[str, int, int]], spec: str, algorithm: str
+    script: list[tuple[str, int, int]], spec: str, algorithm: str, max_in_flight: int | None
 ) -> None:
-    net = Net.build(spec, algorithm, dim=2)
+    net = Net.build(spec, algorithm, dim=2, max_in_flight=max_in_flight)
     for op, a, b in script:
         if op == "tick":
             net.tick(a % net.topo.n, b)
@@ -191,11 +203,31 @@ def test_transition_tables_cover_every_case() -> None:
     assert set(SERVER_ACTIONS) == set(itertools.product([True, False], ServerCase))
 
 
-def pair(timeout: float = 1.0) -> tuple[Exchanger, Exchanger]:
+def pair(timeout: float = 1.0, max_in_flight: int | None = None) -> tuple[Exchanger, Exchanger]:
     timebase = TimeBase(epoch=100.0, rate=2.0)
-    a = Exchanger(0, [Link(0, 1, 1.0)], Ledger([1.0], [0], eta=0.1), 0.5, timebase, timeout=timeout)
-    b = Exchanger(1, [Link(0, 0, 1.0)], Ledger([0.0], [0], eta=0.1), 0.5, timebase, timeout=timeout)
+    a, b = (
+        Exchanger(
+            v,
+            [Link(0, 1 - v, 1.0)],
+            Ledger([1.0 - v], [0], eta=0.1),
+            0.5,
+            timebase,
+            timeout=timeout,
+            max_in_flight=max_in_flight,
+        )
+        for v in (0, 1)
+    )
     return a, b
+
+
+def test_back_pressure_skips_ticks_while_the_edge_is_busy() -> None:
+    a, b = pair(max_in_flight=1)
+    first = a.initiate(0, now=101.0)
+    assert first is not None
+    assert a.initiate(0, now=101.1) is None  # one already in flight on this edge
+    assert a.counters.skipped == 1
+    a.receive(b.receive(first.frame, now=101.2) or b"", now=101.3)
+    assert a.initiate(0, now=101.4) is not None
 
 
 def test_a_repeated_request_is_answered_from_the_cache_and_applied_once() -> None:
