@@ -16,4 +16,16 @@ if [ "${1:-}" = node ] && [ -z "${GOSSIP_NAME:-}" ]; then
   esac
   export GOSSIP_NAME
 fi
+# A node advertises the address of its interface toward the coordinator, found from the
+# coordinator's address: wait (up to 5 minutes) until the coordinator's name resolves, which on
+# a Swarm is only once its task runs. Without it the node would advertise its bare hostname.
+if [ "${1:-}" = node ] && [ -z "${GOSSIP_ADVERTISE:-}" ] && [ -n "${GOSSIP_COORDINATOR:-}" ]; then
+  host=${GOSSIP_COORDINATOR#*://}
+  host=${host%:*}
+  tries=0
+  until getent hosts "$host" >/dev/null 2>&1 || [ "$tries" -ge 300 ]; do
+    tries=$((tries + 1))
+    sleep 1
+  done
+fi
 exec gossip "$@"

@@ -171,8 +171,11 @@ if [ "$role" = node ]; then
   esac
   if [ -z "$advertise" ]; then
     # The source address of the route to the coordinator is the one the other Pis can reach.
-    advertise=$(ip -4 route get "$(getent ahostsv4 "$coord_host" | awk 'NR==1{print $1}')" \
-      2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "src") print $(i + 1)}')
+    if command -v ip >/dev/null; then
+      coord_ip=$(getent ahostsv4 "$coord_host" | awk 'NR==1{print $1}' || true)
+      advertise=$(ip -4 route get "${coord_ip:-$coord_host}" 2>/dev/null \
+        | awk '{for (i = 1; i < NF; i++) if ($i == "src") print $(i + 1)}' || true)
+    fi
     [ -n "$advertise" ] || advertise=$(hostname -I | cut -d' ' -f1)
   fi
   [ -n "$ntp_server" ] || ntp_server=$coord_host
@@ -191,7 +194,10 @@ else
     *) broker_url="mqtt://$broker:1883" ;;
   esac
   if [ -n "$mqtt_password" ]; then
-    broker_url="mqtt://gossip:$mqtt_password@${broker_url#mqtt://}"
+    # Percent-encoded: the password may hold characters a URL cannot (the clients decode it).
+    encoded=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' \
+      "$mqtt_password")
+    broker_url="mqtt://gossip:$encoded@${broker_url#mqtt://}"
   fi
   {
     echo "# gossip coordinator settings (install.sh); each GOSSIP_X is the option --x of"
@@ -204,6 +210,8 @@ else
     echo "GOSSIP_UNTIL=$until"
     echo "GOSSIP_BROKER=$broker_url"
     echo "GOSSIP_BIND=tcp://0.0.0.0:5555"
+    # Pis come up one by one: wait for the last one for up to an hour.
+    echo "GOSSIP_REGISTER_TIMEOUT=3600"
     echo "GOSSIP_DASHBOARD_PORT=$dashboard_port"
     echo "GOSSIP_DASHBOARD_HOST=0.0.0.0"
     [ -n "$dashboard_token" ] && echo "GOSSIP_DASHBOARD_TOKEN=$dashboard_token"

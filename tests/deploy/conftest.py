@@ -82,7 +82,7 @@ def compose_project(
             "GOSSIP_IMAGE": gossip_image,
             # No registry here: the bootstrapped base has mosquitto and mosquitto_passwd.
             "GOSSIP_MOSQUITTO_IMAGE": BASE_IMAGE,
-            "GOSSIP_DASHBOARD_PUBLISH": f"127.0.0.1:{free_port()}",
+            "GOSSIP_DASHBOARD_PUBLISH": str(free_port()),
         },
     )
     failed_before = request.session.testsfailed

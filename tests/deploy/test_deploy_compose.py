@@ -25,7 +25,7 @@ EPS = 1e-6
 
 
 def _dashboard(project: ComposeProject) -> str:
-    return "http://" + project.env["GOSSIP_DASHBOARD_PUBLISH"]
+    return "http://127.0.0.1:" + project.env["GOSSIP_DASHBOARD_PUBLISH"]
 
 
 def _configure(project: ComposeProject, rate: float) -> None:

@@ -1,0 +1,88 @@
+"""docker-compose.yml as a stack file: `docker stack deploy` on a single-node Swarm.
+
+The same file that Compose runs must deploy on a Swarm (overlay network, replicas, the
+dashboard published through the routing mesh) and run to eps. One host only: the overlay
+network spans nothing here, but the file, the templates and the service wiring are the ones a
+multi-host Swarm uses.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from deploy_helpers import BASE_IMAGE, ROOT, free_port, get_json, poll, run
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
+
+N = 4
+
+
+@pytest.fixture
+def swarm(docker_client: Any) -> Iterator[None]:
+    """A single-node Swarm on this engine: initialised here (and left after) if need be."""
+    state = docker_client.info()["Swarm"]["LocalNodeState"]
+    joined_here = False
+    if state != "active":
+        init = subprocess.run(
+            ["docker", "swarm", "init", "--advertise-addr", "127.0.0.1"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if init.returncode != 0:
+            pytest.fail(f"this engine cannot start a Swarm: {init.stderr.strip()}")
+        joined_here = True
+    try:
+        yield
+    finally:
+        if joined_here:
+            run(["docker", "swarm", "leave", "--force"], timeout=120)
+
+
+def test_the_compose_file_deploys_as_a_stack_and_reaches_eps(
+    docker_client: Any, gossip_image: str, swarm: None
+) -> None:
+    stack = f"gossipstack{os.getpid()}"
+    port = free_port()
+    env = {
+        **os.environ,
+        "GOSSIP_IMAGE": gossip_image,
+        "GOSSIP_MOSQUITTO_IMAGE": BASE_IMAGE,
+        "GOSSIP_GRAPH": f"cycle:{N}",
+        "GOSSIP_NODES": str(N),
+        "GOSSIP_RATE": "500",
+        "GOSSIP_DASHBOARD_PUBLISH": str(port),
+    }
+    label = {"label": f"com.docker.stack.namespace={stack}"}
+    run(["docker", "stack", "deploy", "-c", str(ROOT / "docker-compose.yml"), stack], env=env)
+    try:
+        node_service = docker_client.services.get(f"{stack}_node")
+        assert node_service.attrs["Spec"]["Mode"]["Replicated"]["Replicas"] == N
+        network = docker_client.networks.get(f"{stack}_gossip")
+        assert network.attrs["Driver"] == "overlay"
+
+        def final() -> Any:
+            state = get_json(f"http://127.0.0.1:{port}/api/state")
+            return state if state.get("final") is not None else None
+
+        state = poll("the stack's run to end", final, timeout=420, every=1.0)
+        assert state["summary"]["reached"], state["summary"]
+        assert state["final"]["complete"]
+        assert state["final"]["mass_drift_rel"] < 1e-9
+        # Swarm names the nodes by task slot (deploy/entrypoint.sh): node-1 ... node-N.
+        assert sorted(state["registered"]) == [f"node-{i}" for i in range(1, N + 1)]
+    finally:
+        subprocess.run(["docker", "stack", "rm", stack], capture_output=True, timeout=120)
+
+        def gone() -> bool:
+            left = docker_client.containers.list(all=True, filters=label)
+            nets = docker_client.networks.list(filters=label)
+            return not left and not nets
+
+        poll("the stack's containers and network to go", gone, timeout=120, every=1.0)
+        time.sleep(1.0)
