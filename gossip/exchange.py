@@ -27,11 +27,11 @@ Rules for the bad days:
   it stays pending until a reply or a :class:`~gossip.wire.Nack` settles it. While one of an
   edge's exchanges is being retried, that edge's ticks at v are skipped (and counted), so a
   dead peer does not pile up pending exchanges.
-* Back-pressure: a tick is also skipped (and counted) while ``max_in_flight`` exchanges that
-  v started on that edge are pending (default 1). At normal latency this almost never
-  happens (an edge ticks every few tens of milliseconds at each end, a round trip takes a
-  fraction of one); on an overloaded machine it keeps queues, and so the staleness of the
-  values exchanged, from growing without bound, which accelerated gossip does not survive.
+* Optional back-pressure: a tick is also skipped (and counted) while ``max_in_flight``
+  exchanges that v started on that edge are pending (default: no limit). It bounds queues on
+  an overloaded machine, but a skipped tick thins the edge's Poisson clock, and accelerated
+  gossip run at fewer activations than its ``eta`` assumes is what the paper's misprinted
+  ``eta`` does: it diverges. So by default every tick starts an exchange.
 * A closed server (its node is stopping) still answers cached exchanges, but answers new ones
   with a Nack: "not applied, and never will be". The initiator then drops the exchange.
 * Nothing from a peer changes the state unless it passes :func:`gossip.wire.decode` and comes
@@ -263,7 +263,7 @@ class Exchanger:
         max_timeout: float = 2.0,
         max_skew: float = 60.0,
         recover: bool = False,
-        max_in_flight: int | None = 1,
+        max_in_flight: int | None = None,
     ):
         if sorted(link.edge for link in links) != sorted(ledger.edges):
             raise ConfigError(

@@ -69,8 +69,8 @@ class NodeConfig:
     seed : int or None
         Seed of the node's Poisson clocks and fault injection (``None``: from the OS).
     max_in_flight : int or None
-        Most exchanges this node started that may be pending on one edge (``None``: no
-        limit); further ticks of that edge are skipped (back-pressure).
+        Most exchanges this node started that may be pending on one edge (``None``, the
+        default: no limit); further ticks of that edge are skipped (back-pressure).
     """
 
     coordinator: str
@@ -86,7 +86,7 @@ class NodeConfig:
     register_every: float = 2.0
     register_timeout: float | None = None
     seed: int | None = None
-    max_in_flight: int | None = 1
+    max_in_flight: int | None = None
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):

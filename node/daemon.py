@@ -87,7 +87,7 @@ class Node:
         linger: float = 2.0,
         seed: int | None = None,
         recover: bool | None = None,
-        max_in_flight: int | None = 1,
+        max_in_flight: int | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.boot = boot

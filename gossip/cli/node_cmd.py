@@ -88,9 +88,9 @@ def node(
         typer.Option(
             envvar="GOSSIP_MAX_IN_FLIGHT",
             help="Back-pressure: skip an edge's tick while this many exchanges started on it "
-            "are pending (0: no limit).",
+            "are pending (0: no limit). Skipped ticks slow ARG down, or make it diverge.",
         ),
-    ] = 1,
+    ] = 0,
     seed: Annotated[
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
