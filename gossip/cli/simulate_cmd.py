@@ -15,6 +15,7 @@ from gossip.cli._errors import reported_errors
 
 if TYPE_CHECKING:
     from gossip.simulator import SimulationResult
+    from gossip.spectral import GraphQuantities
     from gossip.topology import Topology
 
 __all__ = ["PAPER_GRAPHS", "gossip_figure", "simulate_cmd"]
@@ -218,7 +219,7 @@ def _check_count(option: str, value: int, minimum: int) -> None:
 class _GraphRun:
     """One graph's simulations: the topology, its quantities and one result per algorithm."""
 
-    def __init__(self, topology: Topology, quantities: Any, t_end: float) -> None:
+    def __init__(self, topology: Topology, quantities: GraphQuantities, t_end: float) -> None:
         self.topology = topology
         self.quantities = quantities
         self.t_end = t_end
