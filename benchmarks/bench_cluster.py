@@ -182,9 +182,9 @@ def agreement_of(state: ClusterState, until: float, runs: int) -> tuple[float, f
 async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graph", default="line:30", help="30-node graph for lambda*")
-    parser.add_argument("--rates", default="500,1000,2000,3000,4000,5000,6000,8000")
+    parser.add_argument("--rates", default="250,500,1000,2000,3000,5000")
     parser.add_argument("--until", type=float, default=1e-6)
-    parser.add_argument("--compare-rate", type=float, default=2000.0)
+    parser.add_argument("--compare-rate", type=float, default=1000.0)
     parser.add_argument("--runs", type=int, default=100, help="simulator runs for the band")
     parser.add_argument("--inside", type=float, default=0.8)
     parser.add_argument("--skip-compare", action="store_true")
@@ -208,7 +208,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     rss_peak = 0.0
     for rate in (float(r) for r in args.rates.split(",")):
         summary, state, wall, rss = await cluster_run(
-            args.graph, "arg", rate, args.until, give_up=120.0, period=0.05
+            args.graph, "arg", rate, args.until, give_up=120.0, period=0.1
         )
         rss_peak = max(rss_peak, rss)
         inside, offset = agreement_of(state, args.until, args.runs)
