@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from deploy_helpers import FIGURES, ComposeProject, get_json, poll
+from deploy_helpers import FIGURES, ROOT, ComposeProject, get_json, poll, run
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -68,7 +68,17 @@ def test_compose_config_validates(compose_project: ComposeProject) -> None:
     for service in ("mosquitto", "coordinator", "node"):
         assert f"{service}:" in done.stdout
     services = compose_project.compose("config", "--services").stdout.split()
-    assert set(services) >= {"mosquitto", "coordinator", "node"}
+    assert set(services) == {"mosquitto", "coordinator", "node"}
+    # The monitoring file adds Prometheus and Grafana, mounting the dashboard's configuration.
+    monitoring = str(ROOT / "deploy" / "compose.monitoring.yml")
+    both = compose_project.compose("-f", monitoring, "config").stdout
+    for mounted in ("deploy/prometheus/prometheus.yml", "deploy/grafana/provisioning"):
+        assert mounted in both
+        assert (ROOT / mounted).exists()
+    # Both are also valid stack files: what `docker stack deploy` would run.
+    stack = run(["docker", "stack", "config", "-c", str(ROOT / "docker-compose.yml")])
+    assert "endpoint_mode: dnsrr" in stack.stdout
+    run(["docker", "stack", "config", "-c", str(ROOT / "docker-compose.yml"), "-c", monitoring])
 
 
 def test_cold_start_and_time_to_eps_at_the_default_rate(compose_project: ComposeProject) -> None:
