@@ -27,6 +27,7 @@ def test_closed_form_matches_solve_ivp(x: float, z: float, eta: float, tau: floa
     assert float(mz) == pytest.approx(sol.y[1, -1], rel=1e-8, abs=1e-7)
 
 
+@settings(deadline=None)
 @given(x=values, z=values, eta=rates, t1=times, t2=times)
 def test_mixing_is_a_flow_and_conserves_the_sum(
     x: float, z: float, eta: float, t1: float, t2: float
