@@ -199,14 +199,18 @@ def _draw_one_run(ax: Axes, results: Mapping[str, SimulationResult]) -> None:
 
 
 def _draw_mean(ax: Axes, results: Mapping[str, SimulationResult]) -> None:
-    for name, r in results.items():
+    for i, (name, r) in enumerate(results.items()):
         color = COLORS.get(name)
         low, high = _positive(r.quantile(0.05)), _positive(r.quantile(0.95))
         ax.fill_between(r.t_grid, low, high, color=color, alpha=0.2, lw=0)
         ax.plot(r.t_grid, low, color=color, lw=0.5)
         ax.plot(r.t_grid, high, color=color, lw=0.5)
         ax.plot(
-            r.t_grid, _positive(r.mean()), color=color, lw=2.0, label=f"{LABELS.get(name, name)}"
+            r.t_grid,
+            _positive(r.mean()),
+            color=color,
+            lw=2.0 + 1.5 * (len(results) - 1 - i),  # wider first, as in _draw_one_run
+            label=f"mean, {LABELS.get(name, name)}",
         )
         ax.plot(
             r.t_grid,
