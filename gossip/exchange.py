@@ -22,11 +22,16 @@ Rules for the bad days:
 * A repeated request (same ``(edge, seq)``) is answered from the cache, and applied once. A
   request numbered ``<= ack`` that is no longer cached belongs to an exchange already resolved
   on both sides, and is ignored. Both count as duplicates. A repeated reply is ignored.
-* A request not answered within the timeout is re-sent unchanged (same ``seq``), with the
-  timeout doubling up to a maximum. v never gives up on an exchange that w may have applied:
+* A request not answered within the timeout is re-sent under the same ``seq``, carrying the
+  initiator's values of the moment: if the first copy never arrived, the server computes
+  the jump from fresher values; if it did, the server answers from its cache and the new
+  values are ignored. Either way it is applied once. The timeout doubles at each retry up to
+  a maximum; the first one adapts to the measured round trips (``srtt + 4 rttvar``, as TCP
+  does, sampled only from exchanges answered without a retry), between ``min_timeout`` and
+  ``max_timeout``. v never gives up on an exchange that w may have applied:
   it stays pending until a reply or a :class:`~gossip.wire.Nack` settles it. While one of an
-  edge's exchanges is being retried, that edge's ticks at v are skipped (and counted), so a
-  dead peer does not pile up pending exchanges.
+  edge's exchanges is stuck (retried :data:`STUCK_RETRIES` times), that edge's ticks at v are
+  skipped (and counted), so a dead peer does not pile up pending exchanges.
 * Optional back-pressure: a tick is also skipped (and counted) while ``max_in_flight``
   exchanges that v started on that edge are pending (default: no limit). It bounds queues on
   an overloaded machine, but a skipped tick thins the edge's Poisson clock, and accelerated
@@ -80,6 +85,7 @@ from gossip.wire import (
 __all__ = [
     "INITIATOR_TRANSITIONS",
     "SERVER_ACTIONS",
+    "STUCK_RETRIES",
     "Action",
     "Counters",
     "Event",
@@ -92,6 +98,10 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
+
+STUCK_RETRIES = 3
+"""Retries after which an exchange counts as stuck: its edge's ticks are skipped until it
+settles. Fewer would thin the clocks (see below) at every spurious timeout."""
 
 
 class Phase(StrEnum):
@@ -191,7 +201,7 @@ class Counters:
     failed: int = 0  # exchanges abandoned (nacked, or unresolved when stopping)
     rejected: int = 0  # frames refused: malformed, wrong version, unknown peer, bad value
     duplicates: int = 0  # repeated requests or replies, answered or ignored, never re-applied
-    skipped: int = 0  # clock ticks skipped: the edge busy (retrying, in flight), closed
+    skipped: int = 0  # clock ticks skipped: the edge stuck or busy, the node closed
 
     def as_dict(self) -> dict[str, int]:
         """Return the counters as a plain dict."""
@@ -208,6 +218,7 @@ class _Pending:
     timeout: float
     deadline: float
     phase: Phase = Phase.SENT
+    retries: int = 0
 
 
 @dataclass(slots=True)
@@ -215,7 +226,7 @@ class _EdgeState:
     link: Link
     next_seq: int = 1  # next number for an exchange this node starts
     pending: dict[int, _Pending] = field(default_factory=dict)
-    retrying: int = 0  # how many of ``pending`` are in Phase.RETRYING
+    stuck: int = 0  # how many of ``pending`` have been retried STUCK_RETRIES times or more
     ack_seen: int = 0  # the peer's watermark for the exchanges it starts
     max_seen: int = 0  # the highest seq the peer has sent us
     cache: dict[int, bytes] = field(default_factory=dict)  # seq -> answer frame
@@ -242,7 +253,10 @@ class Exchanger:
     timebase : TimeBase
         The shared time.
     timeout, max_timeout : float
-        First and largest retry timeout, in seconds (it doubles at each retry).
+        First and largest retry timeout, in seconds (it doubles at each retry). ``timeout``
+        is used until round trips have been measured.
+    min_timeout : float
+        Smallest first timeout once adapted to the measured round trips, in seconds.
     max_skew : float
         Largest accepted gap, in seconds, between a peer's time in a message and ours.
     recover : bool
@@ -261,6 +275,7 @@ class Exchanger:
         *,
         timeout: float = 0.2,
         max_timeout: float = 2.0,
+        min_timeout: float = 0.01,
         max_skew: float = 60.0,
         recover: bool = False,
         max_in_flight: int | None = None,
@@ -281,6 +296,9 @@ class Exchanger:
         self.eta = ledger.eta
         self.timebase = timebase
         self.timeout = float(timeout)
+        self.min_timeout = min(float(min_timeout), self.timeout)
+        self._srtt: float | None = None
+        self._rttvar = 0.0
         self.max_timeout = float(max_timeout)
         self.max_skew_t = float(max_skew) * timebase.rate
         if max_in_flight is not None and max_in_flight < 1:
@@ -320,6 +338,21 @@ class Exchanger:
         """Return, per peer id, the exchanges applied at this end on the shared edge."""
         return {state.link.peer: state.activations for state in self._edges.values()}
 
+    def current_timeout(self) -> float:
+        """Return the first timeout of a new exchange, in seconds (adapted to round trips)."""
+        if self._srtt is None:
+            return self.timeout
+        rto = self._srtt + 4.0 * self._rttvar
+        return min(self.max_timeout, max(self.min_timeout, rto))
+
+    def _update_rto(self, rtt: float) -> None:
+        # Jacobson/Karels, as TCP (RFC 6298): gains 1/8 and 1/4.
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2.0
+        else:
+            self._rttvar += 0.25 * (abs(self._srtt - rtt) - self._rttvar)
+            self._srtt += 0.125 * (rtt - self._srtt)
+
     def rtt_ms(self) -> dict[str, float]:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
         if not self._rtts:
@@ -332,40 +365,41 @@ class Exchanger:
     def initiate(self, edge: int, now: float) -> Outgoing | None:
         """Start an exchange on ``edge`` (its clock ticked at this end) and return the request.
 
-        Returns ``None`` (and counts a skipped tick) while an exchange on that edge is being
-        retried, while ``max_in_flight`` are pending on it, while recovering, or once closed.
+        Returns ``None`` (and counts a skipped tick) while an exchange on that edge is stuck,
+        while ``max_in_flight`` are pending on it, while recovering, or once closed.
         """
         state = self._edges[edge]
         limit = self.max_in_flight
         if (
-            state.retrying
+            state.stuck
             or (limit is not None and len(state.pending) >= limit)
             or not self.open
             or self._unrecovered
         ):
             self.counters.skipped += 1
             return None
-        t, x, z = self.state(now)
-        ack = state.ack()  # before numbering this one, which is not resolved
         seq = state.next_seq
+        request = self._request(state, seq, state.ack(), now)  # ack: before this one
         state.next_seq += 1
-        request = Request(
+        frame = encode(request)
+        timeout = self.current_timeout()
+        deadline = now + timeout
+        state.pending[seq] = _Pending(edge, seq, state.link.peer, frame, now, timeout, deadline)
+        heapq.heappush(self._deadlines, (deadline, edge, seq))
+        self.counters.initiated += 1
+        return Outgoing(state.link.peer, frame)
+
+    def _request(self, state: _EdgeState, seq: int, ack: int, now: float) -> Request:
+        t, x, z = self.state(now)
+        return Request(
             src=self.node_id,
-            edge=edge,
+            edge=state.link.edge,
             seq=seq,
             ack=ack,
             t=t,
             x=tuple(x.tolist()),
             z=tuple(z.tolist()),
         )
-        frame = encode(request)
-        deadline = now + self.timeout
-        state.pending[seq] = _Pending(
-            edge, seq, state.link.peer, frame, now, self.timeout, deadline
-        )
-        heapq.heappush(self._deadlines, (deadline, edge, seq))
-        self.counters.initiated += 1
-        return Outgoing(state.link.peer, frame)
 
     def next_deadline(self) -> float | None:
         """Return the earliest retry deadline (Unix seconds), or ``None`` if nothing is pending."""
@@ -386,13 +420,15 @@ class Exchanger:
             pending = state.pending[seq]
             phase, action = INITIATOR_TRANSITIONS[(pending.phase, Event.TIMEOUT)]
             assert action is Action.RESEND
-            if pending.phase is not Phase.RETRYING:
-                state.retrying += 1
+            pending.retries += 1
+            if pending.retries == STUCK_RETRIES:
+                state.stuck += 1
             pending.phase = phase
             pending.timeout = min(2.0 * pending.timeout, self.max_timeout)
             pending.deadline = now + pending.timeout
             heapq.heappush(self._deadlines, (pending.deadline, edge, seq))
             self.counters.retried += 1
+            pending.frame = encode(self._request(state, seq, state.ack(), now))  # fresher values
             out.append(Outgoing(pending.peer, pending.frame))
         return out
 
@@ -406,7 +442,7 @@ class Exchanger:
         for state in self._edges.values():
             count += len(state.pending)
             state.pending.clear()
-            state.retrying = 0
+            state.stuck = 0
         self._deadlines.clear()
         self.counters.failed += count
         return count
@@ -556,12 +592,15 @@ class Exchanger:
             flow = Flow(np.asarray(msg.dx), np.asarray(msg.dz))
             self.ledger.add(msg.edge, flow, msg.t, sign=1.0)  # raises before any change
             state.activations += 1
-            self._rtts.append(now - pending.first_sent)
+            rtt = now - pending.first_sent
+            self._rtts.append(rtt)
+            if pending.phase is Phase.SENT:  # Karn: a retried exchange's time is ambiguous
+                self._update_rto(rtt)
         else:
             self.counters.failed += 1
         del state.pending[msg.seq]
-        if pending.phase is Phase.RETRYING:
-            state.retrying -= 1
+        if pending.retries >= STUCK_RETRIES:
+            state.stuck -= 1
 
     def _on_ledger_request(self, msg: LedgerRequest, now: float) -> bytes:
         state = self._edge_from(msg.src, msg.edge)

@@ -272,21 +272,44 @@ def test_a_forgotten_old_request_is_ignored() -> None:
     assert (b.counters.served, b.counters.duplicates) == (2, 1)
 
 
-def test_timeouts_retry_the_same_frame_and_skip_the_edge_meanwhile() -> None:
+def test_timeouts_retry_with_the_same_seq_and_skip_a_stuck_edge() -> None:
     a, b = pair(timeout=0.5)
     out = a.initiate(0, now=101.0)
     assert out is not None
     assert a.next_deadline() == pytest.approx(101.5)
     assert a.expire(now=101.4) == []
     retries = a.expire(now=101.5)
-    assert [r.frame for r in retries] == [out.frame]
+    first, again = decode(out.frame), decode(retries[0].frame)
+    assert isinstance(first, Request)
+    assert isinstance(again, Request)
+    assert (again.seq, again.edge) == (first.seq, first.edge)
+    assert again.t == pytest.approx(3.0)  # the values of the moment: 2 * (101.5 - 100)
     assert a.next_deadline() == pytest.approx(102.5)  # doubled
-    assert a.initiate(0, now=101.6) is None  # edge busy retrying
-    assert (a.counters.retried, a.counters.skipped) == (1, 1)
-    a.receive(b.receive(out.frame, now=101.7) or b"", now=101.8)
-    assert a.pending == 0
-    assert a.next_deadline() is None
-    assert a.initiate(0, now=101.9) is not None  # the edge is free again
+    assert a.initiate(0, now=101.6) is not None  # one retry: the edge is not stuck
+    a.expire(now=102.5)
+    a.expire(now=104.5)  # third retry: stuck
+    assert a.initiate(0, now=104.6) is None
+    assert (a.counters.retried, a.counters.skipped) == (5, 1)  # 3 + the second exchange's 2
+    # The first copy arrives late; the retry is answered from the cache, applied once.
+    answer = b.receive(out.frame, now=104.7)
+    assert b.receive(retries[0].frame, now=104.8) == answer
+    assert b.counters.served == 1
+    a.receive(answer or b"", now=104.9)
+    assert a.pending == 1
+    assert a.initiate(0, now=105.0) is not None  # no longer stuck
+
+
+def test_the_first_timeout_adapts_to_measured_round_trips() -> None:
+    a, b = pair(timeout=0.5)
+    assert a.current_timeout() == 0.5
+    for k in range(20):
+        out = a.initiate(0, now=101.0 + k)
+        assert out is not None
+        a.receive(b.receive(out.frame, now=101.0 + k) or b"", now=101.002 + k)
+    assert a.current_timeout() == pytest.approx(0.01)  # 2 ms round trips: the floor
+    out = a.initiate(0, now=130.0)
+    assert out is not None
+    assert a.next_deadline() == pytest.approx(130.01)
 
 
 def test_a_closed_server_nacks_new_requests_and_the_initiator_abandons() -> None:
