@@ -42,6 +42,8 @@ __all__ = [
 CHUNK_T = 1024.0
 """Target span of a chunk, in units of t (about that many activations per run)."""
 
+_SPARE_SD = 8.0  # gaps drawn per window: CHUNK_T plus this many standard deviations (and 16)
+
 
 def run_generator(seed: int, run: int) -> np.random.Generator:
     """Return the generator of run ``run``: the run-th child of ``SeedSequence(seed)``."""
@@ -162,7 +164,7 @@ def draw_chunk(
     horizon = float(ends[-1])
     # Enough gaps to cover the window but in about 1e-15 of the cases (Poisson tail); the
     # while loop below tops them up when that happens.
-    batch = int(CHUNK_T + 8.0 * math.sqrt(CHUNK_T) + 16.0)
+    batch = max(1, int(CHUNK_T + _SPARE_SD * math.sqrt(CHUNK_T) + 16.0))
     counts = np.empty(n_runs, dtype=np.int64)
     times_l: list[NDArray[np.float64]] = []
     edge_draws: list[NDArray[np.float64]] = []
