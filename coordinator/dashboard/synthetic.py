@@ -79,6 +79,7 @@ class SyntheticCluster:
         self.initiated = np.zeros(n, dtype=np.int64)
         self.served = np.zeros(n, dtype=np.int64)
         self.reports = np.zeros(n, dtype=np.int64)
+        self.silent: set[int] = set()  # nodes whose reports are lost (to show stale nodes)
         self._cum = np.cumsum(self.topology.probs)
 
     def advance(self, t_end: float) -> None:
@@ -156,6 +157,8 @@ class SyntheticCluster:
         wall = time.time() if wall is None else wall
         self.advance(max(self.t, self.rate * (wall - self.epoch)))
         for node in range(self.topology.n):
+            if node in self.silent:
+                continue
             payload = self.report(node, wall)
             view = state.nodes.get(node) or NodeView(node=node)
             state.nodes[node] = view

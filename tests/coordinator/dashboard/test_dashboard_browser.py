@@ -152,3 +152,38 @@ async def test_rows_off_screen_are_brought_up_to_date_when_scrolled_into_view(
             timeout_s=10,
         )
         assert tab.errors() == []
+
+
+async def test_a_node_that_stops_reporting_turns_stale_then_dead(
+    start_dashboard: Callable[..., Any],
+) -> None:
+    need(CHROMIUM)
+    cluster = SyntheticCluster("line:6", "arg", rate=100.0, run_id="stale")
+    state = cluster.new_state()
+    # Stale after alive_timeout / 2 = 1.5 s without a report, dead after 3 s; the page
+    # refreshes ages once a second, so it sees the stale phase.
+    assert state.alive_timeout == 3.0
+    stop = asyncio.Event()
+    served = await start_dashboard(state, interval=0.1)
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(_run_cluster([cluster], state, stop), name="synthetic-cluster")
+        try:
+            async with chromium_tab() as tab:
+                page = tab.page
+                await page.goto(served.url)
+                await _wait_for(page, "window.__dash && window.__dash.graphNodes() === 6")
+                row = "document.querySelector('#nodes-table tbody tr[data-node=\"4\"]')"
+                assert await page.evaluate(f"{row}.className") == ""
+                cluster.silent.add(4)
+                await _wait_for(page, f"{row}.className === 'stale'", timeout_s=10)
+                assert await page.locator("#c-stale").inner_text() == "1 stale, 6 registered"
+                await _wait_for(page, f"{row}.className === 'dead'", timeout_s=10)
+                await _wait_for(page, "document.getElementById('c-alive').textContent === '5 / 6'")
+                others = await page.evaluate(
+                    "[...document.querySelectorAll('#nodes-table tbody tr')]"
+                    ".filter(r => r.dataset.node !== '4').map(r => r.className)"
+                )
+                assert others == [""] * 5
+                assert tab.errors() == []
+        finally:
+            stop.set()
