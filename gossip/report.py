@@ -192,7 +192,7 @@ def _draw_one_run(ax: Axes, results: Mapping[str, SimulationResult]) -> None:
             r.t_grid,
             _positive(r.errors[0]),
             color=COLORS.get(name),
-            lw=1.0 + 1.5 * (len(results) - 1 - i),
+            lw=0.8 + 1.0 * (len(results) - 1 - i),
             label=LABELS.get(name, name),
         )
     ax.legend(fontsize=8, loc="lower left")
