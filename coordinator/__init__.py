@@ -11,8 +11,8 @@ metrics, agreement
     comparison of a run's error curve with the simulator's band.
 mqtt_link, runlog
     The coordinator's MQTT connection (C3) and its metrics / summary files.
-service
-    :class:`~coordinator.service.Coordinator`: ``gossip coordinator``.
+config, service
+    The settings (checked) and :class:`~coordinator.service.Coordinator`: ``gossip coordinator``.
 broker, procs, launcher
     The embedded broker, child processes that never outlive their parent, and ``gossip up``.
 """

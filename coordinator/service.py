@@ -33,11 +33,8 @@ import json
 import math
 import os
 import random
-import re
 import statistics
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +43,7 @@ import zmq.asyncio
 
 from coordinator._groups import single_error
 from coordinator.broker import broker_credentials, parse_broker_url, redact_broker_url
+from coordinator.config import CoordinatorConfig, prepare
 from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
@@ -53,160 +51,14 @@ from coordinator.registry import Assignment, Plan, Ready, Registry
 from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState, ErrorPoint, FinalResult, NodeView, RunSummary
 from gossip.errors import ConfigError, GossipError, ProtocolError, TransportError
-from gossip.params import gossip_params, parse_algorithm
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
 
-__all__ = ["Coordinator", "CoordinatorConfig", "prepare"]
+__all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
-_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
 _CONFIRM = 3  # fresh points in a row at or below eps before the run counts as converged
 _DIVERGED = 1e3  # an error this many times the initial one means the run has diverged
 _SNAPSHOTS_KEPT = 64  # reports kept per node to find a consistent cut
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorConfig:
-    """The settings of ``gossip coordinator`` (and of the coordinator inside ``gossip up``).
-
-    Attributes
-    ----------
-    graph : str
-        Topology spec, e.g. ``grid:4x4``.
-    expect : int or None
-        Nodes to wait for; must equal the topology's node count (``None``: that count).
-    broker : str
-        ``mqtt://host:port`` for metrics, as the nodes reach it; ``""``: no metrics (the
-        coordinator only bootstraps and keeps answering registrations).
-    bind : str
-        ZeroMQ address of the registration ROUTER.
-    algorithm : str
-        ``arg`` or ``rg``.
-    rate : float
-        Network-wide activations per second.
-    values : str or None
-        Initial values chosen by the experiment (``onehot``, ``gaussian:SEED``, ``file:PATH``,
-        ...); ``None``: every node brings its own (``gossip node --value``).
-    dim : int
-        Components of every value.
-    until : float
-        Target error eps.
-    cluster : str
-        Cluster name (MQTT topics ``gossip/<cluster>/...``).
-    metrics_file, json_path : Path or None
-        JSON-lines metrics file; summary JSON file.
-    metrics_period : float
-        Seconds between two reports of a node and between two evaluations.
-    register_timeout : float
-        Seconds to wait for every node to register.
-    start_delay : float
-        Seconds from the bootstrap to the epoch (``t = 0``).
-    stop_timeout : float
-        Seconds to wait for the final reports after the stop command.
-    run_timeout : float or None
-        Stop (without having reached eps) this many seconds after the epoch.
-    keep_running : bool
-        Never send the stop command; measure until cancelled.
-    weighted : bool
-        Edge probabilities proportional to edge weights (``file:`` topologies).
-    resume : bool
-        Adopt a running run found on the retained status topic.
-    dashboard_port, dashboard_host, dashboard_token
-        Serve the dashboard (``coordinator.dashboard``) when a port is given.
-    """
-
-    graph: str = "grid:4x4"
-    expect: int | None = None
-    broker: str = ""
-    bind: str = "tcp://0.0.0.0:5555"
-    algorithm: str = "arg"
-    rate: float = 500.0
-    values: str | None = None
-    dim: int = 1
-    until: float = 1e-6
-    cluster: str = "gossip"
-    metrics_file: Path | None = None
-    json_path: Path | None = None
-    metrics_period: float = 0.1
-    register_timeout: float = 60.0
-    start_delay: float = 1.5
-    stop_timeout: float = 10.0
-    run_timeout: float | None = None
-    keep_running: bool = False
-    weighted: bool = False
-    resume: bool = True
-    dashboard_port: int | None = None
-    dashboard_host: str = "127.0.0.1"
-    dashboard_token: str = ""
-
-
-def _positive(name: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
-
-
-def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
-    """Check ``config`` and compute the run's plan and initial state (no I/O but ``file:``).
-
-    Raises
-    ------
-    ConfigError
-        Any bad setting, naming it and what would be valid.
-    """
-    _positive("--rate", config.rate)
-    _positive("--until", config.until)
-    _positive("--metrics-period", config.metrics_period)
-    _positive("--register-timeout", config.register_timeout)
-    if config.dim < 1:
-        raise ConfigError(f"--dim must be >= 1, got {config.dim}")
-    if not _CLUSTER_NAME.match(config.cluster):
-        raise ConfigError(
-            f"--cluster {config.cluster!r} is not valid; use 1 to 64 letters, digits, '_', '.', "
-            "'-' (it becomes part of MQTT topics)"
-        )
-    if config.broker:
-        parse_broker_url(config.broker)
-    algorithm = parse_algorithm(config.algorithm)
-    topology = parse_topology(config.graph, weighted=config.weighted)
-    if config.expect is not None and config.expect != topology.n:
-        raise ConfigError(
-            f"--expect {config.expect} does not match {config.graph}, which has {topology.n} "
-            f"nodes; use --expect {topology.n} or another graph"
-        )
-    quantities = graph_quantities(topology)
-    params = gossip_params(algorithm, quantities.mu_gossip, quantities.r_max)
-    values = None
-    if config.values:
-        from gossip.values import initial_values
-
-        raw = initial_values(config.values, topology.n, dim=config.dim)
-        values = np.asarray(raw, dtype=np.float64).reshape(topology.n, config.dim)
-    plan = Plan(
-        topology=topology,
-        params=params,
-        cluster=config.cluster,
-        rate=config.rate,
-        broker=config.broker,
-        metrics_period=config.metrics_period,
-        values=values,
-        dim=config.dim,
-        start_delay=config.start_delay,
-    )
-    state = ClusterState(
-        graph=config.graph,
-        cluster=config.cluster,
-        expected=topology.n,
-        eps=config.until,
-        rate=config.rate,
-        topology=topology,
-        quantities=quantities,
-        params=params,
-        alive_timeout=max(3.0, 10 * config.metrics_period),
-    )
-    state.broker.url = redact_broker_url(config.broker)
-    return state, plan
 
 
 def _new_run_id() -> str:
