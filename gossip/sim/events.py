@@ -108,7 +108,8 @@ class EdgeSampler:
         """Return the edges drawn by the uniforms ``u`` (values in [0, 1))."""
         n = len(self.accept)
         scaled = u * n
-        column = np.minimum(scaled.astype(np.int64), n - 1)
+        column = scaled.astype(np.int64)
+        np.minimum(column, n - 1, out=column)  # u * n can round up to n
         if self.uniform:  # every column is its own edge: skip the alias step
             return column
         keep = (scaled - column) < self.accept[column]
@@ -161,13 +162,13 @@ def draw_chunk(
     """
     n_runs, n_int, n_edges = len(gens), len(ends), len(sampler.accept)
     end = start + CHUNK_T
-    horizon = float(ends[-1])
     # Enough gaps to cover the window but in about 1e-15 of the cases (Poisson tail); the
     # while loop below tops them up when that happens.
     batch = max(1, int(CHUNK_T + _SPARE_SD * math.sqrt(CHUNK_T) + 16.0))
-    counts = np.empty(n_runs, dtype=np.int64)
     times_l: list[NDArray[np.float64]] = []
     edge_draws: list[NDArray[np.float64]] = []
+    # bounds[r, i]: activations of run r up to the end of interval i - 1 (bounds[r, 0] = 0).
+    bounds = np.zeros((n_runs, n_int + 1), dtype=np.int64)
     for r, gen in enumerate(gens):
         times = start + np.cumsum(gen.standard_exponential(batch))
         while times[-1] < end:
@@ -175,22 +176,23 @@ def draw_chunk(
         in_window = int(np.searchsorted(times, end, side="left"))
         # Draw the window's edges whatever the horizon, so the stream does not depend on it.
         u = gen.random(in_window)
-        kept = int(np.searchsorted(times[:in_window], horizon, side="right"))
-        counts[r] = kept
+        bounds[r, 1:] = np.searchsorted(times[:in_window], ends, side="right")
+        kept = int(bounds[r, -1])
         times_l.append(times[:kept])
         edge_draws.append(u[:kept])
     times = np.concatenate(times_l)
     edges = sampler.sample(np.concatenate(edge_draws))
-    run_of = np.repeat(np.arange(n_runs), counts)
-    interval = np.minimum(np.searchsorted(ends, times, side="left"), n_int - 1)
-    group = run_of * n_int + interval
-    per_group = np.bincount(group, minlength=n_runs * n_int)
-    widest = per_group.reshape(n_runs, n_int).max(axis=0)
+    per_group = np.diff(bounds, axis=1)  # (runs, intervals): activations of run r in interval i
+    counts = bounds[:, -1]
+    widest = per_group.max(axis=0)
     row_stops = np.cumsum(widest)
-    # Events are in (run, time) order, so each (run, interval) group is contiguous.
-    group_start = np.cumsum(per_group) - per_group
-    pos = np.arange(len(times)) - group_start[group]
-    rows = (row_stops - widest)[interval] + pos
+    # Activations are in (run, time) order, so each (run, interval) group is contiguous; the
+    # j-th activation of a group goes to row row_start[interval] + j.
+    flat_groups = per_group.ravel()
+    group_start = np.cumsum(flat_groups) - flat_groups
+    offset = np.tile(row_stops - widest, n_runs) - group_start
+    rows = np.repeat(offset, flat_groups) + np.arange(len(times))
+    run_of = np.repeat(np.arange(n_runs), counts)
     n_rows = int(row_stops[-1]) if n_int else 0
     padded_t = np.repeat(ends, widest)[:, None].repeat(n_runs, axis=1)
     padded_e = np.full((n_rows, n_runs), n_edges, dtype=np.int64)
