@@ -144,13 +144,18 @@ async def test_reports_on_mqtt_and_stop_on_the_control_topic(tmp_path: Path) -> 
                 )
                 reports: list[dict[str, Any]] = []
                 finals: dict[int, dict[str, Any]] = {}
+                last_stop = -1e9
                 async with asyncio.timeout(60):
                     async for message in client.messages:
                         assert isinstance(message.payload, bytes)
                         report = json.loads(message.payload)
                         assert message.topic.value == f"gossip/test/node/{report['node']}/state"
                         reports.append(report)
-                        if len(reports) == 9:  # three rounds of reports: stop them
+                        # After about three rounds of reports, stop them; again every second,
+                        # as a coordinator does, for a node that subscribed late.
+                        now = asyncio.get_running_loop().time()
+                        if len(reports) >= 9 and now - last_stop > 1.0:
+                            last_stop = now
                             await client.publish("gossip/test/control", '{"cmd": "stop"}', qos=1)
                         if report["final"]:
                             finals[report["node"]] = report
