@@ -100,6 +100,7 @@ class Coordinator:
         self._retained_seen = asyncio.Event()
         self._fresh_reports = 0
         self._pace = (0.0, 0)
+        self._t_stop: float | None = None
         self._snaps: dict[int, collections.deque[Snapshot]] = {}
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
@@ -396,6 +397,8 @@ class Coordinator:
     async def _stop(self, reason: str) -> RunSummary:
         assert self._link is not None
         self.state.set_phase("stopping", f"stop ({reason}): waiting for the final reports")
+        epoch = self.state.epoch if self.state.epoch is not None else time.time()
+        self._t_stop = self.plan.rate * (time.time() - epoch)
         self.log.write("stop", reason=reason)
         self._publish_status()
         now = time.monotonic()
@@ -425,7 +428,13 @@ class Coordinator:
             t = np.array([v.t for v in present], dtype=np.float64)
             x = np.array([v.x for v in present], dtype=np.float64)
             z = np.array([v.z for v in present], dtype=np.float64)
-            est = estimate(t, x, z, np.array(state.initial, dtype=np.float64), self.plan.params.eta)
+            # After the stop no node jumps any more, only mixes its own pair, so the final
+            # states mixed back to the moment of the stop are exact: the error the run was
+            # stopped at (long after it, x would have drifted to (x + z) / 2).
+            at = min(self._t_stop, float(t.max())) if self._t_stop is not None else None
+            est = estimate(
+                t, x, z, np.array(state.initial, dtype=np.float64), self.plan.params.eta, at=at
+            )
             final = FinalResult(
                 t=est.t,
                 error=est.error,

@@ -207,7 +207,8 @@ class FinalResult:
     Attributes
     ----------
     t : float
-        The common time the final states were mixed to.
+        The common time the final states were mixed to: the moment of the stop command (no
+        node jumps after it; exchanges still in flight are applied at their own time).
     error : float
         ``sum_v 1/2 |x_v(t) - mean|^2`` at ``t``.
     mass_drift_rel : float
