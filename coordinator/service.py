@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -57,6 +58,7 @@ __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from c
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
 _CONFIRM = 3  # fresh points in a row at or below eps before the run counts as converged
+_MAX_BACK = 4.0  # mixing back over 2 eta tau <= 4 amplifies rounding errors at most e^4 times
 _DIVERGED = 1e3  # an error this many times the initial one means the run has diverged
 _SNAPSHOTS_KEPT = 64  # reports kept per node to find a consistent cut
 
@@ -428,13 +430,21 @@ class Coordinator:
             t = np.array([v.t for v in present], dtype=np.float64)
             x = np.array([v.x for v in present], dtype=np.float64)
             z = np.array([v.z for v in present], dtype=np.float64)
-            # After the stop no node jumps any more, only mixes its own pair, so the final
-            # states mixed back to the moment of the stop are exact: the error the run was
-            # stopped at (long after it, x would have drifted to (x + z) / 2).
-            at = min(self._t_stop, float(t.max())) if self._t_stop is not None else None
-            est = estimate(
-                t, x, z, np.array(state.initial, dtype=np.float64), self.plan.params.eta, at=at
-            )
+            initial = np.array(state.initial, dtype=np.float64)
+            eta = self.plan.params.eta
+            # Mixed forward to the latest final report: exact, and the mass is exact.
+            est = estimate(t, x, z, initial, eta)
+            # After the stop no node jumps any more, it only mixes its own pair: the error the
+            # run was stopped at is that of the final states mixed back to the stop (long after
+            # it, x has drifted to (x + z) / 2). Going back multiplies rounding errors by
+            # exp(2 eta tau), so only over a short enough tau.
+            if self._t_stop is not None:
+                back = float(t.max()) - self._t_stop
+                if 0.0 < 2.0 * eta * back <= _MAX_BACK:
+                    at_stop = estimate(t, x, z, initial, eta, at=self._t_stop)
+                    est = dataclasses.replace(
+                        est, t=at_stop.t, error=at_stop.error, values=at_stop.values
+                    )
             final = FinalResult(
                 t=est.t,
                 error=est.error,

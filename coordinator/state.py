@@ -207,8 +207,9 @@ class FinalResult:
     Attributes
     ----------
     t : float
-        The common time the final states were mixed to: the moment of the stop command (no
-        node jumps after it; exchanges still in flight are applied at their own time).
+        The common time of ``error`` and ``values``: the moment of the stop command when the
+        final states can be mixed back to it without amplifying rounding errors, else the
+        latest final report's t. ``mass_drift_rel`` is always measured forward, at the latter.
     error : float
         ``sum_v 1/2 |x_v(t) - mean|^2`` at ``t``.
     mass_drift_rel : float
