@@ -70,6 +70,8 @@ class CoordinatorConfig:
         Adopt a running run found on the retained status topic.
     dashboard_port, dashboard_host, dashboard_token
         Serve the dashboard (``coordinator.dashboard``) when a port is given.
+    dashboard_runs_dir : Path or None
+        Where the dashboard saves finished runs and finds earlier ones to overlay.
     """
 
     graph: str = "grid:4x4"
@@ -95,6 +97,7 @@ class CoordinatorConfig:
     dashboard_port: int | None = None
     dashboard_host: str = "127.0.0.1"
     dashboard_token: str = ""
+    dashboard_runs_dir: Path | None = None
 
 
 def _positive(name: str, value: float) -> None:

@@ -35,6 +35,7 @@ import math
 import os
 import random
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -180,8 +181,10 @@ class Coordinator:
         await serve(
             self.state,
             self.config.dashboard_host,
-            self.config.dashboard_port or 8080,
+            self.config.dashboard_port if self.config.dashboard_port is not None else 8080,
             self.config.dashboard_token or None,
+            runs_dir=self.config.dashboard_runs_dir,
+            on_ready=announce_dashboard,
         )
 
     # -- registration and resume ---------------------------------------------------------------
@@ -542,3 +545,8 @@ class Coordinator:
             self._link.set_status(status)
         except (TypeError, ValueError) as exc:  # a non-finite float would be a bug here
             raise GossipError(f"cannot encode the coordinator status: {exc}") from exc
+
+
+def announce_dashboard(url: str) -> None:
+    """Tell the user where the dashboard listens (on stderr, beside the progress output)."""
+    print(f"dashboard: {url}", file=sys.stderr, flush=True)

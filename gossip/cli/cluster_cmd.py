@@ -61,6 +61,14 @@ DashToken = Annotated[
     str,
     typer.Option(envvar=_env("dashboard_token"), help="Bearer token the dashboard requires."),
 ]
+DashRuns = Annotated[
+    Path | None,
+    typer.Option(
+        envvar=_env("dashboard_runs_dir"),
+        help="Directory where the dashboard keeps finished runs, to overlay later runs of the "
+        "same graph (e.g. RG then ARG).",
+    ),
+]
 Timeout = Annotated[
     float | None,
     typer.Option(envvar=_env("timeout"), help="Give up this many seconds after t starts."),
@@ -123,6 +131,7 @@ def coordinator(
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
+    dashboard_runs_dir: DashRuns = None,
     hold: Annotated[
         float,
         typer.Option(
@@ -160,6 +169,7 @@ def coordinator(
         dashboard_port=dashboard_port,
         dashboard_host=dashboard_host,
         dashboard_token=dashboard_token,
+        dashboard_runs_dir=dashboard_runs_dir,
     )
     with reported_errors():
         state, plan = prepare(config)
@@ -195,6 +205,7 @@ def _hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: flo
     import math
 
     from coordinator.dashboard import serve
+    from coordinator.service import announce_dashboard
 
     async def serve_for() -> None:
         with contextlib.suppress(TimeoutError):
@@ -202,8 +213,10 @@ def _hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: flo
                 await serve(
                     state,
                     config.dashboard_host,
-                    config.dashboard_port or 8080,
+                    config.dashboard_port if config.dashboard_port is not None else 8080,
                     config.dashboard_token or None,
+                    runs_dir=config.dashboard_runs_dir,
+                    on_ready=announce_dashboard,
                 )
 
     typer.echo(f"coordinator: run over; dashboard kept up for {seconds:g} s", err=True)
@@ -292,6 +305,7 @@ def up(
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
+    dashboard_runs_dir: DashRuns = Path("gossip-runs"),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node."""
@@ -322,6 +336,7 @@ def up(
             dashboard_port=dashboard_port,
             dashboard_host=dashboard_host,
             dashboard_token=dashboard_token,
+            dashboard_runs_dir=dashboard_runs_dir,
         )
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir

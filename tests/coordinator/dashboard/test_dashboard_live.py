@@ -57,6 +57,7 @@ async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
         "--until", "1e-300", "--timeout", "120",
         "--metrics-file", str(tmp_path / "run.jsonl"), "--log-dir", str(tmp_path / "logs"),
         "--dashboard-port", str(port), "--dashboard-token", token,
+        "--dashboard-runs-dir", str(tmp_path / "runs"),
     ]  # fmt: skip
     proc = await spawn(argv, log=tmp_path / "up.log")
     url = f"http://127.0.0.1:{port}/"
@@ -96,6 +97,8 @@ async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
             finally:
                 await stop_process(proc)
     assert proc.returncode is not None
+    # The launcher tells the user where to point a browser.
+    assert f"dashboard: http://127.0.0.1:{port}/" in (tmp_path / "up.log").read_text()
 
     samples = {}
     for family in text_string_to_metric_families(text):
