@@ -68,9 +68,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gossip.errors import ConfigError, GossipError, ProtocolError
-from gossip.jumps import Flow, edge_flow
+from gossip.jumps import Flow, edge_flow_values
 from gossip.ledger import Ledger
-from gossip.mixing import mix
+from gossip.mixing import mix_values
 from gossip.wire import (
     LedgerReply,
     LedgerRequest,
@@ -390,15 +390,10 @@ class Exchanger:
         return Outgoing(state.link.peer, frame)
 
     def _request(self, state: _EdgeState, seq: int, ack: int, now: float) -> Request:
-        t, x, z = self.state(now)
+        t = self.timebase.t(now)
+        x, z = self.ledger.state_values(t)
         return Request(
-            src=self.node_id,
-            edge=state.link.edge,
-            seq=seq,
-            ack=ack,
-            t=t,
-            x=tuple(x.tolist()),
-            z=tuple(z.tolist()),
+            src=self.node_id, edge=state.link.edge, seq=seq, ack=ack, t=t, x=tuple(x), z=tuple(z)
         )
 
     def next_deadline(self) -> float | None:
@@ -557,18 +552,18 @@ class Exchanger:
             why = "recovering" if self._unrecovered else "closed"
             answer = encode(Nack(src=self.node_id, edge=msg.edge, seq=msg.seq, reason=why))
         else:
-            x_w, _ = self.ledger.state(t_now)
-            x_v, _ = mix(np.asarray(msg.x), np.asarray(msg.z), self.eta, t_now - msg.t)
-            flow = edge_flow(x_v, x_w, self.c)  # into the initiator v
-            self.ledger.add(msg.edge, flow, t_now, sign=-1.0)  # raises before any change
+            x_w, _ = self.ledger.state_values(t_now)
+            x_v, _ = mix_values(msg.x, msg.z, self.eta, t_now - msg.t)
+            dx, dz = edge_flow_values(x_v, x_w, self.c)  # into the initiator v
+            self.ledger.add_values(msg.edge, dx, dz, t_now, sign=-1.0)  # raises before change
             answer = encode(
                 Reply(
                     src=self.node_id,
                     edge=msg.edge,
                     seq=msg.seq,
                     t=t_now,
-                    dx=tuple(flow.dx.tolist()),
-                    dz=tuple(flow.dz.tolist()),
+                    dx=tuple(dx),
+                    dz=tuple(dz),
                 )
             )
             state.activations += 1
@@ -589,8 +584,7 @@ class Exchanger:
             assert isinstance(msg, Reply)
             self._check_dim("dx", msg.dx)
             self._check_time(msg.t, now)
-            flow = Flow(np.asarray(msg.dx), np.asarray(msg.dz))
-            self.ledger.add(msg.edge, flow, msg.t, sign=1.0)  # raises before any change
+            self.ledger.add_values(msg.edge, msg.dx, msg.dz, msg.t)  # raises before any change
             state.activations += 1
             rtt = now - pending.first_sent
             self._rtts.append(rtt)

@@ -21,6 +21,7 @@ exact:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -28,7 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gossip.mixing import mix
 
-__all__ = ["Flow", "apply_flow", "edge_flow", "jump", "late_flow"]
+__all__ = ["Flow", "apply_flow", "edge_flow", "edge_flow_values", "jump", "late_flow"]
 
 FloatArray = NDArray[np.float64]
 
@@ -63,6 +64,23 @@ def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float) -> Flow:
     """
     gap = np.asarray(x_w, dtype=np.float64) - np.asarray(x_v, dtype=np.float64)
     return Flow(0.5 * gap, c * gap)
+
+
+def edge_flow_values(
+    x_v: Sequence[float], x_w: Sequence[float], c: float
+) -> tuple[list[float], list[float]]:
+    """Return :func:`edge_flow` of one edge as lists of floats ``(dx, dz)`` into v.
+
+    ``dx = (x_w - x_v) / 2`` and ``dz = c (x_w - x_v)``, component by component: the live
+    nodes' fast path, the same arithmetic as :func:`edge_flow` without numpy.
+
+    Examples
+    --------
+    >>> edge_flow_values([1.0], [0.0], c=2.0)
+    ([-0.5], [-2.0])
+    """
+    gaps = [w - v for v, w in zip(x_v, x_w, strict=True)]
+    return [0.5 * g for g in gaps], [c * g for g in gaps]
 
 
 def apply_flow(

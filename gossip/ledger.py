@@ -26,20 +26,26 @@ rounding in both directions; in ``(x, z)`` coordinates a flow moved back by ``ta
 carry ``exp(2 eta tau)``-sized terms that cancel and lose digits. ``t_ref`` follows the
 node's own clock so that the factors stay near 1.
 
+Rows are plain lists of floats, not numpy arrays: a node's value has one or a few components,
+and numpy's per-call overhead on such tiny arrays is many times the arithmetic (this is the
+hot path of every exchange). :meth:`Ledger.state_values` and :meth:`Ledger.add_values` work
+on floats directly; :meth:`Ledger.state` and :meth:`Ledger.add` are the same operations on
+arrays.
+
 Times are in units of t (activations per node pair), never seconds.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError, LocalError
 from gossip.jumps import Flow
-from gossip.mixing import decay
+from gossip.mixing import decay_value
 
 __all__ = ["REBASE_SPAN", "Ledger"]
 
@@ -85,13 +91,16 @@ class Ledger:
         self.eta = float(eta)
         self.edges: tuple[int, ...] = tuple(edge_list)
         self._row = {e: i + 1 for i, e in enumerate(edge_list)}
+        dim = int(x0.size)
+        self._dim = dim
         rows = len(edge_list) + 1
-        self._a = np.zeros((rows, x0.size), dtype=np.float64)  # half-sums, row 0: initial
-        self._d = np.zeros((rows, x0.size), dtype=np.float64)  # half-differences at t_ref
-        self._a[0] = x0  # x = z = x0: d = 0
+        # Half-sums and half-differences at t_ref, row 0: the initial value (x = z = x0: d = 0).
+        self._a: list[list[float]] = [[0.0] * dim for _ in range(rows)]
+        self._d: list[list[float]] = [[0.0] * dim for _ in range(rows)]
+        self._a[0] = x0.tolist()
         # Running sums of the rows: state() is asked for at every exchange, the rows rarely.
-        self._a_total = x0.copy()
-        self._d_total = np.zeros(x0.size, dtype=np.float64)
+        self._a_total = x0.tolist()
+        self._d_total = [0.0] * dim
         self._initial = x0
         self._initial.setflags(write=False)
         self._t_ref = float(t0)
@@ -99,7 +108,7 @@ class Ledger:
     @property
     def dim(self) -> int:
         """Number of components of the value."""
-        return int(self._a.shape[1])
+        return self._dim
 
     @property
     def initial(self) -> FloatArray:
@@ -117,13 +126,29 @@ class Ledger:
     def _rebase(self, t: float) -> None:
         # Keep every row near the times being asked for, so exp(+-2 eta tau) stays near 1.
         if self.eta > 0 and 2.0 * self.eta * abs(t - self._t_ref) > REBASE_SPAN:
-            factor = decay(self.eta, t - self._t_ref)
-            self._d = self._d * factor
-            self._d_total = self._d_total * factor
+            factor = decay_value(self.eta, t - self._t_ref)
+            self._d = [[v * factor for v in row] for row in self._d]
+            self._d_total = [v * factor for v in self._d_total]
             self._t_ref = t
+
+    def state_values(self, t: float) -> tuple[list[float], list[float]]:
+        """Return the node's ``(x, z)`` at time ``t`` as lists of floats (see :meth:`state`)."""
+        if not math.isfinite(t):
+            raise ConfigError(f"state time must be finite, got {t!r}")
+        self._rebase(t)
+        factor = decay_value(self.eta, t - self._t_ref)
+        if self._dim == 1:  # the common case, without the loops
+            a, d = self._a_total[0], self._d_total[0] * factor
+            return [a + d], [a - d]
+        x = [a + d * factor for a, d in zip(self._a_total, self._d_total, strict=True)]
+        z = [a - d * factor for a, d in zip(self._a_total, self._d_total, strict=True)]
+        return x, z
 
     def state(self, t: float) -> tuple[FloatArray, FloatArray]:
         """Return the node's ``(x, z)`` at time ``t``: every row mixed to ``t`` and summed.
+
+        Row ``r`` held at ``t_ref`` contributes ``a_r + d_r exp(-2 eta (t - t_ref))`` to ``x``
+        and ``a_r - d_r exp(-2 eta (t - t_ref))`` to ``z``.
 
         Parameters
         ----------
@@ -135,12 +160,8 @@ class Ledger:
         ConfigError
             ``t`` is not finite.
         """
-        if not math.isfinite(t):
-            raise ConfigError(f"state time must be finite, got {t!r}")
-        self._rebase(t)
-        a = self._a_total
-        d = self._d_total * decay(self.eta, t - self._t_ref)
-        return a + d, a - d
+        x, z = self.state_values(t)
+        return np.array(x, dtype=np.float64), np.array(z, dtype=np.float64)
 
     def add(self, edge: int, flow: Flow, t: float, sign: float = 1.0) -> None:
         """Add ``sign * flow``, computed at time ``t``, to the ledger of ``edge``.
@@ -155,20 +176,40 @@ class Ledger:
         ConfigError
             ``t`` or the flow mixed to the reference time is not finite; nothing is changed.
         """
+        dx, dz = self._components(flow)
+        self.add_values(edge, dx, dz, t, sign)
+
+    def add_values(
+        self, edge: int, dx: Sequence[float], dz: Sequence[float], t: float, sign: float = 1.0
+    ) -> None:
+        """Add ``sign * (dx, dz)``, computed at time ``t``, to the ledger of ``edge``.
+
+        :meth:`add` on plain floats: ``dx`` and ``dz`` have ``dim`` components each.
+
+        Raises
+        ------
+        LocalError
+            ``edge`` is not one of the node's edges.
+        ConfigError
+            ``t`` or the flow mixed to the reference time is not finite, or a component count
+            is not ``dim``; nothing is changed.
+        """
         slot = self._slot(edge)
-        a, d = self._moved(flow, t)
+        a, d = self._moved(dx, dz, t)
         if sign != 1.0:
-            a, d = sign * a, sign * d
-        self._a[slot] += a
-        self._d[slot] += d
-        self._a_total += a
-        self._d_total += d
+            a, d = [sign * v for v in a], [sign * v for v in d]
+        rows = ((self._a[slot], self._a_total, a), (self._d[slot], self._d_total, d))
+        for row, total, delta in rows:
+            for i, v in enumerate(delta):
+                row[i] += v
+                total[i] += v
 
     def edge_total(self, edge: int, t: float) -> Flow:
         """Return the cumulative flow in through ``edge``, mixed to time ``t``: ``F_e(t)``."""
         slot = self._slot(edge)
-        a = self._a[slot].copy()
-        d = self._d[slot] * decay(self.eta, t - self._t_ref)
+        factor = decay_value(self.eta, t - self._t_ref)
+        a = np.array(self._a[slot], dtype=np.float64)
+        d = np.array(self._d[slot], dtype=np.float64) * factor
         return Flow(a + d, a - d)
 
     def set_edge_total(self, edge: int, total: Flow, t: float) -> None:
@@ -178,25 +219,36 @@ class Ledger:
         restores exactly the state it had (SPEC section 5).
         """
         slot = self._slot(edge)
-        self._a[slot], self._d[slot] = self._moved(total, t)
-        self._a_total = self._a.sum(axis=0)
-        self._d_total = self._d.sum(axis=0)
+        dx, dz = self._components(total)
+        self._a[slot], self._d[slot] = self._moved(dx, dz, t)
+        self._a_total = [math.fsum(col) for col in zip(*self._a, strict=True)]
+        self._d_total = [math.fsum(col) for col in zip(*self._d, strict=True)]
 
-    def _moved(self, flow: Flow, t: float) -> tuple[FloatArray, FloatArray]:
+    def _components(self, flow: Flow) -> tuple[list[float], list[float]]:
+        dx = np.asarray(flow.dx, dtype=np.float64)
+        dz = np.asarray(flow.dz, dtype=np.float64)
+        if dx.shape != (self._dim,) or dz.shape != (self._dim,):
+            dx, dz = np.broadcast_to(dx, (self._dim,)), np.broadcast_to(dz, (self._dim,))
+        return dx.tolist(), dz.tolist()
+
+    def _moved(
+        self, dx: Sequence[float], dz: Sequence[float], t: float
+    ) -> tuple[list[float], list[float]]:
         """Return the flow's half-sum and its half-difference moved from ``t`` to ``t_ref``."""
         # Check before touching any row: a flow from a far-off time, or huge values, would
         # overflow to inf and poison the state for good.
         if not math.isfinite(t):
             raise ConfigError(f"flow time must be finite, got {t!r}")
+        if len(dx) != self._dim or len(dz) != self._dim:
+            raise ConfigError(
+                f"flow has {len(dx)} and {len(dz)} components; this ledger's dim is {self._dim}"
+            )
         # No rebase here: t may come from a peer; only our own clock (state) moves t_ref.
-        dx = np.asarray(flow.dx, dtype=np.float64)
-        dz = np.asarray(flow.dz, dtype=np.float64)
-        if dx.shape != (self.dim,) or dz.shape != (self.dim,):
-            dx, dz = np.broadcast_to(dx, (self.dim,)), np.broadcast_to(dz, (self.dim,))
-        a = 0.5 * (dx + dz)
-        d = 0.5 * (dx - dz) * decay(self.eta, self._t_ref - t)
-        # One reduction for the check: any inf or nan makes the sum inf or nan.
-        if not math.isfinite(float(a.sum() + d.sum())):
+        factor = decay_value(self.eta, self._t_ref - t)
+        a = [0.5 * (x + z) for x, z in zip(dx, dz, strict=True)]
+        d = [0.5 * (x - z) * factor for x, z in zip(dx, dz, strict=True)]
+        # One sum for the check: any inf or nan makes the sum inf or nan.
+        if not math.isfinite(sum(a) + sum(d)):
             raise ConfigError(
                 f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
             )

@@ -16,10 +16,13 @@ applied later, at time t, by mixing the jump itself over ``t - T`` (see :mod:`go
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["decay", "mix", "mix_convex"]
+__all__ = ["decay", "decay_value", "mix", "mix_convex", "mix_values"]
 
 FloatArray = NDArray[np.float64]
 
@@ -41,6 +44,46 @@ def decay(eta: float, tau: ArrayLike) -> FloatArray:
     0.36787944117144233
     """
     return np.exp(-2.0 * eta * np.asarray(tau, dtype=np.float64))
+
+
+def decay_value(eta: float, tau: float) -> float:
+    """Return :func:`decay` for one float ``tau``: ``exp(-2 eta tau)``, ``inf`` on overflow.
+
+    The scalar fast path of the live nodes, where numpy's per-call overhead would dominate.
+
+    Examples
+    --------
+    >>> decay_value(0.5, 1.0)  # exp(-1)
+    0.36787944117144233
+    """
+    try:
+        return math.exp(-2.0 * eta * tau)
+    except OverflowError:
+        return math.inf
+
+
+def mix_values(
+    x: Sequence[float], z: Sequence[float], eta: float, tau: float
+) -> tuple[list[float], list[float]]:
+    """Return :func:`mix` of one node's value, given and returned as lists of floats.
+
+    ``x <- a + d exp(-2 eta tau)``, ``z <- a - d exp(-2 eta tau)`` with ``a = (x + z) / 2`` and
+    ``d = (x - z) / 2``; ``tau`` in units of t. Same arithmetic as :func:`mix`, without numpy.
+
+    Examples
+    --------
+    >>> x, z = mix_values([1.0], [0.0], eta=0.25, tau=2.0)
+    >>> round(x[0], 6), round(z[0], 6)
+    (0.68394, 0.31606)
+    """
+    factor = decay_value(eta, tau)
+    new_x, new_z = [], []
+    for xi, zi in zip(x, z, strict=True):
+        half_sum = 0.5 * (xi + zi)
+        half_diff = 0.5 * (xi - zi) * factor
+        new_x.append(half_sum + half_diff)
+        new_z.append(half_sum - half_diff)
+    return new_x, new_z
 
 
 def mix(x: ArrayLike, z: ArrayLike, eta: float, tau: ArrayLike) -> tuple[FloatArray, FloatArray]:
