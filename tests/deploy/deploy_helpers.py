@@ -19,7 +19,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "gossip-base:bookworm"  # scripts/docker-image's bootstrapped Debian base
-IMAGE = "continuized-gossip:test"
+# GOSSIP_TEST_IMAGE: another tag, so that two test runs on one engine do not rebuild each
+# other's image under their feet.
+IMAGE = os.environ.get("GOSSIP_TEST_IMAGE", "continuized-gossip:test")
 
 # Figures measured by the tests, printed at the end of the session and saved next to the runs.
 FIGURES: dict[str, Any] = {}

@@ -3,7 +3,8 @@
 * deploy/requirements.txt (what the image installs) is a subset of pyproject.toml's runtime
   dependencies, with the same version bounds;
 * the roles the image runs (``gossip node``, ``gossip coordinator`` and the dashboard) import
-  without the dependencies the image leaves out;
+  without the dependencies the image leaves out, and the graph quantities of the graphs a
+  compose cluster or a LAN of Pis runs are computed without SciPy;
 * the shell scripts parse, and the Pi's systemd units pass ``systemd-analyze verify``.
 """
 
@@ -24,7 +25,7 @@ DEPLOY = ROOT / "deploy"
 PI = DEPLOY / "raspberry-pi"
 
 # Left out of the image on purpose (deploy/requirements.txt says why); narwhals comes with plotly.
-LEFT_OUT = ("matplotlib", "amqtt", "narwhals")
+LEFT_OUT = ("matplotlib", "amqtt", "scipy", "narwhals")
 
 
 def _name(requirement: str) -> str:
@@ -81,6 +82,26 @@ def test_the_coordinator_and_dashboard_modules_import_without_them() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert done.returncode == 0, done.stderr
+
+
+def _run_blocked(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    code = _BLOCKER.format(left_out=LEFT_OUT, argv=argv)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+def test_graph_quantities_without_scipy_dense_up_to_the_limit_then_a_clear_error() -> None:
+    done = _run_blocked(["graph", "info", "grid:4x4"])
+    assert done.returncode == 0, done.stderr
+    assert "mu_gossip" in done.stdout
+    assert "dense" in done.stdout
+    # Above DENSE_LIMIT (1500 nodes) the sparse path needs SciPy: exit 2 with what to install.
+    done = _run_blocked(["graph", "info", "grid:40x41"])
+    assert done.returncode == 2, done.stdout
+    message = " ".join(done.stderr.split())
+    assert "1640 nodes > DENSE_LIMIT = 1500" in message
+    assert "pip install scipy" in message
 
 
 @pytest.mark.parametrize(
