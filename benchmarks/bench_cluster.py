@@ -130,7 +130,13 @@ async def _sample_rss(peak: list[float]) -> None:
 
 
 async def cluster_run(
-    graph: str, algorithm: str, rate: float, until: float, give_up: float, period: float
+    graph: str,
+    algorithm: str,
+    rate: float,
+    until: float,
+    give_up: float,
+    period: float,
+    node_args: tuple[str, ...] = (),
 ) -> tuple[RunSummary, ClusterState, float, float]:
     """One ``gossip up`` run in this process; returns summary, state, wall seconds, peak RSS."""
     holder: dict[str, ClusterState] = {}
@@ -150,6 +156,7 @@ async def cluster_run(
             ),
             log_dir=Path(tmp),
             timeout=give_up,
+            node_args=node_args,
         )
         peak = [0.0]
         start = time.perf_counter()
@@ -188,7 +195,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=100, help="simulator runs for the band")
     parser.add_argument("--inside", type=float, default=0.8)
     parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument(
+        "--node-arg",
+        action="append",
+        default=[],
+        help="extra argument for every node, repeatable (e.g. --node-arg=--hold-exchanges)",
+    )
     args = parser.parse_args(argv)
+    node_args = tuple(args.node_arg)
 
     raw = await raw_zmq()
     print("raw pyzmq DEALER/ROUTER, 2 processes, asyncio client")
@@ -208,7 +222,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     rss_peak = 0.0
     for rate in (float(r) for r in args.rates.split(",")):
         summary, state, wall, rss = await cluster_run(
-            args.graph, "arg", rate, args.until, give_up=120.0, period=0.1
+            args.graph, "arg", rate, args.until, give_up=120.0, period=0.1, node_args=node_args
         )
         rss_peak = max(rss_peak, rss)
         inside, offset = agreement_of(state, args.until, args.runs)
@@ -246,7 +260,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         walls = {}
         for algorithm in ("arg", "rg"):
             summary, state, wall, _ = await cluster_run(
-                "line:30", algorithm, rate, 1e-6, give_up=180.0, period=0.1
+                "line:30", algorithm, rate, 1e-6, give_up=180.0, period=0.1, node_args=node_args
             )
             walls[algorithm] = summary.wall_s
             print(

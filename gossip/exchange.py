@@ -46,6 +46,21 @@ Rules for the bad days:
 * No lock is held across the network: a node serves and initiates any number of exchanges at
   once; flows simply add up (SPEC section 5).
 
+Holding (``hold=True``, the node's ``--hold-exchanges``): a jump is computed from the
+initiator's values sent at ``t_v`` and the server's at ``T``; any other flow at either end in
+between, or still in flight towards it, makes the jump stale, and ARG's ``c`` amplifies the
+error. Two rules remove most of it, without dropping any tick:
+
+* the node starts no exchange while one of its own is pending (:attr:`Exchanger.busy`); the
+  caller's tick waits and fires late, so no activation is lost (a thinned clock diverges);
+* while busy, a request from a *higher* id is deferred (:data:`DEFERRED`) and served, at the
+  time it is served, by :meth:`Exchanger.release` once nothing of ours is in flight (or forced
+  when ours times out). Requests from lower ids are served at once: waits then always go from
+  a higher id to a lower one, so they cannot form a cycle, and nothing deadlocks.
+
+A deferred request is served exactly as if it had arrived late, so the rules above (exactly
+once, opposite flows at the same ``T``) are unchanged; only fewer jumps see stale values.
+
 Recovery (a restarted node, which gets the same bootstrap back): before gossiping it asks each
 neighbour for its ledger on the shared edge (``LedgerRequest``), sets its own to the negative
 (``LedgerReply``), and numbers its next exchanges above the highest the neighbour has seen.
@@ -83,6 +98,7 @@ from gossip.wire import (
 )
 
 __all__ = [
+    "DEFERRED",
     "INITIATOR_TRANSITIONS",
     "SERVER_ACTIONS",
     "STUCK_RETRIES",
@@ -98,6 +114,10 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
+
+DEFERRED = b""
+"""What :meth:`Exchanger.receive` returns for a request it holds back (``hold`` mode): the
+caller keeps the request's route and answers it with what :meth:`Exchanger.release` returns."""
 
 STUCK_RETRIES = 3
 """Retries after which an exchange counts as stuck: its edge's ticks are skipped until it
@@ -263,6 +283,9 @@ class Exchanger:
         Start by recovering the ledger from the neighbours (a restarted node).
     max_in_flight : int or None
         Most exchanges started by this node and pending on one edge; ``None``: no limit.
+    hold : bool
+        Fidelity mode (see "Holding" in the module header): the caller starts no exchange
+        while :attr:`busy`, and requests from higher ids are deferred meanwhile.
     """
 
     def __init__(
@@ -279,6 +302,7 @@ class Exchanger:
         max_skew: float = 60.0,
         recover: bool = False,
         max_in_flight: int | None = None,
+        hold: bool = False,
     ):
         if sorted(link.edge for link in links) != sorted(ledger.edges):
             raise ConfigError(
@@ -310,6 +334,10 @@ class Exchanger:
         self._unrecovered = len(self._edges) if recover else 0
         self._deadlines: list[tuple[float, int, int]] = []  # (deadline, edge, seq), lazy
         self._rtts: deque[float] = deque(maxlen=4096)
+        self.hold = hold
+        self._in_flight = 0  # exchanges started here and pending, all edges
+        self._deferred: deque[Request] = deque()
+        self.deferrals = 0  # requests held back while our own exchange was in flight
 
     # --- introspection -----------------------------------------------------------------------
 
@@ -326,7 +354,17 @@ class Exchanger:
     @property
     def pending(self) -> int:
         """Number of exchanges this node started that are not settled yet."""
-        return sum(len(state.pending) for state in self._edges.values())
+        return self._in_flight
+
+    @property
+    def busy(self) -> bool:
+        """True in ``hold`` mode while an exchange this node started is in flight."""
+        return self.hold and self._in_flight > 0
+
+    @property
+    def deferred(self) -> int:
+        """Number of requests held back, waiting for :meth:`release`."""
+        return len(self._deferred)
 
     def state(self, now: float) -> tuple[float, FloatArray, FloatArray]:
         """Return ``(t, x, z)`` at Unix time ``now``."""
@@ -385,6 +423,7 @@ class Exchanger:
         timeout = self.current_timeout()
         deadline = now + timeout
         state.pending[seq] = _Pending(edge, seq, state.link.peer, frame, now, timeout, deadline)
+        self._in_flight += 1
         heapq.heappush(self._deadlines, (deadline, edge, seq))
         self.counters.initiated += 1
         return Outgoing(state.link.peer, frame)
@@ -439,6 +478,7 @@ class Exchanger:
             state.pending.clear()
             state.stuck = 0
         self._deadlines.clear()
+        self._in_flight = 0
         self.counters.failed += count
         return count
 
@@ -478,10 +518,39 @@ class Exchanger:
         """
         try:
             message = decode(frame)
+            if (
+                self._in_flight
+                and self.hold
+                and type(message) is Request
+                and message.src > self.node_id  # ids order the waits: no cycle, no deadlock
+                and self.open
+            ):
+                self._deferred.append(message)
+                self.deferrals += 1
+                return DEFERRED
             return self._dispatch(message, now)
         except GossipError:
             self.counters.rejected += 1
             return None
+
+    def release(self, now: float, force: bool = False) -> list[bytes | None]:
+        """Serve the deferred requests, in arrival order, once nothing of ours is in flight.
+
+        Returns one answer (or ``None``: no answer) per deferred request, in the order
+        :meth:`receive` returned :data:`DEFERRED`; nothing while still busy unless ``force``
+        (our own exchange is slow: stop making the neighbours wait).
+        """
+        if not self._deferred or (self._in_flight and not force):
+            return []
+        answers: list[bytes | None] = []
+        while self._deferred:
+            message = self._deferred.popleft()
+            try:
+                answers.append(self._on_request(message, now))
+            except GossipError:
+                self.counters.rejected += 1
+                answers.append(None)
+        return answers
 
     def _dispatch(self, message: Message, now: float) -> bytes | None:
         if isinstance(message, Request):
@@ -593,6 +662,7 @@ class Exchanger:
         else:
             self.counters.failed += 1
         del state.pending[msg.seq]
+        self._in_flight -= 1
         if pending.retries >= STUCK_RETRIES:
             state.stuck -= 1
 

@@ -26,13 +26,14 @@ import os
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import numpy as np
 
 from gossip.errors import GossipError
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import DEFERRED, Exchanger, Link, TimeBase
 from gossip.ledger import Ledger
 from gossip.wire import Bootstrap, Register
 from node.clock import PoissonClock
@@ -71,6 +72,8 @@ class Node:
         Rebuild the ledger from the neighbours first; default: when started after the epoch.
     max_in_flight : int or None
         Back-pressure: see :class:`gossip.exchange.Exchanger`.
+    hold : bool
+        Fidelity mode: see :class:`gossip.exchange.Exchanger` (ticks wait, never dropped).
     clock : callable() -> float
         Unix time in seconds.
     """
@@ -88,6 +91,7 @@ class Node:
         seed: int | None = None,
         recover: bool | None = None,
         max_in_flight: int | None = None,
+        hold: bool = False,
         clock: Callable[[], float] = time.time,
     ):
         self.boot = boot
@@ -111,7 +115,11 @@ class Node:
             max_timeout=max_timeout,
             recover=recover,
             max_in_flight=max_in_flight,
+            hold=hold,
         )
+        self._idle = asyncio.Event()  # set when nothing of ours is in flight (hold mode)
+        self._idle.set()
+        self._routes: deque[bytes | None] = deque()  # of the deferred requests, in order
         self.ticks = PoissonClock(links, np.random.default_rng(seed))
         self.stop_requested = asyncio.Event()
         self.final: dict[str, Any] | None = None
@@ -158,6 +166,7 @@ class Node:
             await self.stop_requested.wait()
             ticks.cancel()
             await self._settle()
+            self._release(force=True)  # nothing of ours is in flight any more
             self.exchanger.close()  # from here on the state cannot change
             self.final = self.report(final=True)
             if mqtt is not None:
@@ -184,8 +193,20 @@ class Node:
         while True:
             incoming = await transport.recv()
             answer = ex.receive(incoming.data, clock())
-            if answer is not None and incoming.route is not None:
+            if answer is DEFERRED:
+                self._routes.append(incoming.route)
+            elif answer is not None and incoming.route is not None:
                 transport.answer(incoming.route, answer)
+            if not ex.pending:
+                self._idle.set()
+                if self._routes:
+                    self._release()
+
+    def _release(self, force: bool = False) -> None:
+        for answer in self.exchanger.release(self.clock(), force=force):
+            route = self._routes.popleft()
+            if answer is not None and route is not None:
+                self.transport.answer(route, answer)
 
     async def _tick(self) -> None:
         transport, ex, clock, tb = self.transport, self.exchanger, self.clock, self.timebase
@@ -201,6 +222,9 @@ class Node:
                 # assumes diverges (SPEC, MISPRINT 1). Frames are let in between late ticks.
                 self.late_ticks += 1
                 await asyncio.sleep(0)
+            while ex.busy:  # hold mode: one exchange of ours at a time; the tick waits
+                self._idle.clear()
+                await self._idle.wait()
             out = ex.initiate(edge, clock())
             if out is not None:
                 transport.send(out.peer, out.frame)
@@ -218,8 +242,11 @@ class Node:
                 # wake-up per exchange would cost more than a retry a few ms late.
                 await asyncio.sleep(max(deadline - now, _RETRY_GRAIN))
             else:
-                for out in ex.expire(now):
+                resent = ex.expire(now)
+                for out in resent:
                     transport.send(out.peer, out.frame)
+                if resent and self._routes:
+                    self._release(force=True)  # ours is slow: do not make others wait on it
 
     async def _recover(self) -> None:
         ex = self.exchanger
@@ -306,6 +333,7 @@ async def run_node(config: NodeConfig) -> int:
                 linger=config.linger,
                 seed=config.seed,
                 max_in_flight=config.max_in_flight,
+                hold=config.hold,
             )
             node.stop_requested = stop
             broker = parse_broker(boot.broker)

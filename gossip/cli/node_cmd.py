@@ -91,6 +91,15 @@ def node(
             "are pending (0: no limit). Skipped ticks slow ARG down, or make it diverge.",
         ),
     ] = 0,
+    hold_exchanges: Annotated[
+        bool,
+        typer.Option(
+            envvar="GOSSIP_HOLD_EXCHANGES",
+            help="Fidelity mode: one exchange of this node in flight at a time (late ticks "
+            "wait, none dropped) and requests from higher ids deferred meanwhile, so jumps "
+            "use fresher values.",
+        ),
+    ] = False,
     seed: Annotated[
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
@@ -132,6 +141,7 @@ def node(
             register_timeout=register_timeout,
             seed=seed,
             max_in_flight=max_in_flight or None,
+            hold=hold_exchanges,
             name=name or default_node_name(),
         )
         code = run_node_sync(config)

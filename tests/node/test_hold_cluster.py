@@ -1,0 +1,55 @@
+"""Whole clusters in hold mode (one exchange of ours in flight), over the in-memory transport."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+from _nodetest import bootstraps, common_time
+
+from node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [FaultSpec(), FaultSpec(drop=0.1, dup=0.1, delay=0.1, delay_ms=2.0)],
+    ids=["clean", "faults"],
+)
+async def test_hold_mode_reaches_the_exact_average_without_dropping_ticks(
+    faults: FaultSpec,
+) -> None:
+    n, rate, seconds = 8, 200.0, 3.0
+    values = np.random.default_rng(5).normal(size=(n, 1))
+    net = FakeNetwork()
+    addresses = [f"mem://hold-{v}" for v in range(n)]
+    boots = bootstraps(f"cycle:{n}", "arg", rate, time.time() + 0.2, values, addresses)
+    nodes = []
+    for v, boot in enumerate(boots):
+        transport: Transport = net.endpoint(addresses[v])
+        if faults.active:
+            transport = FaultyTransport(transport, faults, seed=v)
+        node = Node(
+            boot, transport, timeout=0.05, max_timeout=0.4, drain=0.3, linger=0.5, seed=v, hold=True
+        )
+        nodes.append(node)
+    async with asyncio.TaskGroup() as tg:
+        runs = [tg.create_task(node.run(), name=f"hold-{v}") for v, node in enumerate(nodes)]
+        await asyncio.sleep(0.2 + seconds)
+        for node in nodes:
+            node.request_stop()
+    assert [run.result() for run in runs] == [0] * n
+    final = [node.final for node in nodes if node.final is not None]
+    assert len(final) == n
+    _t, x = common_time(final, nodes[0].boot.eta)
+    mean = values.mean(axis=0)
+    assert abs(x.sum() - values.sum()) <= 1e-9 * np.abs(values).sum()
+    assert 0.5 * float(np.sum((x - mean) ** 2)) < 1e-8 * 0.5 * float(np.sum((values - mean) ** 2))
+    counters = [r["counters"] for r in final]
+    initiated = sum(c["initiated"] for c in counters)
+    assert sum(c["skipped"] for c in counters) == 0  # ticks wait in hold mode, none dropped
+    assert initiated > 0.8 * rate * seconds
+    assert sum(c["served"] for c in counters) == initiated - sum(c["failed"] for c in counters)
+    assert sum(node.exchanger.deferrals for node in nodes) > 0
+    assert all(node.exchanger.deferred == 0 for node in nodes)
