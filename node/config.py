@@ -72,8 +72,8 @@ class NodeConfig:
         Most exchanges this node started that may be pending on one edge (``None``, the
         default: no limit); further ticks of that edge are skipped (back-pressure).
     hold : bool
-        Fidelity mode: one exchange of this node in flight at a time (ticks wait, never
-        dropped), and requests from higher ids deferred meanwhile; see
+        Fidelity mode (default): one exchange of this node in flight at a time (ticks wait,
+        never dropped), and requests from higher ids deferred meanwhile; see
         :class:`gossip.exchange.Exchanger`.
     """
 
@@ -91,7 +91,7 @@ class NodeConfig:
     register_timeout: float | None = None
     seed: int | None = None
     max_in_flight: int | None = None
-    hold: bool = False
+    hold: bool = True
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):

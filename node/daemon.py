@@ -5,8 +5,11 @@ this module only feeds them frames and times and carries out what they return.
 
 Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
 
-* ``node-receive`` -- frames in: hand each to the exchanger, send back its answer;
-* ``node-ticks``   -- the node's Poisson clock: initiate an exchange at each tick;
+* ``node-receive`` -- frames in: hand each to the exchanger, send back its answer (a deferred
+  request's answer once nothing of ours is in flight, see ``hold`` in
+  :mod:`gossip.exchange`);
+* ``node-ticks``   -- the node's Poisson clock: initiate an exchange at each tick; a late tick
+  fires late, none is dropped (in hold mode it also waits while our exchange is in flight);
 * ``node-retry``   -- re-send requests whose timeout passed;
 * ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered;
 * ``node-mqtt``    -- reports and the control topic (only with a broker).

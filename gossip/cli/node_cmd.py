@@ -97,9 +97,9 @@ def node(
             envvar="GOSSIP_HOLD_EXCHANGES",
             help="Fidelity mode: one exchange of this node in flight at a time (late ticks "
             "wait, none dropped) and requests from higher ids deferred meanwhile, so jumps "
-            "use fresher values.",
+            "use fresher values (--no-hold-exchanges: any number in flight).",
         ),
-    ] = False,
+    ] = True,
     seed: Annotated[
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
