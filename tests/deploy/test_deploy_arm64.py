@@ -20,7 +20,7 @@ import warnings
 from typing import Any
 
 import pytest
-from deploy_helpers import FIGURES, ROOT, image_exists, run
+from deploy_helpers import FIGURES, ROOT, image_exists, run, unavailable
 
 ARM64_BASE = "gossip-base:bookworm-arm64"  # scripts/docker-image's default for a foreign arm64
 # Its own tag, apart from the amd64 test image (GOSSIP_TEST_IMAGE) built by the other tests.
@@ -72,6 +72,13 @@ def _row(table: str, name: str) -> str:
 @pytest.fixture(scope="module")
 def arm64_image(docker_client: Any) -> str:
     """The arm64 image, built by scripts/docker-image under emulation (the base is cached)."""
+    # Emulation is a capability of the host, like the engine: without it (not root, no
+    # binfmt_misc) the test skips, except under CI=true, where it fails.
+    emulation = subprocess.run(
+        ["bash", "scripts/qemu-binfmt", "arm64"], cwd=ROOT, capture_output=True, text=True
+    )
+    if emulation.returncode != 0:
+        unavailable(f"no arm64 emulation: {emulation.stderr.strip()[-500:]}")
     started = time.monotonic()
     base_cached = image_exists(docker_client, ARM64_BASE)
     run(
