@@ -133,6 +133,7 @@ class Node:
         self.stop_requested = asyncio.Event()
         self.final: dict[str, Any] | None = None
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
+        self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
         self._rtt_ms: dict[str, float] = {"p50": 0.0, "p99": 0.0}
         self._rtt_at = -math.inf  # when _rtt_ms was computed (clock seconds)
 
@@ -148,7 +149,8 @@ class Node:
         """
         now = self.clock()
         ex = self.exchanger
-        t, x, z = ex.state(now)
+        t = self.timebase.t(now)
+        x, z = ex.ledger.state_values(t)  # plain floats: no arrays to build and convert back
         if final or now - self._rtt_at >= _RTT_EVERY:
             self._rtt_ms, self._rtt_at = ex.rtt_ms(), now
         counters = ex.counters
@@ -158,9 +160,9 @@ class Node:
             "address": self.transport.address,
             "t": t,
             "wall": now,
-            "x": x.tolist(),
-            "z": z.tolist(),
-            "initial": ex.ledger.initial.tolist(),
+            "x": x,
+            "z": z,
+            "initial": list(self._initial),
             "final": final,
             "counters": {name: getattr(counters, name) for name in _COUNTER_NAMES},
             "rtt_ms": dict(self._rtt_ms),
