@@ -29,7 +29,8 @@ async def test_requests_and_answers_arrive_in_order_even_before_anyone_receives(
         answers = [await asyncio.wait_for(client.recv(), 10) for _ in range(50)]
         assert [a.data for a in answers] == [r.data[::-1] for r in requests]
         assert all(a.route is None for a in answers)
-        assert client.stats.sent == 50 and server.stats.received == 50
+        assert client.stats.sent == 50
+        assert server.stats.received == 50
 
 
 async def test_a_socket_with_work_pending_does_not_spin_the_event_loop(
