@@ -7,18 +7,22 @@ Run with ``python benchmarks/bench_node_cpu.py`` (about a minute). It prints:
    loopback TCP, with a frame the size of an exchange request. Both processes are counted,
    every thread included (zmq's I/O threads do part of the work).
 2. cluster: a whole ``gossip up`` on ``--graph`` (default line:30) at a high asked rate: the
-   achieved rate, and over the steady part of the run (after ``--warmup`` seconds), the CPU
-   seconds per exchange of the nodes (all node processes together, every thread), of the
-   coordinator (this process) and of the broker, with the share of the nodes' CPU spent in
-   their zmq I/O threads.
+   achieved rate, and over the steady part of the run (from ``--warmup`` seconds after the
+   epoch to the last report that counted new exchanges), the CPU seconds per exchange of the
+   nodes (all node processes together, every thread), of the coordinator (this process) and
+   of the broker; the share of the nodes' CPU spent in threads other than the event loop's
+   (zmq's I/O threads), and how often the nodes' event loops went to sleep per exchange.
 3. the ratio node CPU per exchange / raw CPU per round trip. An exchange is one round trip
    (a request and its reply between two processes), so the ratio is the node's overhead over
    the bare messaging.
 
-CPU time, unlike throughput, hardly depends on what else the machine runs, so the ratio is
-meaningful on a loaded machine; the achieved rate is not (compare it within one run only).
-``--algorithm rg`` (the default) never stops early on divergence, so the window is always the
-whole run; the cost of an exchange is the same for ARG.
+CPU time depends less than throughput on what else the machine runs, but it does depend on
+it: 30 node processes on two cores run with cold caches, and every wake-up of a process
+costs tens of microseconds before any Python runs. Compare figures of one run, or of runs
+made back to back. ``--algorithm rg`` (the default) never stops early on divergence, so the
+run lasts ``--duration``; the cost of an exchange is the same for ARG. The metrics period
+(``--period``) sets a fixed cost per second (reports by every node, their ingestion by the
+coordinator), spread over the exchanges of that second.
 """
 
 from __future__ import annotations
