@@ -23,8 +23,10 @@ ones their cached answer), so the state is final; publish the final report; keep
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -36,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from gossip.errors import GossipError
-from gossip.exchange import DEFERRED, Exchanger, Link, TimeBase
+from gossip.exchange import DEFERRED, Counters, Exchanger, Link, TimeBase
 from gossip.ledger import Ledger
 from gossip.wire import Bootstrap, Register
 from node.clock import PoissonClock
@@ -54,6 +56,10 @@ log = logging.getLogger(__name__)
 _RETRY_GRAIN = 0.01  # seconds; the retry task wakes at most this often (timeouts are longer)
 _RECOVER_EVERY = 0.5  # seconds between LedgerRequests while recovering
 _RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive neighbour
+# Seconds between two computations of the round-trip percentiles in the periodic reports: they
+# sort thousands of samples (the costliest part of a report), and move slowly.
+_RTT_EVERY = 1.0
+_COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
 
 
 class Node:
@@ -127,28 +133,39 @@ class Node:
         self.stop_requested = asyncio.Event()
         self.final: dict[str, Any] | None = None
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
+        self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
+        self._rtt_ms: dict[str, float] = {"p50": 0.0, "p99": 0.0}
+        self._rtt_at = -math.inf  # when _rtt_ms was computed (clock seconds)
 
     def request_stop(self) -> None:
         """Ask the node to stop (idempotent; safe from a signal handler)."""
         self.stop_requested.set()
 
     def report(self, final: bool = False) -> dict[str, Any]:
-        """Return the node's report: the C3 state payload."""
+        """Return the node's report: the C3 state payload.
+
+        The round-trip percentiles are recomputed at most once a second (and for the final
+        report): they sort thousands of samples, which would be most of a report's cost.
+        """
         now = self.clock()
         ex = self.exchanger
-        t, x, z = ex.state(now)
+        t = self.timebase.t(now)
+        x, z = ex.ledger.state_values(t)  # plain floats: no arrays to build and convert back
+        if final or now - self._rtt_at >= _RTT_EVERY:
+            self._rtt_ms, self._rtt_at = ex.rtt_ms(), now
+        counters = ex.counters
         return {
             "node": self.boot.node_id,
             "name": self.name,
             "address": self.transport.address,
             "t": t,
             "wall": now,
-            "x": x.tolist(),
-            "z": z.tolist(),
-            "initial": ex.ledger.initial.tolist(),
+            "x": x,
+            "z": z,
+            "initial": list(self._initial),
             "final": final,
-            "counters": ex.counters.as_dict(),
-            "rtt_ms": ex.rtt_ms(),
+            "counters": {name: getattr(counters, name) for name in _COUNTER_NAMES},
+            "rtt_ms": dict(self._rtt_ms),
             "edges": {str(peer): n for peer, n in ex.activations().items()},
             "pending": ex.pending,
         }

@@ -6,11 +6,15 @@ the ROUTER as ``[identity, frame]`` and answers go back on the ROUTER to that id
 peer needs no route back to us other than the connection it opened.
 
 Waiting costs one wake-up per burst: each socket's notification descriptor (``zmq.FD``) is
-watched by the event loop (``add_reader``), and on a wake-up every socket with a frame waiting
-(``zmq.EVENTS``) is drained with non-blocking reads. ``zmq.FD`` is edge-triggered and a send
-can consume its edge, so after every send the socket's ``EVENTS`` are checked again.
-(``zmq.asyncio.Poller`` does the same, but sets up and tears down its watches at every poll,
-which is most of a round trip's overhead.)
+watched by the event loop (``add_reader``), and the callback drains *that* socket at once with
+non-blocking reads into a queue that :meth:`ZmqTransport.recv` serves. Draining in the callback
+matters: ``zmq.FD`` stays readable (level-triggered, as the event loop sees it) until the socket
+processes its pending commands, so a callback that only woke a receiver would be called again
+at every turn of the loop until the receiver ran -- a busy loop while the node registers, and
+tens of useless turns per frame under load. ``zmq.FD`` is edge-triggered as zmq sees it, and a
+send can consume its edge, so after every send the socket is checked (and drained) again.
+(``zmq.asyncio.Poller`` sets up and tears down its watches at every poll, which is most of a
+round trip's overhead.)
 Sends are non-blocking too: a frame that cannot be queued (peer's queue full) is dropped and
 counted, and the protocol's retry covers it. zmq errors become :class:`TransportError` here.
 """
@@ -135,12 +139,14 @@ class ZmqTransport(Transport):
         self._dealers: dict[int, zmq.Socket[bytes]] = {}
         self._addresses: dict[int, str] = {}
         self._ready: deque[Incoming] = deque()
-        self._wake = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None  # recv() waiting for a frame
+        self._error: TransportError | None = None  # raised by the next recv()
         self._watch(self._router)
         self._closed = False
 
     def _watch(self, sock: zmq.Socket[bytes]) -> None:
-        self._loop.add_reader(cast(int, sock.getsockopt(zmq.FD)), self._wake.set)
+        drain = self._drain_router if sock is self._router else self._drain_dealer
+        self._loop.add_reader(cast(int, sock.getsockopt(zmq.FD)), drain, sock)
 
     def _unwatch(self, sock: zmq.Socket[bytes]) -> None:
         self._loop.remove_reader(cast(int, sock.getsockopt(zmq.FD)))
@@ -173,7 +179,7 @@ class ZmqTransport(Transport):
             self._dealers[peer] = dealer
             self._addresses[peer] = address
             self._watch(dealer)
-        self._wake.set()  # look at the new sockets once
+            self._drain_dealer(dealer)  # its FD may already have consumed its edge
 
     def send(self, peer: int, data: bytes) -> None:
         """Queue ``data`` on the DEALER to ``peer``; drop it if the queue is full."""
@@ -188,8 +194,7 @@ class ZmqTransport(Transport):
             self.stats.dropped += 1
         except zmq.ZMQError as exc:
             raise TransportError(f"send to peer {peer} failed: {exc}") from None
-        if _readable(sock):  # the send may have eaten the FD's edge
-            self._wake.set()
+        self._drain_dealer(sock)  # the send may have eaten the FD's edge
 
     def answer(self, route: bytes, data: bytes) -> None:
         """Send ``data`` back on the ROUTER to the DEALER whose identity is ``route``."""
@@ -198,34 +203,55 @@ class ZmqTransport(Transport):
             self.stats.sent += 1
         except zmq.ZMQError:
             self.stats.dropped += 1  # full, or that peer is gone: it asks again if it cares
-        if _readable(self._router):
-            self._wake.set()
+        self._drain_router(self._router)
 
     async def recv(self) -> Incoming:
         """Return the next frame from the ROUTER (a request) or a DEALER (an answer)."""
         while not self._ready:
-            self._wake.clear()
+            if self._error is not None:
+                raise self._error
+            self._waiter = self._loop.create_future()
             try:
-                self._drain()
-            except zmq.ZMQError as exc:
-                raise TransportError(f"receiving on the node's sockets failed: {exc}") from None
-            if not self._ready:
-                await self._wake.wait()
+                await self._waiter
+            finally:
+                self._waiter = None
         self.stats.received += 1
         return self._ready.popleft()
 
-    def _drain(self) -> None:
-        router, ready = self._router, self._ready
-        while _readable(router):
-            frames = router.recv_multipart(_NOBLOCK)
-            # [identity, payload]; a REQ peer's extra delimiter frame leaves no usable route.
-            if len(frames) == 2:
-                ready.append(Incoming(frames[1], frames[0]))
-            else:
-                ready.append(Incoming(frames[-1], None))
-        for dealer in self._dealers.values():
+    def _drain_router(self, router: zmq.Socket[bytes]) -> None:
+        ready, before = self._ready, len(self._ready)
+        try:
+            while _readable(router):
+                frames = router.recv_multipart(_NOBLOCK)
+                # [identity, payload]; a REQ peer's extra delimiter frame leaves no usable route.
+                if len(frames) == 2:
+                    ready.append(Incoming(frames[1], frames[0]))
+                else:
+                    ready.append(Incoming(frames[-1], None))
+        except zmq.ZMQError as exc:
+            self._fail(exc)
+        if len(ready) > before:
+            self._wake()
+
+    def _drain_dealer(self, dealer: zmq.Socket[bytes]) -> None:
+        ready, before = self._ready, len(self._ready)
+        try:
             while _readable(dealer):
                 ready.append(Incoming(dealer.recv(_NOBLOCK), None))
+        except zmq.ZMQError as exc:
+            self._fail(exc)
+        if len(ready) > before:
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fail(self, exc: zmq.ZMQError) -> None:
+        # Called from the event loop's reader callback: hand the error to the receiver.
+        self._error = TransportError(f"receiving on the node's sockets failed: {exc}")
+        self._wake()
 
     async def aclose(self) -> None:
         """Close every socket (unsent frames are dropped) and the context if we made it."""

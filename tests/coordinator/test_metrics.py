@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -118,3 +119,40 @@ def test_consistent_cut_moves_a_node_that_is_ahead_back() -> None:
     # No report of node 2 is early enough: no consistent cut in what is kept.
     histories[1] = [_snap(2.5, p0=1, p2=1)]
     assert consistent_cut(histories, edges) is None
+
+
+def _latest_cut_by_search(
+    histories: list[list[Snapshot]], edges: list[tuple[int, int]]
+) -> list[int] | None:
+    # Counts only grow with time, so the consistent cuts are closed under the componentwise
+    # maximum: the latest one is the maximum of them all.
+    best: list[int] | None = None
+    for cut in itertools.product(*(range(len(h)) for h in histories)):
+        if all(
+            histories[a][cut[a]].edges.get(b, 0) == histories[b][cut[b]].edges.get(a, 0)
+            for a, b in edges
+        ):
+            best = (
+                list(cut) if best is None else [max(p, q) for p, q in zip(best, cut, strict=True)]
+            )
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_consistent_cut_is_the_latest_one(data: st.DataObject) -> None:
+    n = data.draw(st.integers(2, 4))
+    pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    edges = data.draw(st.lists(st.sampled_from(pairs), min_size=1, unique=True))
+    histories: list[list[Snapshot]] = []
+    for node in range(n):
+        peers = [b if a == node else a for a, b in edges if node in (a, b)]
+        counts = dict.fromkeys(peers, 0)
+        reports = []
+        for k in range(data.draw(st.integers(1, 4))):
+            for peer in peers:  # counts never decrease
+                counts[peer] += data.draw(st.integers(0, 1))
+            reports.append(Snapshot(float(k), (0.0,), (0.0,), dict(counts)))
+        histories.append(reports)
+    expected = _latest_cut_by_search(histories, edges)
+    assert consistent_cut(histories, np.array(edges, dtype=np.int64)) == expected
