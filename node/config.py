@@ -75,6 +75,9 @@ class NodeConfig:
         Fidelity mode (default): one exchange of this node in flight at a time (ticks wait,
         never dropped), and requests from higher ids deferred meanwhile; see
         :class:`gossip.exchange.Exchanger`.
+    exact : bool
+        Exact jumps: correct every jump's inputs after the fact, by linear corrections sent to
+        the peers (see "Exact mode" in :mod:`gossip.exchange`).
     """
 
     coordinator: str
@@ -92,6 +95,7 @@ class NodeConfig:
     seed: int | None = None
     max_in_flight: int | None = None
     hold: bool = True
+    exact: bool = False
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):

@@ -77,6 +77,8 @@ class Node:
         Back-pressure: see :class:`gossip.exchange.Exchanger`.
     hold : bool
         Fidelity mode: see :class:`gossip.exchange.Exchanger` (ticks wait, never dropped).
+    exact : bool
+        Exact jumps by corrections: see :class:`gossip.exchange.Exchanger`.
     clock : callable() -> float
         Unix time in seconds.
     """
@@ -95,6 +97,7 @@ class Node:
         recover: bool | None = None,
         max_in_flight: int | None = None,
         hold: bool = False,
+        exact: bool = False,
         clock: Callable[[], float] = time.time,
     ):
         self.boot = boot
@@ -119,6 +122,7 @@ class Node:
             recover=recover,
             max_in_flight=max_in_flight,
             hold=hold,
+            exact=exact,
         )
         self._idle = asyncio.Event()  # set when nothing of ours is in flight (hold mode)
         self._idle.set()
@@ -184,7 +188,7 @@ class Node:
         ex = self.exchanger
         deadline = self.clock() + max(4 * ex.max_timeout, 5.0)
         while self.clock() < deadline:
-            if not ex.pending:
+            if not ex.pending and not ex.pending_corrections:
                 break
             await asyncio.sleep(0.01)
         abandoned = ex.abandon_all()
@@ -200,6 +204,8 @@ class Node:
                 self._routes.append(incoming.route)
             elif answer is not None and incoming.route is not None:
                 transport.answer(incoming.route, answer)
+            for out in ex.take_outgoing():  # corrections (exact mode)
+                transport.send(out.peer, out.frame)
             if not ex.pending:
                 self._idle.set()
                 if self._routes:
@@ -210,6 +216,8 @@ class Node:
             route = self._routes.popleft()
             if answer is not None and route is not None:
                 self.transport.answer(route, answer)
+        for out in self.exchanger.take_outgoing():
+            self.transport.send(out.peer, out.frame)
 
     async def _tick(self) -> None:
         transport, ex, clock, tb = self.transport, self.exchanger, self.clock, self.timebase
@@ -337,6 +345,7 @@ async def run_node(config: NodeConfig) -> int:
                 seed=config.seed,
                 max_in_flight=config.max_in_flight,
                 hold=config.hold,
+                exact=config.exact,
             )
             node.stop_requested = stop
             broker = parse_broker(boot.broker)

@@ -100,6 +100,16 @@ def node(
             "use fresher values (--no-hold-exchanges: any number in flight).",
         ),
     ] = True,
+    exact: Annotated[
+        bool,
+        typer.Option(
+            envvar="GOSSIP_EXACT",
+            help="Exact jumps: correct each jump's inputs after the fact (linear corrections "
+            "sent to the peers), so the run is the continuized process for its jump times "
+            "whatever the latency. Combines with --hold-exchanges (fewer corrections) or "
+            "--no-hold-exchanges (no waiting).",
+        ),
+    ] = False,
     seed: Annotated[
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
@@ -142,6 +152,7 @@ def node(
             seed=seed,
             max_in_flight=max_in_flight or None,
             hold=hold_exchanges,
+            exact=exact,
             name=name or default_node_name(),
         )
         code = run_node_sync(config)
