@@ -35,7 +35,9 @@ computed forward only (mixing factors ``<= 1``, so nothing cancels, however long
 A pass from index i recomputes ``S_k`` for ``k >= i``, and for each jump whose input can still
 be corrected returns ``d_k = S_k.x - used_k`` when it is above ``rel_tol`` times the size of
 the values (rounding noise is not worth a message); the jump's ``used`` and flow are updated at
-once, so the next jumps of the same pass already see the correction.
+once, so the next jumps of the same pass already see the correction. Each hop of a chain of
+corrections halves it (a jump moves ``x`` by half the gap), so ``rel_tol`` bounds the chains:
+about ``log2(1 / rel_tol)`` hops.
 
 Order at one node: jumps are sorted by ``(t, edge, seq, initiator)``. Equal times are a
 measure-zero event; the tie-break is the same at both ends of an edge and across the network
@@ -318,6 +320,7 @@ class JumpWindow:
             used = jump.used
             if used is not None:
                 d = [s - u for s, u in zip(sx, used, strict=True)]
+                # Worth a message above rel_tol times the size of the values.
                 size = max(map(abs, sx)) + max(map(abs, sz)) + max(map(abs, used))
                 if max(map(abs, d)) > rel * size:
                     jump.used = list(sx)

@@ -78,6 +78,8 @@ class NodeConfig:
     exact : bool
         Exact jumps: correct every jump's inputs after the fact, by linear corrections sent to
         the peers (see "Exact mode" in :mod:`gossip.exchange`).
+    correction_tol : float
+        Exact mode: corrections smaller than this times the size of the values are not sent.
     """
 
     coordinator: str
@@ -96,6 +98,7 @@ class NodeConfig:
     max_in_flight: int | None = None
     hold: bool = True
     exact: bool = False
+    correction_tol: float = 1e-9
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):
@@ -113,6 +116,8 @@ class NodeConfig:
             value = getattr(self, key)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{key} must be >= 0 seconds, got {value!r}")
+        if not (math.isfinite(self.correction_tol) and self.correction_tol >= 0):
+            raise ConfigError(f"--correction-tol must be >= 0, got {self.correction_tol!r}")
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ConfigError(
                 f"--max-in-flight must be >= 1 (or 0 for no limit), got {self.max_in_flight}"

@@ -79,6 +79,8 @@ class Node:
         Fidelity mode: see :class:`gossip.exchange.Exchanger` (ticks wait, never dropped).
     exact : bool
         Exact jumps by corrections: see :class:`gossip.exchange.Exchanger`.
+    correction_tol : float
+        Exact mode: the smallest correction sent, relative to the values (``rel_tol``).
     clock : callable() -> float
         Unix time in seconds.
     """
@@ -98,6 +100,7 @@ class Node:
         max_in_flight: int | None = None,
         hold: bool = False,
         exact: bool = False,
+        correction_tol: float = 1e-9,
         clock: Callable[[], float] = time.time,
     ):
         self.boot = boot
@@ -123,6 +126,7 @@ class Node:
             max_in_flight=max_in_flight,
             hold=hold,
             exact=exact,
+            rel_tol=correction_tol,
         )
         self._idle = asyncio.Event()  # set when nothing of ours is in flight (hold mode)
         self._idle.set()
@@ -346,6 +350,7 @@ async def run_node(config: NodeConfig) -> int:
                 max_in_flight=config.max_in_flight,
                 hold=config.hold,
                 exact=config.exact,
+                correction_tol=config.correction_tol,
             )
             node.stop_requested = stop
             broker = parse_broker(boot.broker)

@@ -110,6 +110,14 @@ def node(
             "--no-hold-exchanges (no waiting).",
         ),
     ] = False,
+    correction_tol: Annotated[
+        float,
+        typer.Option(
+            envvar="GOSSIP_CORRECTION_TOL",
+            help="With --exact: corrections smaller than this times the size of the values "
+            "are not sent (0: all, down to rounding).",
+        ),
+    ] = 1e-9,
     seed: Annotated[
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
@@ -153,6 +161,7 @@ def node(
             max_in_flight=max_in_flight or None,
             hold=hold_exchanges,
             exact=exact,
+            correction_tol=correction_tol,
             name=name or default_node_name(),
         )
         code = run_node_sync(config)
