@@ -177,7 +177,6 @@ class Node:
             await self.stop_requested.wait()
             ticks.cancel()
             await self._settle()
-            self._release(force=True)  # nothing of ours is in flight any more
             self.exchanger.close()  # from here on the state cannot change
             self.final = self.report(final=True)
             if mqtt is not None:
@@ -191,10 +190,17 @@ class Node:
         await asyncio.sleep(self.drain)
         ex = self.exchanger
         deadline = self.clock() + max(4 * ex.max_timeout, 5.0)
+        released = False
         while self.clock() < deadline:
+            if not ex.pending and not released:
+                # Nothing of ours is in flight any more: serve what was deferred (its
+                # corrections, in exact mode, are then waited for like the rest).
+                self._release(force=True)
+                released = True
             if not ex.pending and not ex.pending_corrections:
                 break
             await asyncio.sleep(0.01)
+        self._release(force=True)  # if the deadline came first
         abandoned = ex.abandon_all()
         if abandoned:
             log.warning("%d exchanges still unanswered at stop: counted as failed", abandoned)
