@@ -107,7 +107,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.corrections import CorrectionQueue, JumpWindow, jump_id, own_input_flow
+from gossip.correcting import Correcting
+from gossip.corrections import CorrectionQueue, JumpWindow, jump_id
 from gossip.errors import ConfigError, GossipError, ProtocolError
 from gossip.holding import DEFERRED, Holding
 from gossip.jumps import Flow, edge_flow_values
@@ -161,7 +162,7 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 
 
-class Exchanger:
+class Exchanger(Correcting):
     """One node's side of every exchange: what to send, and what to do with what arrives.
 
     Parameters
@@ -659,113 +660,6 @@ class Exchanger:
                 dz=msg.dz,
             )
             self._correct(start, t_now)
-
-    # --- corrections -------------------------------------------------------------------------
-
-    def _correct(self, start: int, t_now: float) -> None:
-        """Process the window from ``start`` (``-1``: a late flow, from 0); send corrections."""
-        window = self.window
-        if window is None or not self.open:
-            return  # closed: the state is final, nothing more is sent
-        if start < 0:
-            self.counters.late += 1
-            start = 0
-        for edge, items in window.run(start).items():
-            self._queue.add(edge, items)
-            self._send_corrections(edge, t_now)
-
-    def _send_corrections(self, edge: int, t_now: float) -> None:
-        items = self._queue.take(edge)
-        if items is None:
-            return
-        state = self._edges[edge]
-        seq, ack = state.next_seq, state.ack()  # ack: before this one
-        state.next_seq += 1
-        message = Correction(
-            src=self.node_id,
-            edge=edge,
-            seq=seq,
-            ack=ack,
-            jumps=tuple(jid for jid, _, _ in items),
-            t=tuple(t for _, t, _ in items),
-            d=tuple(v for _, _, d in items for v in d),
-        )
-        frame = encode(message)
-        now = self.timebase.wall(t_now)
-        timeout = self.current_timeout()
-        state.pending[seq] = Pending(
-            edge, seq, state.link.peer, frame, now, timeout, now + timeout, items=items
-        )
-        heapq.heappush(self._deadlines, (now + timeout, edge, seq))
-        self._corrections_in_flight += 1
-        self.counters.corrections += 1
-        self.counters.corrected += len(items)
-        self._outbox.append(Outgoing(state.link.peer, frame))
-
-    def _settle_correction(
-        self, state: EdgeState, pending: Pending, applied: bool, now: float
-    ) -> None:
-        assert pending.items is not None
-        edge = state.link.edge
-        self._queue.done(edge)
-        t_now = self.timebase.t(now)
-        if applied:  # the peer has its side: ours now, at each jump's time
-            for _, t, d in pending.items:
-                gx, gz = own_input_flow(d, self.c)
-                self.ledger.add_values(edge, gx, gz, t, sign=-1.0)
-        else:
-            self.counters.failed += 1
-            if self.window is not None:
-                start = len(self.window)
-                for jid, t, d in pending.items:
-                    start = min(start, self.window.revert(edge, jid, t, d))
-                self._correct(start, t_now)
-        if self.open:
-            self._send_corrections(edge, t_now)  # what accumulated meanwhile
-
-    def _on_correction(self, msg: Correction, now: float) -> bytes | None:
-        state = self._edge_from(msg.src, msg.edge)
-        dim = self.ledger.dim
-        if len(msg.d) != dim * len(msg.jumps):
-            raise ProtocolError(
-                f"field 'd' has {len(msg.d)} components for {len(msg.jumps)} jumps; this "
-                f"cluster's dim is {dim}"
-            )
-        t_now = self.timebase.t(now)
-        items: list[tuple[int, float, list[float], list[float], list[float]]] = []
-        for i, (wire_jid, t) in enumerate(zip(msg.jumps, msg.t, strict=True)):
-            self._check_time(t, now)
-            jid = wire_jid ^ 1  # the owner bit is the sender's: flip it to ours
-            seq, mine = jid >> 1, bool(jid & 1)
-            if seq < 1 or seq >= (state.next_seq if mine else state.max_seen + 1):
-                raise ProtocolError(
-                    f"correction of exchange {seq} on edge {msg.edge} started by "
-                    f"{'us' if mine else 'the sender'}: no such exchange"
-                )
-            gx, gz = own_input_flow(msg.d[i * dim : (i + 1) * dim], self.c)
-            if not all(map(math.isfinite, gz)):
-                raise ProtocolError(f"field 'd' of item {i} overflows once scaled by c={self.c}")
-            items.append((jid, t, list(msg.d[i * dim : (i + 1) * dim]), gx, gz))
-        action = self._server_case(state, msg.seq, msg.ack)
-        if action == "answer":
-            return state.cache[msg.seq]
-        if action == "ignore":
-            return None
-        if action == "nack":
-            return self._nack(state, msg.seq)
-        state.max_seen = max(state.max_seen, msg.seq)
-        for _, t, _, gx, gz in items:
-            self.ledger.add_values(msg.edge, gx, gz, t)
-        answer = encode(CorrectionAck(src=self.node_id, edge=msg.edge, seq=msg.seq))
-        state.cache[msg.seq] = answer
-        if self.window is not None:
-            self.window.finalize(t_now)
-            start = len(self.window)
-            for jid, t, _, gx, gz in items:
-                at = self.window.add_flow(t, edge=msg.edge, peer=msg.src, jid=jid, dx=gx, dz=gz)
-                start = min(start, at)
-            self._correct(start, t_now)
-        return answer
 
     # --- recovery ----------------------------------------------------------------------------
 
