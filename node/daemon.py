@@ -81,6 +81,8 @@ class Node:
         Exact jumps by corrections: see :class:`gossip.exchange.Exchanger`.
     correction_tol : float
         Exact mode: the smallest correction sent, relative to the values (``rel_tol``).
+    correction_horizon : float or None
+        Exact mode: seconds after which a jump is final (``horizon``).
     clock : callable() -> float
         Unix time in seconds.
     """
@@ -101,6 +103,7 @@ class Node:
         hold: bool = False,
         exact: bool = False,
         correction_tol: float = 1e-9,
+        correction_horizon: float | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.boot = boot
@@ -127,6 +130,7 @@ class Node:
             hold=hold,
             exact=exact,
             rel_tol=correction_tol,
+            horizon=correction_horizon,
         )
         self._idle = asyncio.Event()  # set when nothing of ours is in flight (hold mode)
         self._idle.set()
@@ -357,6 +361,7 @@ async def run_node(config: NodeConfig) -> int:
                 hold=config.hold,
                 exact=config.exact,
                 correction_tol=config.correction_tol,
+                correction_horizon=config.correction_horizon,
             )
             node.stop_requested = stop
             broker = parse_broker(boot.broker)

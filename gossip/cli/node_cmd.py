@@ -118,6 +118,14 @@ def node(
             "are not sent (0: all, down to rounding).",
         ),
     ] = 1e-9,
+    correction_horizon: Annotated[
+        float | None,
+        typer.Option(
+            envvar="GOSSIP_CORRECTION_HORIZON",
+            help="With --exact: seconds after which a jump is final and no longer corrected "
+            "(default: 4 x the largest retry timeout). Shorter bounds the correction traffic.",
+        ),
+    ] = None,
     seed: Annotated[
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
@@ -162,6 +170,7 @@ def node(
             hold=hold_exchanges,
             exact=exact,
             correction_tol=correction_tol,
+            correction_horizon=correction_horizon,
             name=name or default_node_name(),
         )
         code = run_node_sync(config)
