@@ -23,7 +23,7 @@ from gossip.mixing import mix
 from gossip.params import gossip_params
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
-from gossip.wire import Reply, decode
+from gossip.wire import Correction, CorrectionAck, Reply, decode, encode
 
 
 @dataclass
@@ -225,3 +225,44 @@ def test_drops_duplicates_and_retries_keep_mass_and_exactness(spec: str, horizon
         assert gap < 1e-9 * max(1.0, spread)
     else:
         assert late > 0
+
+
+def test_bad_corrections_are_rejected_and_change_nothing() -> None:
+    net = ExactNet.build("line:3", "arg", exact=True, seed=0)
+    one = net.nodes[1]
+    edge = next(link.edge for link in one.links if link.peer == 0)
+    before = one.ledger.state_values(5.0)
+
+    def correction(**fields: object) -> bytes:
+        base: dict[str, object] = {
+            "src": 0,
+            "edge": edge,
+            "seq": 1,
+            "ack": 0,
+            "jumps": (2 * 1 + 1,),  # exchange 1, started by the sender: never happened
+            "t": (1.0,),
+            "d": (0.5,),
+        }
+        base.update(fields)
+        return encode(Correction(**base))  # type: ignore[arg-type]
+
+    bad = [
+        correction(),  # no such exchange
+        correction(jumps=(2 * 1 + 0,)),  # "ours", but we never started one
+        correction(src=2),  # not the neighbour on that edge
+        correction(jumps=(3, 3), t=(1.0, 1.0), d=(0.5, 0.5, 0.5, 0.5)),  # dim 2, cluster dim 1
+        correction(t=(1e12,)),  # far in the future
+    ]
+    for frame in bad:
+        assert one.receive(frame, 2.0) is None
+    assert one.counters.rejected == len(bad)
+    assert one.ledger.state_values(5.0) == before
+    assert one.take_outgoing() == []
+    # A well-formed one for an exchange that did happen is applied once, and acknowledged.
+    out = net.nodes[0].initiate(edge, 1.0)
+    assert out is not None
+    assert isinstance(decode(one.receive(out.frame, 1.5) or b""), Reply)
+    good = correction(seq=2, ack=1)  # the sender's seq 1 was the request
+    assert isinstance(decode(one.receive(good, 2.0) or b""), CorrectionAck)
+    assert one.receive(good, 2.1) == one.receive(good, 2.2)  # repeats: from the cache
+    assert one.counters.duplicates == 2
