@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import sys
 import tempfile
 import time
@@ -129,6 +130,20 @@ async def _sample_rss(peak: list[float]) -> None:
         await asyncio.sleep(0.5)
 
 
+def correction_traffic(log_dir: Path) -> tuple[float, float]:
+    """Return correction messages and corrected jump inputs per activation, summed over the
+    nodes' final reports (the JSON line each node prints on exit); 0 without exact mode."""
+    totals = {"initiated": 0, "corrections": 0, "corrected": 0}
+    for log in log_dir.glob("node-*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("{") and '"final": true' in line:
+                counters = json.loads(line).get("counters", {})
+                for key in totals:
+                    totals[key] += int(counters.get(key, 0))
+    activations = max(totals["initiated"], 1)
+    return totals["corrections"] / activations, totals["corrected"] / activations
+
+
 async def cluster_run(
     graph: str,
     algorithm: str,
@@ -137,8 +152,9 @@ async def cluster_run(
     give_up: float,
     period: float,
     node_args: tuple[str, ...] = (),
-) -> tuple[RunSummary, ClusterState, float, float]:
-    """One ``gossip up`` run in this process; returns summary, state, wall seconds, peak RSS."""
+) -> tuple[RunSummary, ClusterState, float, float, tuple[float, float]]:
+    """One ``gossip up`` run in this process; returns summary, state, wall seconds, peak RSS
+    and the correction traffic (:func:`correction_traffic`)."""
     holder: dict[str, ClusterState] = {}
 
     def started(state: ClusterState, _: RunningBroker) -> None:
@@ -167,7 +183,8 @@ async def cluster_run(
             finally:
                 sampler.cancel()
         wall = time.perf_counter() - start
-    return summary, holder["state"], wall, peak[0]
+        traffic = correction_traffic(Path(tmp))
+    return summary, holder["state"], wall, peak[0], traffic
 
 
 def agreement_of(state: ClusterState, until: float, runs: int) -> tuple[float, float]:
@@ -221,7 +238,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     rtts: list[tuple[float, float | None, float | None]] = []
     rss_peak = 0.0
     for rate in (float(r) for r in args.rates.split(",")):
-        summary, state, wall, rss = await cluster_run(
+        summary, state, wall, rss, traffic = await cluster_run(
             args.graph, "arg", rate, args.until, give_up=120.0, period=0.1, node_args=node_args
         )
         rss_peak = max(rss_peak, rss)
@@ -233,7 +250,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
             f"  rate {rate:7.0f}/s: achieved {summary.rate_achieved:7.0f}/s, t_eps "
             f"{summary.t_eps or float('nan'):8.0f}, inside band {inside:4.0%}, median offset "
             f"{offset:+.2f} decades, rtt p50/p99 {summary.rtt_p50_ms or 0:.2f}/"
-            f"{summary.rtt_p99_ms or 0:.2f} ms, wall {wall:.1f} s -> {'ok' if ok else 'NO'}"
+            f"{summary.rtt_p99_ms or 0:.2f} ms, corrections/activation {traffic[0]:.2f} "
+            f"(jumps corrected {traffic[1]:.2f}), wall {wall:.1f} s -> {'ok' if ok else 'NO'}"
         )
         if ok:
             best, failures = rate, 0
@@ -259,7 +277,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         print(f"\nline:30 to 1e-6 at {rate:.0f}/s: ARG against RG")
         walls = {}
         for algorithm in ("arg", "rg"):
-            summary, state, wall, _ = await cluster_run(
+            summary, state, wall, _, _ = await cluster_run(
                 "line:30", algorithm, rate, 1e-6, give_up=180.0, period=0.1, node_args=node_args
             )
             walls[algorithm] = summary.wall_s

@@ -61,32 +61,78 @@ error. Two rules remove most of it, without dropping any tick:
 A deferred request is served exactly as if it had arrived late, so the rules above (exactly
 once, opposite flows at the same ``T``) are unchanged; only fewer jumps see stale values.
 
+Exact mode (``exact=True``, the node's ``--exact``): the jumps are made exact after the fact
+by linear corrections (:mod:`gossip.corrections` states the theory). On top of the rules above:
+
+* every jump at this node (served, or initiated and answered) joins a window of recent jumps
+  with the own input it used: the server's ``x_w(T)``, or for the initiator the values it sent
+  mixed to T, which it knows exactly because a retry re-sends the *same* frame in this mode;
+* after every change (a new jump, a flow for an earlier one) the window is processed in time
+  order from the change on; each jump whose own input was off by ``d`` gets ``-G(d)`` here and
+  a :class:`~gossip.wire.Correction` carries ``+G(d)`` to the peer, one message per edge per
+  pass (all the items of that edge);
+* a correction is numbered in the same sequence as the node's requests on that edge, and
+  handled like one: the peer applies it first, caches its :class:`~gossip.wire.CorrectionAck`
+  and answers repeats from the cache; the sender applies its side when the ack arrives, so a
+  lost message or a dead node never breaks the sums. A Nack (the peer closed or recovering)
+  means neither side applies it, and that jump is no longer corrected;
+* the peer adds the flow to its own record of the jump and processes its later jumps, which
+  may send corrections on its other edges: corrections only move forward in time, so they die
+  out (tests/gossip/test_exchange_exact.py checks the result against a sequential replay);
+* jumps older than ``horizon`` seconds are final; a flow older than that is applied (mass
+  exact) and counted in ``counters.late``, and only the jumps still in the window are fixed;
+* recovery stays exact: a restarted node rebuilds its ledger as below, its window starts empty,
+  and since corrections share the request numbering, the neighbour's ``LedgerReply.seq`` also
+  renumbers them; a correction the peer applied but never acknowledged is in its ledger, so
+  in the rebuilt one too; one not applied is Nacked while recovering, so in neither.
+
 Recovery (a restarted node, which gets the same bootstrap back): before gossiping it asks each
 neighbour for its ledger on the shared edge (``LedgerRequest``), sets its own to the negative
 (``LedgerReply``), and numbers its next exchanges above the highest the neighbour has seen.
 Until every edge is recovered it neither initiates nor applies (it Nacks).
 
-The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`); the methods
-of :class:`Exchanger` look them up and carry them out. Time comes in as ``now``, Unix seconds
+The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
+:mod:`gossip.protocol`); the methods of :class:`Exchanger` look them up and carry them out.
+Holding is :mod:`gossip.holding`, the retry timer :mod:`gossip.rto`, the corrections'
+bookkeeping :mod:`gossip.corrections`. Time comes in as ``now``, Unix seconds
 on the caller's clock; the protocol's time is ``t = rate * (now - epoch)``.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
+from gossip.correcting import Correcting
+from gossip.corrections import CorrectionQueue, JumpWindow, jump_id
 from gossip.errors import ConfigError, GossipError, ProtocolError
+from gossip.holding import DEFERRED, Holding
 from gossip.jumps import Flow, edge_flow_values
 from gossip.ledger import Ledger
 from gossip.mixing import mix_values
+from gossip.protocol import (
+    INITIATOR_TRANSITIONS,
+    SERVER_ACTIONS,
+    STUCK_RETRIES,
+    Action,
+    Counters,
+    EdgeState,
+    Event,
+    Link,
+    Outgoing,
+    Pending,
+    Phase,
+    ServerCase,
+    TimeBase,
+)
+from gossip.rto import RetryTimer
 from gossip.wire import (
+    Correction,
+    CorrectionAck,
     LedgerReply,
     LedgerRequest,
     Message,
@@ -115,149 +161,8 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-DEFERRED = b""
-"""What :meth:`Exchanger.receive` returns for a request it holds back (``hold`` mode): the
-caller keeps the request's route and answers it with what :meth:`Exchanger.release` returns."""
 
-STUCK_RETRIES = 3
-"""Retries after which an exchange counts as stuck: its edge's ticks are skipped until it
-settles. Fewer would thin the clocks (see below) at every spurious timeout."""
-
-
-class Phase(StrEnum):
-    """Where an exchange started by this node stands."""
-
-    SENT = "sent"
-    RETRYING = "retrying"
-    DONE = "done"
-
-
-class Event(StrEnum):
-    """What can happen to an exchange started by this node."""
-
-    REPLY = "reply"
-    NACK = "nack"
-    TIMEOUT = "timeout"
-
-
-class Action(StrEnum):
-    """What the initiator does on an event."""
-
-    APPLY = "apply"  # add +flow at the server's time, record the round trip
-    ABANDON = "abandon"  # never applied anywhere: forget it, count it as failed
-    RESEND = "resend"  # same frame again, longer timeout
-
-
-INITIATOR_TRANSITIONS: Mapping[tuple[Phase, Event], tuple[Phase, Action]] = {
-    (Phase.SENT, Event.REPLY): (Phase.DONE, Action.APPLY),
-    (Phase.SENT, Event.NACK): (Phase.DONE, Action.ABANDON),
-    (Phase.SENT, Event.TIMEOUT): (Phase.RETRYING, Action.RESEND),
-    (Phase.RETRYING, Event.REPLY): (Phase.DONE, Action.APPLY),
-    (Phase.RETRYING, Event.NACK): (Phase.DONE, Action.ABANDON),
-    (Phase.RETRYING, Event.TIMEOUT): (Phase.RETRYING, Action.RESEND),
-}
-"""(phase, event) -> (next phase, action) for an exchange this node initiated."""
-
-
-class ServerCase(StrEnum):
-    """How a request stands against the server's cache for its edge."""
-
-    NEW = "new"  # never seen
-    CACHED = "cached"  # seen, answer cached
-    STALE = "stale"  # numbered <= the initiator's ack and forgotten: resolved long ago
-
-
-SERVER_ACTIONS: Mapping[tuple[bool, ServerCase], str] = {
-    (True, ServerCase.NEW): "apply",  # open: apply -flow, cache and send the reply
-    (False, ServerCase.NEW): "nack",  # closed or recovering: cache and send a Nack
-    (True, ServerCase.CACHED): "answer",  # send the cached answer again
-    (False, ServerCase.CACHED): "answer",
-    (True, ServerCase.STALE): "ignore",
-    (False, ServerCase.STALE): "ignore",
-}
-"""(server open?, case) -> what the server does with a request."""
-
-
-@dataclass(frozen=True, slots=True)
-class TimeBase:
-    """The shared time: ``t = rate * (now - epoch)``, ``now`` and ``epoch`` in Unix seconds."""
-
-    epoch: float
-    rate: float
-
-    def t(self, now: float) -> float:
-        """Return the time t (in activations of the whole network) at Unix time ``now``."""
-        return self.rate * (now - self.epoch)
-
-    def wall(self, t: float) -> float:
-        """Return the Unix time at which the shared time is ``t``."""
-        return self.epoch + t / self.rate
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    """One edge at this node: its global index, the peer at the other end, and ``P_e``."""
-
-    edge: int
-    peer: int
-    prob: float
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """A frame to send to a peer's server (a request, or a ledger request)."""
-
-    peer: int
-    frame: bytes
-
-
-@dataclass(slots=True)
-class Counters:
-    """Event counts of one node, as published in its metrics (contract C3)."""
-
-    initiated: int = 0  # exchanges started
-    served: int = 0  # requests applied as the server
-    retried: int = 0  # requests re-sent after a timeout
-    failed: int = 0  # exchanges abandoned (nacked, or unresolved when stopping)
-    rejected: int = 0  # frames refused: malformed, wrong version, unknown peer, bad value
-    duplicates: int = 0  # repeated requests or replies, answered or ignored, never re-applied
-    skipped: int = 0  # clock ticks skipped: the edge stuck or busy, the node closed
-
-    def as_dict(self) -> dict[str, int]:
-        """Return the counters as a plain dict."""
-        return asdict(self)
-
-
-@dataclass(slots=True)
-class _Pending:
-    edge: int
-    seq: int
-    peer: int
-    frame: bytes
-    first_sent: float
-    timeout: float
-    deadline: float
-    phase: Phase = Phase.SENT
-    retries: int = 0
-
-
-@dataclass(slots=True)
-class _EdgeState:
-    link: Link
-    next_seq: int = 1  # next number for an exchange this node starts
-    pending: dict[int, _Pending] = field(default_factory=dict)
-    stuck: int = 0  # how many of ``pending`` have been retried STUCK_RETRIES times or more
-    ack_seen: int = 0  # the peer's watermark for the exchanges it starts
-    max_seen: int = 0  # the highest seq the peer has sent us
-    cache: dict[int, bytes] = field(default_factory=dict)  # seq -> answer frame
-    activations: int = 0  # exchanges applied at this end, either side
-    recovered: bool = True
-
-    def ack(self) -> int:
-        return min(self.pending) - 1 if self.pending else self.next_seq - 1
-
-
-class Exchanger:
+class Exchanger(Correcting):
     """One node's side of every exchange: what to send, and what to do with what arrives.
 
     Parameters
@@ -286,6 +191,14 @@ class Exchanger:
     hold : bool
         Fidelity mode (see "Holding" in the module header): the caller starts no exchange
         while :attr:`busy`, and requests from higher ids are deferred meanwhile.
+    exact : bool
+        Correct every jump's inputs after the fact (see "Exact mode" in the module header).
+        The caller sends what :meth:`take_outgoing` returns after each call that may produce
+        corrections (:meth:`receive`, :meth:`release`).
+    horizon : float or None
+        Exact mode: seconds after which a jump is final (default ``4 * max_timeout``).
+    rel_tol : float
+        Exact mode: corrections below this times the size of the values are not sent.
     """
 
     def __init__(
@@ -303,6 +216,9 @@ class Exchanger:
         recover: bool = False,
         max_in_flight: int | None = None,
         hold: bool = False,
+        exact: bool = False,
+        horizon: float | None = None,
+        rel_tol: float = 1e-12,
     ):
         if sorted(link.edge for link in links) != sorted(ledger.edges):
             raise ConfigError(
@@ -314,30 +230,45 @@ class Exchanger:
                 f"need 0 < timeout <= max_timeout, got timeout={timeout!r}, "
                 f"max_timeout={max_timeout!r}"
             )
+        if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
+            raise ConfigError(f"horizon must be > 0 seconds, got {horizon!r}")
         self.node_id = node_id
         self.ledger = ledger
         self.c = float(c)
         self.eta = ledger.eta
         self.timebase = timebase
         self.timeout = float(timeout)
-        self.min_timeout = min(float(min_timeout), self.timeout)
-        self._srtt: float | None = None
-        self._rttvar = 0.0
         self.max_timeout = float(max_timeout)
+        self._timer = RetryTimer(self.timeout, min_timeout, self.max_timeout)
+        self.min_timeout = self._timer.low
         self.max_skew_t = float(max_skew) * timebase.rate
         if max_in_flight is not None and max_in_flight < 1:
             raise ConfigError(f"max_in_flight must be >= 1 or None, got {max_in_flight!r}")
         self.max_in_flight = max_in_flight
         self.counters = Counters()
         self.open = True
-        self._edges = {link.edge: _EdgeState(link, recovered=not recover) for link in links}
+        self._edges = {link.edge: EdgeState(link, recovered=not recover) for link in links}
         self._unrecovered = len(self._edges) if recover else 0
         self._deadlines: list[tuple[float, int, int]] = []  # (deadline, edge, seq), lazy
-        self._rtts: deque[float] = deque(maxlen=4096)
         self.hold = hold
+        self._holding = Holding(node_id)
         self._in_flight = 0  # exchanges started here and pending, all edges
-        self._deferred: deque[Request] = deque()
-        self.deferrals = 0  # requests held back while our own exchange was in flight
+        self._corrections_in_flight = 0
+        self._outbox: list[Outgoing] = []
+        self._queue = CorrectionQueue()
+        self.window: JumpWindow | None = None
+        if exact:
+            x0 = ledger.initial.tolist()
+            self.window = JumpWindow(
+                x0,
+                x0,
+                0.0,
+                eta=self.eta,
+                c=self.c,
+                horizon_t=(4.0 * self.max_timeout if horizon is None else horizon) * timebase.rate,
+                rel_tol=rel_tol,
+                node_id=node_id,
+            )
 
     # --- introspection -----------------------------------------------------------------------
 
@@ -345,6 +276,11 @@ class Exchanger:
     def links(self) -> tuple[Link, ...]:
         """The node's edges."""
         return tuple(state.link for state in self._edges.values())
+
+    @property
+    def exact(self) -> bool:
+        """True if jumps are corrected (exact mode)."""
+        return self.window is not None
 
     @property
     def recovering(self) -> bool:
@@ -357,6 +293,11 @@ class Exchanger:
         return self._in_flight
 
     @property
+    def pending_corrections(self) -> int:
+        """Number of corrections this node sent that are not acknowledged yet."""
+        return self._corrections_in_flight
+
+    @property
     def busy(self) -> bool:
         """True in ``hold`` mode while an exchange this node started is in flight."""
         return self.hold and self._in_flight > 0
@@ -364,7 +305,12 @@ class Exchanger:
     @property
     def deferred(self) -> int:
         """Number of requests held back, waiting for :meth:`release`."""
-        return len(self._deferred)
+        return len(self._holding.queue)
+
+    @property
+    def deferrals(self) -> int:
+        """Requests held back so far (``hold`` mode)."""
+        return self._holding.deferrals
 
     def state(self, now: float) -> tuple[float, FloatArray, FloatArray]:
         """Return ``(t, x, z)`` at Unix time ``now``."""
@@ -378,25 +324,24 @@ class Exchanger:
 
     def current_timeout(self) -> float:
         """Return the first timeout of a new exchange, in seconds (adapted to round trips)."""
-        if self._srtt is None:
-            return self.timeout
-        rto = self._srtt + 4.0 * self._rttvar
-        return min(self.max_timeout, max(self.min_timeout, rto))
-
-    def _update_rto(self, rtt: float) -> None:
-        # Jacobson/Karels, as TCP (RFC 6298): gains 1/8 and 1/4.
-        if self._srtt is None:
-            self._srtt, self._rttvar = rtt, rtt / 2.0
-        else:
-            self._rttvar += 0.25 * (abs(self._srtt - rtt) - self._rttvar)
-            self._srtt += 0.125 * (rtt - self._srtt)
+        return self._timer.timeout()
 
     def rtt_ms(self) -> dict[str, float]:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
-        if not self._rtts:
-            return {"p50": 0.0, "p99": 0.0}
-        p50, p99 = np.percentile(np.fromiter(self._rtts, dtype=np.float64), [50, 99])
-        return {"p50": float(p50) * 1e3, "p99": float(p99) * 1e3}
+        return self._timer.percentiles_ms()
+
+    def take_outgoing(self) -> list[Outgoing]:
+        """Return (and forget) the corrections to send to peers' servers (exact mode)."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    def _values(self, t: float) -> tuple[list[float], list[float]]:
+        # In exact mode, our best view: it counts our own corrections still in flight.
+        if self.window is not None:
+            current = self.window.current(t)
+            if current is not None:
+                return current
+        return self.ledger.state_values(t)
 
     # --- initiating --------------------------------------------------------------------------
 
@@ -422,15 +367,26 @@ class Exchanger:
         frame = encode(request)
         timeout = self.current_timeout()
         deadline = now + timeout
-        state.pending[seq] = _Pending(edge, seq, state.link.peer, frame, now, timeout, deadline)
+        state.pending[seq] = Pending(
+            edge,
+            seq,
+            state.link.peer,
+            frame,
+            now,
+            timeout,
+            deadline,
+            t_sent=request.t,
+            x_sent=list(request.x),
+            z_sent=list(request.z),
+        )
         self._in_flight += 1
         heapq.heappush(self._deadlines, (deadline, edge, seq))
         self.counters.initiated += 1
         return Outgoing(state.link.peer, frame)
 
-    def _request(self, state: _EdgeState, seq: int, ack: int, now: float) -> Request:
+    def _request(self, state: EdgeState, seq: int, ack: int, now: float) -> Request:
         t = self.timebase.t(now)
-        x, z = self.ledger.state_values(t)
+        x, z = self._values(t)
         return Request(
             src=self.node_id, edge=state.link.edge, seq=seq, ack=ack, t=t, x=tuple(x), z=tuple(z)
         )
@@ -446,7 +402,7 @@ class Exchanger:
         return None
 
     def expire(self, now: float) -> list[Outgoing]:
-        """Return the requests to re-send because their timeout passed by ``now``."""
+        """Return the requests (and corrections) to re-send because their timeout passed."""
         out: list[Outgoing] = []
         while (deadline := self.next_deadline()) is not None and deadline <= now:
             _, edge, seq = heapq.heappop(self._deadlines)
@@ -462,15 +418,20 @@ class Exchanger:
             pending.deadline = now + pending.timeout
             heapq.heappush(self._deadlines, (pending.deadline, edge, seq))
             self.counters.retried += 1
-            pending.frame = encode(self._request(state, seq, state.ack(), now))  # fresher values
+            if not pending.is_correction and self.window is None:
+                # Fresher values: fewer stale jumps. In exact mode the same frame goes again,
+                # so that the input the server used is known here exactly.
+                request = self._request(state, seq, state.ack(), now)
+                pending.frame = encode(request)
             out.append(Outgoing(pending.peer, pending.frame))
         return out
 
     def abandon_all(self) -> int:
-        """Give up on every pending exchange (the node is exiting); return how many there were.
+        """Give up on everything pending (the node is exiting); return how much there was.
 
         Each is counted as failed. The peer may have applied some of them: that is the one
-        case where the sums can break, and why stopping waits for pending exchanges first.
+        case where the sums can break, and why stopping waits for pending exchanges (and
+        corrections) first.
         """
         count = 0
         for state in self._edges.values():
@@ -479,6 +440,8 @@ class Exchanger:
             state.stuck = 0
         self._deadlines.clear()
         self._in_flight = 0
+        self._corrections_in_flight = 0
+        self._queue.clear()  # never sent: applied nowhere
         self.counters.failed += count
         return count
 
@@ -518,16 +481,8 @@ class Exchanger:
         """
         try:
             message = decode(frame)
-            if (
-                self._in_flight
-                and self.hold
-                and type(message) is Request
-                and message.src > self.node_id  # ids order the waits: no cycle, no deadlock
-                and self.open
-            ):
-                self._deferred.append(message)
-                self.deferrals += 1
-                return DEFERRED
+            if self.hold and self.open and self._holding.defers(message, self._in_flight):
+                return DEFERRED  # ids order the waits: no cycle, no deadlock
             return self._dispatch(message, now)
         except GossipError:
             self.counters.rejected += 1
@@ -540,11 +495,8 @@ class Exchanger:
         :meth:`receive` returned :data:`DEFERRED`; nothing while still busy unless ``force``
         (our own exchange is slow: stop making the neighbours wait).
         """
-        if not self._deferred or (self._in_flight and not force):
-            return []
         answers: list[bytes | None] = []
-        while self._deferred:
-            message = self._deferred.popleft()
+        for message in self._holding.take(self._in_flight, force):
             try:
                 answers.append(self._on_request(message, now))
             except GossipError:
@@ -555,12 +507,14 @@ class Exchanger:
     def _dispatch(self, message: Message, now: float) -> bytes | None:
         if isinstance(message, Request):
             return self._on_request(message, now)
-        if isinstance(message, Reply):
+        if isinstance(message, Reply | CorrectionAck):
             self._on_answer(message, Event.REPLY, now)
             return None
         if isinstance(message, Nack):
             self._on_answer(message, Event.NACK, now)
             return None
+        if isinstance(message, Correction):
+            return self._on_correction(message, now)
         if isinstance(message, LedgerRequest):
             return self._on_ledger_request(message, now)
         if isinstance(message, LedgerReply):
@@ -568,7 +522,7 @@ class Exchanger:
             return None
         raise ProtocolError(f"a {message.TYPE} message is not part of the exchange protocol")
 
-    def _edge_from(self, src: int, edge: int) -> _EdgeState:
+    def _edge_from(self, src: int, edge: int) -> EdgeState:
         state = self._edges.get(edge)
         if state is None or state.link.peer != src:
             raise ProtocolError(
@@ -594,53 +548,68 @@ class Exchanger:
                 f"{self.ledger.dim}"
             )
 
-    def _on_request(self, msg: Request, now: float) -> bytes | None:
-        state = self._edge_from(msg.src, msg.edge)
-        self._check_dim("x", msg.x)
-        t_now = self._check_time(msg.t, now)
-        if msg.ack > state.ack_seen:
-            state.ack_seen = msg.ack
+    def _server_case(self, state: EdgeState, seq: int, ack: int) -> str:
+        """Look a request or correction up against the edge's cache: the server's action."""
+        if ack > state.ack_seen:
+            state.ack_seen = ack
             # Answers numbered <= ack can never be asked for again.
-            for seq in [s for s in state.cache if s <= msg.ack]:
-                del state.cache[seq]
-        if msg.seq in state.cache:
+            for old in [s for s in state.cache if s <= ack]:
+                del state.cache[old]
+        if seq in state.cache:
             case = ServerCase.CACHED
-        elif msg.seq <= state.ack_seen:
+        elif seq <= state.ack_seen:
             case = ServerCase.STALE
         else:
             case = ServerCase.NEW
         action = SERVER_ACTIONS[(self.open and not self._unrecovered, case)]
-        if action == "answer":
+        if action in ("answer", "ignore"):
             self.counters.duplicates += 1
-            return state.cache[msg.seq]
-        if action == "ignore":
-            self.counters.duplicates += 1
-            return None
-        state.max_seen = max(state.max_seen, msg.seq)
-        if action == "nack":
-            why = "recovering" if self._unrecovered else "closed"
-            answer = encode(Nack(src=self.node_id, edge=msg.edge, seq=msg.seq, reason=why))
-        else:
-            x_w, _ = self.ledger.state_values(t_now)
-            x_v, _ = mix_values(msg.x, msg.z, self.eta, t_now - msg.t)
-            dx, dz = edge_flow_values(x_v, x_w, self.c)  # into the initiator v
-            self.ledger.add_values(msg.edge, dx, dz, t_now, sign=-1.0)  # raises before change
-            answer = encode(
-                Reply(
-                    src=self.node_id,
-                    edge=msg.edge,
-                    seq=msg.seq,
-                    t=t_now,
-                    dx=tuple(dx),
-                    dz=tuple(dz),
-                )
-            )
-            state.activations += 1
-            self.counters.served += 1
-        state.cache[msg.seq] = answer
+        return action
+
+    def _nack(self, state: EdgeState, seq: int) -> bytes:
+        why = "recovering" if self._unrecovered else "closed"
+        state.max_seen = max(state.max_seen, seq)
+        answer = encode(Nack(src=self.node_id, edge=state.link.edge, seq=seq, reason=why))
+        state.cache[seq] = answer
         return answer
 
-    def _on_answer(self, msg: Reply | Nack, event: Event, now: float) -> None:
+    def _on_request(self, msg: Request, now: float) -> bytes | None:
+        state = self._edge_from(msg.src, msg.edge)
+        self._check_dim("x", msg.x)
+        t_now = self._check_time(msg.t, now)
+        action = self._server_case(state, msg.seq, msg.ack)
+        if action == "answer":
+            return state.cache[msg.seq]
+        if action == "ignore":
+            return None
+        if action == "nack":
+            return self._nack(state, msg.seq)
+        state.max_seen = max(state.max_seen, msg.seq)
+        x_w, _ = self._values(t_now)
+        x_v, _ = mix_values(msg.x, msg.z, self.eta, t_now - msg.t)
+        dx, dz = edge_flow_values(x_v, x_w, self.c)  # into the initiator v
+        self.ledger.add_values(msg.edge, dx, dz, t_now, sign=-1.0)  # raises before change
+        answer = encode(
+            Reply(src=self.node_id, edge=msg.edge, seq=msg.seq, t=t_now, dx=tuple(dx), dz=tuple(dz))
+        )
+        state.activations += 1
+        self.counters.served += 1
+        state.cache[msg.seq] = answer
+        if self.window is not None:
+            self.window.finalize(t_now)
+            start = self.window.add_jump(
+                t_now,
+                edge=msg.edge,
+                peer=msg.src,
+                jid=jump_id(msg.seq, mine=False),
+                used=x_w,
+                dx=[-v for v in dx],
+                dz=[-v for v in dz],
+            )
+            self._correct(start, t_now)
+        return answer
+
+    def _on_answer(self, msg: Reply | CorrectionAck | Nack, event: Event, now: float) -> None:
         state = self._edge_from(msg.src, msg.edge)
         pending = state.pending.get(msg.seq)
         if pending is None:
@@ -648,23 +617,51 @@ class Exchanger:
                 raise ProtocolError(f"answer to exchange {msg.seq} on edge {msg.edge}: never sent")
             self.counters.duplicates += 1
             return
+        if (isinstance(msg, Reply) and pending.is_correction) or (
+            isinstance(msg, CorrectionAck) and not pending.is_correction
+        ):
+            raise ProtocolError(
+                f"a {msg.TYPE} cannot answer {msg.seq} on edge {msg.edge}: it was a "
+                f"{'correction' if pending.is_correction else 'request'}"
+            )
         _, action = INITIATOR_TRANSITIONS[(pending.phase, event)]
-        if action is Action.APPLY:
+        if pending.items is not None:
+            self._settle_correction(state, pending, action is Action.APPLY, now)
+        elif action is Action.APPLY:
             assert isinstance(msg, Reply)
-            self._check_dim("dx", msg.dx)
-            self._check_time(msg.t, now)
-            self.ledger.add_values(msg.edge, msg.dx, msg.dz, msg.t)  # raises before any change
-            state.activations += 1
-            rtt = now - pending.first_sent
-            self._rtts.append(rtt)
-            if pending.phase is Phase.SENT:  # Karn: a retried exchange's time is ambiguous
-                self._update_rto(rtt)
+            self._apply_reply(state, pending, msg, now)
         else:
             self.counters.failed += 1
         del state.pending[msg.seq]
-        self._in_flight -= 1
+        if pending.items is None:
+            self._in_flight -= 1
+        else:
+            self._corrections_in_flight -= 1
         if pending.retries >= STUCK_RETRIES:
             state.stuck -= 1
+
+    def _apply_reply(self, state: EdgeState, pending: Pending, msg: Reply, now: float) -> None:
+        self._check_dim("dx", msg.dx)
+        t_now = self._check_time(msg.t, now)
+        self.ledger.add_values(msg.edge, msg.dx, msg.dz, msg.t)  # raises before any change
+        state.activations += 1
+        self._timer.sample(now - pending.first_sent, retried=pending.phase is not Phase.SENT)
+        if self.window is not None:
+            # Exactly the server's arithmetic on the same floats: the input it used.
+            used, _ = mix_values(pending.x_sent, pending.z_sent, self.eta, msg.t - pending.t_sent)
+            self.window.finalize(t_now)
+            start = self.window.add_jump(
+                msg.t,
+                edge=msg.edge,
+                peer=msg.src,
+                jid=jump_id(msg.seq, mine=True),
+                used=used,
+                dx=msg.dx,
+                dz=msg.dz,
+            )
+            self._correct(start, t_now)
+
+    # --- recovery ----------------------------------------------------------------------------
 
     def _on_ledger_request(self, msg: LedgerRequest, now: float) -> bytes:
         state = self._edge_from(msg.src, msg.edge)
@@ -687,9 +684,12 @@ class Exchanger:
             self.counters.duplicates += 1
             return
         self._check_dim("fx", msg.fx)
-        self._check_time(msg.t, now)
+        t_now = self._check_time(msg.t, now)
         total = Flow(-np.asarray(msg.fx), -np.asarray(msg.fz))
         self.ledger.set_edge_total(msg.edge, total, msg.t)
         state.next_seq = max(state.next_seq, msg.seq + 1)
         state.recovered = True
         self._unrecovered -= 1
+        if self.window is not None:  # no jump of ours yet: the recovered state is the base
+            x, z = self.ledger.state_values(t_now)
+            self.window.reset(x, z, t_now)

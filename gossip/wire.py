@@ -21,6 +21,9 @@ Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
   initiator (the server applied ``-(dx, dz)`` at that same ``t``)
 * :class:`Nack`     -- the server did not and never will apply exchange ``(edge, seq)``
 * :class:`LedgerRequest` / :class:`LedgerReply` -- a neighbour's cumulative flow on an edge
+* :class:`Correction` / :class:`CorrectionAck` -- corrections of the sender's inputs to earlier
+  jumps (:mod:`gossip.corrections`), numbered in the same sequence as the sender's requests
+  on that edge, and their acknowledgement (a :class:`Nack` refuses one)
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
 :class:`Neighbor` entries) and :class:`RegisterError`.
@@ -49,6 +52,8 @@ __all__ = [
     "MESSAGE_TYPES",
     "VERSION",
     "Bootstrap",
+    "Correction",
+    "CorrectionAck",
     "LedgerReply",
     "LedgerRequest",
     "Message",
@@ -146,6 +151,37 @@ class LedgerReply:
 
 
 @dataclass(frozen=True, slots=True)
+class Correction:
+    """Node -> neighbour: my inputs to these jumps on ``edge`` were off; apply the changes.
+
+    For item i: ``jumps[i] = 2 * seq + owner`` names the exchange ``seq`` (``owner`` is 1 if
+    the sender initiated it, 0 if the receiver did), ``t[i]`` its time, and
+    ``d[i * dim:(i + 1) * dim]`` the change of the sender's ``x`` input. The receiver adds
+    ``(d / 2, c d)`` at ``t[i]``; the sender adds the opposite when acknowledged. ``seq`` and
+    ``ack`` are numbered as in :class:`Request` (one sequence per sender and edge).
+    """
+
+    TYPE: ClassVar[str] = "correction"
+    src: int
+    edge: int
+    seq: int
+    ack: int
+    jumps: tuple[int, ...]
+    t: Floats
+    d: Floats
+
+
+@dataclass(frozen=True, slots=True)
+class CorrectionAck:
+    """Neighbour -> node: correction ``(edge, seq)`` is applied on my side."""
+
+    TYPE: ClassVar[str] = "correction_ack"
+    src: int
+    edge: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
 class Register:
     """Node -> coordinator: I am ``name``, reachable at ``address``; optionally my own value."""
 
@@ -199,7 +235,16 @@ class RegisterError:
 
 
 Message: TypeAlias = (
-    Request | Reply | Nack | LedgerRequest | LedgerReply | Register | Bootstrap | RegisterError
+    Request
+    | Reply
+    | Nack
+    | LedgerRequest
+    | LedgerReply
+    | Correction
+    | CorrectionAck
+    | Register
+    | Bootstrap
+    | RegisterError
 )
 
 _CLASSES: tuple[type[Any], ...] = (
@@ -208,6 +253,8 @@ _CLASSES: tuple[type[Any], ...] = (
     Nack,
     LedgerRequest,
     LedgerReply,
+    Correction,
+    CorrectionAck,
     Register,
     Bootstrap,
     RegisterError,
@@ -293,6 +340,12 @@ def _floats(name: str, value: Any) -> Floats:
     return out
 
 
+def _ints(name: str, value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value or len(value) > MAX_DIM:
+        raise ProtocolError(f"field {name!r} must be a list of 1 to {MAX_DIM} integers >= 0")
+    return tuple(_int(f"{name}[{i}]", item) for i, item in enumerate(value))
+
+
 def _optional_floats(name: str, value: Any) -> Floats | None:
     return None if value is None else _floats(name, value)
 
@@ -352,6 +405,19 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
         LedgerReply,
         {"src": _int, "edge": _int, "seq": _int, "t": _float, "fx": _floats, "fz": _floats},
     ),
+    Correction.TYPE: (
+        Correction,
+        {
+            "src": _int,
+            "edge": _int,
+            "seq": _int,
+            "ack": _int,
+            "jumps": _ints,
+            "t": _floats,
+            "d": _floats,
+        },
+    ),
+    CorrectionAck.TYPE: (CorrectionAck, {"src": _int, "edge": _int, "seq": _int}),
     Register.TYPE: (
         Register,
         {"name": _str, "address": _str, "value": _optional_floats, "pid": _int},
@@ -428,6 +494,13 @@ def decode(frame: bytes) -> Message:
         raise ProtocolError(
             f"field {pair[1]!r} has {len(values[pair[1]])} components but {pair[0]!r} has "
             f"{len(values[pair[0]])}; they must match"
+        )
+    if kind == Correction.TYPE and (
+        len(values["t"]) != len(values["jumps"]) or len(values["d"]) % len(values["jumps"])
+    ):
+        raise ProtocolError(
+            f"correction has {len(values['jumps'])} jumps, {len(values['t'])} times and "
+            f"{len(values['d'])} components in 'd'; need one time per jump and 'd' a multiple"
         )
     if kind == Bootstrap.TYPE and len(values["initial_value"]) != values["dim"]:
         raise ProtocolError(

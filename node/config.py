@@ -75,6 +75,13 @@ class NodeConfig:
         Fidelity mode (default): one exchange of this node in flight at a time (ticks wait,
         never dropped), and requests from higher ids deferred meanwhile; see
         :class:`gossip.exchange.Exchanger`.
+    exact : bool
+        Exact jumps: correct every jump's inputs after the fact, by linear corrections sent to
+        the peers (see "Exact mode" in :mod:`gossip.exchange`).
+    correction_tol : float
+        Exact mode: corrections smaller than this times the size of the values are not sent.
+    correction_horizon : float or None
+        Exact mode: seconds after which a jump is final (``None``: ``4 * max_timeout``).
     """
 
     coordinator: str
@@ -92,6 +99,9 @@ class NodeConfig:
     seed: int | None = None
     max_in_flight: int | None = None
     hold: bool = True
+    exact: bool = False
+    correction_tol: float = 1e-9
+    correction_horizon: float | None = None
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):
@@ -109,6 +119,11 @@ class NodeConfig:
             value = getattr(self, key)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{key} must be >= 0 seconds, got {value!r}")
+        if not (math.isfinite(self.correction_tol) and self.correction_tol >= 0):
+            raise ConfigError(f"--correction-tol must be >= 0, got {self.correction_tol!r}")
+        horizon = self.correction_horizon
+        if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
+            raise ConfigError(f"--correction-horizon must be > 0 seconds, got {horizon!r}")
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ConfigError(
                 f"--max-in-flight must be >= 1 (or 0 for no limit), got {self.max_in_flight}"

@@ -83,6 +83,12 @@ class Node:
         Back-pressure: see :class:`gossip.exchange.Exchanger`.
     hold : bool
         Fidelity mode: see :class:`gossip.exchange.Exchanger` (ticks wait, never dropped).
+    exact : bool
+        Exact jumps by corrections: see :class:`gossip.exchange.Exchanger`.
+    correction_tol : float
+        Exact mode: the smallest correction sent, relative to the values (``rel_tol``).
+    correction_horizon : float or None
+        Exact mode: seconds after which a jump is final (``horizon``).
     clock : callable() -> float
         Unix time in seconds.
     """
@@ -101,6 +107,9 @@ class Node:
         recover: bool | None = None,
         max_in_flight: int | None = None,
         hold: bool = False,
+        exact: bool = False,
+        correction_tol: float = 1e-9,
+        correction_horizon: float | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.boot = boot
@@ -125,6 +134,9 @@ class Node:
             recover=recover,
             max_in_flight=max_in_flight,
             hold=hold,
+            exact=exact,
+            rel_tol=correction_tol,
+            horizon=correction_horizon,
         )
         self._idle = asyncio.Event()  # set when nothing of ours is in flight (hold mode)
         self._idle.set()
@@ -186,7 +198,6 @@ class Node:
             await self.stop_requested.wait()
             ticks.cancel()
             await self._settle()
-            self._release(force=True)  # nothing of ours is in flight any more
             self.exchanger.close()  # from here on the state cannot change
             self.final = self.report(final=True)
             if mqtt is not None:
@@ -200,10 +211,17 @@ class Node:
         await asyncio.sleep(self.drain)
         ex = self.exchanger
         deadline = self.clock() + max(4 * ex.max_timeout, 5.0)
+        released = False
         while self.clock() < deadline:
-            if not ex.pending:
+            if not ex.pending and not released:
+                # Nothing of ours is in flight any more: serve what was deferred (its
+                # corrections, in exact mode, are then waited for like the rest).
+                self._release(force=True)
+                released = True
+            if not ex.pending and not ex.pending_corrections:
                 break
             await asyncio.sleep(0.01)
+        self._release(force=True)  # if the deadline came first
         abandoned = ex.abandon_all()
         if abandoned:
             log.warning("%d exchanges still unanswered at stop: counted as failed", abandoned)
@@ -217,6 +235,8 @@ class Node:
                 self._routes.append(incoming.route)
             elif answer is not None and incoming.route is not None:
                 transport.answer(incoming.route, answer)
+            for out in ex.take_outgoing():  # corrections (exact mode)
+                transport.send(out.peer, out.frame)
             if not ex.pending:
                 self._idle.set()
                 if self._routes:
@@ -227,6 +247,8 @@ class Node:
             route = self._routes.popleft()
             if answer is not None and route is not None:
                 self.transport.answer(route, answer)
+        for out in self.exchanger.take_outgoing():
+            self.transport.send(out.peer, out.frame)
 
     async def _tick(self) -> None:
         transport, ex, clock, tb = self.transport, self.exchanger, self.clock, self.timebase
@@ -354,6 +376,9 @@ async def run_node(config: NodeConfig) -> int:
                 seed=config.seed,
                 max_in_flight=config.max_in_flight,
                 hold=config.hold,
+                exact=config.exact,
+                correction_tol=config.correction_tol,
+                correction_horizon=config.correction_horizon,
             )
             node.stop_requested = stop
             broker = parse_broker(boot.broker)

@@ -100,6 +100,32 @@ def node(
             "use fresher values (--no-hold-exchanges: any number in flight).",
         ),
     ] = True,
+    exact: Annotated[
+        bool,
+        typer.Option(
+            envvar="GOSSIP_EXACT",
+            help="Exact jumps: correct each jump's inputs after the fact (linear corrections "
+            "sent to the peers), so the run is the continuized process for its jump times "
+            "whatever the latency. Combines with --hold-exchanges (fewer corrections) or "
+            "--no-hold-exchanges (no waiting).",
+        ),
+    ] = False,
+    correction_tol: Annotated[
+        float,
+        typer.Option(
+            envvar="GOSSIP_CORRECTION_TOL",
+            help="With --exact: corrections smaller than this times the size of the values "
+            "are not sent (0: all, down to rounding).",
+        ),
+    ] = 1e-9,
+    correction_horizon: Annotated[
+        float | None,
+        typer.Option(
+            envvar="GOSSIP_CORRECTION_HORIZON",
+            help="With --exact: seconds after which a jump is final and no longer corrected "
+            "(default: 4 x the largest retry timeout). Shorter bounds the correction traffic.",
+        ),
+    ] = None,
     seed: Annotated[
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
@@ -142,6 +168,9 @@ def node(
             seed=seed,
             max_in_flight=max_in_flight or None,
             hold=hold_exchanges,
+            exact=exact,
+            correction_tol=correction_tol,
+            correction_horizon=correction_horizon,
             name=name or default_node_name(),
         )
         code = run_node_sync(config)
