@@ -392,6 +392,7 @@ async def run_node(config: NodeConfig) -> int:
                     node.report,
                     boot.metrics_period,
                     node.request_stop,
+                    epoch=boot.epoch,
                 )
             )
             code = await node.run(mqtt)

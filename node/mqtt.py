@@ -2,7 +2,9 @@
 
 * ``gossip/<cluster>/node/<id>/state`` -- published every ``metrics_period`` seconds, JSON, and
   once more with ``"final": true`` when the node stops;
-* ``gossip/<cluster>/control`` -- subscribed; ``{"cmd": "stop"}`` asks the node to stop.
+* ``gossip/<cluster>/control`` -- subscribed; ``{"cmd": "stop"}`` asks the node to stop;
+* ``gossip/<cluster>/coordinator/status`` -- subscribed; the coordinator keeps it retained, so
+  a node that missed the stop commands still stops once the status says its run is over.
 
 The broker is optional for gossip: the connection lives in its own task, reconnects with
 jittered exponential backoff, and the node's exchanges never wait for it.
@@ -23,7 +25,16 @@ import aiomqtt
 
 from gossip.errors import ConfigError
 
-__all__ = ["BrokerAddress", "NodeMqtt", "control_topic", "parse_broker", "state_topic"]
+__all__ = [
+    "ENDED_PHASES",
+    "BrokerAddress",
+    "NodeMqtt",
+    "control_topic",
+    "ends_run",
+    "parse_broker",
+    "state_topic",
+    "status_topic",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +87,28 @@ def control_topic(cluster: str) -> str:
     return f"gossip/{cluster}/control"
 
 
+def status_topic(cluster: str) -> str:
+    """Return ``gossip/<cluster>/coordinator/status`` (retained by the coordinator)."""
+    return f"gossip/{cluster}/coordinator/status"
+
+
+ENDED_PHASES = frozenset({"stopping", "done", "failed"})
+"""Phases of the coordinator's status after which the run's nodes must stop."""
+
+
+def ends_run(status: object, epoch: float) -> bool:
+    """Whether a coordinator status says that the run started at ``epoch`` is over.
+
+    The status is retained, so a node that missed every ``{"cmd": "stop"}`` (it was
+    reconnecting, or the coordinator gave up waiting and exited) still learns it on its next
+    connection. The epoch names the run: a later run's nodes ignore an old run's status.
+    """
+    if not isinstance(status, dict) or status.get("phase") not in ENDED_PHASES:
+        return False
+    ended = status.get("epoch")
+    return isinstance(ended, int | float) and abs(float(ended) - epoch) < 1e-6
+
+
 class NodeMqtt:
     """One node's MQTT connection: reports out, stop commands in.
 
@@ -90,7 +123,10 @@ class NodeMqtt:
     period : float
         Seconds between reports.
     on_stop : callable()
-        Called when ``{"cmd": "stop"}`` arrives on the control topic.
+        Called when ``{"cmd": "stop"}`` arrives on the control topic, or when the
+        coordinator's retained status says the run of ``epoch`` is over.
+    epoch : float or None
+        The run's epoch (from the bootstrap); None: only the control topic stops the node.
     """
 
     def __init__(
@@ -101,10 +137,13 @@ class NodeMqtt:
         snapshot: Callable[[], dict[str, Any]],
         period: float,
         on_stop: Callable[[], None],
+        epoch: float | None = None,
     ):
         self.broker = broker
         self.topic = state_topic(cluster, node_id)
         self.control = control_topic(cluster)
+        self.status = status_topic(cluster)
+        self._epoch = epoch
         self._identifier = f"gossip-{cluster}-node-{node_id}-{random.getrandbits(32):08x}"
         self._snapshot = snapshot
         self._period = period
@@ -132,6 +171,8 @@ class NodeMqtt:
             try:
                 async with self._client_for() as client:
                     await client.subscribe(self.control, qos=1)
+                    if self._epoch is not None:
+                        await client.subscribe(self.status, qos=1)
                     self._client = client
                     if connected_before:
                         self.reconnects += 1
@@ -169,7 +210,11 @@ class NodeMqtt:
             except ValueError:
                 log.warning("ignored a control message that is not JSON: %r", payload[:100])
                 continue
-            if isinstance(command, dict) and command.get("cmd") == "stop":
+            if message.topic.matches(self.status):
+                if self._epoch is not None and ends_run(command, self._epoch):
+                    log.info("the coordinator's status says this run is over: stopping")
+                    self._on_stop()
+            elif isinstance(command, dict) and command.get("cmd") == "stop":
                 self._on_stop()
 
     async def publish_final(self, payload: dict[str, Any], within: float = 3.0) -> bool:

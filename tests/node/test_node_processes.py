@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -243,3 +244,60 @@ async def test_a_killed_node_restarts_and_recovers_its_state_exactly(tmp_path: P
     assert coordinator.reregistered == ["r1"]
     assert reports[1]["counters"]["initiated"] > 0  # the new incarnation gossiped
     check_exact_average(reports, VALUES, boots[0].eta)
+
+
+@pytest.mark.broker
+async def test_a_node_that_missed_the_stop_stops_on_the_retained_status(tmp_path: Path) -> None:
+    import aiomqtt
+
+    from coordinator.broker import mosquitto_broker
+
+    async with mosquitto_broker(require_mosquitto()) as broker:
+        coordinator = FakeCoordinator(
+            "line:2", "rg", rate=100.0, values=np.array([0.0, 1.0]), broker=broker.url
+        )
+        procs = []
+        try:
+            for k in range(2):
+                procs.append(
+                    await spawn_node(
+                        coordinator.address, f"s{k}", tmp_path / f"s{k}.log", "--host", "127.0.0.1"
+                    )
+                )
+            async with asyncio.timeout(60):
+                boots = await coordinator.bootstrap(2)
+            cluster, epoch = boots[0].cluster, boots[0].epoch
+            status = f"gossip/{cluster}/coordinator/status"
+
+            async with aiomqtt.Client(broker.host, broker.port) as client:
+                await client.subscribe(f"gossip/{cluster}/node/+/state")
+
+                async def reports(seconds: float) -> list[dict[str, Any]]:
+                    got: list[dict[str, Any]] = []
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(seconds):
+                            async for message in client.messages:
+                                assert isinstance(message.payload, bytes)
+                                got.append(json.loads(message.payload))
+                    return got
+
+                # Both nodes report: they are connected and subscribed.
+                async with asyncio.timeout(30):
+                    while {r["node"] for r in await reports(1.0)} != {0, 1}:
+                        pass
+                # Another run's status (another epoch) leaves this run alone.
+                other = {"phase": "done", "epoch": epoch - 100.0}
+                await client.publish(status, json.dumps(other), qos=1, retain=True)
+                later = await reports(1.5)
+                assert {r["node"] for r in later} == {0, 1}
+                assert not any(r["final"] for r in later)
+                assert all(proc.returncode is None for proc in procs)
+                # No stop command is ever sent: the retained status of this run ends it.
+                ended = {"phase": "done", "epoch": epoch}
+                await client.publish(status, json.dumps(ended), qos=1, retain=True)
+                finals = [await final_report(proc) for proc in procs]
+                await client.publish(status, b"", qos=1, retain=True)  # clear the retained one
+        finally:
+            kill_all(procs)
+            coordinator.close()
+    check_exact_average(finals, [0.0, 1.0], boots[0].eta)
