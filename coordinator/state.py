@@ -41,8 +41,21 @@ __all__ = [
     "RunSummary",
 ]
 
-COUNTER_NAMES = ("initiated", "served", "retried", "failed", "rejected", "duplicates")
-"""The exchange counters every node reports (contract C3)."""
+COUNTER_NAMES = (
+    "initiated",
+    "served",
+    "retried",
+    "failed",
+    "rejected",
+    "duplicates",
+    "skipped",
+    "corrections",
+    "corrected",
+    "late",
+)
+"""The exchange counters every node reports (contract C3; the last three in exact mode only).
+
+A node of an older version that does not report one of them counts as 0 for it."""
 
 Phase = str
 """One of ``registering``, ``running``, ``stopping``, ``done``, ``failed``."""
