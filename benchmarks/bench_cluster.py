@@ -28,11 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgpack
 import numpy as np
 import psutil
 import zmq
 import zmq.asyncio
+from raw_zmq import ECHO_SERVER, REQUEST_FRAME
 
 from coordinator.agreement import band_agreement
 from coordinator.broker import RunningBroker
@@ -40,33 +40,6 @@ from coordinator.launcher import UpConfig, run_up
 from coordinator.procs import free_port
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState, RunSummary
-
-_ECHO = """
-import sys, zmq
-ctx = zmq.Context()
-sock = ctx.socket(zmq.ROUTER)
-sock.bind(sys.argv[1])
-while True:
-    frames = sock.recv_multipart()
-    if frames[-1] == b"quit":
-        break
-    sock.send_multipart(frames)
-"""
-
-# A frame of the size of an exchange request (msgpack, one scalar value).
-_PAYLOAD = msgpack.packb(
-    {
-        "v": 1,
-        "type": "request",
-        "src": 3,
-        "edge": 7,
-        "seq": 123,
-        "ack": 122,
-        "t": 1234.5,
-        "x": [0.123456789],
-        "z": [0.987654321],
-    }
-)
 
 
 @dataclass
@@ -80,30 +53,30 @@ class Raw:
 async def raw_zmq(round_trips: int = 4000, window: int = 30) -> Raw:
     """Measure raw DEALER/ROUTER round trips against an echo ROUTER in another process."""
     address = f"tcp://127.0.0.1:{free_port()}"
-    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", _ECHO, address)
+    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, address)
     ctx = zmq.asyncio.Context()
     try:
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(address)
         for _ in range(200):  # warm up (and wait for the echo process to bind)
-            await sock.send(_PAYLOAD)
+            await sock.send(REQUEST_FRAME)
             await sock.recv()
         rtts = []
         start = time.perf_counter()
         for _ in range(round_trips):
             t0 = time.perf_counter()
-            await sock.send(_PAYLOAD)
+            await sock.send(REQUEST_FRAME)
             await sock.recv()
             rtts.append(time.perf_counter() - t0)
         sequential = round_trips / (time.perf_counter() - start)
         # Capacity: keep `window` requests in flight.
         start = time.perf_counter()
         for _ in range(window):
-            await sock.send(_PAYLOAD)
+            await sock.send(REQUEST_FRAME)
         for _ in range(round_trips - window):
             await sock.recv()
-            await sock.send(_PAYLOAD)
+            await sock.send(REQUEST_FRAME)
         for _ in range(window):
             await sock.recv()
         capacity = round_trips / (time.perf_counter() - start)

@@ -37,43 +37,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgpack
 import psutil
 import zmq
 import zmq.asyncio
+from raw_zmq import ECHO_SERVER, REQUEST_FRAME
 
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
 from coordinator.procs import free_port
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
-
-_ECHO = """
-import sys, zmq
-ctx = zmq.Context()
-sock = ctx.socket(zmq.ROUTER)
-sock.bind(sys.argv[1])
-while True:
-    frames = sock.recv_multipart()
-    if frames[-1] == b"quit":
-        break
-    sock.send_multipart(frames)
-"""
-
-# A frame of the size of an exchange request (msgpack, one scalar value).
-_PAYLOAD = msgpack.packb(
-    {
-        "v": 1,
-        "type": "request",
-        "src": 3,
-        "edge": 7,
-        "seq": 123,
-        "ack": 122,
-        "t": 1234.5,
-        "x": [0.123456789],
-        "z": [0.987654321],
-    }
-)
 
 
 def _cpu(proc: psutil.Process) -> float:
@@ -97,7 +70,7 @@ class RawCpu:
 async def raw_cpu(round_trips: int = 20_000) -> RawCpu:
     """Measure CPU per round trip of an asyncio DEALER against a ROUTER echo process."""
     address = f"tcp://127.0.0.1:{free_port()}"
-    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", _ECHO, address)
+    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, address)
     echo_proc = psutil.Process(echo.pid)
     me = psutil.Process()
     ctx = zmq.asyncio.Context()
@@ -106,12 +79,12 @@ async def raw_cpu(round_trips: int = 20_000) -> RawCpu:
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(address)
         for _ in range(500):  # warm up (and wait for the echo process to bind)
-            await sock.send(_PAYLOAD)
+            await sock.send(REQUEST_FRAME)
             await sock.recv()
         cpu0 = _cpu(me) + _cpu(echo_proc)
         start = time.perf_counter()
         for _ in range(round_trips):
-            await sock.send(_PAYLOAD)
+            await sock.send(REQUEST_FRAME)
             await sock.recv()
         wall = time.perf_counter() - start
         cpu = _cpu(me) + _cpu(echo_proc) - cpu0
