@@ -49,10 +49,7 @@ class Correcting:
     def _check_time(self, t: float, now: float) -> float:
         raise NotImplementedError
 
-    def _server_case(self, state: EdgeState, seq: int, ack: int) -> str:
-        raise NotImplementedError
-
-    def _nack(self, state: EdgeState, seq: int) -> bytes:
+    def _admit(self, state: EdgeState, seq: int, ack: int) -> tuple[bool, bytes | None]:
         raise NotImplementedError
 
     def _correct(self, start: int, t_now: float) -> None:
@@ -139,14 +136,9 @@ class Correcting:
             if not all(map(math.isfinite, gz)):
                 raise ProtocolError(f"field 'd' of item {i} overflows once scaled by c={self.c}")
             items.append((jid, t, list(msg.d[i * dim : (i + 1) * dim]), gx, gz))
-        action = self._server_case(state, msg.seq, msg.ack)
-        if action == "answer":
-            return state.cache[msg.seq]
-        if action == "ignore":
-            return None
-        if action == "nack":
-            return self._nack(state, msg.seq)
-        state.max_seen = max(state.max_seen, msg.seq)
+        new, answer = self._admit(state, msg.seq, msg.ack)
+        if not new:
+            return answer
         for _, t, _, gx, gz in items:
             self.ledger.add_values(msg.edge, gx, gz, t)
         answer = encode(CorrectionAck(src=self.node_id, edge=msg.edge, seq=msg.seq))

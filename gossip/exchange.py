@@ -566,6 +566,19 @@ class Exchanger(Correcting):
             self.counters.duplicates += 1
         return action
 
+    def _admit(self, state: EdgeState, seq: int, ack: int) -> tuple[bool, bytes | None]:
+        """Admit a numbered request or correction: ``(True, None)`` if it is new and is to be
+        applied now, else ``(False, what to answer)`` (the cached answer, a Nack, or nothing)."""
+        action = self._server_case(state, seq, ack)
+        if action == "answer":
+            return False, state.cache[seq]
+        if action == "ignore":
+            return False, None
+        if action == "nack":
+            return False, self._nack(state, seq)
+        state.max_seen = max(state.max_seen, seq)
+        return True, None
+
     def _nack(self, state: EdgeState, seq: int) -> bytes:
         why = "recovering" if self._unrecovered else "closed"
         state.max_seen = max(state.max_seen, seq)
@@ -577,14 +590,9 @@ class Exchanger(Correcting):
         state = self._edge_from(msg.src, msg.edge)
         self._check_dim("x", msg.x)
         t_now = self._check_time(msg.t, now)
-        action = self._server_case(state, msg.seq, msg.ack)
-        if action == "answer":
-            return state.cache[msg.seq]
-        if action == "ignore":
-            return None
-        if action == "nack":
-            return self._nack(state, msg.seq)
-        state.max_seen = max(state.max_seen, msg.seq)
+        new, answer = self._admit(state, msg.seq, msg.ack)
+        if not new:
+            return answer
         x_w, _ = self._values(t_now)
         x_v, _ = mix_values(msg.x, msg.z, self.eta, t_now - msg.t)
         dx, dz = edge_flow_values(x_v, x_w, self.c)  # into the initiator v
