@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -30,14 +29,11 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-import zmq
-import zmq.asyncio
-from raw_zmq import ECHO_SERVER, REQUEST_FRAME
+from raw_zmq import REQUEST_FRAME, echo_dealer
 
 from coordinator.agreement import band_agreement
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
-from coordinator.procs import free_port
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState, RunSummary
 
@@ -52,16 +48,7 @@ class Raw:
 
 async def raw_zmq(round_trips: int = 4000, window: int = 30) -> Raw:
     """Measure raw DEALER/ROUTER round trips against an echo ROUTER in another process."""
-    address = f"tcp://127.0.0.1:{free_port()}"
-    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, address)
-    ctx = zmq.asyncio.Context()
-    try:
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(address)
-        for _ in range(200):  # warm up (and wait for the echo process to bind)
-            await sock.send(REQUEST_FRAME)
-            await sock.recv()
+    async with echo_dealer(warmup=200) as (sock, _):
         rtts = []
         start = time.perf_counter()
         for _ in range(round_trips):
@@ -80,15 +67,6 @@ async def raw_zmq(round_trips: int = 4000, window: int = 30) -> Raw:
         for _ in range(window):
             await sock.recv()
         capacity = round_trips / (time.perf_counter() - start)
-        await sock.send(b"quit")
-        sock.close(0)
-    finally:
-        ctx.destroy(0)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(echo.wait(), 5)
-        if echo.returncode is None:
-            echo.kill()
-            await echo.wait()
     ms = np.array(rtts) * 1e3
     return Raw(float(np.median(ms)), float(np.quantile(ms, 0.99)), sequential, capacity)
 

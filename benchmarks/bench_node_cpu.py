@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -38,13 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-import zmq
-import zmq.asyncio
-from raw_zmq import ECHO_SERVER, REQUEST_FRAME
+from raw_zmq import REQUEST_FRAME, echo_dealer
 
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
-from coordinator.procs import free_port
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
 
@@ -69,18 +65,9 @@ class RawCpu:
 
 async def raw_cpu(round_trips: int = 20_000) -> RawCpu:
     """Measure CPU per round trip of an asyncio DEALER against a ROUTER echo process."""
-    address = f"tcp://127.0.0.1:{free_port()}"
-    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, address)
-    echo_proc = psutil.Process(echo.pid)
     me = psutil.Process()
-    ctx = zmq.asyncio.Context()
-    try:
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(address)
-        for _ in range(500):  # warm up (and wait for the echo process to bind)
-            await sock.send(REQUEST_FRAME)
-            await sock.recv()
+    async with echo_dealer(warmup=500) as (sock, echo_pid):
+        echo_proc = psutil.Process(echo_pid)
         cpu0 = _cpu(me) + _cpu(echo_proc)
         start = time.perf_counter()
         for _ in range(round_trips):
@@ -88,15 +75,6 @@ async def raw_cpu(round_trips: int = 20_000) -> RawCpu:
             await sock.recv()
         wall = time.perf_counter() - start
         cpu = _cpu(me) + _cpu(echo_proc) - cpu0
-        await sock.send(b"quit")
-        sock.close(0)
-    finally:
-        ctx.destroy(0)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(echo.wait(), 5)
-        if echo.returncode is None:
-            echo.kill()
-            await echo.wait()
     return RawCpu(round_trips, cpu / round_trips * 1e6, round_trips / wall)
 
 

@@ -7,7 +7,16 @@ bytes as the node's.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+
 import msgpack
+import zmq
+import zmq.asyncio
+
+from coordinator.procs import free_port
 
 ECHO_SERVER = """
 import sys, zmq
@@ -35,3 +44,31 @@ REQUEST_FRAME: bytes = msgpack.packb(
     }
 )
 """A msgpack frame of the size of an exchange request (one scalar value)."""
+
+
+@contextlib.asynccontextmanager
+async def echo_dealer(warmup: int = 200) -> AsyncIterator[tuple[zmq.asyncio.Socket, int]]:
+    """An asyncio DEALER connected to an echo ROUTER in another process, warmed up.
+
+    Yields the socket and the echo process's pid; the echo process is stopped on exit.
+    """
+    address = f"tcp://127.0.0.1:{free_port()}"
+    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, address)
+    ctx = zmq.asyncio.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(address)
+        for _ in range(warmup):  # also waits for the echo process to bind
+            await sock.send(REQUEST_FRAME)
+            await sock.recv()
+        yield sock, echo.pid
+        await sock.send(b"quit")
+        sock.close(0)
+    finally:
+        ctx.destroy(0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(echo.wait(), 5)
+        if echo.returncode is None:
+            echo.kill()
+            await echo.wait()
