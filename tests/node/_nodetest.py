@@ -7,8 +7,9 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zmq
@@ -19,6 +20,9 @@ from gossip.params import gossip_params
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
 from gossip.wire import Bootstrap, Neighbor, Register, decode, encode
+
+if TYPE_CHECKING:
+    from node import Node
 
 
 def bootstraps(
@@ -177,3 +181,21 @@ def kill_all(procs: list[asyncio.subprocess.Process]) -> None:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
+
+
+async def gossip_then_stop(nodes: Sequence[Node], activations: int, deadline: float) -> None:
+    """Let in-process nodes gossip until they have started ``activations`` exchanges in all
+    (or ``deadline`` seconds have passed), then ask them all to stop.
+
+    Counting activations instead of sleeping a fixed time makes what the test claims (how far
+    that many activations get) independent of how loaded the machine is. A stall still shows:
+    the deadline passes with too few activations, and the caller's assertions fail.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while loop.time() < end:
+        if sum(node.exchanger.counters.initiated for node in nodes) >= activations:
+            break
+        await asyncio.sleep(0.05)
+    for node in nodes:
+        node.request_stop()
