@@ -141,7 +141,7 @@ async def _phase(
     cluster_name = f"bench{free_port()}"
     port = free_port()
     argv = [
-        sys.executable, "-m", "gossip.cli.app", "coordinator",
+        sys.executable, "-m", "cli.app", "coordinator",
         "--graph", args.graph, "--broker", broker.url, "--bind", bind,
         "--rate", str(args.rate), "--values", "onehot", "--cluster", cluster_name,
         "--metrics-period", str(1.0 / args.hz), "--keep-running", "--no-resume",

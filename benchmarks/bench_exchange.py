@@ -114,7 +114,7 @@ async def node_round_trips(rounds: int) -> tuple[dict[str, float], dict[str, flo
     port = router.bind_to_random_port("tcp://127.0.0.1")
     client = ZmqTransport("tcp://127.0.0.1:0")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gossip.cli.app", "node", "--coordinator",
+        sys.executable, "-m", "cli.app", "node", "--coordinator",
         f"tcp://127.0.0.1:{port}", "--host", "127.0.0.1", "--name", "bench-server",
         "--value", "1.0", "--log-level", "warning",
         stdout=asyncio.subprocess.PIPE,

@@ -134,7 +134,7 @@ def main() -> None:
                 [
                     sys.executable,
                     "-m",
-                    "gossip.cli.app",
+                    "cli.app",
                     "reproduce",
                     "gossip-figure",
                     "--out",

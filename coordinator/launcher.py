@@ -6,7 +6,7 @@ Theory of operation
   child process, or in-process amqtt).
 * The coordinator runs in this process (its :class:`~coordinator.state.ClusterState` feeds the
   progress bar directly) and binds its registration socket on a free loopback port.
-* Each node is a real OS process, ``python -m gossip.cli.app node --coordinator ...``, started in
+* Each node is a real OS process, ``python -m cli.app node --coordinator ...``, started in
   its own session and set to die with this process (:mod:`coordinator.procs`). Its output goes to
   ``<log_dir>/node-<k>.log``.
 * A watchdog fails the run early, naming the node and its log, if a node exits with an error
@@ -79,7 +79,7 @@ def node_argv(coordinator: str, name: str, host: str, extra: Sequence[str] = ())
     return [
         sys.executable,
         "-m",
-        "gossip.cli.app",
+        "cli.app",
         "node",
         "--coordinator",
         coordinator,

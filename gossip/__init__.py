@@ -11,7 +11,7 @@ call the same functions, so they cannot drift apart.
 * :mod:`gossip.optim` -- continuized Nesterov acceleration as an optimizer, and the paper's figures
 * :mod:`gossip.jumps` -- RG/ARG jumps as antisymmetric flows, and their late application
 
-The command line (:mod:`gossip.cli`) and file writers live at the edges of the package.
+The command line (the ``cli`` package) sits above the core, the node and the coordinator.
 """
 
 import importlib

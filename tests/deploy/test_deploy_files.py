@@ -56,7 +56,7 @@ import sys
 for name in {left_out!r}:
     sys.modules[name] = None  # 'import name' now raises ImportError, as in the image
 sys.argv = ["gossip", *{argv!r}]
-from gossip.cli.app import main
+from cli.app import main
 main()
 """
 

@@ -152,7 +152,7 @@ async def spawn_node(
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "gossip.cli.app",
+            "cli.app",
             "node",
             "--coordinator",
             coordinator,

@@ -51,7 +51,7 @@ async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
     port = free_port()
     token = "live-test"
     argv = [
-        sys.executable, "-m", "gossip.cli.app", "up",
+        sys.executable, "-m", "cli.app", "up",
         "--graph", "grid:3x3", "--algorithm", "arg", "--rate", "200",
         # Never reached: the run lasts until the test stops it (or the timeout).
         "--until", "1e-300", "--timeout", "120",

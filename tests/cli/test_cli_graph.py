@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from gossip.cli.app import app
+from cli.app import app
 
 runner = CliRunner()
 

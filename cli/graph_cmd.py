@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from gossip.cli._app import graph_app
-from gossip.cli._errors import reported_errors
+from cli._app import graph_app
+from cli._errors import reported_errors
 
 __all__ = ["info"]
 

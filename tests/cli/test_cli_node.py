@@ -10,7 +10,7 @@ import zmq
 import zmq.asyncio
 from typer.testing import CliRunner
 
-from gossip.cli.app import app
+from cli.app import app
 from gossip.wire import Register, RegisterError, decode, encode
 
 
@@ -37,7 +37,7 @@ def test_a_bad_coordinator_address_is_a_clear_error() -> None:
 
 async def run_node(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gossip.cli.app", "node", "--host", "127.0.0.1", *args,
+        sys.executable, "-m", "cli.app", "node", "--host", "127.0.0.1", *args,
         stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     async with asyncio.timeout(60):

@@ -1,4 +1,4 @@
-"""Fixtures of the coordinator tests: brokers, and a rule for missing system dependencies."""
+"""Fixtures shared by the whole suite: brokers, and a rule for missing system dependencies."""
 
 from __future__ import annotations
 

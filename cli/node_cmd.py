@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from gossip.cli._app import app
-from gossip.cli._errors import reported_errors
+from cli._app import app
+from cli._errors import reported_errors
 
 __all__ = ["node"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gossip.cli.app import app
+from cli.app import app
 
 runner = CliRunner()
 
@@ -187,7 +187,7 @@ def test_reproduce_gossip_figure_small(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gossip.cli.app",
+            "cli.app",
             "reproduce",
             "gossip-figure",
             "--out",

@@ -25,7 +25,7 @@ from coordinator.procs import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(180)]
 
-GOSSIP = [sys.executable, "-m", "gossip.cli.app"]
+GOSSIP = [sys.executable, "-m", "cli.app"]
 
 
 def _env() -> dict[str, str]:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gossip.cli._app import app, reproduce_app
-from gossip.cli._errors import reported_errors
+from cli._app import app, reproduce_app
+from cli._errors import reported_errors
 
 if TYPE_CHECKING:
     from gossip.simulator import SimulationResult

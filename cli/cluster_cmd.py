@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gossip.cli._app import app
-from gossip.cli._errors import fail, reported_errors
+from cli._app import app
+from cli._errors import fail, reported_errors
 
 if TYPE_CHECKING:
     from coordinator.service import CoordinatorConfig
