@@ -40,7 +40,14 @@ from gossip.dual.steps import dgd_average, dgd_step, dual_flow
 from gossip.mixing import mix
 from gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
 
-__all__ = ["BatchProblems", "BlockCurves", "DualBlockSpec", "estimates", "run_dual_block"]
+__all__ = [
+    "BatchProblems",
+    "BlockCurves",
+    "DualBlockSpec",
+    "Inspector",
+    "estimates",
+    "run_dual_block",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -106,10 +113,20 @@ class BlockCurves:
     consensus: FloatArray
 
 
-def run_dual_block(spec: DualBlockSpec, report: Callable[[int], None] | None = None) -> BlockCurves:
+Inspector = Callable[[float, FloatArray, FloatArray], None]
+"""Called at each recorded time t with the state mixed to t: ``y`` and ``z``, each (runs, n, d)."""
+
+
+def run_dual_block(
+    spec: DualBlockSpec,
+    report: Callable[[int], None] | None = None,
+    inspect: Inspector | None = None,
+) -> BlockCurves:
     """Simulate runs ``first_run .. first_run + n_runs - 1`` and return their curves.
 
-    ``report`` is called with the number of activations simulated after each chunk.
+    ``report`` is called with the number of activations simulated after each chunk;
+    ``inspect`` (for tests) at each recorded time with the whole state mixed to that time
+    (``z`` is ``y`` for cd, and both are ``x`` for dgd).
     """
     problems, p = spec.problems, spec.params
     n, d, n_runs = problems.n, problems.dim, spec.n_runs
@@ -150,7 +167,7 @@ def run_dual_block(spec: DualBlockSpec, report: Callable[[int], None] | None = N
                 )
             row = stop
             if spec.record[i]:
-                _measure(spec, state, z, last, float(spec.grid[i]), curves, col)
+                _measure(spec, state, z, last, float(spec.grid[i]), curves, col, inspect)
                 col += 1
         if report is not None:
             report(chunk.events)
@@ -195,20 +212,27 @@ def _grads(problems: BatchProblems, ids: NDArray[np.intp], x: FloatArray) -> Flo
 
 
 def estimates(
-    spec: DualBlockSpec, state: FloatArray, z: FloatArray, last: FloatArray, t: float
+    spec: DualBlockSpec,
+    state: FloatArray,
+    z: FloatArray,
+    last: FloatArray,
+    t: float,
+    inspect: Inspector | None = None,
 ) -> FloatArray:
     """Return every run's primal estimates at time t, shape ``(runs, n, d)``; state unchanged."""
     problems, p = spec.problems, spec.params
     n, d, n_runs = problems.n, problems.dim, spec.n_runs
     ys = state.reshape(n_runs, n + 1, d)[:, :n]
-    if p.algorithm is DualAlgorithm.DGD:
-        return np.asarray(ys.copy())
+    zs = z.reshape(n_runs, n + 1, d)[:, :n]
     if p.algorithm is DualAlgorithm.ACD:
-        zs = z.reshape(n_runs, n + 1, d)[:, :n]
         tau = (t - last.reshape(n_runs, n + 1)[:, :n])[..., None]
         ys, zs = mix(ys, zs, p.eta, tau)
-        if spec.estimate == "z":
-            ys = zs
+    if inspect is not None:
+        inspect(t, ys, zs)
+    if p.algorithm is DualAlgorithm.DGD:
+        return np.asarray(ys.copy())
+    if spec.estimate == "z" and p.algorithm is DualAlgorithm.ACD:
+        ys = zs
     ids = np.tile(np.arange(n, dtype=np.intp), n_runs)
     g = problems.grad_conjugate(ids, np.ascontiguousarray(ys).reshape(n_runs * n, d))
     return np.asarray(g, dtype=np.float64).reshape(n_runs, n, d)
@@ -222,8 +246,9 @@ def _measure(
     t: float,
     curves: BlockCurves,
     col: int,
+    inspect: Inspector | None,
 ) -> None:
-    x = estimates(spec, state, z, last, t)
+    x = estimates(spec, state, z, last, t, inspect)
     err = x - spec.x_star
     curves.errors[:, col] = np.einsum("rnd,rnd->r", err, err)
     mean = x.mean(axis=1)
