@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.dual.engine import BatchProblems
+from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
 from gossip.dual.params import DualAlgorithm, DualParams, dual_params
-from gossip.dual.simulate import simulate_optimization
+from gossip.dual.simulate import sweep_grid
+from gossip.errors import ConfigError
 from gossip.topology import Topology
 
 __all__ = ["SEARCH_RUNS", "STEP_CANDIDATES", "best_dgd_params"]
@@ -47,28 +48,35 @@ def best_dgd_params(
 
     ``base`` gives the graph and problem constants (any algorithm's parameters for them). The
     scores map ``alpha`` (``repr`` of the float) to the median final error of the search runs.
+    All candidates are swept in one lock-step block (each with its own step), so the search
+    costs about one simulation, not one per candidate.
     """
-    scores: dict[str, float] = {}
-    best: tuple[float, float] | None = None
-    for k in range(candidates):
-        alpha = ratio**-k / base.L
-        params = _dgd(base, alpha)
-        with np.errstate(over="ignore", invalid="ignore"):  # a too large step may diverge
-            result = simulate_optimization(
-                topology,
-                problems,
-                params,
-                np.array([0.0, t_end]),
-                SEARCH_RUNS,
-                seed + _SEARCH_SEED_OFFSET,
-                x_star=x_star,
-            )
-        score = float(np.median(result.errors[:, -1]))
-        scores[repr(alpha)] = score
-        if np.isfinite(score) and (best is None or score < best[1]):
-            best = (alpha, score)
-    chosen = best[0] if best is not None else ratio ** -(candidates - 1) / base.L
-    return _dgd(base, chosen), scores
+    if candidates < 1 or not ratio > 1.0:
+        raise ConfigError(f"need candidates >= 1 and ratio > 1, got {candidates!r}, {ratio!r}")
+    alphas = ratio ** -np.arange(candidates, dtype=np.float64) / base.L
+    star = np.asarray(problems.x_star() if x_star is None else x_star, dtype=np.float64)
+    sweep, record = sweep_grid(np.array([t_end], dtype=np.float64))
+    spec = DualBlockSpec(
+        edges=topology.edges,
+        probs=topology.probs,
+        problems=problems,
+        params=_dgd(base, float(alphas[0])),
+        x_star=star,
+        f_star=float(problems.value(star)),
+        grid=sweep,
+        record=record,
+        seed=seed + _SEARCH_SEED_OFFSET,
+        runs=np.tile(np.arange(SEARCH_RUNS, dtype=np.int64), candidates),
+        alphas=np.repeat(alphas, SEARCH_RUNS),
+    )
+    with np.errstate(over="ignore", invalid="ignore"):  # a too large step may diverge
+        final = run_dual_block(spec).errors[:, -1].reshape(candidates, SEARCH_RUNS)
+    medians = np.median(final, axis=1)
+    scores = {repr(float(a)): float(m) for a, m in zip(alphas, medians, strict=True)}
+    finite = np.flatnonzero(np.isfinite(medians))
+    # argmin returns the first (largest) step among ties.
+    chosen = alphas[finite[np.argmin(medians[finite])]] if finite.size else alphas[-1]
+    return _dgd(base, float(chosen)), scores
 
 
 def _dgd(base: DualParams, alpha: float) -> DualParams:

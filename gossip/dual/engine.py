@@ -87,7 +87,10 @@ class DualBlockSpec:
     """Everything one block needs; it pickles to a worker process with its problem set.
 
     ``grid`` is the sweep grid (the requested grid plus the window ends) and ``record[i]`` says
-    whether ``grid[i]`` is measured.
+    whether ``grid[i]`` is measured. ``runs`` lists the run indices of the block (run r draws
+    from ``run_generator(seed, r)``; an index may repeat). ``alphas``, for dgd only, gives each
+    run of the block its own step (``params.alpha`` otherwise): the step search sweeps all its
+    candidates in one block.
     """
 
     edges: NDArray[np.int64]
@@ -99,9 +102,14 @@ class DualBlockSpec:
     grid: FloatArray
     record: NDArray[np.bool_]
     seed: int
-    first_run: int
-    n_runs: int
+    runs: NDArray[np.int64]
     estimate: str = "y"
+    alphas: FloatArray | None = None
+
+    @property
+    def n_runs(self) -> int:
+        """Number of runs in the block."""
+        return len(self.runs)
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +130,7 @@ def run_dual_block(
     report: Callable[[int], None] | None = None,
     inspect: Inspector | None = None,
 ) -> BlockCurves:
-    """Simulate runs ``first_run .. first_run + n_runs - 1`` and return their curves.
+    """Simulate the runs ``spec.runs`` and return their curves.
 
     ``report`` is called with the number of activations simulated after each chunk;
     ``inspect`` (for tests) at each recorded time with the whole state mixed to that time
@@ -147,7 +155,9 @@ def run_dual_block(
     end_v = np.append(spec.edges[:, 1], n)
     steps = np.append(p.steps if p.steps.size else np.zeros(len(spec.edges)), 0.0)
     sampler = EdgeSampler.from_probs(spec.probs)
-    gens = [run_generator(spec.seed, spec.first_run + r) for r in range(n_runs)]
+    gens = [run_generator(spec.seed, int(r)) for r in spec.runs]
+    # One step per entry of a row (u ends of the R runs, then their v ends).
+    alpha = p.alpha if spec.alphas is None else np.tile(spec.alphas, 2)[:, None]
     recorded = int(spec.record.sum())
     curves = BlockCurves(*(np.empty((n_runs, recorded)) for _ in range(3)))
     # Row k lists the u ends of the R activations, then their v ends: entry j's peer is j +- R.
@@ -163,7 +173,18 @@ def run_dual_block(
         for i, stop in zip(range(i0, i1), chunk.row_stops.tolist(), strict=True):
             for k in range(row, stop):
                 _activate(
-                    algo, p, problems, state, z, last, both[k], ids2[k], times2[k], step2[k], peer
+                    algo,
+                    p,
+                    problems,
+                    state,
+                    z,
+                    last,
+                    both[k],
+                    ids2[k],
+                    times2[k],
+                    step2[k],
+                    peer,
+                    alpha,
                 )
             row = stop
             if spec.record[i]:
@@ -186,11 +207,12 @@ def _activate(
     times: FloatArray,
     step: FloatArray,
     peer: NDArray[np.int64],
+    alpha: float | FloatArray,
 ) -> None:
     """Apply one row of activations (one per run) in place."""
     if algo is DualAlgorithm.DGD:
         mid = dgd_average(state[nodes], state[nodes[peer]])
-        state[nodes] = dgd_step(mid, _grads(problems, ids, mid), p.alpha)
+        state[nodes] = dgd_step(mid, _grads(problems, ids, mid), alpha)
         return
     ys = state[nodes]
     if algo is DualAlgorithm.ACD:

@@ -56,8 +56,7 @@ def _inspect_sums(topo: Topology, net: QuadraticNet, params: DualParams) -> list
         grid=sweep,
         record=record,
         seed=2,
-        first_run=0,
-        n_runs=8,
+        runs=np.arange(8),
     )
     sums: list[float] = []
 
