@@ -65,6 +65,16 @@ class BatchProblems(Protocol):
         """Dimension d of x."""
         ...
 
+    @property
+    def mu(self) -> float:
+        """Strong convexity of every f_v (the smallest over nodes)."""
+        ...
+
+    @property
+    def L(self) -> float:  # noqa: N802 (the paper's name)
+        """Smoothness of every f_v (the largest over nodes)."""
+        ...
+
     def grad_conjugate(self, nodes: NDArray[np.intp], y: FloatArray) -> FloatArray:
         """Row i: ``grad f_{nodes[i]}^*(y[i])``; ``y`` of shape (k, d)."""
         ...
