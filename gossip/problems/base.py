@@ -101,8 +101,15 @@ class ProblemSet(ABC):
     def local(self, v: int) -> LocalProblem:
         """Node ``v``'s function."""
 
-    def grad_conjugate(self, nodes: NDArray[np.intp], y: FloatArray) -> FloatArray:
-        """Row ``i``: ``grad f_{nodes[i]}^*(y[i])``; ``y`` of shape ``(k, d)``, nodes may repeat."""
+    def grad_conjugate(
+        self, nodes: NDArray[np.intp], y: FloatArray, x0: FloatArray | None = None
+    ) -> FloatArray:
+        """Row ``i``: ``grad f_{nodes[i]}^*(y[i])``; ``y`` of shape ``(k, d)``, nodes may repeat.
+
+        ``x0`` (optional, shape of ``y``) is a guess of the answer; only iterative solvers
+        (logistic's Newton) use it, to start there. Closed forms ignore it.
+        """
+        del x0  # closed forms and user-defined problems have no use for a guess
         ids, rows = self._batch(nodes, y)
         out = np.empty_like(rows)
         for i, v in enumerate(ids):
