@@ -52,7 +52,8 @@ def _parse(spec: str) -> tuple[str, str]:
         if not np.isfinite(lam) or lam < 0:
             raise ConfigError(f"problem {spec!r}: LAMBDA must be finite and >= 0, got {arg}")
         return low, arg
-    if sep and kind and arg and all(p.isidentifier() for p in kind.split(".")):
+    dotted = kind.split(".") + arg.split(".")
+    if sep and kind and arg and all(p.isidentifier() for p in dotted):
         return "custom", spec.strip()
     raise ConfigError(f"unknown problem {spec!r}; {_VALID}")
 
@@ -64,7 +65,7 @@ def _factory(spec: str) -> Factory:
     except ImportError as exc:
         raise ConfigError(
             f"problem {spec!r}: cannot import module {module_name!r} ({exc}); "
-            "give module:callable with the module on the Python path"
+            f"give module:callable with the module on the Python path; {_VALID}"
         ) from None
     factory = getattr(module, attr, None)
     if not callable(factory):

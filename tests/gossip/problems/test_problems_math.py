@@ -85,7 +85,7 @@ def test_grad_matches_finite_differences(case: tuple[str, int, int, int], xseed:
 
 @settings(max_examples=60, deadline=None)
 @given(cases, st.integers(0, 2**32 - 1))
-def test_curvature_lies_between_mu_and_L(case: tuple[str, int, int, int], xseed: int) -> None:
+def test_curvature_lies_between_mu_and_l(case: tuple[str, int, int, int], xseed: int) -> None:
     spec, seed, n, dim = case
     problems = _problem_set(spec, seed, n, dim)
     rng = np.random.default_rng(xseed)
@@ -100,7 +100,7 @@ def test_curvature_lies_between_mu_and_L(case: tuple[str, int, int, int], xseed:
             assert f.mu * (1 - 1e-5) - 1e-7 <= curv <= f.L * (1 + 1e-5) + 1e-7
 
 
-def test_logistic_L_is_attained_near_zero_margin() -> None:
+def test_logistic_l_is_attained_at_zero_margin() -> None:
     # L is tight, not just a bound: at x = 0 the logistic Hessian is A^T A / (4m) + lambda.
     shard = _shards(3, 1, 3, binary=True)[0]
     f = make_local_problem("logistic:0.1", shard)
@@ -121,11 +121,15 @@ def test_batched_calls_equal_the_per_node_ones(
     nodes = rng.integers(0, n, size=k).astype(np.intp)  # repeats on purpose
     y = rng.normal(size=(k, dim))
     batched = problems.grad_conjugate(nodes, y)
-    single = np.array([problems.local(int(v)).grad_conjugate(r) for v, r in zip(nodes, y)])
+    single = np.array(
+        [problems.local(int(v)).grad_conjugate(r) for v, r in zip(nodes, y, strict=True)]
+    )
     assert batched.shape == (k, dim)
     assert np.allclose(batched, single, atol=1e-9)
     grads = problems.grad(nodes, y)
-    assert np.allclose(grads, [problems.local(int(v)).grad(r) for v, r in zip(nodes, y)])
+    assert np.allclose(
+        grads, [problems.local(int(v)).grad(r) for v, r in zip(nodes, y, strict=True)]
+    )
     totals = problems.values(y)
     each = [sum(problems.local(v).value(r) for v in range(n)) for r in y]
     assert np.allclose(totals, each, rtol=1e-10, atol=1e-10)
