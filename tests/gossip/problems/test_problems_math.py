@@ -185,3 +185,17 @@ def test_warm_start_changes_only_the_rounding() -> None:
     fresh = make_problem_set("logistic:0.1", shards).grad_conjugate(nodes, y * 1.01)
     assert np.allclose(warm, fresh, atol=1e-9)
     assert np.allclose(guessed, fresh, atol=1e-9)
+
+
+@pytest.mark.parametrize("spec", ["ridge:0.1", "logistic:0.1", "examples.huber_problem:make"])
+def test_problem_sets_pickle(spec: str) -> None:
+    # The dual simulator ships a problem set to worker processes.
+    import pickle
+
+    shards, _ = load_shards("diabetes", "iid:0", 3)
+    problems = make_problem_set(spec, shards)
+    copy = pickle.loads(pickle.dumps(problems))
+    nodes = np.array([0, 1, 2], dtype=np.intp)
+    y = np.random.default_rng(0).normal(size=(3, 10)) * 0.01
+    assert np.allclose(copy.grad_conjugate(nodes, y), problems.grad_conjugate(nodes, y))
+    assert copy.value(np.ones(10)) == problems.value(np.ones(10))
