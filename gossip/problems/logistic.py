@@ -7,8 +7,9 @@ a regression data set such as the DADAO setting can be used as a classification 
 Constants: ``mu = LAMBDA`` (``> 0``; without it ``f`` is not strongly convex) and
 ``L = lambda_max(A^T A) / (4 m) + LAMBDA`` (the logistic loss has curvature <= 1/4).
 
-``grad f^*(y)`` has no closed form: it is the root of ``grad f(x) = y``, found by damped
-(Armijo) Newton, warm-started from the node's previous answer, and stopped once
+``grad f^*(y)`` has no closed form: it is the root of ``grad f(x) = y``, found by safeguarded
+Newton (full steps while they reduce the residual, an Armijo line search otherwise), started
+from a guess (``x0``, or the node's previous answer), and stopped once
 ``|grad f(x) - y| <= tol`` (default ``tol = 1e-10``). Since ``f`` is ``mu``-strongly convex this
 bounds the error by ``|x - grad f^*(y)| <= tol / mu``. Measured
 (tests/gossip/problems/test_problems_math.py::test_newton_error_within_stated_bound:
@@ -64,6 +65,46 @@ def _objective(
     return np.asarray(loss + 0.5 * lam * (x * x).sum(axis=1) - (x * y).sum(axis=1))
 
 
+def _residual(
+    A: FloatArray, s: FloatArray, w: FloatArray, lam: float, y: FloatArray, x: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Margins ``t = s A x``, the gradient ``grad f(x) - y`` and its norm, per row."""
+    t = s * np.einsum("kmd,kd->km", A, x)
+    g = lam * x - y - np.einsum("kmd,km->kd", A, w * s * expit(-t))
+    return t, g, np.sqrt((g * g).sum(axis=1))
+
+
+def _armijo(
+    A: FloatArray,
+    s: FloatArray,
+    w: FloatArray,
+    lam: float,
+    y: FloatArray,
+    x: FloatArray,
+    g: FloatArray,
+    step: FloatArray,
+) -> FloatArray:
+    """``x - alpha step`` per row, ``alpha`` halved from 1 until the objective drops enough."""
+    x = x.copy()
+    phi = _objective(A, s, w, lam, y, x)
+    slope = (g * step).sum(axis=1)
+    alpha = np.ones(len(x))
+    todo = np.ones(len(x), dtype=bool)
+    for _ in range(_MAX_HALVINGS):
+        cand = x[todo] - alpha[todo, None] * step[todo]
+        new = _objective(A[todo], s[todo], w[todo], lam, y[todo], cand)
+        # Armijo, with slack for rounding: near the root phi changes below machine precision.
+        bound = phi[todo] - 1e-4 * alpha[todo] * slope[todo] + 1e-15 * (1.0 + np.abs(phi[todo]))
+        ok = new <= bound
+        idx = np.flatnonzero(todo)
+        x[idx[ok]] = cand[ok]
+        todo[idx[ok]] = False
+        if not todo.any():
+            break
+        alpha[todo] *= 0.5
+    return x
+
+
 def newton_conjugate(
     A: FloatArray,
     s: FloatArray,
@@ -73,44 +114,46 @@ def newton_conjugate(
     x0: FloatArray,
     tol: float = DEFAULT_TOL,
 ) -> FloatArray:
-    """Solve ``grad f_k(x_k) = y_k`` for ``k`` stacked problems at once (damped Newton).
+    """Solve ``grad f_k(x_k) = y_k`` for ``k`` stacked problems at once (safeguarded Newton).
 
     ``A`` (k, M, d), ``s`` and ``w`` (k, M): rows, labels and weights (``1/m``, or 0 for the
-    padding of shorter shards); ``y`` and ``x0`` (k, d). Rows stop moving once their gradient
-    residual is ``<= tol``.
+    padding of shorter shards); ``y`` and ``x0`` (k, d). A row leaves the batch once its
+    gradient residual is ``<= tol``. Each row first takes full Newton steps without evaluating
+    the objective (from a warm start they converge quadratically); a row whose full step did
+    not reduce its residual is put back and line-searches (Armijo) from then on.
     """
     x = np.array(x0, dtype=np.float64, copy=True)
     eye = lam * np.eye(x.shape[1])
+    rows = np.arange(len(x))
+    xa = x.copy()
+    careful = np.zeros(len(x), dtype=bool)
+    unchecked = np.zeros(len(x), dtype=bool)
+    prev_x, prev_res = xa.copy(), np.full(len(x), np.inf)
     for _ in range(_MAX_NEWTON):
-        t = s * np.einsum("kmd,kd->km", A, x)
-        g = lam * x - y - np.einsum("kmd,km->kd", A, w * s * expit(-t))
-        live = np.sqrt((g * g).sum(axis=1)) > tol
-        if not live.any():
-            return x
-        Al, wl, tl = A[live], w[live], t[live]
-        h = wl * expit(tl) * expit(-tl)
+        t, g, res = _residual(A, s, w, lam, y, xa)
+        bad = unchecked & (res >= prev_res)
+        if bad.any():
+            xa[bad] = prev_x[bad]
+            careful |= bad
+            t[bad], g[bad], res[bad] = _residual(A[bad], s[bad], w[bad], lam, y[bad], xa[bad])
+        done = res <= tol
+        if done.any():
+            x[rows[done]] = xa[done]
+            keep = ~done
+            if not keep.any():
+                return x
+            rows, A, s, w, y, xa = rows[keep], A[keep], s[keep], w[keep], y[keep], xa[keep]
+            t, g, res, careful = t[keep], g[keep], res[keep], careful[keep]
+        h = w * expit(t) * expit(-t)
         # (A^T diag(h) A) per row as one batched matmul: einsum with 3 operands is far slower.
-        hess = np.matmul(Al.transpose(0, 2, 1) * h[:, None, :], Al) + eye
-        step = np.linalg.solve(hess, g[live][..., None])[..., 0]
-        sl, yl, xl = s[live], y[live], x[live]
-        phi = _objective(Al, sl, wl, lam, yl, xl)
-        slope = (g[live] * step).sum(axis=1)
-        alpha = np.ones(len(xl))
-        todo = np.ones(len(xl), dtype=bool)
-        for _ in range(_MAX_HALVINGS):
-            cand = xl[todo] - alpha[todo, None] * step[todo]
-            new = _objective(Al[todo], sl[todo], wl[todo], lam, yl[todo], cand)
-            # Armijo, with slack for rounding: near the root phi changes below machine precision.
-            ok = new <= phi[todo] - 1e-4 * alpha[todo] * slope[todo] + 1e-15 * (
-                1.0 + np.abs(phi[todo])
-            )
-            idx = np.flatnonzero(todo)
-            xl[idx[ok]] = cand[ok]
-            todo[idx[ok]] = False
-            if not todo.any():
-                break
-            alpha[todo] *= 0.5
-        x[live] = xl
+        hess = np.matmul(A.transpose(0, 2, 1) * h[:, None, :], A) + eye
+        step = np.linalg.solve(hess, g[..., None])[..., 0]
+        prev_x, prev_res = xa.copy(), res
+        unchecked = ~careful
+        xa[unchecked] -= step[unchecked]
+        if careful.any():
+            c = careful
+            xa[c] = _armijo(A[c], s[c], w[c], lam, y[c], xa[c], g[c], step[c])
     raise LocalError(
         f"logistic: Newton did not reach |grad f(x) - y| <= {tol:g} in {_MAX_NEWTON} steps; "
         "use a larger tol or LAMBDA"

@@ -199,3 +199,17 @@ def test_problem_sets_pickle(spec: str) -> None:
     y = np.random.default_rng(0).normal(size=(3, 10)) * 0.01
     assert np.allclose(copy.grad_conjugate(nodes, y), problems.grad_conjugate(nodes, y))
     assert copy.value(np.ones(10)) == problems.value(np.ones(10))
+
+
+@pytest.mark.parametrize("scale", [0.0, 30.0, -300.0])
+def test_newton_converges_from_far_guesses(scale: float) -> None:
+    # Separable shards (label split) and far guesses: full Newton steps overshoot there, and
+    # the safeguard (put back, line search) must still reach the tolerance.
+    shards, _ = load_shards("breast-cancer", "label:0", 4)
+    problems = make_problem_set("logistic:0.01", shards)
+    nodes = np.repeat(np.arange(4), 8).astype(np.intp)
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=(32, shards[0].dim)) * 0.1
+    guess = np.full_like(y, scale) + rng.normal(size=y.shape) * abs(scale)
+    x = problems.grad_conjugate(nodes, y, x0=guess)
+    assert np.linalg.norm(problems.grad(nodes, x) - y, axis=1).max() <= problems.local(0).tol
