@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli._app import app
-from cli._errors import fail, reported_errors
+from cli._errors import fail, plain_console, reported_errors
 
 if TYPE_CHECKING:
     from coordinator.records import RunSummary
@@ -220,7 +220,8 @@ def _hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: flo
                     on_ready=announce_dashboard,
                 )
 
-    typer.echo(f"coordinator: run over; dashboard kept up for {seconds:g} s", err=True)
+    kept = "until Ctrl-C" if math.isinf(seconds) else f"for {seconds:g} s (Ctrl-C ends it)"
+    typer.echo(f"run over; dashboard kept up {kept}", err=True)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_for())
 
@@ -307,22 +308,26 @@ def up(
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
     dashboard_runs_dir: DashRuns = Path("gossip-runs"),
+    hold: Annotated[
+        str,
+        typer.Option(
+            envvar=_env("hold"),
+            help="With --dashboard-port: after the run, keep the dashboard up this many "
+            "seconds, or 'forever' (Ctrl-C ends it).",
+        ),
+    ] = "0",
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node."""
     import asyncio
+    import dataclasses
     import shutil
     import tempfile
 
-    from coordinator.launcher import UpConfig
+    from coordinator.launcher import UpConfig, check_up
     from coordinator.service import CoordinatorConfig
-    from gossip.errors import ConfigError
 
     with reported_errors():
-        if embedded_broker not in ("auto", "mosquitto", "amqtt"):
-            raise ConfigError(
-                f"--embedded-broker must be auto, mosquitto or amqtt, got {embedded_broker!r}"
-            )
         coord = CoordinatorConfig(
             graph=graph,
             algorithm=algorithm,
@@ -339,16 +344,22 @@ def up(
             dashboard_token=dashboard_token,
             dashboard_runs_dir=dashboard_runs_dir,
         )
-        own_logs = log_dir is None
-        logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
         config = UpConfig(
             coordinator=coord,
-            log_dir=logs,
+            log_dir=log_dir if log_dir is not None else Path(tempfile.gettempdir()),
             broker=broker,
             embedded=embedded_broker,  # type: ignore[arg-type]
             timeout=timeout,
             node_args=tuple(node_arg or ()),
         )
+        # Every setting is checked before anything starts: a bad one leaves no broker, no
+        # node and no file behind.
+        check_up(config)
+        _check_node_args(config.node_args)
+        hold_s = parse_hold(hold)
+        own_logs = log_dir is None
+        logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
+        config = dataclasses.replace(config, log_dir=logs)
         try:
             summary, state = asyncio.run(_up(config, quiet))
         except KeyboardInterrupt:
@@ -364,6 +375,8 @@ def up(
     _print_summary(summary, state, coord)
     if metrics_file is not None:
         typer.echo(f"metrics: {metrics_file}", err=True)
+    if hold_s > 0 and dashboard_port is not None:
+        _hold_dashboard(state, coord, hold_s)
     if summary.stop_reason == "diverged":
         raise fail(
             f"the run diverged (error {state.error or float('nan'):.3g}): the exchanges cannot "
@@ -377,6 +390,56 @@ def up(
             f"(final error {summary.final_error}); try a longer --timeout or a lower --rate",
             code=1,
         )
+
+
+def parse_hold(text: str) -> float:
+    """Seconds from ``--hold``: a number >= 0, or ``forever`` / ``inf`` (until Ctrl-C).
+
+    Raises
+    ------
+    ConfigError
+        Anything else, quoting it.
+    """
+    import math
+
+    from gossip.errors import ConfigError
+
+    if text.strip().lower() in ("forever", "inf", "infinity"):
+        return math.inf
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise ConfigError(f"--hold must be a number of seconds >= 0 or 'forever', got {text!r}")
+    return seconds
+
+
+def _check_node_args(node_args: tuple[str, ...]) -> None:
+    """Parse ``--node-arg`` values as ``gossip node`` will, without starting a node.
+
+    Raises
+    ------
+    ConfigError
+        An argument ``gossip node`` would refuse, with its own message.
+    """
+    from gossip.errors import ConfigError
+
+    if not node_args:
+        return
+    node = typer.main.get_command(app).commands["node"]  # type: ignore[attr-defined]
+    # The launcher supplies these itself; placeholders make the parse complete.
+    argv = ["--coordinator", "tcp://127.0.0.1:1", "--name", "check", *node_args]
+    try:
+        ctx = node.make_context("gossip node", argv)
+    except typer.TyperException as exc:  # typer's click usage errors derive from it
+        detail = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        raise ConfigError(f"--node-arg {' '.join(node_args)!r}: {detail}") from None
+    fault = ctx.params.get("fault")
+    if fault:
+        from node.faults import parse_faults
+
+        parse_faults(fault)
 
 
 async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
@@ -428,11 +491,20 @@ async def _progress(holder: dict[str, Any]) -> None:
         TextColumn("{task.fields[speed]} act/s"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, transient=False) as progress:
+    with Progress(*columns, transient=False, console=plain_console()) as progress:
         task = progress.add_task("registering", total=1.0, error="-", t="-", speed="-")
         last: tuple[float, int] | None = None
         while True:
-            await asyncio.sleep(0.25)
+            try:
+                await asyncio.sleep(0.25)
+            except asyncio.CancelledError:
+                # The run is over: the last line shows the run's achieved rate (the nodes
+                # have stopped, so the current speed would read 0).
+                final: ClusterState | None = holder.get("state")
+                if final is not None and final.runs:
+                    achieved = final.runs[-1].rate_achieved
+                    progress.update(task, speed=f"{achieved:.0f}")
+                raise
             state: ClusterState | None = holder.get("state")
             if state is None:
                 continue
@@ -458,7 +530,6 @@ async def _progress(holder: dict[str, Any]) -> None:
 
 
 def _print_summary(summary: RunSummary, state: ClusterState, config: CoordinatorConfig) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     def num(value: float | None, fmt: str) -> str:
@@ -482,4 +553,4 @@ def _print_summary(summary: RunSummary, state: ClusterState, config: Coordinator
     ]
     for key, value in rows:
         table.add_row(key, value)
-    Console().print(table)
+    plain_console().print(table)
