@@ -91,8 +91,10 @@ def main() -> None:
         t_acd, t_cd = t_eps(acd, EPS), t_eps(cd, EPS)
         if t_acd is None:  # past the horizon too: extrapolated, and said so below
             t_acd = _extrapolate(acd, EPS)
-            print(f"  ({problem} {graph}: acd did not reach {EPS:g} by t={acd_end:.4g}; t_acd is "
-                  "extrapolated)")
+            print(
+                f"  ({problem} {graph}: acd did not reach {EPS:g} by t={acd_end:.4g}; t_acd is "
+                "extrapolated)"
+            )
         extrap = _extrapolate(cd, EPS) if t_cd is None else t_cd
         theory = acd_p.theta / cd_p.theta
         if t_acd is None:
