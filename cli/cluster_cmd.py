@@ -302,13 +302,22 @@ def up(
             "--node-arg=drop=0.1).",
         ),
     ] = None,
+    nodes_per_process: Annotated[
+        int,
+        typer.Option(
+            envvar=_env("nodes_per_process"),
+            help="Host mode: up to this many nodes per OS process (one event loop, each node "
+            "with its own sockets and identity); 1: one process per node.",
+        ),
+    ] = 1,
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
     dashboard_runs_dir: DashRuns = Path("gossip-runs"),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
 ) -> None:
-    """Run a whole cluster here: embedded broker, coordinator and one process per node."""
+    """Run a whole cluster here: embedded broker, coordinator and one process per node
+    (or per --nodes-per-process nodes)."""
     import asyncio
     import shutil
     import tempfile
@@ -347,6 +356,7 @@ def up(
             embedded=embedded_broker,  # type: ignore[arg-type]
             timeout=timeout,
             node_args=tuple(node_arg or ()),
+            nodes_per_process=nodes_per_process,
         )
         try:
             summary, state = asyncio.run(_up(config, quiet))
