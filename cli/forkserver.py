@@ -31,24 +31,43 @@ import select
 import signal
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typer._click.core import Command
 
 __all__ = ["main"]
 
 _PR_SET_PDEATHSIG = 1
 
 
-def _preload() -> None:
-    """Import everything a node process needs, so that forked children import nothing."""
+def _preload() -> Command:
+    """Import everything a node process needs, so that forked children import nothing.
+
+    Returns the command line, built (typer builds it from the annotations, ~25 ms).
+    """
+    import concurrent.futures.thread  # noqa: F401  # the event loop's default executor
+
     import aiomqtt  # noqa: F401
     import numpy  # noqa: F401
+    import rich._emoji_codes  # noqa: F401  # used by error messages
+    import typer._adapters
+    import typer._click.decorators
+    import typer.main
     import zmq  # noqa: F401
+    from pydantic.plugin import _loader
 
-    import cli.app  # noqa: F401  # the command line the children run
+    import cli.app  # the command line the children run
     import node.host  # noqa: F401
 
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: F401  # type: ignore[import-not-found,unused-ignore]
+    # typer imports typer._adapters (and with it pydantic) on a command's first invocation,
+    # and pydantic reads every installed package's entry points on first use: ~0.1 s of CPU
+    # that every child would pay again, paid here once.
+    with contextlib.suppress(Exception):
+        _loader.get_plugins()
+    return typer.main.get_command(cli.app.app)
 
 
 def _die_with_parent() -> None:
@@ -57,7 +76,7 @@ def _die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _child(argv: list[str], log: str, parent: int) -> int:
+def _child(command: Command, argv: list[str], log: str, parent: int) -> int:
     """In the forked child: detach, point stdio at ``log``, run ``gossip ARGV``; exit code."""
     os.setsid()
     _die_with_parent()
@@ -75,11 +94,8 @@ def _child(argv: list[str], log: str, parent: int) -> int:
     # The server's random state was copied: without a reseed every child would draw the same
     # MQTT client identifiers (and the broker would drop all but one of them).
     random.seed()
-    gc.unfreeze()
-    from cli.app import app
-
     try:
-        app(args=argv, prog_name="gossip")
+        command.main(args=argv, prog_name="gossip")
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
@@ -106,7 +122,7 @@ def _reap(children: set[int]) -> None:
         _emit({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def _fork(request: dict[str, Any], children: set[int]) -> None:
+def _fork(command: Command, request: dict[str, Any], children: set[int]) -> None:
     argv, log = request["argv"], request["log"]
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
         raise ValueError(f"argv must be a list of strings, got {argv!r}")
@@ -117,7 +133,7 @@ def _fork(request: dict[str, Any], children: set[int]) -> None:
     if pid == 0:  # pragma: no cover - the child; coverage does not follow forks
         code = 1
         try:
-            code = _child(argv, str(log), parent)
+            code = _child(command, argv, str(log), parent)
         finally:
             with contextlib.suppress(Exception):
                 sys.stdout.flush()
@@ -130,7 +146,7 @@ def _fork(request: dict[str, Any], children: set[int]) -> None:
 def main() -> None:
     """Serve fork requests on stdin until it closes (see the module header)."""
     _die_with_parent()
-    _preload()
+    command = _preload()
     # Move what the imports built out of the collector's sight: children then never write to
     # those pages to collect them, so the pages stay shared.
     gc.collect()
@@ -151,7 +167,7 @@ def main() -> None:
             *lines, buffered = buffered.split(b"\n")
             for line in lines:
                 if line.strip():
-                    _fork(json.loads(line), children)
+                    _fork(command, json.loads(line), children)
     finally:
         for pid in children:
             with contextlib.suppress(ProcessLookupError, PermissionError):
