@@ -284,7 +284,15 @@ def up(
         ),
     ] = "auto",
     metrics_file: MetricsFile = Path("gossip-run.jsonl"),
-    metrics_period: MetricsPeriod = 0.1,
+    metrics_period: Annotated[
+        float | None,
+        typer.Option(
+            envvar=_env("metrics_period"),
+            help="Seconds between two node state reports (default: 0.1, and longer for over "
+            "200 nodes, so that the broker and the coordinator get about 2,000 reports a second "
+            "at most).",
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(envvar=_env("timeout"), help="Give up this many seconds after t starts."),
@@ -310,6 +318,15 @@ def up(
             "with its own sockets and identity); 1: one process per node.",
         ),
     ] = 1,
+    fork_server: Annotated[
+        bool,
+        typer.Option(
+            envvar=_env("fork_server"),
+            help="Fork the node processes from one process that imported the node code "
+            "(milliseconds each); --no-fork-server: a fresh interpreter per process (~0.7 s "
+            "of CPU each).",
+        ),
+    ] = True,
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
@@ -331,6 +348,11 @@ def up(
             raise ConfigError(
                 f"--embedded-broker must be auto, mosquitto or amqtt, got {embedded_broker!r}"
             )
+        if metrics_period is None:
+            from coordinator.launcher import default_metrics_period
+            from gossip.topology import parse_topology
+
+            metrics_period = default_metrics_period(parse_topology(graph).n)
         coord = CoordinatorConfig(
             graph=graph,
             algorithm=algorithm,
@@ -357,6 +379,7 @@ def up(
             timeout=timeout,
             node_args=tuple(node_arg or ()),
             nodes_per_process=nodes_per_process,
+            fork=fork_server,
         )
         try:
             summary, state = asyncio.run(_up(config, quiet))

@@ -36,12 +36,20 @@ from pathlib import Path
 from coordinator._groups import single_error
 from coordinator.broker import BrokerKind, RunningBroker, broker_for
 from coordinator.forking import ForkServer
-from coordinator.procs import Child, free_port, stop_all
+from coordinator.procs import Child, free_port, spawn, stop_all
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState, RunSummary
 from gossip.errors import ConfigError, GossipError
 
-__all__ = ["NodeCrashError", "UpConfig", "host_sizes", "node_argv", "node_command", "run_up"]
+__all__ = [
+    "NodeCrashError",
+    "UpConfig",
+    "default_metrics_period",
+    "host_sizes",
+    "node_argv",
+    "node_command",
+    "run_up",
+]
 
 _NODE_EXIT_GRACE = 10.0  # seconds for stopped nodes to publish their final state and exit
 
@@ -73,6 +81,9 @@ class UpConfig:
         Loopback address everything binds to.
     nodes_per_process : int
         Host mode: at most this many nodes per OS process (1: one process per node).
+    fork : bool
+        Fork the node processes from the fork server (default); False: start each with a
+        fresh interpreter, as before the fork server (the start-up benchmark's baseline).
     """
 
     coordinator: CoordinatorConfig
@@ -83,6 +94,7 @@ class UpConfig:
     node_args: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     nodes_per_process: int = 1
+    fork: bool = True
 
     def __post_init__(self) -> None:
         if self.nodes_per_process < 1:
@@ -97,6 +109,24 @@ def node_command(coordinator: str, name: str, host: str, extra: Sequence[str] = 
 def node_argv(coordinator: str, name: str, host: str, extra: Sequence[str] = ()) -> list[str]:
     """Return the command line of one local node process."""
     return [sys.executable, "-m", "cli.app", *node_command(coordinator, name, host, extra)]
+
+
+_REPORTS_PER_SECOND = 2000.0  # what the broker and the coordinator take without falling behind
+
+
+def default_metrics_period(nodes: int) -> float:
+    """Seconds between two reports of each node: 0.1, longer past 200 nodes.
+
+    Every node reports every period, so 1,024 nodes at 0.1 s would be 10,000 JSON messages a
+    second through the broker into the coordinator: more than two cores carry next to the
+    nodes themselves.
+
+    Examples
+    --------
+    >>> default_metrics_period(100), default_metrics_period(1024)
+    (0.1, 0.512)
+    """
+    return max(0.1, nodes / _REPORTS_PER_SECOND)
 
 
 def host_sizes(nodes: int, per_process: int) -> list[int]:
@@ -135,17 +165,21 @@ async def run_up(
     # `gossip up` (GOSSIP_TIMEOUT, GOSSIP_BIND, ...) means something else to `gossip node`.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
     # First, so that its imports (about a second) overlap the graph's quantities and the broker.
-    forks = await ForkServer.start(env, log=config.log_dir / "forkserver.log")
+    forks = (
+        await ForkServer.start(env, log=config.log_dir / "forkserver.log") if config.fork else None
+    )
     try:
-        return await _run_up(config, on_start, forks)
+        return await _run_up(config, on_start, forks, env)
     finally:
-        await forks.aclose()
+        if forks is not None:
+            await forks.aclose()
 
 
 async def _run_up(
     config: UpConfig,
     on_start: Callable[[ClusterState, RunningBroker], None],
-    forks: ForkServer,
+    forks: ForkServer | None,
+    env: dict[str, str],
 ) -> RunSummary:
     state, plan = prepare(config.coordinator)
     async with broker_for(config.broker, config.embedded, config.host) as broker:
@@ -166,7 +200,7 @@ async def _run_up(
         procs: list[Child] = []
         try:
             with single_error():
-                summary = await _run_nodes(coordinator, config, bind, procs, forks)
+                summary = await _run_nodes(coordinator, config, bind, procs, forks, env)
             await _wait_exit(procs, _NODE_EXIT_GRACE)
             return summary
         finally:
@@ -178,7 +212,8 @@ async def _run_nodes(
     config: UpConfig,
     bind: str,
     procs: list[Child],
-    forks: ForkServer,
+    forks: ForkServer | None,
+    env: dict[str, str],
 ) -> RunSummary:
     state, plan = coordinator.state, coordinator.plan
     sizes = host_sizes(plan.expected, config.nodes_per_process)
@@ -189,8 +224,12 @@ async def _run_nodes(
         await _first(coordinator.bound, run)
         for name, size in zip(names, sizes, strict=True):
             extra = [*config.node_args, *(("--nodes-per-process", str(size)) if hosted else ())]
-            argv = node_command(bind, name, config.host, extra)
-            procs.append(await forks.fork(argv, log=config.log_dir / f"{name}.log"))
+            log = config.log_dir / f"{name}.log"
+            if forks is None:
+                argv = node_argv(bind, name, config.host, extra)
+                procs.append(await spawn(argv, log=log, env=env))
+            else:
+                procs.append(await forks.fork(node_command(bind, name, config.host, extra), log))
         watchdog = tg.create_task(
             _watch_nodes(procs, names, config.log_dir, state), name="node-watchdog"
         )
