@@ -6,8 +6,9 @@ runs the real command line (``python -m cli.app up ...``) as a subprocess, and p
 1. command to t = 0: from just before the command starts to the epoch the coordinator fixed
    (the last registration plus its start delay), read from the run's metrics file;
 2. memory: the peak RSS of a node process, the RSS of the fork server (an idle process with
-   the same imports: the baseline every node process shares), and the memory per node,
-   ``(sum of node processes' RSS - processes x baseline) / nodes``;
+   the same imports: the baseline every node process shares), the memory per node,
+   ``(sum of node processes' RSS - processes x baseline) / nodes``, and the private memory
+   (USS: pages no other process shares) of a node process divided by its nodes;
 3. the run: reached eps or not, activations per second achieved against asked, the mass drift
    and, against the exact simulator's 5-95% band for the same graph and values, the share of
    the measured error points inside it (the fidelity check of ``bench_cluster.py``).
@@ -59,6 +60,7 @@ class Case:
     node_rss_mb: float = 0.0  # peak RSS of one node process
     baseline_mb: float = 0.0  # RSS of the fork server (or a bare node process's imports)
     per_node_mb: float = float("nan")
+    uss_per_node_mb: float = float("nan")  # private memory of a node process / its nodes
     reached: bool = False
     achieved: float = 0.0
     drift: float = float("nan")
@@ -94,6 +96,9 @@ async def _sample(proc: asyncio.subprocess.Process, case: Case, since: list[floa
                 n = parse_topology(case.graph).n
                 if case.baseline_mb:
                     case.per_node_mb = (peak_total - len(rss) * case.baseline_mb) / n
+                if case.uss_per_node_mb != case.uss_per_node_mb:  # once (smaps is slow)
+                    uss = [float(p.memory_full_info().uss) / MB for p in nodes[:8]]
+                    case.uss_per_node_mb = max(uss) * len(nodes) / n
         await asyncio.sleep(0.5)
 
 
@@ -193,7 +198,8 @@ def _line(case: Case) -> str:
     return (
         f"{case.label:<24} command->t0 {case.to_t0:5.1f} s | {case.processes:3d} processes, "
         f"node process RSS {case.node_rss_mb:5.1f} MB, baseline {case.baseline_mb:5.1f} MB, "
-        f"per node {case.per_node_mb:5.2f} MB | reached {case.reached!s:5}, "
+        f"per node {case.per_node_mb:5.2f} MB (private {case.uss_per_node_mb:5.2f} MB) | "
+        f"reached {case.reached!s:5}, "
         f"{case.achieved:5.0f}/{case.rate:.0f} per s, drift {case.drift:.1e}, "
         f"inside band {case.inside:4.0%} of {case.points} points"
     )

@@ -181,6 +181,15 @@ class Node:
         too unless ``run_mqtt`` is False (host mode: one connection runs for all the nodes).
         """
         await self.transport.connect({n.peer_id: n.address for n in self.boot.neighbors})
+        # Frames straight from the socket callbacks where the transport can (no queue, future
+        # and task switch per frame); the receive task is then only there for its errors.
+        self.transport.set_handler(self._on_frame)
+        try:
+            return await self._run(mqtt, run_mqtt)
+        finally:
+            self.transport.set_handler(None)
+
+    async def _run(self, mqtt: NodeMqtt | None, run_mqtt: bool) -> int:
         async with asyncio.TaskGroup() as tg:
             tasks = [
                 tg.create_task(self._receive(), name="node-receive"),
@@ -223,20 +232,27 @@ class Node:
             log.warning("%d exchanges still unanswered at stop: counted as failed", abandoned)
 
     async def _receive(self) -> None:
-        transport, ex, clock = self.transport, self.exchanger, self.clock
+        # With a transport that hands frames straight to _on_frame (set in run), recv() only
+        # ever raises the transport's errors; otherwise frames come through it one by one.
+        transport, on_frame = self.transport, self._on_frame
         while True:
             incoming = await transport.recv()
-            answer = ex.receive(incoming.data, clock())
-            if answer is DEFERRED:
-                self._routes.append(incoming.route)
-            elif answer is not None and incoming.route is not None:
-                transport.answer(incoming.route, answer)
-            for out in ex.take_outgoing():  # corrections (exact mode)
-                transport.send(out.peer, out.frame)
-            if not ex.pending:
-                self._idle.set()
-                if self._routes:
-                    self._release()
+            on_frame(incoming.data, incoming.route)
+
+    def _on_frame(self, data: bytes, route: bytes | None) -> None:
+        """Handle one frame: hand it to the exchanger, send back its answer and what follows."""
+        transport, ex = self.transport, self.exchanger
+        answer = ex.receive(data, self.clock())
+        if answer is DEFERRED:
+            self._routes.append(route)
+        elif answer is not None and route is not None:
+            transport.answer(route, answer)
+        for out in ex.take_outgoing():  # corrections (exact mode)
+            transport.send(out.peer, out.frame)
+        if not ex.pending:
+            self._idle.set()
+            if self._routes:
+                self._release()
 
     def _release(self, force: bool = False) -> None:
         for answer in self.exchanger.release(self.clock(), force=force):
