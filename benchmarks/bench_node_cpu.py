@@ -159,8 +159,11 @@ async def _sample(
 
 
 def _is_node(proc: psutil.Process) -> bool:
+    """A node process: ``gossip node`` started as such, or forked by the fork server."""
     with contextlib.suppress(psutil.Error):
-        return "node" in proc.cmdline()
+        parent = proc.parent()
+        forked = parent is not None and "cli.forkserver" in parent.cmdline()
+        return forked or "node" in proc.cmdline()
     return False
 
 
