@@ -62,6 +62,8 @@ class Case:
     per_node_mb: float = float("nan")
     uss_per_node_mb: float = float("nan")  # private memory of a node process / its nodes
     reached: bool = False
+    stop_reason: str = ""
+    activations: int = 0
     achieved: float = 0.0
     drift: float = float("nan")
     inside: float = float("nan")
@@ -153,6 +155,8 @@ async def run_case(case: Case, tmp: Path, runs: int) -> Case:
     case.to_t0 = float("nan") if epoch is None else epoch - start
     result = json.loads(summary.read_text())
     case.reached = bool(result["reached"])
+    case.stop_reason = str(result["stop_reason"])
+    case.activations = int(result["activations"] or 0)
     case.achieved = float(result["rate_achieved"] or 0.0)
     case.drift = float(result["mass_drift_rel"] if result["mass_drift_rel"] is not None else "nan")
     case.inside, case.points = _fidelity(case, metrics, runs)
@@ -199,7 +203,7 @@ def _line(case: Case) -> str:
         f"{case.label:<24} command->t0 {case.to_t0:5.1f} s | {case.processes:3d} processes, "
         f"node process RSS {case.node_rss_mb:5.1f} MB, baseline {case.baseline_mb:5.1f} MB, "
         f"per node {case.per_node_mb:5.2f} MB (private {case.uss_per_node_mb:5.2f} MB) | "
-        f"reached {case.reached!s:5}, "
+        f"stop {case.stop_reason}, {case.activations} activations, "
         f"{case.achieved:5.0f}/{case.rate:.0f} per s, drift {case.drift:.1e}, "
         f"inside band {case.inside:4.0%} of {case.points} points"
     )
