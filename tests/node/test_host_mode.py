@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +121,34 @@ async def test_two_hosts_of_four_nodes_converge_with_exact_mass(
     assert float(np.ptp(x)) < 0.5
 
 
-async def test_a_killed_host_restarts_and_recovers_its_nodes_exactly(tmp_path: Path) -> None:
+async def wait_for_reports(
+    client: aiomqtt.Client, enough: Callable[[dict[int, dict[str, Any]]], bool], within: float
+) -> dict[int, dict[str, Any]]:
+    """Read state reports until ``enough(latest report of each node)``; return them."""
+    latest: dict[int, dict[str, Any]] = {}
+    async with asyncio.timeout(within):
+        async for message in client.messages:
+            assert isinstance(message.payload, bytes)
+            report = json.loads(message.payload)
+            latest[report["node"]] = report
+            if enough(latest):
+                return latest
+    raise AssertionError("unreachable")
+
+
+def all_gossiping(latest: dict[int, dict[str, Any]]) -> bool:
+    """Every node has reported, each with a few exchanges started."""
+    return len(latest) == N and all(r["counters"]["initiated"] > 20 for r in latest.values())
+
+
+@pytest.mark.broker
+async def test_a_killed_host_restarts_and_recovers_its_nodes_exactly(
+    tmp_path: Path, mosquitto: RunningBroker
+) -> None:
     values = np.array(VALUES)
-    coordinator = FakeCoordinator("line:8", "arg", rate=300.0, values=values, start_in=0.3)
+    coordinator = FakeCoordinator(
+        "line:8", "arg", rate=300.0, values=values, broker=mosquitto.url, start_in=0.3
+    )
     ports = [free_ports(K), free_ports(K)]
     procs: list[asyncio.subprocess.Process] = []
     log = tmp_path / "hosts.log"
@@ -132,23 +159,40 @@ async def test_a_killed_host_restarts_and_recovers_its_nodes_exactly(tmp_path: P
             )
         async with asyncio.timeout(60):
             boots = await coordinator.bootstrap(N)
-        async with asyncio.TaskGroup() as tg:
-            server = tg.create_task(coordinator.serve(), name="fake-coordinator")
-            await asyncio.sleep(1.0)
-            procs[1].kill()  # SIGKILL: host b and its 4 nodes, mid-exchange, no goodbye
-            await procs[1].wait()
-            procs[1] = await spawn_node(coordinator.address, "b", log, *host_args(ports[1], 1))
-            await asyncio.sleep(4.0)  # start-up, recovery, then gossip on
-            for proc in procs:
-                proc.send_signal(signal.SIGTERM)
-            reports = [r for proc in procs for r in await host_reports(proc)]
-            server.cancel()
+        b_ids = {boot.node_id for name, boot in coordinator.boots.items() if name[0] == "b"}
+        async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+            await client.subscribe("gossip/test/node/+/state")
+            async with asyncio.TaskGroup() as tg:
+                server = tg.create_task(coordinator.serve(), name="fake-coordinator")
+                # Every node gossiping, then SIGKILL host b and its 4 nodes, mid-exchange.
+                await wait_for_reports(
+                    client,
+                    lambda r: (
+                        len(r) == N and all(v["counters"]["initiated"] > 20 for v in r.values())
+                    ),
+                    90,
+                )
+                procs[1].kill()
+                await procs[1].wait()
+                restart = time.time()
+                procs[1] = await spawn_node(coordinator.address, "b", log, *host_args(ports[1], 1))
+                # The new incarnation's nodes report (from scratch) after recovering.
+                await wait_for_reports(
+                    client,
+                    lambda r: all(
+                        k in r and r[k]["wall"] > restart and r[k]["counters"]["initiated"] > 20
+                        for k in b_ids
+                    ),
+                    90,
+                )
+                for proc in procs:
+                    proc.send_signal(signal.SIGTERM)
+                reports = [r for proc in procs for r in await host_reports(proc)]
+                server.cancel()
     finally:
         kill_all(procs)
         coordinator.close()
     assert sorted(coordinator.reregistered) == [f"b-{i}" for i in range(K)]
-    restarted = [r for r in reports if r["name"].startswith("b-")]
-    assert all(r["counters"]["initiated"] > 0 for r in restarted)  # the new incarnation gossiped
     _, x = common_time(reports, boots[0].eta)
     # Recovered exactly: the sum of the values is the initial sum, to rounding.
     assert abs(float(x.sum()) - values.sum()) <= 1e-9 * np.abs(values).sum()
