@@ -7,7 +7,9 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
 
 * ``node-receive`` -- frames in: hand each to the exchanger, send back its answer (a deferred
   request's answer once nothing of ours is in flight, see ``hold`` in
-  :mod:`gossip.exchange`);
+  :mod:`gossip.exchange`). With the ZeroMQ transport the frames are handled right in its socket
+  callbacks (:meth:`Node._on_frame`, ``Transport.set_handler``) and this task only raises the
+  transport's errors;
 * ``node-ticks``   -- the node's Poisson clock: initiate an exchange at each tick; a late tick
   fires late, none is dropped (in hold mode it also waits while our exchange is in flight);
 * ``node-retry``   -- re-send requests whose timeout passed;
