@@ -77,7 +77,10 @@ async def _sample_rss(peak: list[float]) -> None:
     while True:
         for child in me.children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if "node" in child.cmdline():
+                parent = child.parent()
+                # A node process: `gossip node`, or forked by the launcher's fork server.
+                forked = parent is not None and "cli.forkserver" in parent.cmdline()
+                if forked or "node" in child.cmdline():
                     peak[0] = max(peak[0], child.memory_info().rss / 2**20)
         await asyncio.sleep(0.5)
 

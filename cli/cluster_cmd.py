@@ -225,7 +225,15 @@ def up(
         ),
     ] = "auto",
     metrics_file: MetricsFile = Path("gossip-run.jsonl"),
-    metrics_period: MetricsPeriod = 0.1,
+    metrics_period: Annotated[
+        float | None,
+        typer.Option(
+            envvar=_env("metrics_period"),
+            help="Seconds between two node state reports (default: 0.1, and longer for over "
+            "200 nodes, so that the broker and the coordinator get about 2,000 reports a second "
+            "at most).",
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(envvar=_env("timeout"), help="Give up this many seconds after t starts."),
@@ -243,6 +251,23 @@ def up(
             "--node-arg=drop=0.1).",
         ),
     ] = None,
+    nodes_per_process: Annotated[
+        int,
+        typer.Option(
+            envvar=_env("nodes_per_process"),
+            help="Host mode: up to this many nodes per OS process (one event loop, each node "
+            "with its own sockets and identity); 1: one process per node.",
+        ),
+    ] = 1,
+    fork_server: Annotated[
+        bool,
+        typer.Option(
+            envvar=_env("fork_server"),
+            help="Fork the node processes from one process that imported the node code "
+            "(milliseconds each); --no-fork-server: a fresh interpreter per process (~0.7 s "
+            "of CPU each).",
+        ),
+    ] = True,
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
@@ -257,7 +282,8 @@ def up(
     ] = "0",
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
 ) -> None:
-    """Run a whole cluster here: embedded broker, coordinator and one process per node."""
+    """Run a whole cluster here: embedded broker, coordinator and one process per node
+    (or per --nodes-per-process nodes)."""
     import asyncio
     import dataclasses
     import shutil
@@ -267,6 +293,11 @@ def up(
     from coordinator.service import CoordinatorConfig
 
     with reported_errors():
+        if metrics_period is None:
+            from coordinator.launcher import default_metrics_period
+            from gossip.topology import parse_topology
+
+            metrics_period = default_metrics_period(parse_topology(graph).n)
         coord = CoordinatorConfig(
             graph=graph,
             algorithm=algorithm,
@@ -290,17 +321,19 @@ def up(
             embedded=embedded_broker,  # type: ignore[arg-type]
             timeout=timeout,
             node_args=tuple(node_arg or ()),
+            nodes_per_process=nodes_per_process,
+            fork=fork_server,
         )
         # Every setting is checked before anything starts: a bad one leaves no broker, no
         # node and no file behind.
-        check_up(config)
+        prepared = check_up(config)
         _check_node_args(config.node_args)
         hold_s = parse_hold(hold)
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
         config = dataclasses.replace(config, log_dir=logs)
         try:
-            summary, state = asyncio.run(_up(config, quiet))
+            summary, state = asyncio.run(_up(config, quiet, prepared))
         except KeyboardInterrupt:
             raise fail("interrupted: every node and the broker were stopped", code=130) from None
         except asyncio.CancelledError:  # SIGTERM: the handler cancelled the main task
@@ -381,7 +414,7 @@ def _check_node_args(node_args: tuple[str, ...]) -> None:
         parse_faults(fault)
 
 
-async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
+async def _up(config: Any, quiet: bool, prepared: Any = None) -> tuple[RunSummary, ClusterState]:
     import asyncio
     import signal
 
@@ -407,7 +440,7 @@ async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
         async with asyncio.TaskGroup() as tg:
             bar = None if quiet else tg.create_task(progress_bar(holder), name="progress")
             try:
-                summary = await run_up(config, started)
+                summary = await run_up(config, started, prepared)
             finally:
                 if bar is not None:
                     bar.cancel()

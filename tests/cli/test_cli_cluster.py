@@ -106,6 +106,43 @@ async def test_gossip_up_writes_its_files_and_exits_0(tmp_path: Path) -> None:
     assert "rate achieved" in text
 
 
+async def test_gossip_up_in_host_mode_runs_the_nodes_in_fewer_processes(tmp_path: Path) -> None:
+    out, logs = tmp_path / "run.json", tmp_path / "logs"
+    proc = await asyncio.create_subprocess_exec(
+        *GOSSIP,
+        "up",
+        "--graph",
+        "line:5",
+        "--nodes-per-process",
+        "3",
+        "--rate",
+        "200",
+        "--until",
+        "1e-6",
+        "--quiet",
+        "--log-dir",
+        str(logs),
+        "--json",
+        str(out),
+        "--metrics-file",
+        str(tmp_path / "m.jsonl"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    summary = json.loads(out.read_text())
+    assert summary["reached"] is True
+    assert summary["mass_drift_rel"] <= 1e-9
+    # Five nodes as two processes of 3 and 2 nodes, each node registered under its own name.
+    texts = {p.name: p.read_text() for p in logs.glob("host-*.log")}
+    assert sorted(texts) == ["host-0.log", "host-1.log"]
+    assert len(re.findall(r"node \d+ \(host-0-\d", texts["host-0.log"])) == 3
+    assert len(re.findall(r"node \d+ \(host-1-\d", texts["host-1.log"])) == 2
+
+
 async def test_gossip_up_that_cannot_reach_eps_exits_1_with_a_message(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         *GOSSIP,
@@ -162,8 +199,9 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
     children: list[psutil.Process] = []
     while time.monotonic() < deadline:
         children = parent.children(recursive=True)
-        nodes = [c for c in children if "node" in _cmdline(c)]
-        if len(nodes) == 4 and all((logs / f"node-{k}.log").exists() for k in range(4)):
+        # The node processes are forked by the fork server, so they carry its command line.
+        forked = [c for c in children if "cli.forkserver" in _cmdline(c)]
+        if len(forked) == 5 and all((logs / f"node-{k}.log").exists() for k in range(4)):
             texts = [(logs / f"node-{k}.log").read_text() for k in range(4)]
             if all("neighbours" in t for t in texts):  # bootstrapped: gossiping
                 break
