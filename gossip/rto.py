@@ -38,6 +38,10 @@ class RetryTimer:
         rto = self._srtt + 4.0 * self._rttvar
         return min(self.high, max(self.low, rto))
 
+    def srtt(self) -> float | None:
+        """Return the smoothed round trip in seconds, ``None`` until one is measured."""
+        return self._srtt
+
     def sample(self, rtt: float, retried: bool) -> None:
         """Record the round trip of an answered exchange (seconds)."""
         self._rtts.append(rtt)
