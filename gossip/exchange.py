@@ -56,7 +56,9 @@ Rules for the bad days:
   Exactness then holds only for exchanges answered in time: a reply to a released exchange
   is applied at its own T, possibly before jumps made since.
 * Clock skew: T may be a little ahead of the server's clock, which is fine (the ledger mixes
-  forward in closed form); a T more than ``max_skew`` seconds ahead is rejected.
+  forward in closed form); a T more than ``max_skew`` seconds ahead is rejected, and so is a
+  new request more than ``max_skew`` behind (its state would be mixed back, by an
+  ``exp(+2 eta tau)`` that overflows).
 * A closed server (its node is stopping) or one still recovering answers new requests with a
   :class:`~gossip.wire.Nack` ("not applied, and never will be"); the initiator drops them.
 * Nothing from a peer changes the state unless it passes :func:`gossip.wire.decode` and comes
@@ -584,6 +586,13 @@ class Exchanger:
             answer = encode(Busy(src=self.node_id, edge=msg.edge, seq=msg.seq, t=after))
             self.counters.refused += 1
         else:
+            if self.timebase.t(now) - msg.t > self.max_skew_t:
+                # Our state that far back would be mixed back by exp(+2 eta tau): overflow.
+                # Only a clock off by more than the skew sends a new request so old.
+                raise ProtocolError(
+                    f"field 't' = {msg.t!r} is behind our time {self.timebase.t(now)!r} by "
+                    f"more than the max skew {self.max_skew_t!r} (units of t)"
+                )
             u_w = self._exchanged(msg.t)
             dx, dz = edge_flow_values(msg.u, u_w, self.c, state.link.step)  # into the initiator
             self.ledger.add_values(msg.edge, dx, dz, msg.t, sign=-1.0)  # raises before change

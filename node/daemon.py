@@ -240,17 +240,17 @@ class Node:
         transport, ex, clock = self.transport, self.exchanger, self.clock
         while True:
             deadline, start, now = ex.next_deadline(), ex.next_start(), clock()
+            if (deadline is not None and deadline <= now) or (start is not None and start <= now):
+                for out in ex.expire(now):
+                    transport.send(out.peer, out.frame)
+                continue
             # A retry deadline no sooner than the grain: most pass unneeded (the reply came),
             # and a wake-up per exchange would cost more than a retry a few ms late. A pause
             # after a refusal is short (about a round trip) and delays a jump: on time.
             wake = now + ex.timeout if deadline is None else max(deadline, now + _RETRY_GRAIN)
             if start is not None:
                 wake = min(wake, start)
-            if wake > now:
-                await self._wait_for_start(wake - now)
-            else:
-                for out in ex.expire(now):
-                    transport.send(out.peer, out.frame)
+            await self._wait_for_start(wake - now)
 
     async def _wait_for_start(self, seconds: float) -> None:
         """Sleep ``seconds``, or less: a Busy that comes meanwhile sets an earlier pause."""
