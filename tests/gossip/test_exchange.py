@@ -418,8 +418,7 @@ def test_a_closed_server_nacks_new_requests_and_the_initiator_abandons() -> None
         encode(Busy(src=0, edge=0, seq=7, t=2.0)),  # never sent
         encode(Request(src=0, edge=0, seq=1, ack=0, t=2.0, u=(1.0,)))[:-3],  # cut
     ],
-    ids=["garbage", "register", "peer", "edge", "dim", "skew", "overflow", "unsent", "busy",
-         "cut"],  # fmt: skip
+    ids=["garbage", "register", "peer", "edge", "dim", "skew", "overflow", "unsent", "busy", "cut"],
 )
 def test_bad_frames_are_rejected_counted_and_change_nothing(frame: bytes) -> None:
     _, b = pair()

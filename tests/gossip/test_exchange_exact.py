@@ -62,8 +62,9 @@ def test_a_nonlinear_exchanged_value_with_per_edge_steps_is_exact_too(
     assert net.total("refused") > 20
     assert spread > 1e-6
     assert gap < 1e-9 * max(1.0, spread)
-    free = ExactNet.build(spec, "arg", 2, dim=2, value=value, steps=(0.05, 0.3), scale=0.5,
-                          exclusive=False)  # fmt: skip
+    free = ExactNet.build(
+        spec, "arg", 2, dim=2, value=value, steps=(0.05, 0.3), scale=0.5, exclusive=False
+    )
     free_gap, free_spread = run(free)
     assert free_gap > 0.05 * free_spread
 
