@@ -82,7 +82,6 @@ comes in as ``now``, Unix seconds on the caller's clock; the protocol's time is
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Sequence
 
@@ -90,7 +89,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError, GossipError, LocalError, ProtocolError
-from gossip.jumps import Flow, edge_flow_values
+from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
 from gossip.protocol import (
     INITIATOR_TRANSITIONS,
@@ -104,11 +103,11 @@ from gossip.protocol import (
     Outgoing,
     Pending,
     Phase,
-    ServerCase,
     Standing,
     TimeBase,
 )
-from gossip.rto import RetryTimer
+from gossip.recovery import apply_ledger_reply, ledger_reply
+from gossip.rto import RetrySchedule, RetryTimer
 from gossip.waiting import Activation, Waiting, backoff_delay
 from gossip.wire import (
     Busy,
@@ -134,7 +133,6 @@ __all__ = [
     "Link",
     "Outgoing",
     "Phase",
-    "ServerCase",
     "Standing",
     "TimeBase",
 ]
@@ -233,7 +231,7 @@ class Exchanger:
         self.initiating = True
         self._edges = {link.edge: EdgeState(link, recovered=not recover) for link in links}
         self._unrecovered = len(self._edges) if recover else 0
-        self._deadlines: list[tuple[float, int, int]] = []  # (deadline, edge, seq), lazy
+        self._deadlines = RetrySchedule(lambda edge, seq: self._edges[edge].pending.get(seq))
         self._in_flight = 0  # exchanges started here and pending, all edges
         self._engaged: Pending | None = None  # the exchange holding the lock
         self._last = -math.inf  # L: the latest time of a jump applied here
@@ -376,7 +374,7 @@ class Exchanger:
         self._in_flight += 1
         if self.exclusive:
             self._engaged = pending
-        heapq.heappush(self._deadlines, (pending.deadline, activation.edge, seq))
+        self._deadlines.arm(pending)
         self.counters.initiated += 1
         return Outgoing(state.link.peer, frame)
 
@@ -397,13 +395,7 @@ class Exchanger:
 
     def next_deadline(self) -> float | None:
         """Return the earliest retry deadline (Unix seconds), or ``None`` if nothing is pending."""
-        while self._deadlines:
-            deadline, edge, seq = self._deadlines[0]
-            pending = self._edges[edge].pending.get(seq)
-            if pending is not None and pending.deadline == deadline:
-                return deadline
-            heapq.heappop(self._deadlines)  # settled or re-armed since: drop the stale entry
-        return None
+        return self._deadlines.next()
 
     def next_start(self) -> float | None:
         """Return when (Unix seconds) the node, free, pausing after a refusal, starts again."""
@@ -413,17 +405,15 @@ class Exchanger:
         """Return what to send at ``now``: requests re-sent because their timeout passed, and
         activations started because their pause is over (or the lock was released)."""
         out: list[Outgoing] = []
-        while (deadline := self.next_deadline()) is not None and deadline <= now:
-            _, edge, seq = heapq.heappop(self._deadlines)
-            state = self._edges[edge]
-            pending = state.pending[seq]
+        while (pending := self._deadlines.pop_due(now)) is not None:
+            state = self._edges[pending.edge]
             phase, action = INITIATOR_TRANSITIONS[(pending.phase, Event.TIMEOUT)]
             assert action is Action.RESEND
             pending.retries += 1
             pending.phase = phase
             pending.timeout = min(2.0 * pending.timeout, self.max_timeout)
             pending.deadline = now + pending.timeout
-            heapq.heappush(self._deadlines, (pending.deadline, edge, seq))
+            self._deadlines.arm(pending)
             self.counters.retried += 1
             out.append(Outgoing(pending.peer, pending.frame))  # the same frame: same T and u
             if pending.retries == STUCK_RETRIES:
@@ -546,19 +536,6 @@ class Exchanger:
                 f"{self.ledger.dim}"
             )
 
-    def _server_case(self, state: EdgeState, seq: int, ack: int) -> ServerCase:
-        """Look a request up against the edge's cache."""
-        if ack > state.ack_seen:
-            state.ack_seen = ack
-            # Answers numbered <= ack can never be asked for again.
-            for old in [s for s in state.cache if s <= ack]:
-                del state.cache[old]
-        if seq in state.cache:
-            return ServerCase.CACHED
-        if seq <= state.ack_seen:
-            return ServerCase.STALE
-        return ServerCase.NEW
-
     def _standing(self, t: float) -> Standing:
         if not self.open or self._unrecovered:
             return Standing.CLOSED
@@ -570,7 +547,7 @@ class Exchanger:
         state = self._edge_from(msg.src, msg.edge)
         self._check_dim("u", msg.u)
         self._check_time(msg.t, now)
-        action = SERVER_ACTIONS[(self._standing(msg.t), self._server_case(state, msg.seq, msg.ack))]
+        action = SERVER_ACTIONS[(self._standing(msg.t), state.lookup(msg.seq, msg.ack))]
         if action == "answer":
             self.counters.duplicates += 1
             return state.cache[msg.seq]
@@ -660,17 +637,7 @@ class Exchanger:
     def _on_ledger_request(self, msg: LedgerRequest, now: float) -> bytes:
         state = self._edge_from(msg.src, msg.edge)
         t = max(self.timebase.t(now), self._last)  # after every jump of ours
-        total = self.ledger.edge_total(msg.edge, t)
-        return encode(
-            LedgerReply(
-                src=self.node_id,
-                edge=msg.edge,
-                seq=max(state.max_seen, state.ack_seen),
-                t=t,
-                fx=tuple(total.dx.tolist()),
-                fz=tuple(total.dz.tolist()),
-            )
-        )
+        return encode(ledger_reply(self.node_id, self.ledger, state, t))
 
     def _on_ledger_reply(self, msg: LedgerReply, now: float) -> None:
         state = self._edge_from(msg.src, msg.edge)
@@ -679,9 +646,6 @@ class Exchanger:
             return
         self._check_dim("fx", msg.fx)
         self._check_time(msg.t, now)
-        total = Flow(-np.asarray(msg.fx), -np.asarray(msg.fz))
-        self.ledger.set_edge_total(msg.edge, total, msg.t)
-        state.next_seq = max(state.next_seq, msg.seq + 1)
-        state.recovered = True
+        apply_ledger_reply(self.ledger, state, msg)
         self._unrecovered -= 1
         self._last = max(self._last, msg.t)

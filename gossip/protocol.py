@@ -194,3 +194,16 @@ class EdgeState:
     def ack(self) -> int:
         """Return this node's watermark on the edge: everything numbered ``<=`` it is settled."""
         return min(self.pending) - 1 if self.pending else self.next_seq - 1
+
+    def lookup(self, seq: int, ack: int) -> ServerCase:
+        """Look the peer's request ``seq`` up against the cache, after taking in its ``ack``."""
+        if ack > self.ack_seen:
+            self.ack_seen = ack
+            # Answers numbered <= ack can never be asked for again.
+            for old in [s for s in self.cache if s <= ack]:
+                del self.cache[old]
+        if seq in self.cache:
+            return ServerCase.CACHED
+        if seq <= self.ack_seen:
+            return ServerCase.STALE
+        return ServerCase.NEW
