@@ -21,11 +21,11 @@ from gossip.exchange import (
     Exchanger,
     Link,
     Phase,
-    ServerCase,
     Standing,
     TimeBase,
 )
 from gossip.ledger import Ledger
+from gossip.protocol import ServerCase
 from gossip.params import gossip_params
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
