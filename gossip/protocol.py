@@ -28,10 +28,12 @@ __all__ = [
     "TimeBase",
 ]
 
-STUCK_RETRIES = 3
+STUCK_RETRIES = 5
 """Retries after which an exchange counts as stuck: the node is released (it serves and starts
-other exchanges again) and that edge's ticks are skipped until the exchange settles. Fewer
-would thin the clocks, and break exactness, at every spurious timeout."""
+other exchanges again) and that edge's ticks are skipped until the exchange settles. With the
+first timeout at 10 ms or more, that is 310 ms or more of silence. Fewer would release the
+lock on a peer that is merely slow (an overloaded machine), whose late reply then breaks
+exactness; more would freeze the node longer behind a dead one."""
 
 
 class Phase(StrEnum):

@@ -25,8 +25,8 @@ from gossip.exchange import (
     TimeBase,
 )
 from gossip.ledger import Ledger
-from gossip.protocol import ServerCase
 from gossip.params import gossip_params
+from gossip.protocol import STUCK_RETRIES, ServerCase
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
 from gossip.wire import Busy, LedgerRequest, Nack, Register, Reply, Request, decode, encode
@@ -349,20 +349,23 @@ def test_timeouts_resend_the_same_frame_and_a_stuck_exchange_releases_the_lock()
     assert [r.frame for r in retries] == [out.frame]  # same seq, same T, same value
     assert a.next_deadline() == pytest.approx(102.5)  # doubled
     assert a.initiate(0, now=101.6) is None  # engaged: the tick waits
-    a.expire(now=102.5)
+    now = 102.5
+    for _ in range(STUCK_RETRIES - 2):
+        a.expire(now=now)
+        now += 2.0  # the timeout doubles up to max_timeout (2 s)
     assert a.engaged
-    a.expire(now=104.5)  # third retry: stuck; the node is released, the tick dropped
+    a.expire(now=now)  # the last retry: stuck; the node is released, the tick dropped
     assert not a.engaged
-    assert (a.counters.retried, a.counters.released, a.counters.skipped) == (3, 1, 1)
-    assert a.initiate(0, now=104.6) is None  # the edge is stuck: skipped
+    assert (a.counters.retried, a.counters.released, a.counters.skipped) == (STUCK_RETRIES, 1, 1)
+    assert a.initiate(0, now=now + 0.1) is None  # the edge is stuck: skipped
     assert a.counters.skipped == 2
     # The first copy arrives late; the retry is answered from the cache, applied once.
-    answer = b.receive(out.frame, now=104.7)
-    assert b.receive(retries[0].frame, now=104.8) == answer
+    answer = b.receive(out.frame, now=now + 0.2)
+    assert b.receive(retries[0].frame, now=now + 0.3) == answer
     assert b.counters.served == 1
-    a.receive(answer or b"", now=104.9)
+    a.receive(answer or b"", now=now + 0.4)
     assert a.pending == 0
-    assert a.initiate(0, now=105.0) is not None  # no longer stuck
+    assert a.initiate(0, now=now + 0.5) is not None  # no longer stuck
 
 
 def test_the_first_timeout_adapts_to_measured_round_trips() -> None:
