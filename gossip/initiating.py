@@ -187,8 +187,10 @@ class Initiator:
         self.counters.waited += 1
         if self._engaged is not None:
             return None
-        self._start_waiting(now)
-        started = self.take_outgoing()
+        before = len(self._outbox)
+        self._start_waiting(now)  # the first owed one, if its pause is over: at most one
+        started = self._outbox[before:]
+        del self._outbox[before:]
         return started[0] if started else None
 
     def _startable(self, edge: int) -> bool:
