@@ -74,10 +74,11 @@ exchanges above the highest the neighbour has seen, and takes the latest of thos
 its ``L``. Until every edge is recovered it neither initiates nor applies (it Nacks).
 
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
-:mod:`gossip.protocol`); the methods of :class:`Exchanger` look them up and carry them out.
-The waiting activations are :mod:`gossip.waiting`, the retry timer :mod:`gossip.rto`. Time
-comes in as ``now``, Unix seconds on the caller's clock; the protocol's time is
-``t = rate * (now - epoch)``.
+:mod:`gossip.protocol`); :class:`Exchanger` looks them up and carries them out: this module
+serves and receives, its base :class:`gossip.initiating.Initiator` initiates (steps 1 and 3).
+The owed activations are :mod:`gossip.waiting`, the retry timer :mod:`gossip.rto`, recovery
+:mod:`gossip.recovery`. Time comes in as ``now``, Unix seconds on the caller's clock; the
+protocol's time is ``t = rate * (now - epoch)``.
 """
 
 from __future__ import annotations
