@@ -52,9 +52,10 @@ COUNTER_NAMES = (
     "waited",
     "refused",
     "bounced",
+    "deferred",
     "released",
 )
-"""The exchange counters every node reports (contract C3; the last four: the node's lock).
+"""The exchange counters every node reports (contract C3; the last five: the node's lock).
 
 A node of an older version that does not report one of them counts as 0 for it."""
 

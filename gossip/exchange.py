@@ -14,20 +14,25 @@ until that exchange is settled, and it keeps ``L``, the latest time of a jump it
    :mod:`gossip.waiting`) and fires when v is free: late, never dropped. Once free, v engages,
    takes the jump time ``T = max(t(now), L_v)``, computes ``u_v(T)`` from its ledger and sends
    ``Request(edge, seq, T, u_v)``.
-2. The server w refuses, with a :class:`~gossip.wire.Busy`, if it is engaged or if
-   ``L_w > T``. Otherwise it computes ``u_w(T)`` from its ledger, applies ``-flow`` at T
-   (:func:`gossip.jumps.edge_flow`, with the edge's step), sets ``L_w = T`` and replies
-   ``Reply(edge, seq, T, flow)``. Either answer is cached under ``(edge, seq)``, so a delayed
-   duplicate of the request gets the same answer and can never be applied later.
+2. The server w refuses, with a :class:`~gossip.wire.Busy`, if ``L_w > T``, or if it is
+   engaged and v's id is lower than w's. If it is engaged and v's id is higher, the request
+   *waits* (:data:`DEFERRED`) until w's own exchange settles, and is then decided as a new
+   one (served, or refused if w's jump came after T). Otherwise w computes ``u_w(T)`` from
+   its ledger, applies ``-flow`` at T (:func:`gossip.jumps.edge_flow`, with the edge's
+   step), sets ``L_w = T`` and replies ``Reply(edge, seq, T, flow)``. Either answer is
+   cached under ``(edge, seq)``, so a delayed duplicate of the request gets the same answer
+   and can never be applied later.
 3. v applies ``+flow`` at T when the reply comes (late application is exact, SPEC section 5),
    sets ``L_v = T`` and is free. On a Busy it is free too, and tries the activation again
    after a random pause of the order of a round trip, as a new request (new seq, new T, fresh
-   ``u_v``); meanwhile it serves others and starts its other waiting ticks.
+   ``u_v``); meanwhile it serves others, but starts nothing (a node that started its next
+   waiting tick at once would stay engaged, and neighbours refusing each other would
+   livelock).
 
 **Why it is exact (sketch).** Claim: every node applies its jumps in non-decreasing order of
 their times. A node applies a jump either as a server, at a T it accepted only if ``T >= L``,
 or as an initiator at a T it chose ``>= L``; and while its own exchange is in flight it
-applies nothing else (it refuses every request, starts nothing). So each node's ledger,
+applies nothing else (it refuses or defers every request, starts nothing). So each node's ledger,
 read at a jump's T, holds exactly the node's jumps before T: ``u_v(T)`` and ``u_w(T)`` are
 the values the sequential process has just before that jump, whatever the latencies. The
 jumps, sorted by T (ties in the order the nodes applied them, which both ends agree on),
@@ -35,11 +40,13 @@ are then a sequential run of the model, and the network's states equal its repla
 simulated curves differ only by *when* the jumps are (ticks fired late, refused ones tried
 again later), never by what a jump does. Mass stays exact: opposite flows at the same T.
 
-**No deadlock, no starvation.** Nobody ever waits for a locked node: a refusal is immediate,
-so there is no chain of waits to close into a cycle. Two nodes that refuse each other try
+**No deadlock, no starvation.** A request waits only for a node of lower id, so a chain of
+waits has decreasing ids and cannot close into a cycle: it ends at a node whose exchange is
+answered (served or refused) without waiting. Two nodes that refuse each other try
 again after independent random pauses (doubling with each refusal, :func:`~gossip.waiting.
 backoff_delay`), so one of them goes first with probability bounded away from 0. Refusals
-and retries are counted (``counters.refused``, ``counters.bounced``, ``counters.waited``).
+and retries are counted (``counters.refused``, ``counters.bounced``, ``counters.waited``,
+``counters.deferred``).
 
 Rules for the bad days:
 
@@ -120,6 +127,7 @@ from gossip.wire import (
 )
 
 __all__ = [
+    "DEFERRED",
     "INITIATOR_TRANSITIONS",
     "SERVER_ACTIONS",
     "STUCK_RETRIES",
@@ -136,6 +144,10 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
+
+DEFERRED = b""
+"""What :meth:`Exchanger.receive` returns for a request that waits for this node to be free:
+its answer comes later from :meth:`Exchanger.take_released`, with the route given."""
 
 
 class Exchanger(Initiator):
@@ -211,6 +223,21 @@ class Exchanger(Initiator):
         )
         self.c = float(c)
         self.max_skew_t = float(max_skew) * timebase.rate
+        # Requests waiting for our exchange to settle, by (edge, seq), with their routes.
+        self._deferred: dict[tuple[int, int], tuple[Request, bytes | None]] = {}
+        self._released: list[tuple[bytes | None, bytes]] = []
+
+    def take_released(self) -> list[tuple[bytes | None, bytes]]:
+        """Return (and forget) the answers to deferred requests, with the routes given to
+        :meth:`receive`: send them after each call, like :meth:`take_outgoing`."""
+        out, self._released = self._released, []
+        return out
+
+    def close(self) -> None:
+        """Stop initiating, and answer new requests with a Nack (cached ones are still
+        answered; so are deferred ones, through :meth:`take_released`)."""
+        super().close()
+        self._serve_deferred(math.nan)  # closed: each gets a Nack
 
     # --- recovery -------------------------------------------------------------------------------
     def ledger_requests(self) -> list[Outgoing]:
@@ -234,22 +261,24 @@ class Exchanger(Initiator):
         return edges
 
     # --- receiving ------------------------------------------------------------------------------
-    def receive(self, frame: bytes, now: float) -> bytes | None:
+    def receive(self, frame: bytes, now: float, route: bytes | None = None) -> bytes | None:
         """Handle one frame from a peer; return the answer to send back to it, if any.
 
-        Then send what :meth:`take_outgoing` returns (an answer may free the lock). Never
+        A request that waits returns :data:`DEFERRED`; its answer comes out of
+        :meth:`take_released` with ``route``. Then send what :meth:`take_outgoing` and
+        :meth:`take_released` return (an answer may free the lock). Never
         raises on bad input: frames that fail validation or the rules in the module header
         are counted in ``counters.rejected`` and leave the state unchanged.
         """
         try:
-            return self._dispatch(decode(frame), now)
+            return self._dispatch(decode(frame), now, route)
         except GossipError:
             self.counters.rejected += 1
             return None
 
-    def _dispatch(self, message: Message, now: float) -> bytes | None:
+    def _dispatch(self, message: Message, now: float, route: bytes | None) -> bytes | None:
         if isinstance(message, Request):
-            return self._on_request(message, now)
+            return self._on_request(message, now, route)
         if isinstance(message, Reply):
             self._on_answer(message, Event.REPLY, now)
             return None
@@ -276,24 +305,45 @@ class Exchanger(Initiator):
                 f"{self.max_skew_t!r} (units of t)"
             )
 
-    def _standing(self, t: float) -> Standing:
+    def _standing(self, msg: Request) -> Standing:
         if not self.open or self._unrecovered:
             return Standing.CLOSED
-        if self.exclusive and (self._engaged is not None or t < self._last):
+        if not self.exclusive:
+            return Standing.FREE
+        if msg.t < self._last:
             return Standing.BUSY
-        return Standing.FREE
+        if self._engaged is None:
+            return Standing.FREE
+        return Standing.WAIT if msg.src > self.node_id else Standing.BUSY  # waits go down
 
-    def _on_request(self, msg: Request, now: float) -> bytes | None:
+    def _serve_deferred(self, now: float) -> None:
+        while self._deferred:
+            key = next(iter(self._deferred))
+            msg, route = self._deferred.pop(key)
+            try:
+                answer = self._on_request(msg, now, route)
+            except GossipError:
+                self.counters.rejected += 1
+                continue
+            if answer is not None and answer != DEFERRED:
+                self._released.append((route, answer))
+
+    def _on_request(self, msg: Request, now: float, route: bytes | None) -> bytes | None:
         state = self._edge_from(msg.src, msg.edge)
         self._check_dim("u", msg.u)
-        self._check_time(msg.t, now)
-        action = SERVER_ACTIONS[(self._standing(msg.t), state.lookup(msg.seq, msg.ack))]
+        if not math.isnan(now):  # nan: answering what waited, while closing
+            self._check_time(msg.t, now)
+        action = SERVER_ACTIONS[(self._standing(msg), state.lookup(msg.seq, msg.ack))]
         if action == "answer":
             self.counters.duplicates += 1
             return state.cache[msg.seq]
-        if action == "ignore":
-            self.counters.duplicates += 1
+        if action == "ignore" or (msg.edge, msg.seq) in self._deferred:
+            self.counters.duplicates += 1  # a repeat of one waiting: answered when it is
             return None
+        if action == "defer":
+            self._deferred[(msg.edge, msg.seq)] = (msg, route)
+            self.counters.deferred += 1
+            return DEFERRED
         if action == "nack":
             why = "recovering" if self._unrecovered else "closed"
             answer = encode(Nack(src=self.node_id, edge=msg.edge, seq=msg.seq, reason=why))

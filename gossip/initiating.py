@@ -253,7 +253,11 @@ class Initiator:
     def _disengage(self, pending: Pending, now: float) -> None:
         if self._engaged is pending:
             self._engaged = None
+            self._serve_deferred(now)  # requests that waited for us go first
             self._start_waiting(now)
+
+    def _serve_deferred(self, now: float) -> None:
+        """Serve the requests that waited for this node to be free (the serving side's)."""
 
     def next_deadline(self) -> float | None:
         """Return the earliest retry deadline (Unix seconds), or ``None`` if nothing is pending."""
