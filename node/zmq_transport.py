@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import zmq
 
 from gossip.errors import ConfigError, TransportError
-from node.transport import Incoming, Transport, TransportStats
+from node.transport import FrameHandler, Incoming, Transport, TransportStats
 
 __all__ = ["ZmqTransport", "advertised_address"]
 
@@ -81,6 +81,7 @@ def _route_to(toward: str | None) -> str | None:
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 _NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE_NOBLOCK = int(zmq.SNDMORE) | _NOBLOCK
 
 
 def _readable(sock: zmq.Socket[bytes]) -> bool:
@@ -140,7 +141,10 @@ class ZmqTransport(Transport):
         self._addresses: dict[int, str] = {}
         self._ready: deque[Incoming] = deque()
         self._waiter: asyncio.Future[None] | None = None  # recv() waiting for a frame
-        self._error: TransportError | None = None  # raised by the next recv()
+        self._error: Exception | None = None  # raised by the next recv()
+        self._handler: FrameHandler | None = None  # frames go straight to it (set_handler)
+        self._dispatching = False  # inside the handler: frames read meanwhile wait in order
+        self._backlog: deque[tuple[bytes, bytes | None]] = deque()
         self._watch(self._router)
         self._closed = False
 
@@ -198,8 +202,12 @@ class ZmqTransport(Transport):
 
     def answer(self, route: bytes, data: bytes) -> None:
         """Send ``data`` back on the ROUTER to the DEALER whose identity is ``route``."""
+        router = self._router
         try:
-            self._router.send_multipart([route, data], _NOBLOCK)
+            # Two sends rather than send_multipart, whose per-part checks cost more than the
+            # sends on this path (a ROUTER queues a message whole, or drops it whole).
+            router.send(route, _SNDMORE_NOBLOCK)
+            router.send(data, _NOBLOCK)
             self.stats.sent += 1
         except zmq.ZMQError:
             self.stats.dropped += 1  # full, or that peer is gone: it asks again if it cares
@@ -218,30 +226,65 @@ class ZmqTransport(Transport):
         self.stats.received += 1
         return self._ready.popleft()
 
+    def set_handler(self, handler: FrameHandler | None) -> bool:
+        """Hand frames straight to ``handler`` from the socket callbacks (see
+        :meth:`Transport.set_handler`); frames already queued go to it first, in order."""
+        self._handler = handler
+        if handler is not None:
+            while self._ready:
+                incoming = self._ready.popleft()
+                self._deliver(incoming.data, incoming.route)
+        return True
+
+    def _deliver(self, data: bytes, route: bytes | None) -> None:
+        handler = self._handler
+        if handler is None:
+            self._ready.append(Incoming(data, route))
+            self._wake()
+        elif self._dispatching:
+            # The handler is sending, and a send drains its socket: what that read waits
+            # for the handler to return rather than running inside it (no re-entry).
+            self._backlog.append((data, route))
+        else:
+            self._dispatching = True
+            stats = self.stats
+            try:
+                stats.received += 1
+                handler(data, route)
+                backlog = self._backlog
+                while backlog:
+                    data, route = backlog.popleft()
+                    stats.received += 1
+                    handler(data, route)
+            except Exception as exc:
+                # Called from the event loop's reader callback, where an exception would only
+                # be logged: the node's receive task raises it from recv() instead.
+                self._backlog.clear()
+                self._error = exc
+                self._wake()
+            finally:
+                self._dispatching = False
+
     def _drain_router(self, router: zmq.Socket[bytes]) -> None:
-        ready, before = self._ready, len(self._ready)
+        deliver = self._deliver
         try:
             while _readable(router):
                 frames = router.recv_multipart(_NOBLOCK)
                 # [identity, payload]; a REQ peer's extra delimiter frame leaves no usable route.
                 if len(frames) == 2:
-                    ready.append(Incoming(frames[1], frames[0]))
+                    deliver(frames[1], frames[0])
                 else:
-                    ready.append(Incoming(frames[-1], None))
+                    deliver(frames[-1], None)
         except zmq.ZMQError as exc:
             self._fail(exc)
-        if len(ready) > before:
-            self._wake()
 
     def _drain_dealer(self, dealer: zmq.Socket[bytes]) -> None:
-        ready, before = self._ready, len(self._ready)
+        deliver = self._deliver
         try:
             while _readable(dealer):
-                ready.append(Incoming(dealer.recv(_NOBLOCK), None))
+                deliver(dealer.recv(_NOBLOCK), None)
         except zmq.ZMQError as exc:
             self._fail(exc)
-        if len(ready) > before:
-            self._wake()
 
     def _wake(self) -> None:
         waiter = self._waiter
