@@ -152,10 +152,6 @@ def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: async
         linger=config.linger,
         seed=config.seed,
         max_in_flight=config.max_in_flight,
-        hold=config.hold,
-        exact=config.exact,
-        correction_tol=config.correction_tol,
-        correction_horizon=config.correction_horizon,
     )
     node.stop_requested = stop  # one stop for the whole process
     return node
