@@ -48,7 +48,7 @@ class Flow(NamedTuple):
     dz: FloatArray
 
 
-def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float, step: float = 0.5) -> Flow:
+def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float, step: ArrayLike = 0.5) -> Flow:
     """Return the flow into v when edge {v, w} is activated (w receives ``-flow``).
 
     Parameters
@@ -58,8 +58,10 @@ def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float, step: float = 0.5) -> Fl
         for gossip, ``u = g(y)`` in general.
     c : float
         Coupling ``1 / sqrt(2 mu R_max)`` for ARG, ``0`` for RG.
-    step : float
-        The edge's step ``s_e`` (``1/2`` for gossip: the two ends meet at their average).
+    step : float or array_like
+        The edge's step ``s_e`` (``1/2`` for gossip: the two ends meet at their average;
+        ``gamma R_eff(e)`` for dual coordinate descent, :mod:`gossip.dual`). An array
+        broadcasts against the values: one step per row of a batch of runs.
 
     Returns
     -------
@@ -73,7 +75,7 @@ def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float, step: float = 0.5) -> Fl
     (-0.5, -2.0)
     """
     gap = np.asarray(x_w, dtype=np.float64) - np.asarray(x_v, dtype=np.float64)
-    return Flow(step * gap, c * gap)
+    return Flow(np.asarray(step, dtype=np.float64) * gap, c * gap)
 
 
 def edge_flow_values(

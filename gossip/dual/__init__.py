@@ -13,7 +13,7 @@ Node v holds a private, mu-strongly convex and L-smooth ``f_v``; the nodes minim
 from gossip.dual.params import DualAlgorithm, DualParams, dual_params, parse_dual_algorithm
 from gossip.dual.result import OptimizationResult, bound_constant, t_eps
 from gossip.dual.simulate import simulate_optimization
-from gossip.dual.steps import dgd_average, dgd_step, dual_flow
+from gossip.dual.steps import dgd_average, dgd_step
 
 __all__ = [
     "DualAlgorithm",
@@ -22,7 +22,6 @@ __all__ = [
     "bound_constant",
     "dgd_average",
     "dgd_step",
-    "dual_flow",
     "dual_params",
     "parse_dual_algorithm",
     "simulate_optimization",

@@ -14,7 +14,7 @@ only v and w (O(1) work, whatever n is):
 
 * acd: mix both ends from ``last`` to T (:func:`gossip.mixing.mix`, rate ``eta``), compute
   ``g = grad f^*(y)`` at both ends (``ProblemSet.grad_conjugate``, batched over the R runs), add
-  :func:`gossip.dual.steps.dual_flow` seen from each end (exact negatives of each other);
+  :func:`gossip.jumps.edge_flow` seen from each end (exact negatives of each other);
 * cd: the same with no mixing and no z;
 * dgd: both ends average, then each steps along its own gradient at the average.
 
@@ -37,7 +37,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gossip.dual.params import DualAlgorithm, DualParams
-from gossip.dual.steps import dgd_average, dgd_step, dual_flow
+from gossip.dual.steps import dgd_average, dgd_step
+from gossip.jumps import edge_flow
 from gossip.mixing import mix
 from gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
 
@@ -244,7 +245,7 @@ def _activate(
     g = _conjugate(problems, ids, ys, None if guess is None else guess[nodes])
     if guess is not None:
         guess[nodes] = g
-    flow = dual_flow(g, g[peer], step, p.gamma_prime)
+    flow = edge_flow(g, g[peer], c=p.gamma_prime, step=step)
     state[nodes] = ys + flow.dx
     if algo is DualAlgorithm.ACD:
         z[nodes] = zs + flow.dz

@@ -10,7 +10,8 @@ estimate ``g = grad f^*(y)`` from its own problem only, and the two exchange the
 update is an antisymmetric *flow*, in the same form as gossip's jump
 (:func:`gossip.jumps.edge_flow`): into v flows ``(s_e (g_w - g_v), gamma' (g_w - g_v))`` and into
 w exactly the negative, so ``sum_v y_v = sum_v z_v = 0`` at all times (both start at 0, and the
-mixing keeps ``y + z`` per node). With ``g_u = x_u`` this is ``edge_flow(x_v, x_w, c, step=s_e)``.
+mixing keeps ``y + z`` per node). It is computed by that very function,
+``edge_flow(g_v, g_w, c=gamma', step=s_e)``: gossip is the case ``g_u = x_u``, ``s_e = 1/2``.
 
 Decentralized gradient descent (dgd, the primal baseline)
 ---------------------------------------------------------
@@ -27,38 +28,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.jumps import Flow
-
-__all__ = ["dgd_average", "dgd_step", "dual_flow"]
+__all__ = ["dgd_average", "dgd_step"]
 
 FloatArray = NDArray[np.float64]
-
-
-def dual_flow(g_v: ArrayLike, g_w: ArrayLike, step: ArrayLike, c: float) -> Flow:
-    """Return the flow into v of dual coordinate descent on edge {v, w} (w receives ``-flow``).
-
-    Parameters
-    ----------
-    g_v, g_w : array_like (..., d)
-        Primal estimates ``grad f^*(y)`` of the two ends, both at the activation time T.
-    step : array_like
-        The edge's y step ``s_e = gamma R_eff(e)``; broadcasts against ``g_v`` (one per row).
-    c : float
-        The z step ``gamma' = 1 / sqrt(mu_dual L_dual)`` (0 for plain coordinate descent).
-
-    Returns
-    -------
-    Flow
-        ``dx = s_e (g_w - g_v)`` (into y) and ``dz = c (g_w - g_v)`` (into z).
-
-    Examples
-    --------
-    >>> f = dual_flow([1.0, 2.0], [0.0, 0.0], step=0.5, c=2.0)
-    >>> f.dx.tolist(), f.dz.tolist()
-    ([-0.5, -1.0], [-2.0, -4.0])
-    """
-    gap = np.asarray(g_w, dtype=np.float64) - np.asarray(g_v, dtype=np.float64)
-    return Flow(np.asarray(step, dtype=np.float64) * gap, c * gap)
 
 
 def dgd_average(x_v: ArrayLike, x_w: ArrayLike) -> FloatArray:
