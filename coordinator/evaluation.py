@@ -1,31 +1,125 @@
-"""The nodes' reports as they arrive, and the error point they give at a common t.
+"""The nodes' reports as they arrive, the error point they give at a common t, and when eps holds.
 
 :class:`ReportBook` is fed every state report the MQTT link delivers
 (:meth:`ReportBook.ingest`): it updates the node's :class:`~coordinator.records.NodeView` in the
 :class:`~coordinator.state.ClusterState` and keeps the node's last reports. Every metrics period
-the coordinator asks it for one :class:`~coordinator.records.ErrorPoint`
-(:meth:`ReportBook.evaluate`): a consistent cut of those reports (or the latest ones) mixed to
-a common t (:func:`coordinator.metrics.estimate`), with whether the point may decide that eps is
-reached.
+the coordinator asks it for one :class:`Evaluation` (:meth:`ReportBook.evaluate`): a consistent
+cut of those reports (or the latest ones) mixed to one common t
+(:func:`coordinator.metrics.estimate`), with the time of the oldest report it used.
+
+When eps is reached (:class:`EpsRule`)
+--------------------------------------
+Reports are not simultaneous, and under load they are far from it: at 1,024 nodes through one
+broker a node's latest report can be ten seconds older than its neighbour's (a host process
+publishes its 64 nodes one after the other), so a rule that wants every report within a few
+report periods of the others never fires. The rule is instead:
+
+    eps is reached when ``confirm`` points in a row are ``<= eps``, no node has stopped, and
+    the last of them uses, for every node, a later report than the first did (every node has
+    been seen again since); ``t_eps`` is the first point's t.
+
+Every point is computed from one report per node mixed to one common t (never from a single
+node or a partial set: a node that never reported, or has not reported since, blocks the
+decision instead of being left out). Guarantee: when eps is declared, the error was measured
+``<= eps`` on every evaluation since the first point, and the last one holds a newer state of
+every node than the first, so the decision never rests on one set of reports: a stale, delayed
+or missing node can delay it, never make it on old values alone. A stale report (taken long
+before the common t) is mixed forward without the jumps since and carries the larger error of
+its time, so staleness delays the decision rather than hastening it. The decision waits for
+one more report of every node after the estimate first falls below eps: one report period
+when the cluster keeps up, the longest gap between two reports of a node when it does not
+(not the reports' delay, which only shifts the points).
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
 from coordinator.records import ErrorPoint, NodeView
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
-from gossip.errors import ProtocolError
+from gossip.errors import ConfigError, ProtocolError
 
-__all__ = ["SNAPSHOTS_KEPT", "ReportBook"]
+__all__ = ["CONFIRM", "SNAPSHOTS_KEPT", "EpsRule", "Evaluation", "ReportBook"]
 
 SNAPSHOTS_KEPT = 64
 """Reports kept per node to find a consistent cut."""
+
+CONFIRM = 3
+"""Points in a row at or below eps before the run counts as converged (see :class:`EpsRule`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One error point and what the eps rule needs to know about the reports behind it.
+
+    Attributes
+    ----------
+    point : ErrorPoint
+        The error and mass drift of the chosen reports mixed to the common t ``point.t``.
+    times : ndarray of shape (n,)
+        The t of the report used for each node, by id.
+    fresh : bool
+        Whether all the reports used lie within three report periods of each other.
+    stopped : bool
+        Whether some node has sent its final report (the cluster is stopping).
+    """
+
+    point: ErrorPoint
+    times: NDArray[np.float64]
+    fresh: bool
+    stopped: bool
+
+    @property
+    def oldest(self) -> float:
+        """The t of the oldest report used."""
+        return float(self.times.min())
+
+
+class EpsRule:
+    """Decide when eps is reached from a stream of evaluations (see the module docstring).
+
+    Parameters
+    ----------
+    eps : float
+        The target error (> 0).
+    confirm : int
+        Points in a row at or below ``eps`` (>= 1).
+    """
+
+    def __init__(self, eps: float, confirm: int = CONFIRM) -> None:
+        if not (math.isfinite(eps) and eps > 0):
+            raise ConfigError(f"eps must be a positive finite number, got {eps!r}")
+        if confirm < 1:
+            raise ConfigError(f"confirm must be >= 1, got {confirm!r}")
+        self.eps = eps
+        self.confirm = confirm
+        self._first: Evaluation | None = None  # the first point of the current run below eps
+        self._count = 0  # points in the current run (only the first is kept: runs can be long)
+
+    def observe(self, ev: Evaluation) -> ErrorPoint | None:
+        """Take the next evaluation; return the run's first point when eps is reached now.
+
+        Returns ``None`` while eps is not (yet) confirmed; once it returns a point, the caller
+        records it as reached (further calls may return points again).
+        """
+        if ev.stopped or not ev.point.error <= self.eps:  # ``not <=``: NaN also resets
+            self._first, self._count = None, 0
+            return None
+        if self._first is None:
+            self._first = ev
+        self._count += 1
+        first = self._first
+        if self._count >= self.confirm and bool(np.all(ev.times > first.times)):
+            return first.point
+        return None
 
 
 class ReportBook:
@@ -89,11 +183,11 @@ class ReportBook:
         fresh, self.fresh = self.fresh, 0
         return fresh
 
-    def evaluate(self) -> tuple[ErrorPoint, bool] | None:
+    def evaluate(self) -> Evaluation | None:
         """Mix a consistent cut of the reports (or the latest ones) to a common t.
 
-        Returns the point and whether it may decide that eps is reached (reports recent,
-        nobody stopped), or ``None`` while some node has not reported or before the epoch.
+        Returns the point with the age of its reports, or ``None`` while some node has not
+        reported or before the epoch.
         """
         plan = self.plan
         histories = [self._snaps.get(k) for k in range(plan.expected)]
@@ -121,11 +215,11 @@ class ReportBook:
         # own time: labelling the cut with the median of those times (mixing the others back or
         # forward, exact either way) balances the jumps it misses against those it has early.
         est = estimate(t, x, z, initial, plan.params.eta, at=float(np.median(t)))
-        # An old report (a slow or dead node) makes the estimate unreliable, so it may not
-        # decide that eps is reached.
         spread = float(t.max() - t.min())
-        fresh = spread <= 3.0 * plan.rate * plan.metrics_period and not any(
-            v.final for v in self.state.nodes.values()
-        )
         point = ErrorPoint(est.t, est.error, est.mass_drift_rel, time.time())
-        return point, fresh
+        return Evaluation(
+            point,
+            times=t,
+            fresh=spread <= 3.0 * plan.rate * plan.metrics_period,
+            stopped=any(v.final for v in self.state.nodes.values()),
+        )

@@ -13,8 +13,9 @@ Theory of operation
    (:mod:`coordinator.registrar`) and waits for the expected count (``register_timeout``).
 3. After the bootstrap it only listens: every ``metrics_period`` seconds it mixes the nodes'
    latest reports to a common t (:class:`coordinator.evaluation.ReportBook`), appends the point to
-   the history and the metrics file, and, once the error is ``<= eps`` with every node's
-   report fresh, publishes ``{"cmd": "stop"}`` on the control topic (re-sent every second)
+   the history and the metrics file, and, once :class:`coordinator.evaluation.EpsRule` says
+   eps is reached (three points in a row ``<= eps``, the last with a newer report of every
+   node than the first), publishes ``{"cmd": "stop"}`` on the control topic (re-sent every second)
    and waits for every node's final report.
 4. The final reports, mixed to a common t, give the exact final error and mass drift: no
    exchange is in flight any more (:mod:`coordinator.outcome`). The run summary goes to the
@@ -42,10 +43,10 @@ import zmq.asyncio
 from coordinator._groups import single_error
 from coordinator.broker import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
-from coordinator.evaluation import ReportBook
+from coordinator.evaluation import EpsRule, ReportBook
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.outcome import final_result, run_summary
-from coordinator.records import ErrorPoint, RunSummary
+from coordinator.records import RunSummary
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
 from coordinator.registry import Assignment, Plan, Ready, Registry
 from coordinator.runlog import RunLog, write_json
@@ -57,7 +58,6 @@ __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from c
 
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
-_CONFIRM = 3  # fresh points in a row at or below eps before the run counts as converged
 _DIVERGED = 1e3  # an error this many times the initial one means the run has diverged
 
 
@@ -265,25 +265,22 @@ class Coordinator:
         period = self.config.metrics_period
         epoch = self.state.epoch or time.time()
         stop_reason = ""
-        below: list[ErrorPoint] = []
+        rule = EpsRule(self.config.until)
         while not stop_reason:
             await asyncio.sleep(period)
             if self.reports.take_fresh():
                 evaluated = self.reports.evaluate()
                 if evaluated is not None:
-                    point, fresh = evaluated
+                    point = evaluated.point
                     was = self.state.reached
                     self.state.record(point, may_reach=False)
-                    # Reached only after _CONFIRM fresh points in a row at or below eps: one
-                    # estimate can dip below it (reports are not simultaneous; ARG's error is
-                    # not monotone); t_eps is the first of them.
-                    if fresh and point.error <= self.config.until:
-                        below.append(point)
-                        if len(below) >= _CONFIRM:
-                            self.state.mark_reached(below[0].t, below[0].wall)
-                    else:
-                        below.clear()
-                    if fresh and self.state.phase == "running":
+                    # One estimate can dip below eps (reports are not simultaneous; ARG's error
+                    # is not monotone): the rule confirms it on later reports of every node.
+                    first = rule.observe(evaluated)
+                    if first is not None:
+                        self.state.mark_reached(first.t, first.wall)
+                    if self.state.phase == "running" and not evaluated.stopped:
+                        # Stale reports lag both t and the counts alike, so their ratio holds.
                         self._pace = (point.t, self.state.activations())
                     self.log.write(
                         "point",
@@ -292,7 +289,8 @@ class Coordinator:
                         mass_drift_rel=point.mass_drift_rel,
                         activations=self.state.activations(),
                         nodes=len(self.state.nodes),
-                        fresh=fresh,
+                        fresh=evaluated.fresh,
+                        oldest=evaluated.oldest,
                     )
                     if self.state.reached and not was:
                         self.log.write("reached", t_eps=self.state.t_eps, wall_s=point.wall - epoch)
