@@ -130,6 +130,15 @@ def node(
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
     ] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GOSSIP_DATA",
+            help="Optimization runs: a data source on this machine, replacing the "
+            "coordinator's (e.g. csv:/data/shards or svmlight:/data/a9a); this node loads only "
+            "its own shard of it.",
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.")
     ] = "info",
@@ -172,6 +181,7 @@ def node(
             correction_tol=correction_tol,
             correction_horizon=correction_horizon,
             name=name or default_node_name(),
+            data=data,
         )
         code = run_node_sync(config)
     raise typer.Exit(code)

@@ -48,6 +48,7 @@ from coordinator.broker import broker_credentials, parse_broker_url, redact_brok
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
 from coordinator.mqtt_link import MqttLink, topics
+from coordinator.opt_measure import finish_optimization, measure_optimization
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
 from coordinator.registry import Assignment, Plan, Ready, Registry
 from coordinator.runlog import RunLog, write_json
@@ -291,7 +292,7 @@ class Coordinator:
         snaps = self._snaps.get(node)
         if snaps is None:
             snaps = self._snaps[node] = collections.deque(maxlen=_SNAPSHOTS_KEPT)
-        snaps.append(Snapshot(report["t"], report["x"], report["z"], report["edges"]))
+        snaps.append(Snapshot(report["t"], report["x"], report["z"], report["edges"], report["y"]))
         self._fresh_reports += 1
         self.state.touch()
 
@@ -324,6 +325,8 @@ class Coordinator:
         # own time: labelling the cut with the median of those times (mixing the others back or
         # forward, exact either way) balances the jumps it misses against those it has early.
         est = estimate(t, x, z, initial, self.plan.params.eta, at=float(np.median(t)))
+        if self.state.optimization is not None:  # the error is sum_v |x_v - x*|^2 there
+            est = measure_optimization(self.state.optimization, chosen, est, time.time())
         # An old report (a slow or dead node) makes the estimate unreliable, so it may not
         # decide that eps is reached.
         spread = float(t.max() - t.min())
@@ -464,6 +467,9 @@ class Coordinator:
         rate_achieved = self.plan.rate * pace_acts / pace_t if pace_t > 0 else 0.0
         p50 = [v.rtt_p50_ms for v in present if v.rtt_p50_ms is not None]
         p99 = [v.rtt_p99_ms for v in present if v.rtt_p99_ms is not None]
+        if state.optimization is not None and final is not None:
+            last = [self._snaps[k][-1] for k in range(n)]
+            final = finish_optimization(state.optimization, last, final, time.time())
         summary = RunSummary(
             run_id=state.run_id,
             reached=state.reached,
@@ -496,6 +502,9 @@ class Coordinator:
             "nodes": n,
             "eps": self.config.until,
         }
+        if state.optimization is not None:
+            record["algorithm"] = "acd"
+            record["optimization"] = state.optimization.summary()
         self.log.write("final", **record)
         if self.config.json_path is not None:
             write_json(self.config.json_path, record)

@@ -82,6 +82,9 @@ class NodeConfig:
         Exact mode: corrections smaller than this times the size of the values are not sent.
     correction_horizon : float or None
         Exact mode: seconds after which a jump is final (``None``: ``4 * max_timeout``).
+    data : str or None
+        Optimization runs: a data spec on this machine replacing the coordinator's (this
+        node's shard is cut from it by the run's split), see :mod:`node.problem`.
     """
 
     coordinator: str
@@ -102,6 +105,7 @@ class NodeConfig:
     exact: bool = False
     correction_tol: float = 1e-9
     correction_horizon: float | None = None
+    data: str | None = None
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):

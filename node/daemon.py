@@ -45,6 +45,7 @@ from node.clock import PoissonClock
 from node.config import NodeConfig
 from node.faults import FaultyTransport
 from node.mqtt import NodeMqtt, parse_broker
+from node.problem import exchange_value, load_problem
 from node.registration import register
 from node.transport import Transport
 from node.zmq_transport import ZmqTransport
@@ -91,6 +92,9 @@ class Node:
         Exact mode: seconds after which a jump is final (``horizon``).
     clock : callable() -> float
         Unix time in seconds.
+    problem : LocalProblem or None
+        An optimization run's own problem (:mod:`node.problem`): the ledger then holds the
+        dual pair ``(y, z)``, the node exchanges ``grad f^*(y)`` and reports the primal.
     """
 
     def __init__(
@@ -111,6 +115,7 @@ class Node:
         correction_tol: float = 1e-9,
         correction_horizon: float | None = None,
         clock: Callable[[], float] = time.time,
+        problem: Any = None,
     ):
         self.boot = boot
         self.transport = transport
@@ -122,7 +127,14 @@ class Node:
         if recover is None:
             recover = self.timebase.t(clock()) > 0
         links = [Link(n.edge_index, n.peer_id, n.prob) for n in boot.neighbors]
-        ledger = Ledger(boot.initial_value, [link.edge for link in links], eta=boot.eta)
+        # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (SPEC 6).
+        initial = boot.initial_value if problem is None else [0.0] * boot.dim
+        ledger = Ledger(initial, [link.edge for link in links], eta=boot.eta)
+        self.problem = problem
+        self._primal = None if problem is None else exchange_value(problem)
+        extra: dict[str, Any] = {}
+        if problem is not None:
+            extra["exchange_value"] = self._primal
         self.exchanger = Exchanger(
             boot.node_id,
             links,
@@ -137,6 +149,7 @@ class Node:
             exact=exact,
             rel_tol=correction_tol,
             horizon=correction_horizon,
+            **extra,
         )
         self._idle = asyncio.Event()  # set when nothing of ours is in flight (hold mode)
         self._idle.set()
@@ -166,7 +179,12 @@ class Node:
         if final or now - self._rtt_at >= _RTT_EVERY:
             self._rtt_ms, self._rtt_at = ex.rtt_ms(), now
         counters = ex.counters
+        extra: dict[str, Any] = {}
+        if self._primal is not None:  # optimization: the ledger's pair is the dual (y, z)
+            extra["y"] = x
+            x = self._primal(x)
         return {
+            **extra,
             "node": self.boot.node_id,
             "name": self.name,
             "address": self.transport.address,
@@ -365,9 +383,11 @@ async def run_node(config: NodeConfig) -> int:
                 len(boot.neighbors),
                 boot.rate,
             )
+            problem = load_problem(boot, config.data) if boot.problem else None
             node = Node(
                 boot,
                 transport,
+                problem=problem,
                 name=config.name,
                 timeout=config.timeout,
                 max_timeout=config.max_timeout,
