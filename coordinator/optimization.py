@@ -68,6 +68,10 @@ class OptTask:
         ``sum_v f_v(x*)``.
     problems : object or None
         The network's :class:`gossip.problems.ProblemSet` (objective values), when loaded.
+    dual : object or None
+        The :class:`gossip.dual.params.DualParams` (the dashboard's simulator band).
+    bound_c : float or None
+        ``C`` of the rate line ``C exp(-theta t)`` on ``sum_v |x_v - x*|^2``.
     reason : str
         Why there is no ``x*`` (``""`` when there is one).
     """
@@ -86,6 +90,8 @@ class OptTask:
     x_star: FloatArray | None
     value_star: float | None
     problems: Any = None
+    dual: Any = None
+    bound_c: float | None = None
     reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -103,6 +109,7 @@ class OptTask:
             "params": dict(self.params),
             "x_star": None if self.x_star is None else [float(v) for v in self.x_star],
             "value_star": self.value_star,
+            "bound_c": self.bound_c,
             "no_check_reason": self.reason,
         }
 
@@ -120,7 +127,8 @@ def prepare_task(
     """
     if not problem:
         raise ConfigError("--problem is empty; e.g. logistic:0.01, ridge:0.1 or quadratic")
-    from gossip.dual import dual_params
+    from gossip.dual.params import dual_params
+    from gossip.dual.result import bound_constant
     from gossip.problems import make_problem_set
 
     shards = _load_shards(data, split, topology.n)
@@ -149,7 +157,13 @@ def prepare_task(
         x_star=x_star,
         value_star=float(problems.value(x_star)),
         problems=problems,
+        dual=dual,
+        bound_c=_finite(bound_constant(topology, problems, dual, x_star)),
     )
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) and value > 0 else None
 
 
 def _load_shards(data: str, split: str, n: int) -> list[Any]:
