@@ -1,0 +1,77 @@
+"""One activation of each decentralized optimizer, as pure functions of the two ends' values.
+
+The simulator (:mod:`gossip.dual.engine`) and, later, a live node call these same functions.
+
+Dual coordinate descent (acd, cd)
+---------------------------------
+On activation of e = {v, w} at time T, each end first mixes its own ``(y, z)`` to T
+(:func:`gossip.mixing.mix` at rate ``eta``; cd has ``eta = 0`` and no z), computes its primal
+estimate ``g = grad f^*(y)`` from its own problem only, and the two exchange their ``g``. The
+update is an antisymmetric *flow*, in the same form as gossip's jump
+(:func:`gossip.jumps.edge_flow`): into v flows ``(s_e (g_w - g_v), gamma' (g_w - g_v))`` and into
+w exactly the negative, so ``sum_v y_v = sum_v z_v = 0`` at all times (both start at 0, and the
+mixing keeps ``y + z`` per node). With ``g_u = x_u`` this is ``edge_flow(x_v, x_w, c, step=s_e)``.
+
+Decentralized gradient descent (dgd, the primal baseline)
+---------------------------------------------------------
+The classical asynchronous gossip-gradient scheme (Ram, Nedic and Veeravalli 2010, with a
+constant step): on activation of {v, w}, both ends average, ``m = (x_v + x_w) / 2``, then each
+takes a gradient step on its own function at the average: ``x_v <- m - alpha grad f_v(m)``,
+``x_w <- m - alpha grad f_w(m)``. With a constant step it converges linearly, but only to a
+neighbourhood of x* whose size grows with alpha and with how different the ``f_v`` are; a
+decreasing step removes the bias at a sublinear rate. It is what practitioners run first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from gossip.jumps import Flow
+
+__all__ = ["dgd_average", "dgd_step", "dual_flow"]
+
+FloatArray = NDArray[np.float64]
+
+
+def dual_flow(g_v: ArrayLike, g_w: ArrayLike, step: ArrayLike, c: float) -> Flow:
+    """Return the flow into v of dual coordinate descent on edge {v, w} (w receives ``-flow``).
+
+    Parameters
+    ----------
+    g_v, g_w : array_like (..., d)
+        Primal estimates ``grad f^*(y)`` of the two ends, both at the activation time T.
+    step : array_like
+        The edge's y step ``s_e = gamma R_eff(e)``; broadcasts against ``g_v`` (one per row).
+    c : float
+        The z step ``gamma' = 1 / sqrt(mu_dual L_dual)`` (0 for plain coordinate descent).
+
+    Returns
+    -------
+    Flow
+        ``dx = s_e (g_w - g_v)`` (into y) and ``dz = c (g_w - g_v)`` (into z).
+
+    Examples
+    --------
+    >>> f = dual_flow([1.0, 2.0], [0.0, 0.0], step=0.5, c=2.0)
+    >>> f.dx.tolist(), f.dz.tolist()
+    ([-0.5, -1.0], [-2.0, -4.0])
+    """
+    gap = np.asarray(g_w, dtype=np.float64) - np.asarray(g_v, dtype=np.float64)
+    return Flow(np.asarray(step, dtype=np.float64) * gap, c * gap)
+
+
+def dgd_average(x_v: ArrayLike, x_w: ArrayLike) -> FloatArray:
+    """Return the pairwise average ``(x_v + x_w) / 2`` that both ends of a DGD activation take."""
+    return np.asarray(0.5 * (np.asarray(x_v, np.float64) + np.asarray(x_w, np.float64)))
+
+
+def dgd_step(average: ArrayLike, grad: ArrayLike, alpha: float) -> FloatArray:
+    """Return ``average - alpha grad``: one end's local gradient step after the averaging.
+
+    Examples
+    --------
+    >>> dgd_step([1.0], [2.0], alpha=0.25).tolist()
+    [0.5]
+    """
+    return np.asarray(np.asarray(average, np.float64) - alpha * np.asarray(grad, np.float64))
