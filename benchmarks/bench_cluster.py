@@ -34,8 +34,9 @@ from raw_zmq import REQUEST_FRAME, echo_dealer
 from coordinator.agreement import band_agreement
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
+from coordinator.records import RunSummary
 from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState, RunSummary
+from coordinator.state import ClusterState
 
 
 @dataclass

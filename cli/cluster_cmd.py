@@ -17,8 +17,9 @@ from cli._app import app
 from cli._errors import fail, reported_errors
 
 if TYPE_CHECKING:
+    from coordinator.records import RunSummary
     from coordinator.service import CoordinatorConfig
-    from coordinator.state import ClusterState, RunSummary
+    from coordinator.state import ClusterState
 
 __all__ = ["coordinator", "up"]
 

@@ -2,8 +2,9 @@
 
 Modules
 -------
-state
-    :class:`~coordinator.state.ClusterState`, the in-process view the dashboard serves (C4).
+state, records
+    :class:`~coordinator.state.ClusterState`, the in-process view the dashboard serves (C4),
+    and the records it holds (node views, error points, final result, run summaries).
 registry, registrar
     Registration as a sans-IO state machine, and the ZeroMQ ROUTER that drives it (C2).
 metrics, agreement
@@ -11,6 +12,9 @@ metrics, agreement
     comparison of a run's error curve with the simulator's band.
 mqtt_link, runlog
     The coordinator's MQTT connection (C3) and its metrics / summary files.
+evaluation, outcome, status
+    The error point from the latest reports, the exact outcome of a stopped run, and the
+    retained status message (with when a run can be resumed).
 config, service
     The settings (checked) and :class:`~coordinator.service.Coordinator`: ``gossip coordinator``.
 broker, procs, launcher

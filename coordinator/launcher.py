@@ -29,8 +29,9 @@ from pathlib import Path
 from coordinator._groups import single_error
 from coordinator.broker import BrokerKind, RunningBroker, broker_for
 from coordinator.procs import free_port, spawn, stop_all
+from coordinator.records import RunSummary
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
-from coordinator.state import ClusterState, RunSummary
+from coordinator.state import ClusterState
 from gossip.errors import GossipError
 
 __all__ = ["NodeCrashError", "UpConfig", "node_argv", "run_up"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from coordinator.metrics import Estimate, Snapshot
 from coordinator.optimization import OptPoint, OptTracker
-from coordinator.state import FinalResult
+from coordinator.records import FinalResult
 
 __all__ = ["finish_optimization", "measure_optimization"]
 
