@@ -40,7 +40,14 @@ from gossip.dual.steps import dgd_average, dgd_step, dual_flow
 from gossip.mixing import mix
 from gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
 
-__all__ = ["BatchProblems", "BlockCurves", "DualBlockSpec", "estimates", "run_dual_block"]
+__all__ = [
+    "BatchProblems",
+    "BlockCurves",
+    "DualBlockSpec",
+    "Inspector",
+    "estimates",
+    "run_dual_block",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -56,6 +63,16 @@ class BatchProblems(Protocol):
     @property
     def dim(self) -> int:
         """Dimension d of x."""
+        ...
+
+    @property
+    def mu(self) -> float:
+        """Strong convexity of every f_v (the smallest over nodes)."""
+        ...
+
+    @property
+    def L(self) -> float:  # noqa: N802 (the paper's name)
+        """Smoothness of every f_v (the largest over nodes)."""
         ...
 
     def grad_conjugate(self, nodes: NDArray[np.intp], y: FloatArray) -> FloatArray:
@@ -80,7 +97,10 @@ class DualBlockSpec:
     """Everything one block needs; it pickles to a worker process with its problem set.
 
     ``grid`` is the sweep grid (the requested grid plus the window ends) and ``record[i]`` says
-    whether ``grid[i]`` is measured.
+    whether ``grid[i]`` is measured. ``runs`` lists the run indices of the block (run r draws
+    from ``run_generator(seed, r)``; an index may repeat). ``alphas``, for dgd only, gives each
+    run of the block its own step (``params.alpha`` otherwise): the step search sweeps all its
+    candidates in one block.
     """
 
     edges: NDArray[np.int64]
@@ -92,9 +112,14 @@ class DualBlockSpec:
     grid: FloatArray
     record: NDArray[np.bool_]
     seed: int
-    first_run: int
-    n_runs: int
+    runs: NDArray[np.int64]
     estimate: str = "y"
+    alphas: FloatArray | None = None
+
+    @property
+    def n_runs(self) -> int:
+        """Number of runs in the block."""
+        return len(self.runs)
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,10 +131,20 @@ class BlockCurves:
     consensus: FloatArray
 
 
-def run_dual_block(spec: DualBlockSpec, report: Callable[[int], None] | None = None) -> BlockCurves:
-    """Simulate runs ``first_run .. first_run + n_runs - 1`` and return their curves.
+Inspector = Callable[[float, FloatArray, FloatArray], None]
+"""Called at each recorded time t with the state mixed to t: ``y`` and ``z``, each (runs, n, d)."""
 
-    ``report`` is called with the number of activations simulated after each chunk.
+
+def run_dual_block(
+    spec: DualBlockSpec,
+    report: Callable[[int], None] | None = None,
+    inspect: Inspector | None = None,
+) -> BlockCurves:
+    """Simulate the runs ``spec.runs`` and return their curves.
+
+    ``report`` is called with the number of activations simulated after each chunk;
+    ``inspect`` (for tests) at each recorded time with the whole state mixed to that time
+    (``z`` is ``y`` for cd, and both are ``x`` for dgd).
     """
     problems, p = spec.problems, spec.params
     n, d, n_runs = problems.n, problems.dim, spec.n_runs
@@ -130,7 +165,9 @@ def run_dual_block(spec: DualBlockSpec, report: Callable[[int], None] | None = N
     end_v = np.append(spec.edges[:, 1], n)
     steps = np.append(p.steps if p.steps.size else np.zeros(len(spec.edges)), 0.0)
     sampler = EdgeSampler.from_probs(spec.probs)
-    gens = [run_generator(spec.seed, spec.first_run + r) for r in range(n_runs)]
+    gens = [run_generator(spec.seed, int(r)) for r in spec.runs]
+    # One step per entry of a row (u ends of the R runs, then their v ends).
+    alpha = p.alpha if spec.alphas is None else np.tile(spec.alphas, 2)[:, None]
     recorded = int(spec.record.sum())
     curves = BlockCurves(*(np.empty((n_runs, recorded)) for _ in range(3)))
     # Row k lists the u ends of the R activations, then their v ends: entry j's peer is j +- R.
@@ -146,11 +183,22 @@ def run_dual_block(spec: DualBlockSpec, report: Callable[[int], None] | None = N
         for i, stop in zip(range(i0, i1), chunk.row_stops.tolist(), strict=True):
             for k in range(row, stop):
                 _activate(
-                    algo, p, problems, state, z, last, both[k], ids2[k], times2[k], step2[k], peer
+                    algo,
+                    p,
+                    problems,
+                    state,
+                    z,
+                    last,
+                    both[k],
+                    ids2[k],
+                    times2[k],
+                    step2[k],
+                    peer,
+                    alpha,
                 )
             row = stop
             if spec.record[i]:
-                _measure(spec, state, z, last, float(spec.grid[i]), curves, col)
+                _measure(spec, state, z, last, float(spec.grid[i]), curves, col, inspect)
                 col += 1
         if report is not None:
             report(chunk.events)
@@ -169,11 +217,12 @@ def _activate(
     times: FloatArray,
     step: FloatArray,
     peer: NDArray[np.int64],
+    alpha: float | FloatArray,
 ) -> None:
     """Apply one row of activations (one per run) in place."""
     if algo is DualAlgorithm.DGD:
         mid = dgd_average(state[nodes], state[nodes[peer]])
-        state[nodes] = dgd_step(mid, _grads(problems, ids, mid), p.alpha)
+        state[nodes] = dgd_step(mid, _grads(problems, ids, mid), alpha)
         return
     ys = state[nodes]
     if algo is DualAlgorithm.ACD:
@@ -195,20 +244,27 @@ def _grads(problems: BatchProblems, ids: NDArray[np.intp], x: FloatArray) -> Flo
 
 
 def estimates(
-    spec: DualBlockSpec, state: FloatArray, z: FloatArray, last: FloatArray, t: float
+    spec: DualBlockSpec,
+    state: FloatArray,
+    z: FloatArray,
+    last: FloatArray,
+    t: float,
+    inspect: Inspector | None = None,
 ) -> FloatArray:
     """Return every run's primal estimates at time t, shape ``(runs, n, d)``; state unchanged."""
     problems, p = spec.problems, spec.params
     n, d, n_runs = problems.n, problems.dim, spec.n_runs
     ys = state.reshape(n_runs, n + 1, d)[:, :n]
-    if p.algorithm is DualAlgorithm.DGD:
-        return np.asarray(ys.copy())
+    zs = z.reshape(n_runs, n + 1, d)[:, :n]
     if p.algorithm is DualAlgorithm.ACD:
-        zs = z.reshape(n_runs, n + 1, d)[:, :n]
         tau = (t - last.reshape(n_runs, n + 1)[:, :n])[..., None]
         ys, zs = mix(ys, zs, p.eta, tau)
-        if spec.estimate == "z":
-            ys = zs
+    if inspect is not None:
+        inspect(t, ys, zs)
+    if p.algorithm is DualAlgorithm.DGD:
+        return np.asarray(ys.copy())
+    if spec.estimate == "z" and p.algorithm is DualAlgorithm.ACD:
+        ys = zs
     ids = np.tile(np.arange(n, dtype=np.intp), n_runs)
     g = problems.grad_conjugate(ids, np.ascontiguousarray(ys).reshape(n_runs * n, d))
     return np.asarray(g, dtype=np.float64).reshape(n_runs, n, d)
@@ -222,8 +278,9 @@ def _measure(
     t: float,
     curves: BlockCurves,
     col: int,
+    inspect: Inspector | None,
 ) -> None:
-    x = estimates(spec, state, z, last, t)
+    x = estimates(spec, state, z, last, t, inspect)
     err = x - spec.x_star
     curves.errors[:, col] = np.einsum("rnd,rnd->r", err, err)
     mean = x.mean(axis=1)

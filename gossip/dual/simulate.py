@@ -112,8 +112,7 @@ def simulate_optimization(
             grid=sweep,
             record=record,
             seed=seed,
-            first_run=int(a),
-            n_runs=int(b - a),
+            runs=np.arange(a, b, dtype=np.int64),
             estimate=estimate,
         )
         for a, b in itertools.pairwise(cuts)

@@ -66,12 +66,15 @@ def dgd_average(x_v: ArrayLike, x_w: ArrayLike) -> FloatArray:
     return np.asarray(0.5 * (np.asarray(x_v, np.float64) + np.asarray(x_w, np.float64)))
 
 
-def dgd_step(average: ArrayLike, grad: ArrayLike, alpha: float) -> FloatArray:
+def dgd_step(average: ArrayLike, grad: ArrayLike, alpha: ArrayLike) -> FloatArray:
     """Return ``average - alpha grad``: one end's local gradient step after the averaging.
+
+    ``alpha`` broadcasts against ``average`` (one step per row, for a batch of runs).
 
     Examples
     --------
     >>> dgd_step([1.0], [2.0], alpha=0.25).tolist()
     [0.5]
     """
-    return np.asarray(np.asarray(average, np.float64) - alpha * np.asarray(grad, np.float64))
+    step = np.asarray(alpha, np.float64)
+    return np.asarray(np.asarray(average, np.float64) - step * np.asarray(grad, np.float64))
