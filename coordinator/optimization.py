@@ -68,6 +68,8 @@ class OptTask:
         ``sum_v f_v(x*)``.
     problems : object or None
         The network's :class:`gossip.problems.ProblemSet` (objective values), when loaded.
+    description : str
+        Where the shards came from (the split's one-line description).
     dual : object or None
         The :class:`gossip.dual.params.DualParams` (the dashboard's simulator band).
     bound_c : float or None
@@ -90,6 +92,7 @@ class OptTask:
     x_star: FloatArray | None
     value_star: float | None
     problems: Any = None
+    description: str = ""
     dual: Any = None
     bound_c: float | None = None
     reason: str = ""
@@ -109,6 +112,7 @@ class OptTask:
             "params": dict(self.params),
             "x_star": None if self.x_star is None else [float(v) for v in self.x_star],
             "value_star": self.value_star,
+            "description": self.description,
             "bound_c": self.bound_c,
             "no_check_reason": self.reason,
         }
@@ -127,12 +131,13 @@ def prepare_task(
     """
     if not problem:
         raise ConfigError("--problem is empty; e.g. logistic:0.01, ridge:0.1 or quadratic")
+    from gossip.dual.network import build_network
     from gossip.dual.params import dual_params
     from gossip.dual.result import bound_constant
-    from gossip.problems import make_problem_set
 
-    shards = _load_shards(data, split, topology.n)
-    problems = make_problem_set(problem, shards)
+    # The same network the optimization simulator builds from these specs (the band).
+    network = build_network(problem, data or None, split or None, topology.n)
+    problems = network.problems
     dual = dual_params(
         "acd", quantities.mu_gossip, quantities.r_eff, mu=float(problems.mu), L=float(problems.L)
     )
@@ -158,18 +163,13 @@ def prepare_task(
         value_star=float(problems.value(x_star)),
         problems=problems,
         dual=dual,
+        description=network.description,
         bound_c=_finite(bound_constant(topology, problems, dual, x_star)),
     )
 
 
 def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) and value > 0 else None
-
-
-def _load_shards(data: str, split: str, n: int) -> list[Any]:
-    from gossip.datasets import load_shards
-
-    return list(load_shards(data, split, n))
 
 
 def _plain(value: Any) -> Any:
@@ -280,6 +280,7 @@ class OptTracker:
             "problem": self.task.problem,
             "data": self.task.data,
             "split": self.task.split,
+            "description": self.task.description,
             "dim": self.task.dim,
             "x_star": self.task.as_dict()["x_star"],
             "no_check_reason": self.task.reason,

@@ -71,17 +71,6 @@ class NodeConfig:
     max_in_flight : int or None
         Most exchanges this node started that may be pending on one edge (``None``, the
         default: no limit); further ticks of that edge are skipped (back-pressure).
-    hold : bool
-        Fidelity mode (default): one exchange of this node in flight at a time (ticks wait,
-        never dropped), and requests from higher ids deferred meanwhile; see
-        :class:`gossip.exchange.Exchanger`.
-    exact : bool
-        Exact jumps: correct every jump's inputs after the fact, by linear corrections sent to
-        the peers (see "Exact mode" in :mod:`gossip.exchange`).
-    correction_tol : float
-        Exact mode: corrections smaller than this times the size of the values are not sent.
-    correction_horizon : float or None
-        Exact mode: seconds after which a jump is final (``None``: ``4 * max_timeout``).
     data : str or None
         Optimization runs: a data spec on this machine replacing the coordinator's (this
         node's shard is cut from it by the run's split), see :mod:`node.problem`.
@@ -101,10 +90,6 @@ class NodeConfig:
     register_timeout: float | None = None
     seed: int | None = None
     max_in_flight: int | None = None
-    hold: bool = True
-    exact: bool = False
-    correction_tol: float = 1e-9
-    correction_horizon: float | None = None
     data: str | None = None
 
     def __post_init__(self) -> None:
@@ -123,11 +108,6 @@ class NodeConfig:
             value = getattr(self, key)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{key} must be >= 0 seconds, got {value!r}")
-        if not (math.isfinite(self.correction_tol) and self.correction_tol >= 0):
-            raise ConfigError(f"--correction-tol must be >= 0, got {self.correction_tol!r}")
-        horizon = self.correction_horizon
-        if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
-            raise ConfigError(f"--correction-horizon must be > 0 seconds, got {horizon!r}")
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ConfigError(
                 f"--max-in-flight must be >= 1 (or 0 for no limit), got {self.max_in_flight}"
