@@ -171,7 +171,8 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         metrics_period=config.metrics_period,
         values=values,
         dim=dim,
-        start_delay=config.start_delay,
+        # An optimization node cuts its shard and builds its problem after the bootstrap.
+        start_delay=config.start_delay if task is None else max(config.start_delay, 3.0),
         task=task,
     )
     state = ClusterState(

@@ -150,6 +150,10 @@ async def _run_nodes(
         for k in range(plan.expected):
             name = f"node-{k}"
             argv = node_argv(bind, name, config.host, config.node_args)
+            if plan.task is not None and plan.task.data and "--data" not in config.node_args:
+                # Each node reads the data itself before registering (node.problem.preload),
+                # so that no node's clock starts while it is still loading.
+                argv += ["--data", plan.task.data]
             procs.append(await spawn(argv, log=config.log_dir / f"{name}.log", env=env))
         watchdog = tg.create_task(_watch_nodes(procs, config.log_dir, state), name="node-watchdog")
         summary = await run

@@ -46,7 +46,7 @@ from node.clock import PoissonClock
 from node.config import NodeConfig
 from node.faults import FaultyTransport
 from node.mqtt import NodeMqtt, parse_broker
-from node.problem import exchange_value, load_problem
+from node.problem import exchange_value, load_problem, preload
 from node.registration import register
 from node.transport import Transport
 from node.zmq_transport import ZmqTransport
@@ -327,6 +327,8 @@ async def run_node(config: NodeConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if config.data:
+        preload(config.data)  # before the clock can start: see node.problem.preload
     try:
         async with transport:
             request = Register(config.name, transport.address, config.value, os.getpid())
@@ -352,6 +354,14 @@ async def run_node(config: NodeConfig) -> int:
                 boot.rate,
             )
             problem = load_problem(boot, config.data) if boot.problem else None
+            late = boot.rate * (time.time() - boot.epoch)
+            if problem is not None and late > 0:
+                log.warning(
+                    "loaded this node's problem %.0f units of t after the start: its first "
+                    "activations come late (give the node --data to read the data before "
+                    "registering, or the coordinator a longer --start-delay)",
+                    late,
+                )
             node = Node(
                 boot,
                 transport,
