@@ -83,15 +83,16 @@ Data = Annotated[
     str,
     typer.Option(
         envvar=_env("data"),
-        help="With --problem: breast-cancer, diabetes, svmlight:PATH, csv:DIR, npz:PATH or "
-        "synthetic:SEED. Each node loads its own shard; the coordinator loads it only to "
-        "compute x* for the check.",
+        help="With --problem: breast-cancer (default), diabetes, svmlight:PATH, csv:DIR, "
+        "npz:PATH or synthetic:SEED. Each node loads its own shard; the coordinator loads it "
+        "only to compute x* for the check.",
     ),
 ]
 Split = Annotated[
     str,
     typer.Option(
-        envvar=_env("split"), help="With --problem: how the data is cut, iid:SEED or label:SEED."
+        envvar=_env("split"),
+        help="With --problem: how the data is cut, iid:SEED (default iid:0) or label:SEED.",
     ),
 ]
 Timeout = Annotated[
@@ -166,8 +167,8 @@ def coordinator(
         ),
     ] = 0.0,
     problem: Problem = "",
-    data: Data = "breast-cancer",
-    split: Split = "iid:0",
+    data: Data = "",
+    split: Split = "",
 ) -> None:
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
@@ -199,8 +200,8 @@ def coordinator(
         dashboard_token=dashboard_token,
         dashboard_runs_dir=dashboard_runs_dir,
         problem=problem,
-        data=data if problem else "",
-        split=split if problem else "",
+        data=(data or "breast-cancer") if problem else data,
+        split=(split or "iid:0") if problem else split,
     )
     with reported_errors():
         state, plan = prepare(config)
@@ -339,8 +340,8 @@ def up(
     dashboard_runs_dir: DashRuns = Path("gossip-runs"),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     problem: Problem = "",
-    data: Data = "breast-cancer",
-    split: Split = "iid:0",
+    data: Data = "",
+    split: Split = "",
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node."""
     import asyncio
@@ -372,8 +373,8 @@ def up(
             dashboard_token=dashboard_token,
             dashboard_runs_dir=dashboard_runs_dir,
             problem=problem,
-            data=data if problem else "",
-            split=split if problem else "",
+            data=(data or "breast-cancer") if problem else data,
+            split=(split or "iid:0") if problem else split,
         )
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
