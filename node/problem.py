@@ -38,9 +38,10 @@ def preload(data: str) -> None:
     ConfigError
         An unknown or unreadable data source (named).
     """
-    from gossip.datasets import load_shards
+    from gossip.datasets.sources import node_file, read_rows
 
-    load_shards(data, "iid:0", 1)
+    if node_file(data) is None:  # csv:DIR holds one file per node: read only ours, later
+        read_rows(data)
 
 
 def load_problem(boot: Bootstrap, data: str | None = None) -> Any:
@@ -61,6 +62,7 @@ def load_problem(boot: Bootstrap, data: str | None = None) -> Any:
     """
     if not boot.problem:
         raise ConfigError("this cluster runs gossip, not an optimization problem")
+    from gossip.datasets import load_node_shard
     from gossip.problems import make_local_problem, make_problem_set
 
     source = data or boot.data
@@ -68,7 +70,10 @@ def load_problem(boot: Bootstrap, data: str | None = None) -> Any:
         # No data: the problem set is fixed by its spec and n alone (as in the simulator).
         problem = make_problem_set(boot.problem, None, n=boot.n).local(boot.node_id)
     else:
-        problem = make_local_problem(boot.problem, _own_shard(source, boot))
+        # Cut on this machine from data read here (never the coordinator's copy); csv:DIR
+        # reads only this node's file. The split is deterministic in its seed.
+        shard = load_node_shard(source, boot.split, boot.n, boot.node_id)
+        problem = make_local_problem(boot.problem, shard, node=boot.node_id)
     if int(problem.dim) != boot.dim:
         raise ConfigError(
             f"this node's shard of {source!r} (node {boot.node_id} of {boot.n}, split "
@@ -76,20 +81,6 @@ def load_problem(boot: Bootstrap, data: str | None = None) -> Any:
             f"{boot.problem!r} has d = {boot.dim}; give every node data of width {boot.dim}"
         )
     return problem
-
-
-def _own_shard(source: str, boot: Bootstrap) -> Any:
-    """Cut this node's shard out of ``source``, read on this machine (never the coordinator's
-    copy): the split is deterministic in its seed, so every node cuts the same partition."""
-    from gossip.datasets import load_shards
-
-    shards, _ = load_shards(source, boot.split, boot.n)
-    if len(shards) != boot.n:
-        raise ConfigError(
-            f"data {source!r} with split {boot.split!r} gave {len(shards)} shards for "
-            f"{boot.n} nodes"
-        )
-    return shards[boot.node_id]
 
 
 def exchange_value(problem: Any) -> Callable[[Sequence[float]], list[float]]:
