@@ -22,7 +22,7 @@ from gossip.dual.simulate import sweep_grid
 from gossip.errors import ConfigError
 from gossip.topology import Topology
 
-__all__ = ["SEARCH_RUNS", "STEP_CANDIDATES", "best_dgd_params"]
+__all__ = ["SEARCH_RUNS", "SEARCH_SEED_OFFSET", "STEP_CANDIDATES", "best_dgd_params"]
 
 STEP_CANDIDATES = 10
 """Default number of steps tried: ``1/L, 1/(2L), ..., 2^-(STEP_CANDIDATES-1) / L``."""
@@ -30,7 +30,8 @@ STEP_CANDIDATES = 10
 SEARCH_RUNS = 4
 """Runs per candidate step."""
 
-_SEARCH_SEED_OFFSET = 7919  # the search's runs are independent of the runs it is judged on
+SEARCH_SEED_OFFSET = 7919
+"""The search runs with seed ``seed + SEARCH_SEED_OFFSET``: independent of the measured runs."""
 
 
 def best_dgd_params(
@@ -65,7 +66,7 @@ def best_dgd_params(
         f_star=float(problems.value(star)),
         grid=sweep,
         record=record,
-        seed=seed + _SEARCH_SEED_OFFSET,
+        seed=seed + SEARCH_SEED_OFFSET,
         runs=np.tile(np.arange(SEARCH_RUNS, dtype=np.int64), candidates),
         alphas=np.repeat(alphas, SEARCH_RUNS),
     )

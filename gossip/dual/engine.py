@@ -79,8 +79,16 @@ class BatchProblems(Protocol):
         """Row i: ``grad f_{nodes[i]}^*(y[i])``; ``y`` of shape (k, d)."""
         ...
 
+    def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:
+        """Row i: ``grad f_{nodes[i]}(x[i])``; ``x`` of shape (k, d)."""
+        ...
+
     def value(self, x: FloatArray) -> float:
-        """``sum_v f_v(x)``."""
+        """``sum_v f_v(x)`` for one x of shape (d,)."""
+        ...
+
+    def values(self, x: FloatArray) -> FloatArray:
+        """``sum_v f_v`` at each row of x (shape (k, d)): shape (k,)."""
         ...
 
     def local(self, v: int) -> Any:
@@ -222,7 +230,7 @@ def _activate(
     """Apply one row of activations (one per run) in place."""
     if algo is DualAlgorithm.DGD:
         mid = dgd_average(state[nodes], state[nodes[peer]])
-        state[nodes] = dgd_step(mid, _grads(problems, ids, mid), alpha)
+        state[nodes] = dgd_step(mid, problems.grad(ids, mid), alpha)
         return
     ys = state[nodes]
     if algo is DualAlgorithm.ACD:
@@ -233,14 +241,6 @@ def _activate(
     if algo is DualAlgorithm.ACD:
         z[nodes] = zs + flow.dz
         last[nodes] = times
-
-
-def _grads(problems: BatchProblems, ids: NDArray[np.intp], x: FloatArray) -> FloatArray:
-    """Row i: ``grad f_{ids[i]}(x[i])``, batched if the problem set offers it."""
-    batched = getattr(problems, "grad", None)
-    if batched is not None:
-        return np.asarray(batched(ids, x), dtype=np.float64)
-    return np.array([problems.local(int(v)).grad(row) for v, row in zip(ids, x, strict=True)])
 
 
 def estimates(
@@ -286,4 +286,4 @@ def _measure(
     mean = x.mean(axis=1)
     spread = x - mean[:, None, :]
     curves.consensus[:, col] = np.einsum("rnd,rnd->r", spread, spread)
-    curves.gaps[:, col] = [spec.problems.value(m) - spec.f_star for m in mean]
+    curves.gaps[:, col] = spec.problems.values(mean) - spec.f_star

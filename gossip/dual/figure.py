@@ -96,14 +96,16 @@ def panel_topology(spec: str) -> Topology:
     return parse_topology(spec)
 
 
-def run_panel(panel: Panel, runs: int, seed: int, points: int = 80) -> Experiment:
-    """Simulate every algorithm of one panel."""
+def run_panel(
+    panel: Panel, runs: int, seed: int, t_scale: float = 1.0, points: int = 80
+) -> Experiment:
+    """Simulate every algorithm of one panel to ``t_scale`` times its horizon."""
     topo = panel_topology(panel.graph)
     if panel.data == "dadao":
         network = dadao_network(panel.problem, seed)
     else:
         network = build_network(panel.problem, panel.data, f"iid:{seed}", topo.n)
-    grid = np.linspace(0.0, panel.t_end, points)
+    grid = np.linspace(0.0, panel.t_end * t_scale, points)
     return run_experiment(topo, network.problems, ALGORITHMS, grid, runs, seed)
 
 
@@ -113,12 +115,17 @@ def write_optimization_figures(
     seed: int = 0,
     workers: int = 2,
     progress: Callable[[float, float], None] | None = None,
+    t_scale: float = 1.0,
 ) -> dict[str, Any]:
     """Simulate every panel, write the two PNGs, one CSV per panel and a JSON summary.
+
+    ``t_scale`` multiplies every panel's horizon (1: the figure as documented).
 
     Returns the summary (also written to ``optimization-figure.json``): per panel the
     parameters and figures of every algorithm, and a table of times to the target.
     """
+    if not (np.isfinite(t_scale) and t_scale > 0):
+        raise ConfigError(f"the horizon scale must be a finite number > 0, got {t_scale!r}")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} exists and is not a directory")
     try:
@@ -126,9 +133,15 @@ def write_optimization_figures(
     except OSError as exc:
         raise ConfigError(f"cannot create the output directory {str(out)!r}: {exc}") from None
     started = time.perf_counter()
-    experiments = _run_all(runs, seed, workers, progress)
+    experiments = _run_all(runs, seed, workers, t_scale, progress)
     files: list[str] = []
-    summary: dict[str, Any] = {"runs": runs, "seed": seed, "panels": {}, "table": []}
+    summary: dict[str, Any] = {
+        "runs": runs,
+        "seed": seed,
+        "t_scale": t_scale,
+        "panels": {},
+        "table": [],
+    }
     for panel, exp in zip(PANELS, experiments, strict=True):
         eps = panel.rel_eps * float(np.median(exp.results["acd"].errors[:, 0]))
         write_curves(out / f"{panel.stem}.csv", exp.results)
@@ -171,18 +184,22 @@ def _json(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {value!r}")
 
 
-def _panel_task(index: int, runs: int, seed: int) -> Experiment:
-    return run_panel(PANELS[index], runs, seed)
+def _panel_task(index: int, runs: int, seed: int, t_scale: float) -> Experiment:
+    return run_panel(PANELS[index], runs, seed, t_scale)
 
 
 def _run_all(
-    runs: int, seed: int, workers: int, progress: Callable[[float, float], None] | None
+    runs: int,
+    seed: int,
+    workers: int,
+    t_scale: float,
+    progress: Callable[[float, float], None] | None,
 ) -> list[Experiment]:
     total = float(len(PANELS))
     if workers <= 1:
         done: list[Experiment] = []
         for i in range(len(PANELS)):
-            done.append(_panel_task(i, runs, seed))
+            done.append(_panel_task(i, runs, seed, t_scale))
             if progress is not None:
                 progress(float(len(done)), total)
         return done
@@ -193,7 +210,7 @@ def _run_all(
         # The longest panels first, so that the two workers finish together.
         order = sorted(range(len(PANELS)), key=lambda i: -PANELS[i].t_end)
         futures: dict[int, Future[Experiment]] = {
-            i: pool.submit(_panel_task, i, runs, seed) for i in order
+            i: pool.submit(_panel_task, i, runs, seed, t_scale) for i in order
         }
         pending = set(futures.values())
         while pending:

@@ -5,9 +5,12 @@ The one place where the optimizers meet :mod:`gossip.problems` and :mod:`gossip.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from types import ModuleType
 
 from gossip.dual.engine import BatchProblems
+from gossip.errors import ConfigError
 
 __all__ = ["Network", "build_network", "dadao_network"]
 
@@ -25,23 +28,26 @@ def build_network(problem: str, data: str | None, split: str | None, n: int) -> 
 
     ``quadratic`` takes no data (``data`` is then ignored).
     """
-    from gossip.datasets import load_shards
-    from gossip.problems import make_problem_set
-
+    datasets, problems_mod = _module("gossip.datasets"), _module("gossip.problems")
     if problem.strip().lower() == "quadratic" or data is None:
-        problems = make_problem_set(problem, None, n=n)
+        problems = problems_mod.make_problem_set(problem, None, n=n)
         return Network(problems, f"{problem}: {n} nodes, no data")
-    shards, description = load_shards(data, split or "iid:0", n)
-    return Network(make_problem_set(problem, shards), description)
+    shards, description = datasets.load_shards(data, split or "iid:0", n)
+    return Network(problems_mod.make_problem_set(problem, shards), str(description))
 
 
 def dadao_network(problem: str, seed: int) -> Network:
     """The DADAO paper's synthetic setting (10 workers, d = 2) under ``problem``."""
-    from gossip.datasets import dadao_shards
-    from gossip.problems import make_problem_set
-
-    shards = dadao_shards(seed)
+    shards = _module("gossip.datasets").dadao_shards(seed)
     description = (
         "DADAO synthetic: 10 workers x 100 samples, d = 2, slope U(0.01, 5) per worker, noise 10"
     )
-    return Network(make_problem_set(problem, shards), description)
+    return Network(_module("gossip.problems").make_problem_set(problem, shards), description)
+
+
+def _module(name: str) -> ModuleType:
+    # Imported by name: the problems and data sets are a sibling package of the core.
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(f"{name} is not available ({exc}); problems need it") from None

@@ -134,6 +134,7 @@ def _draw_panel(ax: Axes, results: Mapping[str, OptimizationResult], per_node: b
         ax.plot(r.t_grid, _positive(r.errors[0] * scale), color=color, lw=0.6, alpha=0.8)
         ax.plot(r.t_grid, _positive(r.mean() * scale), color=color, lw=2.0, label=LABELS[name])
         if np.isfinite(r.bound_factor):
+            top = max(top, r.bound_factor * scale)
             ax.plot(
                 r.t_grid,
                 r.bound() * scale,

@@ -74,6 +74,9 @@ class QuadraticNet:
     def value(self, x: FloatArray) -> float:
         return sum(self.local(v).value(x) for v in range(self.n))
 
+    def values(self, x: FloatArray) -> FloatArray:
+        return np.array([self.value(row) for row in x])
+
     def x_star(self) -> FloatArray:
         rhs = np.einsum("vij,vj->i", self.hs, self.bs)
         return np.asarray(np.linalg.solve(self.hs.sum(axis=0), rhs))

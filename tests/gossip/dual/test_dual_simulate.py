@@ -7,7 +7,7 @@ import pytest
 from _quadratics import QuadraticNet
 from numpy.typing import NDArray
 
-from gossip.dual.baseline import best_dgd_params
+from gossip.dual.baseline import SEARCH_RUNS, SEARCH_SEED_OFFSET, best_dgd_params
 from gossip.dual.engine import DualBlockSpec, run_dual_block
 from gossip.dual.params import DualParams, dual_params
 from gossip.dual.result import t_eps
@@ -144,6 +144,24 @@ def test_dgd_step_search_and_its_bias() -> None:
     assert np.all(result.errors[:, -1] < result.errors[:, 0])
     acd = simulate_optimization(topo, net, base, np.linspace(0, 3000.0, 4), 4, 0)
     assert np.median(acd.errors[:, -1]) < np.median(result.errors[:, -1])
+
+
+def test_the_one_block_search_scores_each_step_as_its_own_simulation() -> None:
+    topo = parse_topology("line:5")
+    net = QuadraticNet.random(topo.n, 2, kappa=3.0, seed=7)
+    base = _params(topo, "cd", net)
+    _, scores = best_dgd_params(topo, net, base, t_end=800.0, seed=4, candidates=3, ratio=4.0)
+    assert len(scores) == 3
+    for alpha, score in scores.items():
+        alone = simulate_optimization(
+            topo,
+            net,
+            dual_params("dgd", base.mu_gossip, np.ones(4), net.mu, net.L, alpha=float(alpha)),
+            [0.0, 800.0],
+            SEARCH_RUNS,
+            4 + SEARCH_SEED_OFFSET,
+        )
+        assert score == pytest.approx(float(np.median(alone.errors[:, -1])), rel=1e-12)
 
 
 @pytest.mark.parametrize(
