@@ -179,7 +179,7 @@ def optimization_figure(
     out: Annotated[Path, _opt("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")] = Path(
         "figures"
     ),
-    runs: Annotated[int, _opt("Runs per panel and algorithm.", "RUNS", "--runs")] = 20,
+    runs: Annotated[int, _opt("Runs per panel and algorithm.", "RUNS", "--runs")] = 10,
     seed: Annotated[int, _opt("Seed of the runs.", "SEED", "--seed")] = 0,
     workers: Annotated[
         int, _opt("Worker processes, one panel each (default 2).", "WORKERS", "--workers")

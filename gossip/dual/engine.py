@@ -28,6 +28,7 @@ objective gap ``f(mean_v x_v) - f(x*)``.
 
 from __future__ import annotations
 
+import inspect as inspect_module
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -164,6 +165,9 @@ def run_dual_block(
         local = problems.grad_conjugate(np.arange(n, dtype=np.intp), np.zeros((n, d)))
         state.reshape(n_runs, width, d)[:, :n] = local
     z = np.zeros_like(state) if algo is DualAlgorithm.ACD else state
+    # Each slot's latest primal estimate: the warm start of its next Newton solve (logistic),
+    # far closer than the node's latest answer in another run.
+    guess = _start_guesses(problems, n_runs) if _takes_x0(problems) else None
     last = np.zeros(n_runs * width, dtype=np.float64)
     # The dummy node n borrows node 0's problem: its two ends hold the same value, so its flow
     # is exactly zero, and its own value is never measured.
@@ -203,10 +207,11 @@ def run_dual_block(
                     step2[k],
                     peer,
                     alpha,
+                    guess,
                 )
             row = stop
             if spec.record[i]:
-                _measure(spec, state, z, last, float(spec.grid[i]), curves, col, inspect)
+                _measure(spec, state, z, last, float(spec.grid[i]), curves, col, inspect, guess)
                 col += 1
         if report is not None:
             report(chunk.events)
@@ -226,6 +231,7 @@ def _activate(
     step: FloatArray,
     peer: NDArray[np.int64],
     alpha: float | FloatArray,
+    guess: FloatArray | None,
 ) -> None:
     """Apply one row of activations (one per run) in place."""
     if algo is DualAlgorithm.DGD:
@@ -235,7 +241,9 @@ def _activate(
     ys = state[nodes]
     if algo is DualAlgorithm.ACD:
         ys, zs = mix(ys, z[nodes], p.eta, (times - last[nodes])[:, None])
-    g = problems.grad_conjugate(ids, ys)
+    g = _conjugate(problems, ids, ys, None if guess is None else guess[nodes])
+    if guess is not None:
+        guess[nodes] = g
     flow = dual_flow(g, g[peer], step, p.gamma_prime)
     state[nodes] = ys + flow.dx
     if algo is DualAlgorithm.ACD:
@@ -250,6 +258,7 @@ def estimates(
     last: FloatArray,
     t: float,
     inspect: Inspector | None = None,
+    guess: FloatArray | None = None,
 ) -> FloatArray:
     """Return every run's primal estimates at time t, shape ``(runs, n, d)``; state unchanged."""
     problems, p = spec.problems, spec.params
@@ -266,7 +275,8 @@ def estimates(
     if spec.estimate == "z" and p.algorithm is DualAlgorithm.ACD:
         ys = zs
     ids = np.tile(np.arange(n, dtype=np.intp), n_runs)
-    g = problems.grad_conjugate(ids, np.ascontiguousarray(ys).reshape(n_runs * n, d))
+    start = None if guess is None else guess.reshape(n_runs, n + 1, d)[:, :n].reshape(-1, d)
+    g = _conjugate(problems, ids, np.ascontiguousarray(ys).reshape(n_runs * n, d), start)
     return np.asarray(g, dtype=np.float64).reshape(n_runs, n, d)
 
 
@@ -279,11 +289,36 @@ def _measure(
     curves: BlockCurves,
     col: int,
     inspect: Inspector | None,
+    guess: FloatArray | None,
 ) -> None:
-    x = estimates(spec, state, z, last, t, inspect)
+    x = estimates(spec, state, z, last, t, inspect, guess)
     err = x - spec.x_star
     curves.errors[:, col] = np.einsum("rnd,rnd->r", err, err)
     mean = x.mean(axis=1)
     spread = x - mean[:, None, :]
     curves.consensus[:, col] = np.einsum("rnd,rnd->r", spread, spread)
     curves.gaps[:, col] = spec.problems.values(mean) - spec.f_star
+
+
+def _takes_x0(problems: BatchProblems) -> bool:
+    """Whether ``grad_conjugate`` takes a warm start ``x0`` (iterative solvers do)."""
+    try:
+        return "x0" in inspect_module.signature(problems.grad_conjugate).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _start_guesses(problems: BatchProblems, n_runs: int) -> FloatArray:
+    """Every slot's first guess: its node's local minimiser ``grad f_v^*(0)`` (dummy: node 0's)."""
+    n, d = problems.n, problems.dim
+    local = problems.grad_conjugate(np.arange(n, dtype=np.intp), np.zeros((n, d)))
+    return np.tile(np.concatenate((local, local[:1])), (n_runs, 1))
+
+
+def _conjugate(
+    problems: BatchProblems, ids: NDArray[np.intp], y: FloatArray, x0: FloatArray | None
+) -> FloatArray:
+    if x0 is None:
+        return problems.grad_conjugate(ids, y)
+    solve: Callable[..., FloatArray] = problems.grad_conjugate
+    return solve(ids, y, x0=x0)

@@ -5,12 +5,11 @@ The one place where the optimizers meet :mod:`gossip.problems` and :mod:`gossip.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from types import ModuleType
 
+from gossip.datasets import dadao_shards, load_shards
 from gossip.dual.engine import BatchProblems
-from gossip.errors import ConfigError
+from gossip.problems import make_problem_set
 
 __all__ = ["Network", "build_network", "dadao_network"]
 
@@ -28,26 +27,17 @@ def build_network(problem: str, data: str | None, split: str | None, n: int) -> 
 
     ``quadratic`` takes no data (``data`` is then ignored).
     """
-    datasets, problems_mod = _module("gossip.datasets"), _module("gossip.problems")
     if problem.strip().lower() == "quadratic" or data is None:
-        problems = problems_mod.make_problem_set(problem, None, n=n)
-        return Network(problems, f"{problem}: {n} nodes, no data")
-    shards, description = datasets.load_shards(data, split or "iid:0", n)
-    return Network(problems_mod.make_problem_set(problem, shards), str(description))
+        problems = make_problem_set(problem, None, n=n)
+        return Network(problems, f"{problem}: {n} nodes, no data (onehot values)")
+    shards, description = load_shards(data, split or "iid:0", n)
+    return Network(make_problem_set(problem, shards), description)
 
 
 def dadao_network(problem: str, seed: int) -> Network:
     """The DADAO paper's synthetic setting (10 workers, d = 2) under ``problem``."""
-    shards = _module("gossip.datasets").dadao_shards(seed)
+    shards = dadao_shards(seed)
     description = (
         "DADAO synthetic: 10 workers x 100 samples, d = 2, slope U(0.01, 5) per worker, noise 10"
     )
-    return Network(_module("gossip.problems").make_problem_set(problem, shards), description)
-
-
-def _module(name: str) -> ModuleType:
-    # Imported by name: the problems and data sets are a sibling package of the core.
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        raise ConfigError(f"{name} is not available ({exc}); problems need it") from None
+    return Network(make_problem_set(problem, shards), description)

@@ -101,8 +101,15 @@ class ProblemSet(ABC):
     def local(self, v: int) -> LocalProblem:
         """Node ``v``'s function."""
 
-    def grad_conjugate(self, nodes: NDArray[np.intp], y: FloatArray) -> FloatArray:
-        """Row ``i``: ``grad f_{nodes[i]}^*(y[i])``; ``y`` of shape ``(k, d)``, nodes may repeat."""
+    def grad_conjugate(
+        self, nodes: NDArray[np.intp], y: FloatArray, x0: FloatArray | None = None
+    ) -> FloatArray:
+        """Row ``i``: ``grad f_{nodes[i]}^*(y[i])``; ``y`` of shape ``(k, d)``, nodes may repeat.
+
+        ``x0`` (optional, shape of ``y``) is a guess of the answer; only iterative solvers
+        (logistic's Newton) use it, to start there. Closed forms ignore it.
+        """
+        del x0  # closed forms and user-defined problems have no use for a guess
         ids, rows = self._batch(nodes, y)
         out = np.empty_like(rows)
         for i, v in enumerate(ids):
@@ -134,18 +141,26 @@ class ProblemSet(ABC):
         return np.asarray(self.grad(nodes, np.tile(point, (self.n, 1))).sum(axis=0))
 
     def x_star(self) -> FloatArray:
-        """The minimiser of ``F``, computed centrally (L-BFGS to a gradient norm of ~1e-10 n L)."""
-        from scipy.optimize import minimize
+        """The minimiser of ``F``, computed centrally (generic: L-BFGS, then a root polish).
 
-        x0 = np.zeros(self.dim)
+        L-BFGS stops once ``F`` stops changing in floating point, which can leave a relative
+        gradient of 1e-8 on badly scaled data; solving ``grad F(x) = 0`` from there (scipy's
+        ``root``, which never looks at ``F``) brings it down to rounding.
+        """
+        from scipy.optimize import minimize, root
+
         res = minimize(
             self.value,
-            x0,
+            np.zeros(self.dim),
             jac=self.total_grad,
             method="L-BFGS-B",
-            options={"gtol": 1e-12 * self.n * self.L, "ftol": 0.0, "maxiter": 10_000},
+            options={"gtol": 0.0, "ftol": 0.0, "maxiter": 10_000},
         )
-        return np.asarray(res.x, dtype=np.float64)
+        best = np.asarray(res.x, dtype=np.float64)
+        polished = np.asarray(root(self.total_grad, best, method="hybr", tol=1e-15).x)
+        if np.linalg.norm(self.total_grad(polished)) < np.linalg.norm(self.total_grad(best)):
+            best = polished
+        return np.asarray(best, dtype=np.float64)
 
     # -- helpers shared by subclasses -------------------------------------------------------------
 

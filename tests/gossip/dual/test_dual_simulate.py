@@ -198,3 +198,34 @@ def test_a_problem_per_node() -> None:
     net = QuadraticNet.plain(np.eye(3))
     with pytest.raises(ConfigError, match=r"3 nodes.*'line:4' has 4"):
         simulate_optimization(topo, net, _params(parse_topology("line:3"), "acd", net), [0.0], 1, 0)
+
+
+class _WarmQuadratics(QuadraticNet):
+    """The same quadratics, with a solver that takes (and must get) a warm start x0."""
+
+    calls = 0
+
+    def grad_conjugate(
+        self,
+        nodes: NDArray[np.intp],
+        y: NDArray[np.float64],
+        x0: NDArray[np.float64] | None = None,
+    ) -> NDArray[np.float64]:
+        answer = super().grad_conjugate(nodes, y)
+        if x0 is not None:
+            assert x0.shape == answer.shape
+            type(self).calls += 1
+        return answer
+
+
+def test_warm_starts_change_nothing_but_reach_the_solver() -> None:
+    topo = parse_topology("grid:3x3")
+    plain = QuadraticNet.random(topo.n, 2, kappa=3.0, seed=2)
+    warm = _WarmQuadratics(plain.hs, plain.bs)
+    params = _params(topo, "acd", plain)
+    grid = np.linspace(0.0, 600.0, 4)
+    ours = simulate_optimization(topo, warm, params, grid, 3, 1)
+    assert _WarmQuadratics.calls > 500
+    np.testing.assert_array_equal(
+        ours.errors, simulate_optimization(topo, plain, params, grid, 3, 1).errors
+    )
