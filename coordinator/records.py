@@ -33,11 +33,13 @@ COUNTER_NAMES = (
     "rejected",
     "duplicates",
     "skipped",
-    "corrections",
-    "corrected",
-    "late",
+    "waited",
+    "refused",
+    "bounced",
+    "deferred",
+    "released",
 )
-"""The exchange counters every node reports (contract C3; the last three in exact mode only).
+"""The exchange counters every node reports (contract C3; the last five: the node's lock).
 
 A node of an older version that does not report one of them counts as 0 for it."""
 

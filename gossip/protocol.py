@@ -28,10 +28,12 @@ __all__ = [
     "TimeBase",
 ]
 
-STUCK_RETRIES = 3
+STUCK_RETRIES = 5
 """Retries after which an exchange counts as stuck: the node is released (it serves and starts
-other exchanges again) and that edge's ticks are skipped until the exchange settles. Fewer
-would thin the clocks, and break exactness, at every spurious timeout."""
+other exchanges again) and that edge's ticks are skipped until the exchange settles. With the
+first timeout at 10 ms or more, that is 310 ms or more of silence. Fewer would release the
+lock on a peer that is merely slow (an overloaded machine), whose late reply then breaks
+exactness; more would freeze the node longer behind a dead one."""
 
 
 class Phase(StrEnum):
@@ -85,12 +87,14 @@ class Standing(StrEnum):
     """Where the server stands when a new request comes in."""
 
     FREE = "free"  # open, recovered, not in an exchange, no jump after the request's time
+    WAIT = "wait"  # in an exchange of its own; the request is from a higher id: it waits
     BUSY = "busy"  # in an exchange of its own, or already jumped after the request's time
     CLOSED = "closed"  # stopping, or still recovering its ledger
 
 
 SERVER_ACTIONS: Mapping[tuple[Standing, ServerCase], str] = {
     (Standing.FREE, ServerCase.NEW): "apply",  # apply -flow at t, cache and send the reply
+    (Standing.WAIT, ServerCase.NEW): "defer",  # served (or refused) once we are free
     (Standing.BUSY, ServerCase.NEW): "busy",  # cache and send a Busy: never applied
     (Standing.CLOSED, ServerCase.NEW): "nack",  # cache and send a Nack: never applied
     **{(standing, ServerCase.CACHED): "answer" for standing in Standing},  # the same answer
@@ -148,6 +152,7 @@ class Counters:
     waited: int = 0  # ticks that waited for our exchange to settle (fired late, not dropped)
     refused: int = 0  # requests answered Busy: we were in an exchange, or had jumped later
     bounced: int = 0  # our requests answered Busy: the activation is tried again later
+    deferred: int = 0  # requests from higher ids that waited for our exchange to settle
     released: int = 0  # stuck exchanges whose lock was released (their jump may be inexact)
 
     def as_dict(self) -> dict[str, int]:

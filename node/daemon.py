@@ -5,8 +5,9 @@ this module only feeds them frames and times and carries out what they return.
 
 Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
 
-* ``node-receive`` -- frames in: hand each to the exchanger, send back its answer, and send
-  the requests it started when an answer freed its lock;
+* ``node-receive`` -- frames in: hand each to the exchanger, send back its answer (or, for a
+  request that waits for our own exchange, later), and send the requests it started when an
+  answer freed its lock;
 * ``node-ticks``   -- the node's Poisson clock: hand each tick to the exchanger (it starts an
   exchange, or the tick waits for the node's lock); a late tick fires late, none is dropped;
 * ``node-retry``   -- re-send requests whose timeout passed, start refused activations whose
@@ -202,6 +203,7 @@ class Node:
             ticks.cancel()
             await self._settle()
             self.exchanger.close()  # from here on the state cannot change
+            self._send_released()  # requests that waited for us: Nacked
             self.final = self.report(final=True)
             if mqtt is not None:
                 await mqtt.publish_final(self.final)
@@ -228,11 +230,12 @@ class Node:
         while True:
             incoming = await transport.recv()
             bounced = ex.counters.bounced
-            answer = ex.receive(incoming.data, clock())
-            if answer is not None and incoming.route is not None:
+            answer = ex.receive(incoming.data, clock(), incoming.route)
+            if answer and incoming.route is not None:  # b"" (DEFERRED): answered later
                 transport.answer(incoming.route, answer)
             for out in ex.take_outgoing():  # waiting ticks, started once our lock is free
                 transport.send(out.peer, out.frame)
+            self._send_released()
             if ex.counters.bounced != bounced:
                 self._bounced.set()  # a refused activation to start after a pause: re-arm
 
@@ -261,6 +264,7 @@ class Node:
             if (deadline is not None and deadline <= now) or (start is not None and start <= now):
                 for out in ex.expire(now):
                     transport.send(out.peer, out.frame)
+                self._send_released()  # a stuck exchange released the lock
                 continue
             # A retry deadline no sooner than the grain: most pass unneeded (the reply came),
             # and a wake-up per exchange would cost more than a retry a few ms late. A pause
@@ -269,6 +273,12 @@ class Node:
             if start is not None:
                 wake = min(wake, start)
             await self._wait_for_start(wake - now)
+
+    def _send_released(self) -> None:
+        """Answer the requests that waited for our exchange, now that it settled."""
+        for route, answer in self.exchanger.take_released():
+            if route is not None:
+                self.transport.answer(route, answer)
 
     async def _wait_for_start(self, seconds: float) -> None:
         """Sleep ``seconds``, or less: a Busy that comes meanwhile sets an earlier pause."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import DEFERRED, Exchanger, Link, TimeBase
 from gossip.jumps import edge_flow
 from gossip.ledger import Ledger
 from gossip.mixing import mix
@@ -86,6 +86,7 @@ class ExactNet:
                 TimeBase(epoch=0.0, rate=1.0),
                 timeout=timeout,
                 min_timeout=timeout,  # fixed: the virtual round trips vary a lot
+                max_skew=1e5,  # frames wait many virtual seconds on this network
                 max_timeout=max(timeout, 1.0) * 4.0,
                 exchange_value=value,
                 exclusive=exclusive,
@@ -110,17 +111,24 @@ class ExactNet:
         if self.rng.random() < dup:
             self.wire.append(frame)
         node = self.nodes[frame.dest]
+        route = None if frame.route is None else str(frame.route).encode()
         served = node.counters.served
-        answer = node.receive(frame.data, self.now)
-        if answer is not None and frame.route is not None:
-            message = decode(answer)
-            if isinstance(message, Reply) and node.counters.served > served:  # applied now
-                self.jumps.append((message.t, len(self.jumps), message.edge))
-            self.wire.append(Frame(frame.route, answer, None))
+        answer = node.receive(frame.data, self.now, route)
+        if answer is not None and answer != DEFERRED and route is not None:
+            self._answer(route, answer, node.counters.served > served)
         self._flush(frame.dest, node.take_outgoing())
+
+    def _answer(self, route: bytes, answer: bytes, applied: bool) -> None:
+        message = decode(answer)
+        if isinstance(message, Reply) and applied:  # applied now: record the jump
+            self.jumps.append((message.t, len(self.jumps), message.edge))
+        self.wire.append(Frame(int(route), answer, None))
 
     def _flush(self, v: int, outs: list) -> None:  # type: ignore[type-arg]
         self.wire.extend(Frame(out.peer, out.frame, v) for out in outs)
+        for route, answer in self.nodes[v].take_released():  # deferred requests, now decided
+            assert route is not None
+            self._answer(route, answer, isinstance(decode(answer), Reply))
 
     def expire(self) -> None:
         for v, node in self.nodes.items():

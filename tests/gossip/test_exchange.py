@@ -15,18 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gossip.exchange import (
+    DEFERRED,
     INITIATOR_TRANSITIONS,
     SERVER_ACTIONS,
     Event,
     Exchanger,
     Link,
     Phase,
-    ServerCase,
     Standing,
     TimeBase,
 )
 from gossip.ledger import Ledger
 from gossip.params import gossip_params
+from gossip.protocol import STUCK_RETRIES, ServerCase
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
 from gossip.wire import Busy, LedgerRequest, Nack, Register, Reply, Request, decode, encode
@@ -82,14 +83,23 @@ class Net:
     def deliver(self, index: int) -> None:
         frame = self.wire.pop(index % len(self.wire))
         node = self.nodes[frame.dest]
-        answer = node.receive(frame.data, self.now)
-        if answer is not None and frame.route is not None:
+        route = None if frame.route is None else str(frame.route).encode()
+        answer = node.receive(frame.data, self.now, route)
+        if answer is not None and answer != DEFERRED and frame.route is not None:
             self.wire.append(Frame(frame.route, answer, None))
-        self.wire.extend(Frame(out.peer, out.frame, frame.dest) for out in node.take_outgoing())
+        self.flush(frame.dest)
+
+    def flush(self, v: int) -> None:
+        node = self.nodes[v]
+        self.wire.extend(Frame(out.peer, out.frame, v) for out in node.take_outgoing())
+        for route, answer in node.take_released():
+            assert route is not None
+            self.wire.append(Frame(int(route), answer, None))
 
     def expire(self) -> None:
         for v, node in self.nodes.items():
             self.wire.extend(Frame(out.peer, out.frame, v) for out in node.expire(self.now))
+            self.flush(v)
 
     def drain(self, rng: np.random.Generator) -> None:
         """Deliver everything, in random order, retrying, until no exchange is pending."""
@@ -281,20 +291,39 @@ def test_an_engaged_server_refuses_and_the_initiator_tries_again_later() -> None
     assert float(x_a[0] + x_b[0]) == pytest.approx(1.0)
 
 
+def test_a_request_from_a_higher_id_waits_for_the_engaged_server() -> None:
+    a, b = pair()  # ids 0 and 1: b's requests may wait for a, a's are refused by b
+    mine = a.initiate(0, now=101.0)
+    theirs = b.initiate(0, now=101.1)
+    assert mine is not None
+    assert theirs is not None
+    assert a.receive(theirs.frame, now=101.2, route=b"to-b") == DEFERRED
+    assert a.receive(theirs.frame, now=101.25, route=b"to-b") is None  # a retry: still waits
+    assert (a.counters.deferred, a.counters.duplicates, a.take_released()) == (1, 1, [])
+    refused = b.receive(mine.frame, now=101.3)
+    assert isinstance(decode(refused or b""), Busy)  # b is engaged, a's id is lower
+    a.receive(refused or b"", now=101.4)  # a is free: what waited is decided now
+    released = a.take_released()
+    assert [route for route, _ in released] == [b"to-b"]
+    reply = decode(released[0][1])
+    assert isinstance(reply, Reply)
+    assert reply.t == pytest.approx(2.2)  # b's time: rate * (101.1 - 100)
+    assert a.last_jump_time == pytest.approx(2.2)
+    b.receive(released[0][1], now=101.5)
+    assert (a.activations(), b.activations()) == ({1: 1}, {0: 1})
+
+
 def test_a_request_older_than_the_servers_last_jump_is_refused() -> None:
     a, b = pair()
-    late = a.initiate(0, now=101.0)  # T = 2.0, delayed on the wire
-    assert late is not None
-    c_out = b.initiate(0, now=101.5)  # b, free, jumps at 3.0 with a's help first
-    assert c_out is not None
-    # a is engaged: it refuses b; b backs off; then a's old request reaches b.
-    assert isinstance(decode(a.receive(c_out.frame, now=101.5) or b""), Busy)
-    b.receive(a.receive(c_out.frame, now=101.5) or b"", now=101.5)
-    assert b.counters.bounced == 1
-    assert isinstance(decode(b.receive(late.frame, now=101.6) or b""), Reply)  # 2.0: fine
-    assert b.last_jump_time == pytest.approx(2.0)
-    old = Request(src=0, edge=0, seq=9, ack=1, t=1.0, u=(1.0,))
-    assert isinstance(decode(b.receive(encode(old), now=101.7) or b""), Busy)  # 1.0 < 2.0
+    out = a.initiate(0, now=101.5)  # T = 3.0
+    assert out is not None
+    a.receive(b.receive(out.frame, now=101.6) or b"", now=101.7)
+    assert b.last_jump_time == pytest.approx(3.0)
+    old = Request(src=0, edge=0, seq=9, ack=1, t=2.0, u=(1.0,))  # delayed: before b's jump
+    busy = decode(b.receive(encode(old), now=101.8) or b"")
+    assert isinstance(busy, Busy)
+    assert busy.t == pytest.approx(3.0)  # try again at 3.0 or later
+    assert (b.counters.served, b.counters.refused) == (1, 1)
 
 
 def test_a_repeated_request_is_answered_from_the_cache_and_applied_once() -> None:
@@ -349,20 +378,23 @@ def test_timeouts_resend_the_same_frame_and_a_stuck_exchange_releases_the_lock()
     assert [r.frame for r in retries] == [out.frame]  # same seq, same T, same value
     assert a.next_deadline() == pytest.approx(102.5)  # doubled
     assert a.initiate(0, now=101.6) is None  # engaged: the tick waits
-    a.expire(now=102.5)
+    now = 102.5
+    for _ in range(STUCK_RETRIES - 2):
+        a.expire(now=now)
+        now += 2.0  # the timeout doubles up to max_timeout (2 s)
     assert a.engaged
-    a.expire(now=104.5)  # third retry: stuck; the node is released, the tick dropped
+    a.expire(now=now)  # the last retry: stuck; the node is released, the tick dropped
     assert not a.engaged
-    assert (a.counters.retried, a.counters.released, a.counters.skipped) == (3, 1, 1)
-    assert a.initiate(0, now=104.6) is None  # the edge is stuck: skipped
+    assert (a.counters.retried, a.counters.released, a.counters.skipped) == (STUCK_RETRIES, 1, 1)
+    assert a.initiate(0, now=now + 0.1) is None  # the edge is stuck: skipped
     assert a.counters.skipped == 2
     # The first copy arrives late; the retry is answered from the cache, applied once.
-    answer = b.receive(out.frame, now=104.7)
-    assert b.receive(retries[0].frame, now=104.8) == answer
+    answer = b.receive(out.frame, now=now + 0.2)
+    assert b.receive(retries[0].frame, now=now + 0.3) == answer
     assert b.counters.served == 1
-    a.receive(answer or b"", now=104.9)
+    a.receive(answer or b"", now=now + 0.4)
     assert a.pending == 0
-    assert a.initiate(0, now=105.0) is not None  # no longer stuck
+    assert a.initiate(0, now=now + 0.5) is not None  # no longer stuck
 
 
 def test_the_first_timeout_adapts_to_measured_round_trips() -> None:

@@ -37,6 +37,7 @@ def test_with_the_lock_the_nodes_equal_the_sequential_replay(
     assert net.total("waited") > 20  # ticks came while their node was engaged
     assert net.total("refused") > 20  # requests came to engaged nodes: contention happened
     assert net.total("bounced") == net.total("refused")
+    assert net.total("deferred") > 20  # requests from higher ids waited for engaged nodes
     assert spread > 1e-6  # not converged yet: the replay still tells schedules apart
     assert gap < 1e-9 * max(1.0, spread)
 
