@@ -21,4 +21,53 @@ broker, procs, launcher
     The embedded broker, child processes that never outlive their parent, and ``gossip up``.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coordinator.config import CoordinatorConfig, prepare
+    from coordinator.dashboard import serve
+    from coordinator.launcher import UpConfig, run_up
+    from coordinator.records import ErrorPoint, FinalResult, NodeView, RunSummary
+    from coordinator.service import Coordinator
+    from coordinator.state import ClusterState
+
+__all__ = [
+    "ClusterState",
+    "Coordinator",
+    "CoordinatorConfig",
+    "ErrorPoint",
+    "FinalResult",
+    "NodeView",
+    "RunSummary",
+    "UpConfig",
+    "prepare",
+    "run_up",
+    "serve",
+]
+
+# The public names, imported on first use: ``import coordinator.state`` (the dashboard, the
+# tests) must not pull in ZeroMQ, MQTT and aiohttp.
+_HOMES = {
+    "ClusterState": "coordinator.state",
+    "Coordinator": "coordinator.service",
+    "CoordinatorConfig": "coordinator.config",
+    "ErrorPoint": "coordinator.records",
+    "FinalResult": "coordinator.records",
+    "NodeView": "coordinator.records",
+    "RunSummary": "coordinator.records",
+    "UpConfig": "coordinator.launcher",
+    "prepare": "coordinator.config",
+    "run_up": "coordinator.launcher",
+    "serve": "coordinator.dashboard",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use (PEP 562)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'coordinator' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -27,14 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator._groups import single_error
-from coordinator.broker import BrokerKind, RunningBroker, broker_for
+from coordinator.broker import BrokerKind, RunningBroker, broker_for, parse_broker_url
 from coordinator.procs import free_port, spawn, stop_all
 from coordinator.records import RunSummary
+from coordinator.registry import Plan
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState
-from gossip.errors import GossipError
+from gossip.errors import ConfigError, GossipError
 
-__all__ = ["NodeCrashError", "UpConfig", "node_argv", "run_up"]
+__all__ = ["NodeCrashError", "UpConfig", "check_up", "node_argv", "run_up"]
 
 _NODE_EXIT_GRACE = 10.0  # seconds for stopped nodes to publish their final state and exit
 
@@ -92,6 +94,33 @@ def node_argv(coordinator: str, name: str, host: str, extra: Sequence[str] = ())
     ]
 
 
+def check_up(config: UpConfig) -> tuple[ClusterState, Plan]:
+    """Check every setting of ``config`` and return the coordinator's state and plan.
+
+    Nothing is started and no file is written: ``gossip up`` calls it before the broker, the
+    log directory or any node exists, so a bad setting leaves nothing behind.
+
+    Raises
+    ------
+    ConfigError
+        The first bad setting, naming it and what would be valid.
+    """
+    state, plan = prepare(config.coordinator)
+    if not (math.isfinite(config.timeout) and config.timeout > 0):
+        raise ConfigError(
+            f"--timeout must be a finite number of seconds > 0, got {config.timeout!r}"
+        )
+    if config.embedded not in ("auto", "mosquitto", "amqtt"):
+        raise ConfigError(
+            f"--embedded-broker must be auto, mosquitto or amqtt, got {config.embedded!r}"
+        )
+    if config.broker is not None:
+        parse_broker_url(config.broker)
+    if config.log_dir.exists() and not config.log_dir.is_dir():
+        raise ConfigError(f"--log-dir {str(config.log_dir)!r} exists and is not a directory")
+    return state, plan
+
+
 async def run_up(
     config: UpConfig,
     on_start: Callable[[ClusterState, RunningBroker], None] = lambda state, broker: None,
@@ -107,7 +136,7 @@ async def run_up(
         A bad setting, a broker or socket failure, a registration timeout, or
         :class:`NodeCrashError`.
     """
-    state, plan = prepare(config.coordinator)
+    state, plan = check_up(config)
     config.log_dir.mkdir(parents=True, exist_ok=True)
     async with broker_for(config.broker, config.embedded, config.host) as broker:
         bind = f"tcp://{config.host}:{free_port(config.host)}"
