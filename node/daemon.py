@@ -329,6 +329,8 @@ async def run_node(config: NodeConfig) -> int:
         A bad setting (ConfigError), a refused registration (RemoteError), or a socket
         failure or registration timeout (TransportError).
     """
+    if config.data:
+        preload(config.data)  # before the clock can start: see node.problem.preload
     inner = ZmqTransport(config.bind, config.advertise, toward=config.coordinator)
     transport: Transport = (
         FaultyTransport(inner, config.faults, config.seed) if config.faults.active else inner
@@ -337,8 +339,6 @@ async def run_node(config: NodeConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if config.data:
-        preload(config.data)  # before the clock can start: see node.problem.preload
     try:
         async with transport:
             request = Register(config.name, transport.address, config.value, os.getpid())
