@@ -139,3 +139,42 @@ def test_zero_dual_sums_mixed_from_different_report_times_stay_zero(
     # Unmixed (each at its own time) they would not cancel: the check can fail.
     if abs(times[0] - times[1]) > 1 and abs(flow[0] - flow[2]) > 0.1:
         assert float(np.linalg.norm(y.sum(axis=0))) > 1e-9
+
+
+def test_the_dashboard_gets_the_optimization_figures_and_the_rate_line() -> None:
+    from dataclasses import replace
+
+    from coordinator.dashboard.runs import RunArchive
+    from coordinator.optimization import OptPoint
+    from coordinator.records import ErrorPoint
+    from coordinator.state import ClusterState
+
+    topo = parse_topology("line:2")
+    tracker = OptTracker(replace(_task(), bound_c=3.0))
+    state = ClusterState(
+        graph="line:2",
+        expected=2,
+        topology=topo,
+        params=GossipParams(Algorithm.ARG, eta=0.1, c=2.0, theta=0.05),
+        optimization=tracker,
+        run_id="r1",
+        initial=[(0.0, 0.0), (0.0, 0.0)],
+    )
+    tracker.history.append(OptPoint(1.0, 4.0, 0.5, 4.0, 0.0, 10.0))
+    state.record(ErrorPoint(1.0, 4.0, 0.0, 10.0))
+    snap = state.snapshot()
+    assert snap["summary"]["algorithm"] == "acd"
+    assert snap["optimization"]["history"] == [[1.0, 4.0, 0.5, 4.0, 0.0, 10.0]]
+    assert snap["optimization"]["x_star"] == [1.0, 1.0]
+    archive = RunArchive()
+    archive.follow(state)
+    record = archive.live
+    assert record is not None
+    # The rate line is C exp(-theta t) on sum_v |x_v - x*|^2 (the zero initial values of the
+    # dual pair would give a gossip error of 0 and no line).
+    assert (record.algorithm, record.e0, record.bound_factor, record.theta) == (
+        "acd",
+        3.0,
+        1.0,
+        0.05,
+    )
