@@ -22,13 +22,19 @@ from coordinator.records import FinalResult
 __all__ = ["finish_optimization", "measure_optimization"]
 
 
-def _point(tracker: OptTracker, snaps: Sequence[Snapshot], at: float, wall: float) -> OptPoint:
+def _point(
+    tracker: OptTracker,
+    snaps: Sequence[Snapshot],
+    at: float,
+    wall: float,
+    primal_at: bool = False,
+) -> OptPoint:
     t = np.array([s.t for s in snaps], dtype=np.float64)
     x = np.array([s.x for s in snaps], dtype=np.float64)
     # A node of another version may not report y: its x then stands in (drift is then moot).
     y = np.array([s.y or s.x for s in snaps], dtype=np.float64)
     z = np.array([s.z for s in snaps], dtype=np.float64)
-    return tracker.measure(t, x, y, z, at, wall)
+    return tracker.measure(t, x, y, z, at, wall, primal_at)
 
 
 def measure_optimization(
@@ -51,14 +57,16 @@ def finish_optimization(
 
     After the stop no node jumps any more, so the dual sums of the final reports, mixed to one
     time, are exact: their drift is the run's whole departure from exact mass conservation.
+    ``final.t`` is the stop when the reports can be mixed back to it; the primal is then
+    recomputed there from the mixed ``y`` (the nodes' own final ``x`` has drifted since).
     """
-    point = _point(tracker, snaps, final.t, wall)
+    point = _point(tracker, snaps, final.t, wall, primal_at=True)
     tracker.final = point
     x_star = tracker.task.x_star
     return dataclasses.replace(
         final,
         error=tracker.error(point),
         mass_drift_rel=point.dual_drift,
-        values=tuple(tuple(float(c) for c in s.x) for s in snaps),
+        values=tuple(tuple(float(c) for c in s.x) for s in snaps),  # as the nodes reported
         mean=final.mean if x_star is None else tuple(float(c) for c in x_star),
     )

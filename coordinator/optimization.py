@@ -239,17 +239,23 @@ class OptTracker:
         z: FloatArray,
         at: float,
         wall: float,
+        primal_at: bool = False,
     ) -> OptPoint:
         """Measure the network from one report per node.
 
         ``x`` (the primal) is used as reported: it is a nonlinear function of ``y`` and cannot
         be mixed in closed form. ``(y, z)`` are mixed from each report's time ``t_v`` to the
         common time ``at`` (exact: the dual pair mixes like ARG's), so the dual sums are those
-        of one instant.
+        of one instant. ``primal_at`` recomputes ``x_v = grad f_v^*(y_v(at))`` with the
+        coordinator's own copy of the problems (when it has one): after the stop the nodes
+        only mix, so their final ``x`` has drifted from the one at the stop.
         """
         with np.errstate(over="ignore", invalid="ignore"):
             ys, zs = mix(y, z, self.task.eta, (at - np.asarray(t, dtype=np.float64))[:, None])
             drift = float(np.linalg.norm(ys.sum(axis=0)) + np.linalg.norm(zs.sum(axis=0)))
+            if primal_at and self.task.problems is not None:
+                nodes = np.arange(len(ys), dtype=np.intp)
+                x = np.asarray(self.task.problems.grad_conjugate(nodes, ys), dtype=np.float64)
             xbar = x.mean(axis=0)
             consensus = float(np.sum((x - xbar) ** 2))
             distance = gap = math.nan
