@@ -5,7 +5,7 @@
 :class:`~coordinator.state.ClusterState` and keeps the node's last reports. Every metrics period
 the coordinator asks it for one :class:`Evaluation` (:meth:`ReportBook.evaluate`): a consistent
 cut of those reports (or the latest ones) mixed to one common t
-(:func:`coordinator.metrics.estimate`), with the time of the oldest report it used.
+(:func:`coordinator.metrics.estimate`), with the t of the report it used for each node.
 
 When eps is reached (:class:`EpsRule`)
 --------------------------------------
@@ -24,11 +24,14 @@ decision instead of being left out). Guarantee: when eps is declared, the error 
 ``<= eps`` on every evaluation since the first point, and the last one holds a newer state of
 every node than the first, so the decision never rests on one set of reports: a stale, delayed
 or missing node can delay it, never make it on old values alone. A stale report (taken long
-before the common t) is mixed forward without the jumps since and carries the larger error of
-its time, so staleness delays the decision rather than hastening it. The decision waits for
-one more report of every node after the estimate first falls below eps: one report period
-when the cluster keeps up, the longest gap between two reports of a node when it does not
-(not the reports' delay, which only shifts the points).
+before the common t) is mixed forward without the jumps since and carries the error of its
+own time, larger while the error decreases, so staleness delays the decision rather than
+hastening it. While nodes gossip the points are estimates (:mod:`coordinator.metrics`); the
+exact error, after the stop, is in the run summary (:mod:`coordinator.outcome`).
+
+The decision waits for one more report of every node after the estimate first falls below
+eps: one report period when the cluster keeps up, the longest gap between two reports of a
+node when it does not (not the reports' delay, which only shifts the points).
 """
 
 from __future__ import annotations
