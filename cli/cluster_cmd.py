@@ -304,7 +304,7 @@ def up(
     import shutil
     import tempfile
 
-    from coordinator.launcher import UpConfig, check_up
+    from coordinator.launcher import NodeCrashError, UpConfig, check_up
     from coordinator.service import CoordinatorConfig
     from coordinator.supervise import Supervision
 
@@ -361,6 +361,8 @@ def up(
                 raise fail("interrupted: every node and the broker were stopped", 130) from None
             if isinstance(exc, asyncio.CancelledError):  # SIGTERM: the handler cancelled main
                 raise fail("terminated: every node and the broker were stopped", 143) from None
+            if isinstance(exc, NodeCrashError):  # the run failed, as a timeout does: code 1
+                raise fail(str(exc), 1) from None
             raise
     if own_logs:
         shutil.rmtree(logs, ignore_errors=True)
