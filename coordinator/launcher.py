@@ -309,7 +309,7 @@ async def _run_up(
         plan = dataclasses.replace(plan, broker=broker.url)
         coordinator = Coordinator(coord_config, state, plan, broker_kind=broker.kind)
         on_start(state, broker)
-        slots = _slots(config, plan.expected, bind, {port})
+        slots = _slots(config, plan, bind, {port})
         procs: list[Child] = []
 
         async def start(slot: _Slot) -> Child:
@@ -337,8 +337,8 @@ class _Slot:
     log: Path
 
 
-def _slots(config: UpConfig, nodes: int, bind: str, taken: set[int]) -> list[_Slot]:
-    sizes = host_sizes(nodes, config.nodes_per_process)
+def _slots(config: UpConfig, plan: Plan, bind: str, taken: set[int]) -> list[_Slot]:
+    sizes = host_sizes(plan.expected, config.nodes_per_process)
     hosted = config.nodes_per_process > 1
     slots = []
     for j, size in enumerate(sizes):
@@ -348,6 +348,10 @@ def _slots(config: UpConfig, nodes: int, bind: str, taken: set[int]) -> list[_Sl
             port = free_port_block(config.host, size)
         taken.update(range(port, port + size))
         extra = [*config.node_args, *(("--nodes-per-process", str(size)) if hosted else ())]
+        if plan.task is not None and plan.task.data and "--data" not in config.node_args:
+            # Each node reads the data itself before registering (node.problem.preload),
+            # so that no node's clock starts while it is still loading.
+            extra += ["--data", plan.task.data]
         command = node_command(bind, name, config.host, extra, port)
         slots.append(_Slot(name, port, command, config.log_dir / f"{name}.log"))
     return slots
