@@ -96,14 +96,20 @@ async def _kill_mid_run(tmp_path: Path, proc: asyncio.subprocess.Process, name: 
 
 
 @pytest.mark.parametrize(
-    ("per_process", "victim"), [(1, "node-4"), (3, "host-1")], ids=["one-per-process", "host"]
+    ("per_process", "victim", "fork"),
+    [
+        (1, "node-4", "--fork-server"),
+        (3, "host-1", "--fork-server"),
+        (1, "node-4", "--no-fork-server"),
+    ],
+    ids=["one-per-process", "host", "no-fork-server"],
 )
 async def test_a_node_process_killed_mid_run_is_restarted_and_the_run_reaches_eps_exactly(
-    tmp_path: Path, per_process: int, victim: str
+    tmp_path: Path, per_process: int, victim: str, fork: str
 ) -> None:
     proc = await _up(
         tmp_path,
-        *("--graph", "grid:3x3", "--rate", "30", "--until", "1e-9"),
+        *("--graph", "grid:3x3", "--rate", "30", "--until", "1e-9", fork),
         *("--nodes-per-process", str(per_process), "--timeout", "120"),
     )
     try:
