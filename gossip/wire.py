@@ -10,9 +10,9 @@ Validation rules (each violation raises :class:`~gossip.errors.ProtocolError` na
 * the frame is a msgpack map of at most :data:`MAX_FRAME` bytes;
 * ``v`` equals :data:`VERSION` and ``type`` is one of :data:`MESSAGE_TYPES`;
 * every field of the type is present and no other field is;
-* integers are ints (not bools), ``>= 0`` and ``<=`` :data:`MAX_INT`; floats are finite numbers (ints are accepted and
-  converted); vectors are non-empty lists of finite numbers of at most :data:`MAX_DIM` entries;
-  strings are strings.
+* integers are ints (not bools), ``>= 0`` and ``<=`` :data:`MAX_INT`; floats are finite
+  numbers (ints are accepted and converted); vectors are non-empty lists of finite numbers of
+  at most :data:`MAX_DIM` entries; strings are strings.
 
 Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
 
