@@ -464,3 +464,22 @@ def test_a_flood_of_ledger_requests_and_stale_answers_grows_nothing() -> None:
     assert a.counters.served == 0
     assert a.pending == 0
     assert a.ledger.state_values(5.0) == make_pair()[0].ledger.state_values(5.0)
+
+
+def test_an_initiator_without_the_lock_never_numbers_beyond_the_window() -> None:
+    # Requests lost, none answered: the initiator's watermark stays at 0 while it keeps
+    # starting. It must stop at the window the server enforces, not send what it would reject.
+    a, b = make_pair(exclusive=False)
+    now = EPOCH + 1.0
+    sent = []
+    for _ in range(SEQ_WINDOW + 50):
+        now += 1e-4
+        out = a.initiate(EDGE, now)
+        if out is not None:
+            sent.append(out.frame)
+    assert len(sent) == SEQ_WINDOW and a.counters.skipped == 50
+    for frame in sent[-3:]:
+        assert b.receive(frame, now, b"\x00") not in (None, DEFERRED)
+    assert b.counters.rejected == 0
+    check_bounds(a)
+    check_bounds(b)
