@@ -136,6 +136,15 @@ def node(
             "--bind port gives node i port PORT+i.",
         ),
     ] = 1,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GOSSIP_DATA",
+            help="Optimization runs: a data source on this machine, replacing the "
+            "coordinator's (e.g. csv:/data/shards or svmlight:/data/a9a); this node loads only "
+            "its own shard of it.",
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.")
     ] = "info",
@@ -183,6 +192,7 @@ def node(
             seed=seed,
             max_in_flight=max_in_flight or None,
             name=name or default_node_name(),
+            data=data,
         )
         code = run_host_sync(host_configs(config, nodes_per_process))
     raise typer.Exit(code)

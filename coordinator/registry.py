@@ -37,6 +37,7 @@ from typing import Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from coordinator.optimization import OptTask
 from gossip.errors import ConfigError
 from gossip.params import GossipParams
 from gossip.topology import Topology
@@ -84,6 +85,9 @@ class Plan:
     start_delay : float
         Seconds between the bootstrap and the epoch (``t = 0``), so that every node has its
         Bootstrap and its sockets connected before the clocks start.
+    task : OptTask or None
+        An optimization run (``--problem``): its specs, dual parameters and per-edge steps go
+        in every Bootstrap, and ``values`` are then zero vectors of dimension ``d``.
     """
 
     topology: Topology
@@ -95,6 +99,7 @@ class Plan:
     values: NDArray[np.float64] | None = None
     dim: int = 1
     start_delay: float = 1.5
+    task: OptTask | None = None
 
     @property
     def expected(self) -> int:
@@ -196,20 +201,27 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
     """Return every node's Bootstrap, by id, for ``plan`` and ``assignment`` (pure).
 
     Node ``v`` gets its neighbours ``w`` (id, address, edge index, ``P_e``) in the topology's
-    edge order, the algorithm's parameters, the epoch and rate, and its initial value.
+    edge order, the algorithm's parameters, the epoch and rate, and its initial value. An
+    optimization run adds the specs (never data) and each edge's step ``s_e``.
     """
-    topo, params = plan.topology, plan.params
+    topo, params, task = plan.topology, plan.params, plan.task
     out = []
     for node in range(topo.n):
         neighbors = tuple(
-            Neighbor(peer, assignment.addresses[peer], k, float(topo.probs[k]))
+            Neighbor(
+                peer,
+                assignment.addresses[peer],
+                k,
+                float(topo.probs[k]),
+                0.5 if task is None else task.steps[k],
+            )
             for k, peer in topo.incident(node)
         )
         out.append(
             Bootstrap(
                 node_id=node,
                 cluster=plan.cluster,
-                algorithm=params.algorithm.value,
+                algorithm=params.algorithm.value if task is None else "acd",
                 eta=params.eta,
                 c=params.c,
                 theta=params.theta,
@@ -220,6 +232,10 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
                 broker=plan.broker,
                 metrics_period=plan.metrics_period,
                 dim=len(assignment.initial[node]),
+                problem="" if task is None else task.problem,
+                data="" if task is None else task.data,
+                split="" if task is None else task.split,
+                n=topo.n,
             )
         )
     return out

@@ -184,12 +184,17 @@ class Register:
 
 @dataclass(frozen=True, slots=True)
 class Neighbor:
-    """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e."""
+    """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e.
+
+    ``step`` is the edge's step ``s_e`` in the jump (``1/2`` for gossip; ``gamma R_eff(e)`` for
+    dual accelerated coordinate descent, SPEC section 6).
+    """
 
     peer_id: int
     address: str
     edge_index: int
     prob: float
+    step: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +203,10 @@ class Bootstrap:
 
     ``epoch`` is a Unix time in seconds and ``rate`` the network-wide activations per second:
     the node's time is ``t = rate * (now - epoch)``. ``broker`` is ``mqtt://host:port`` or ``""``.
+
+    Optimization runs (``problem`` not empty) also carry the problem spec, the data spec and the
+    split (never data: each node loads its own shard), and ``n``, the node count the split cuts
+    the data into; ``eta``, ``c`` and the neighbours' steps are then the dual parameters.
     """
 
     TYPE: ClassVar[str] = "bootstrap"
@@ -214,6 +223,10 @@ class Bootstrap:
     broker: str
     metrics_period: float
     dim: int
+    problem: str = ""
+    data: str = ""
+    split: str = ""
+    n: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +273,7 @@ def _plain(value: Any) -> Any:
             return list(value)  # the hot path: a vector of floats
         return [_plain(item) for item in value]
     if isinstance(value, Neighbor):
-        return [value.peer_id, value.address, value.edge_index, value.prob]
+        return [value.peer_id, value.address, value.edge_index, value.prob, value.step]
     return value
 
 
@@ -340,9 +353,9 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
     out = []
     for i, item in enumerate(value):
         where = f"{name}[{i}]"
-        if not isinstance(item, list) or len(item) != 4:
+        if not isinstance(item, list) or len(item) != 5:
             raise ProtocolError(
-                f"field {where!r} must be [peer_id, address, edge_index, prob], got {item!r}"
+                f"field {where!r} must be [peer_id, address, edge_index, prob, step], got {item!r}"
             )
         prob = _float(f"{where}.prob", item[3])
         if not 0.0 < prob <= 1.0:
@@ -353,6 +366,7 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
                 _str(f"{where}.address", item[1]),
                 _int(f"{where}.edge_index", item[2]),
                 prob,
+                _positive(f"{where}.step", item[4]),
             )
         )
     return tuple(out)
@@ -409,6 +423,10 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
             "broker": _str,
             "metrics_period": _positive,
             "dim": _int,
+            "problem": _str,
+            "data": _str,
+            "split": _str,
+            "n": _int,
         },
     ),
     RegisterError.TYPE: (RegisterError, {"reason": _str}),

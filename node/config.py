@@ -71,6 +71,9 @@ class NodeConfig:
     max_in_flight : int or None
         Most exchanges this node started that may be pending on one edge (``None``, the
         default: no limit); further ticks of that edge are skipped (back-pressure).
+    data : str or None
+        Optimization runs: a data spec on this machine replacing the coordinator's (this
+        node's shard is cut from it by the run's split), see :mod:`node.problem`.
     """
 
     coordinator: str
@@ -87,6 +90,7 @@ class NodeConfig:
     register_timeout: float | None = None
     seed: int | None = None
     max_in_flight: int | None = None
+    data: str | None = None
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):

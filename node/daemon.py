@@ -43,6 +43,7 @@ from gossip.wire import Bootstrap
 from node.clock import PoissonClock
 from node.config import NodeConfig
 from node.mqtt import NodeMqtt
+from node.problem import exchange_value
 from node.transport import Transport
 
 __all__ = ["Node", "run_node", "run_node_sync"]
@@ -79,6 +80,9 @@ class Node:
         Back-pressure: see :class:`gossip.exchange.Exchanger`.
     clock : callable() -> float
         Unix time in seconds.
+    problem : LocalProblem or None
+        An optimization run's own problem (:mod:`node.problem`): the ledger then holds the
+        dual pair ``(y, z)``, the node exchanges ``grad f^*(y)`` and reports the primal.
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class Node:
         recover: bool | None = None,
         max_in_flight: int | None = None,
         clock: Callable[[], float] = time.time,
+        problem: Any = None,
     ):
         self.boot = boot
         self.transport = transport
@@ -105,8 +110,15 @@ class Node:
         self.timebase = TimeBase(boot.epoch, boot.rate)
         if recover is None:
             recover = self.timebase.t(clock()) > 0
-        links = [Link(n.edge_index, n.peer_id, n.prob) for n in boot.neighbors]
-        ledger = Ledger(boot.initial_value, [link.edge for link in links], eta=boot.eta)
+        links = [Link(n.edge_index, n.peer_id, n.prob, n.step) for n in boot.neighbors]
+        # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (SPEC 6).
+        initial = boot.initial_value if problem is None else [0.0] * boot.dim
+        ledger = Ledger(initial, [link.edge for link in links], eta=boot.eta)
+        self.problem = problem
+        self._primal = None if problem is None else exchange_value(problem)
+        extra: dict[str, Any] = {}
+        if problem is not None:
+            extra["exchange_value"] = problem.grad_conjugate
         self.exchanger = Exchanger(
             boot.node_id,
             links,
@@ -118,6 +130,7 @@ class Node:
             recover=recover,
             max_in_flight=max_in_flight,
             rng=None if seed is None else seed + 1,  # back-off pauses: not the clock's stream
+            **extra,
         )
         self.ticks = PoissonClock(links, np.random.default_rng(seed))
         self.stop_requested = asyncio.Event()
@@ -145,7 +158,12 @@ class Node:
         if final or now - self._rtt_at >= _RTT_EVERY:
             self._rtt_ms, self._rtt_at = ex.rtt_ms(), now
         counters = ex.counters
+        extra: dict[str, Any] = {}
+        if self._primal is not None:  # optimization: the ledger's pair is the dual (y, z)
+            extra["y"] = x
+            x = self._primal(x)
         return {
+            **extra,
             "node": self.boot.node_id,
             "name": self.name,
             "address": self.transport.address,

@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +43,7 @@ from node.config import NodeConfig
 from node.daemon import Node
 from node.faults import FaultyTransport
 from node.mqtt import NodeMqtt, parse_broker
+from node.problem import load_problem, preload
 from node.registration import register
 from node.transport import Transport
 from node.zmq_transport import ZmqTransport
@@ -142,9 +144,20 @@ def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: async
         len(boot.neighbors),
         boot.rate,
     )
+    problem = load_problem(boot, config.data) if boot.problem else None
+    late = boot.rate * (time.time() - boot.epoch)
+    if problem is not None and late > 0:
+        log.warning(
+            "%s loaded its problem %.0f units of t after the start: its first activations "
+            "come late (give the node --data to read the data before registering, or the "
+            "coordinator a longer --start-delay)",
+            config.name,
+            late,
+        )
     node = Node(
         boot,
         transport,
+        problem=problem,
         name=config.name,
         timeout=config.timeout,
         max_timeout=config.max_timeout,
@@ -190,6 +203,8 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
     """
     if not configs:
         raise ConfigError("a host needs at least one node (--nodes-per-process >= 1)")
+    for data in sorted({config.data for config in configs if config.data}):
+        preload(data)  # before any clock can start: see node.problem.preload
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
