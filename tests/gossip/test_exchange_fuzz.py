@@ -346,8 +346,8 @@ class HostileNetwork(RuleBasedStateMachine):
 
 
 HostileNetwork.TestCase.settings = settings(
-    max_examples=25,
-    stateful_step_count=30,
+    max_examples=40,
+    stateful_step_count=40,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -64,7 +64,9 @@ def bootstraps(draw: st.DrawFn) -> Bootstrap:
     """A valid Bootstrap (probabilities in (0, 1], positive rate, dim matching the value)."""
     value = draw(vectors)
     positive = st.floats(min_value=1e-300, max_value=1e300)
-    neighbors = st.builds(Neighbor, ints, text, ints, st.floats(min_value=1e-300, max_value=1.0))
+    neighbors = st.builds(
+        Neighbor, ints, text, ints, st.floats(min_value=1e-300, max_value=1.0), positive
+    )
     return Bootstrap(
         node_id=draw(ints),
         cluster=draw(text),
@@ -79,6 +81,10 @@ def bootstraps(draw: st.DrawFn) -> Bootstrap:
         broker=draw(text),
         metrics_period=draw(positive),
         dim=len(value),
+        problem=draw(text),
+        data=draw(text),
+        split=draw(text),
+        n=draw(ints),
     )
 
 
