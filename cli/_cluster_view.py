@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from coordinator.records import RunSummary
     from coordinator.service import CoordinatorConfig
     from coordinator.state import ClusterState
+    from coordinator.supervise import Supervision
 
-__all__ = ["hold_dashboard", "print_summary", "progress_bar", "with_log_lines"]
+__all__ = ["hold_dashboard", "print_failure", "print_summary", "progress_bar", "with_log_lines"]
 
 
 def hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: float) -> None:
@@ -134,8 +135,35 @@ async def progress_bar(holder: dict[str, Any]) -> None:
             )
 
 
-def print_summary(summary: RunSummary, state: ClusterState, config: CoordinatorConfig) -> None:
-    """Print the run's headline figures as a table on stdout."""
+def _restarts(sup: Supervision) -> str:
+    """``2 (node-3 x1, node-4 x1)``: the restarts of the run, per process."""
+    total = sum(sup.restarts.values())
+    each = ", ".join(f"{name} x{count}" for name, count in sorted(sup.restarts.items()))
+    return f"{total} ({each})" if total else "0"
+
+
+def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConfig) -> None:
+    """Print what is known of a run that failed (no summary): why, where it was, restarts."""
+    from rich.table import Table
+
+    err = state.error
+    table = Table(title=f"{state.algorithm} on {state.graph}: run {state.run_id or '-'} failed")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("reached eps", f"False (eps {config.until:g})")
+    table.add_row("failure", sup.failure or "-")
+    table.add_row("last t / error", f"{state.t:.1f} / {'-' if err is None else format(err, '.3e')}")
+    table.add_row("restarts", _restarts(sup))
+    plain_console().print(table)
+
+
+def print_summary(
+    summary: RunSummary,
+    state: ClusterState,
+    config: CoordinatorConfig,
+    sup: Supervision | None = None,
+) -> None:
+    """Print the run's headline figures as a table on stdout (with ``sup``: its restarts)."""
     from rich.table import Table
 
     def num(value: float | None, fmt: str) -> str:
@@ -168,6 +196,10 @@ def print_summary(summary: RunSummary, state: ClusterState, config: CoordinatorC
         ]
         if opt["no_check_reason"]:
             rows.append(("no distance to x*", opt["no_check_reason"]))
+    if sup is not None:
+        rows.append(("restarts", _restarts(sup)))
+        if sup.failure is not None:
+            rows.append(("failure", sup.failure))
     for key, value in rows:
         table.add_row(key, value)
     plain_console().print(table)

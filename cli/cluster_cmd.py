@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli._app import app
-from cli._cluster_view import hold_dashboard, print_summary, progress_bar, with_log_lines
+from cli._cluster_view import (
+    hold_dashboard,
+    print_failure,
+    print_summary,
+    progress_bar,
+    with_log_lines,
+)
 from cli._errors import fail, reported_errors
 
 if TYPE_CHECKING:
@@ -299,6 +305,15 @@ def up(
             "of CPU each).",
         ),
     ] = True,
+    max_restarts: Annotated[
+        int,
+        typer.Option(
+            envvar=_env("max_restarts"),
+            help="Restart a node process that crashes during the run, on its address and under "
+            "its name (it recovers its state from its neighbours), at most this many times "
+            "each; one crash more fails the run.",
+        ),
+    ] = 3,
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
@@ -323,8 +338,9 @@ def up(
     import shutil
     import tempfile
 
-    from coordinator.launcher import UpConfig, check_up
+    from coordinator.launcher import NodeCrashError, UpConfig, check_up
     from coordinator.service import CoordinatorConfig
+    from coordinator.supervise import Supervision
 
     with reported_errors():
         if metrics_period is None:
@@ -360,6 +376,7 @@ def up(
             node_args=tuple(node_arg or ()),
             nodes_per_process=nodes_per_process,
             fork=fork_server,
+            max_restarts=max_restarts,
         )
         # Every setting is checked before anything starts: a bad one leaves no broker, no
         # node and no file behind.
@@ -369,19 +386,24 @@ def up(
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
         config = dataclasses.replace(config, log_dir=logs)
+        sup = Supervision(max_restarts)
         try:
-            summary, state = asyncio.run(_up(config, quiet, prepared))
-        except KeyboardInterrupt:
-            raise fail("interrupted: every node and the broker were stopped", code=130) from None
-        except asyncio.CancelledError:  # SIGTERM: the handler cancelled the main task
-            raise fail("terminated: every node and the broker were stopped", code=143) from None
-        except BaseException:
-            if own_logs:
+            summary, state = asyncio.run(_up(config, quiet, prepared, sup))
+        except BaseException as exc:
+            # The run failed: say what happened (the --json file says it too) before the error.
+            print_failure(sup, prepared[0], coord)
+            if own_logs and not isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
                 typer.echo(f"node logs kept in {logs}", err=True)
+            if isinstance(exc, KeyboardInterrupt):
+                raise fail("interrupted: every node and the broker were stopped", 130) from None
+            if isinstance(exc, asyncio.CancelledError):  # SIGTERM: the handler cancelled main
+                raise fail("terminated: every node and the broker were stopped", 143) from None
+            if isinstance(exc, NodeCrashError):  # the run failed, as a timeout does: code 1
+                raise fail(str(exc), 1) from None
             raise
     if own_logs:
         shutil.rmtree(logs, ignore_errors=True)
-    print_summary(summary, state, coord)
+    print_summary(summary, state, coord, sup)
     if metrics_file is not None:
         typer.echo(f"metrics: {metrics_file}", err=True)
     if hold_s > 0 and dashboard_port is not None:
@@ -451,7 +473,9 @@ def _check_node_args(node_args: tuple[str, ...]) -> None:
         parse_faults(fault)
 
 
-async def _up(config: Any, quiet: bool, prepared: Any = None) -> tuple[RunSummary, ClusterState]:
+async def _up(
+    config: Any, quiet: bool, prepared: Any = None, supervision: Any = None
+) -> tuple[RunSummary, ClusterState]:
     import asyncio
     import signal
 
@@ -477,7 +501,7 @@ async def _up(config: Any, quiet: bool, prepared: Any = None) -> tuple[RunSummar
         async with asyncio.TaskGroup() as tg:
             bar = None if quiet else tg.create_task(progress_bar(holder), name="progress")
             try:
-                summary = await run_up(config, started, prepared)
+                summary = await run_up(config, started, prepared, supervision)
             finally:
                 if bar is not None:
                     bar.cancel()

@@ -15,8 +15,14 @@ Theory of operation
 * Host mode (``nodes_per_process`` K > 1): the N nodes run as ceil(N / K) processes
   ``host-<j>`` (``gossip node --nodes-per-process``, :mod:`node.host`), logging to
   ``<log_dir>/host-<j>.log``; their nodes are named ``host-<j>-<i>``.
-* A watchdog fails the run early, naming the node and its log, if a node exits with an error
-  before the run is over (without it the coordinator would only notice at its timeout).
+* Restart policy (:mod:`coordinator.supervise`): each process gets a fixed port chosen here
+  (``--bind tcp://HOST:PORT``; host mode: node i of the process on PORT+i). A process that
+  exits with an error before the run is over is started again under the same name on the same
+  port, so its nodes recover their exact state from their neighbours' ledgers, up to
+  ``max_restarts`` times per process; one more crash fails the run, naming the process and
+  its log. Each restart is a line on stderr and an event in the ``--json`` record.
+* The ``--json`` record is written however the run ends (reached, timeout, diverged, too many
+  restarts, an error, Ctrl-C), with ``failure``, ``restarts`` and ``events``.
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
   (SIGTERM to its process group, then SIGKILL) and the broker shut down before
   :func:`run_up` returns or raises; nodes that got the stop command exit by themselves first.
@@ -26,12 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from coordinator._groups import single_error
 from coordinator.broker import BrokerKind, RunningBroker, broker_for, parse_broker_url
@@ -41,6 +49,7 @@ from coordinator.records import RunSummary
 from coordinator.registry import Plan
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState
+from coordinator.supervise import Supervision, free_port_block, run_record, write_record
 from gossip.errors import ConfigError, GossipError
 
 __all__ = [
@@ -87,6 +96,8 @@ class UpConfig:
     fork : bool
         Fork the node processes from the fork server (default); False: start each with a
         fresh interpreter, as before the fork server (the start-up benchmark's baseline).
+    max_restarts : int
+        Restarts allowed per node process within the run (0: the first crash fails it).
     """
 
     coordinator: CoordinatorConfig
@@ -98,20 +109,36 @@ class UpConfig:
     host: str = "127.0.0.1"
     nodes_per_process: int = 1
     fork: bool = True
+    max_restarts: int = 3
 
     def __post_init__(self) -> None:
         if self.nodes_per_process < 1:
             raise ConfigError(f"--nodes-per-process must be >= 1, got {self.nodes_per_process}")
+        if self.max_restarts < 0:
+            raise ConfigError(f"--max-restarts must be >= 0, got {self.max_restarts}")
 
 
-def node_command(coordinator: str, name: str, host: str, extra: Sequence[str] = ()) -> list[str]:
-    """Return the ``gossip`` arguments of one local node process (without the program)."""
-    return ["node", "--coordinator", coordinator, "--name", name, "--host", host, *extra]
+def node_command(
+    coordinator: str, name: str, host: str, extra: Sequence[str] = (), port: int | None = None
+) -> list[str]:
+    """Return the ``gossip`` arguments of one local node process (without the program).
+
+    With ``port`` the node binds that port (node i of a host process: ``port + i``), so that a
+    restart comes back on the same address; without it, any free port.
+    """
+    where = (
+        ["--host", host]
+        if port is None
+        else ["--bind", f"tcp://{host}:{port}", "--advertise", host]
+    )
+    return ["node", "--coordinator", coordinator, "--name", name, *where, *extra]
 
 
-def node_argv(coordinator: str, name: str, host: str, extra: Sequence[str] = ()) -> list[str]:
+def node_argv(
+    coordinator: str, name: str, host: str, extra: Sequence[str] = (), port: int | None = None
+) -> list[str]:
     """Return the command line of one local node process."""
-    return [sys.executable, "-m", "cli.app", *node_command(coordinator, name, host, extra)]
+    return [sys.executable, "-m", "cli.app", *node_command(coordinator, name, host, extra, port)]
 
 
 _REPORTS_PER_SECOND = 2000.0  # what the broker and the coordinator take without falling behind
@@ -179,34 +206,82 @@ async def run_up(
     config: UpConfig,
     on_start: Callable[[ClusterState, RunningBroker], None] = lambda state, broker: None,
     prepared: tuple[ClusterState, Plan] | None = None,
+    supervision: Supervision | None = None,
 ) -> RunSummary:
     """Run the whole local cluster until the coordinator's summary; stop everything after.
 
     ``on_start`` is called once the broker is up and the coordinator created, with the state
     the caller can watch (the progress bar does). ``prepared`` is what :func:`check_up`
     returned, when the caller already checked the settings (the graph's quantities are not
-    computed twice).
+    computed twice). ``supervision`` receives the restarts and events (default: a fresh one
+    with ``config.max_restarts``); the caller reads it after a failure. The ``--json`` file
+    (``config.coordinator.json_path``) is written however the run ends.
 
     Raises
     ------
     GossipError
         A bad setting, a broker or socket failure, a registration timeout, or
-        :class:`NodeCrashError`.
+        :class:`NodeCrashError` (a process crashed more than ``max_restarts`` times).
     """
     state, plan = prepared if prepared is not None else check_up(config)
+    sup = supervision if supervision is not None else Supervision(config.max_restarts)
     config.log_dir.mkdir(parents=True, exist_ok=True)
     # The nodes get their settings from their arguments only: a GOSSIP_* variable meant for
     # `gossip up` (GOSSIP_TIMEOUT, GOSSIP_BIND, ...) means something else to `gossip node`.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
-    # First, so that its imports (about a second) overlap the graph's quantities and the broker.
-    forks = (
-        await ForkServer.start(env, log=config.log_dir / "forkserver.log") if config.fork else None
-    )
+    json_path = config.coordinator.json_path
     try:
-        return await _run_up(config, state, plan, on_start, forks, env)
-    finally:
-        if forks is not None:
-            await forks.aclose()
+        # First, so that its imports (about a second) overlap the graph's quantities and the
+        # broker.
+        forks = (
+            await ForkServer.start(env, log=config.log_dir / "forkserver.log")
+            if config.fork
+            else None
+        )
+        try:
+            summary = await _run_up(config, state, plan, on_start, forks, env, sup)
+        finally:
+            if forks is not None:
+                await forks.aclose()
+    except BaseException as exc:
+        sup.failed(_failure_text(exc))
+        if json_path is not None:
+            write_record(json_path, run_record(sup, state, None))
+        raise
+    if not summary.reached:
+        sup.failed(_not_reached_text(summary, state, config))
+    if json_path is not None:
+        write_record(json_path, run_record(sup, state, summary, _written(json_path)))
+    return summary
+
+
+def _failure_text(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        return "interrupted (Ctrl-C or SIGTERM): every node and the broker were stopped"
+    if isinstance(exc, GossipError):
+        return str(exc).split("\n", 1)[0]  # the first line; a crash's log tail is in its log
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _not_reached_text(summary: RunSummary, state: ClusterState, config: UpConfig) -> str:
+    eps = config.coordinator.until
+    if summary.stop_reason == "diverged":
+        return f"diverged: {state.message}"
+    if summary.stop_reason == "timeout":
+        return (
+            f"timeout: the error did not reach {eps:g} within --timeout {config.timeout:g} s "
+            f"(final error {summary.final_error})"
+        )
+    return f"{summary.stop_reason or 'stopped'}: the error did not reach {eps:g}"
+
+
+def _written(path: Path) -> dict[str, Any] | None:
+    """What the coordinator wrote to ``path`` at the end of the run, if it is readable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 async def _run_up(
@@ -216,9 +291,11 @@ async def _run_up(
     on_start: Callable[[ClusterState, RunningBroker], None],
     forks: ForkServer | None,
     env: dict[str, str],
+    sup: Supervision,
 ) -> RunSummary:
     async with broker_for(config.broker, config.embedded, config.host) as broker:
-        bind = f"tcp://{config.host}:{free_port(config.host)}"
+        port = free_port(config.host)
+        bind = f"tcp://{config.host}:{port}"
         coord_config = dataclasses.replace(
             config.coordinator,
             broker=broker.url,
@@ -232,48 +309,71 @@ async def _run_up(
         plan = dataclasses.replace(plan, broker=broker.url)
         coordinator = Coordinator(coord_config, state, plan, broker_kind=broker.kind)
         on_start(state, broker)
+        slots = _slots(config, plan, bind, {port})
         procs: list[Child] = []
+
+        async def start(slot: _Slot) -> Child:
+            if forks is None:
+                argv = [sys.executable, "-m", "cli.app", *slot.command]
+                return await spawn(argv, log=slot.log, env=env)
+            return await forks.fork(slot.command, slot.log)
+
         try:
             with single_error():
-                summary = await _run_nodes(coordinator, config, bind, procs, forks, env)
+                summary = await _run_nodes(coordinator, slots, procs, start, sup)
             await _wait_exit(procs, _NODE_EXIT_GRACE)
             return summary
         finally:
             await stop_all(procs)
 
 
-async def _run_nodes(
-    coordinator: Coordinator,
-    config: UpConfig,
-    bind: str,
-    procs: list[Child],
-    forks: ForkServer | None,
-    env: dict[str, str],
-) -> RunSummary:
-    state, plan = coordinator.state, coordinator.plan
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    """One node process of the run: what starts it, again after a crash."""
+
+    name: str
+    port: int  # its (first) node's port: a restart comes back on the same address
+    command: list[str]
+    log: Path
+
+
+def _slots(config: UpConfig, plan: Plan, bind: str, taken: set[int]) -> list[_Slot]:
     sizes = host_sizes(plan.expected, config.nodes_per_process)
     hosted = config.nodes_per_process > 1
-    names = [f"host-{j}" if hosted else f"node-{j}" for j in range(len(sizes))]
+    slots = []
+    for j, size in enumerate(sizes):
+        name = f"host-{j}" if hosted else f"node-{j}"
+        port = free_port_block(config.host, size)
+        while taken & set(range(port, port + size)):  # the OS may hand out a port twice
+            port = free_port_block(config.host, size)
+        taken.update(range(port, port + size))
+        extra = [*config.node_args, *(("--nodes-per-process", str(size)) if hosted else ())]
+        if plan.task is not None and plan.task.data and "--data" not in config.node_args:
+            # Each node reads the data itself before registering (node.problem.preload),
+            # so that no node's clock starts while it is still loading.
+            extra += ["--data", plan.task.data]
+        command = node_command(bind, name, config.host, extra, port)
+        slots.append(_Slot(name, port, command, config.log_dir / f"{name}.log"))
+    return slots
+
+
+async def _run_nodes(
+    coordinator: Coordinator,
+    slots: Sequence[_Slot],
+    procs: list[Child],
+    start: Callable[[_Slot], Awaitable[Child]],
+    sup: Supervision,
+) -> RunSummary:
     async with asyncio.TaskGroup() as tg:
         run = tg.create_task(coordinator.run(), name="coordinator")
         await _first(coordinator.bound, run)
-        for name, size in zip(names, sizes, strict=True):
-            extra = [*config.node_args, *(("--nodes-per-process", str(size)) if hosted else ())]
-            if plan.task is not None and plan.task.data and "--data" not in config.node_args:
-                # Each node reads the data itself before registering (node.problem.preload),
-                # so that no node's clock starts while it is still loading.
-                extra += ["--data", plan.task.data]
-            log = config.log_dir / f"{name}.log"
-            if forks is None:
-                argv = node_argv(bind, name, config.host, extra)
-                procs.append(await spawn(argv, log=log, env=env))
-            else:
-                procs.append(await forks.fork(node_command(bind, name, config.host, extra), log))
-        watchdog = tg.create_task(
-            _watch_nodes(procs, names, config.log_dir, state), name="node-watchdog"
+        for slot in slots:
+            procs.append(await start(slot))
+        supervisor = tg.create_task(
+            _supervise_nodes(slots, procs, start, coordinator.state, sup), name="node-supervisor"
         )
         summary = await run
-        watchdog.cancel()
+        supervisor.cancel()
     assert summary is not None  # the launcher always has a broker
     return summary
 
@@ -291,23 +391,44 @@ async def _first(event: asyncio.Event, run: asyncio.Task[RunSummary | None]) -> 
         raise GossipError("the coordinator ended before binding its registration socket")
 
 
-async def _watch_nodes(
-    procs: Sequence[Child], names: Sequence[str], log_dir: Path, state: ClusterState
+async def _supervise_nodes(
+    slots: Sequence[_Slot],
+    procs: list[Child],
+    start: Callable[[_Slot], Awaitable[Child]],
+    state: ClusterState,
+    sup: Supervision,
 ) -> None:
+    """Restart each process that exits with an error during the run, as a restart policy.
+
+    ``procs[k]`` is replaced by the new incarnation of ``slots[k]`` (so the caller stops the
+    live one). One crash more than ``sup.max_restarts`` raises :class:`NodeCrashError`.
+    """
     waits = {asyncio.ensure_future(p.wait()): k for k, p in enumerate(procs)}
     try:
-        pending = set(waits)
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        while waits:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
+                k = waits.pop(task)
                 code = task.result()
-                if code != 0 and state.phase in ("registering", "running"):
-                    name = names[waits[task]]
-                    log = log_dir / f"{name}.log"
-                    tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+                if code == 0 or state.phase not in ("registering", "running"):
+                    continue  # a clean exit, or the run is stopping: nothing to restart
+                slot = slots[k]
+                if not sup.may_restart(slot.name):
+                    tail = slot.log.read_text(errors="replace")[-1500:] if slot.log.exists() else ""
                     raise NodeCrashError(
-                        f"{name} exited with code {code} during the run (log: {log})\n{tail}"
+                        f"{slot.name} exited with code {code} during the run after "
+                        f"{sup.restarts.get(slot.name, 0)} restart(s), the most --max-restarts "
+                        f"{sup.max_restarts} allows (log: {slot.log})\n{tail}"
                     )
+                count = sup.restarted(slot.name, code)
+                print(
+                    f"restart: {slot.name} exited with code {code} during the run; restarting "
+                    f"it on port {slot.port} (restart {count} of at most {sup.max_restarts})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                procs[k] = await start(slot)
+                waits[asyncio.ensure_future(procs[k].wait())] = k
     finally:
         for task in waits:
             task.cancel()

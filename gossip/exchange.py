@@ -55,7 +55,10 @@ Rules for the bad days:
   applies it once (its cache), or refuses it once. The timeout doubles at each retry up to a
   maximum; the first one adapts to the measured round trips (``srtt + 4 rttvar``, sampled
   only from exchanges answered without a retry), between ``min_timeout`` and ``max_timeout``.
-  A request numbered ``<= ack`` (v's watermark) and no longer cached is ignored.
+  A request numbered ``<= ack`` (v's watermark) and no longer cached is ignored. A request
+  must have ``ack < seq <= ack + SEQ_WINDOW`` (:data:`~gossip.protocol.SEQ_WINDOW`); answers
+  and deferred requests numbered ``<= ack`` are forgotten, so neither the reply cache nor the
+  deferred requests hold more than ``SEQ_WINDOW`` per edge, whatever a peer sends.
 * A peer silent for :data:`~gossip.protocol.STUCK_RETRIES` retries must not freeze its
   neighbour: the lock is *released* (``counters.released``), the node serves and initiates
   again, the exchange stays pending (and retried) so that if the peer applied it, its reply
@@ -65,7 +68,8 @@ Rules for the bad days:
 * Clock skew: T may be a little ahead of the server's clock, which is fine (the ledger mixes
   forward in closed form); a T more than ``max_skew`` seconds ahead is rejected, and so is a
   new request more than ``max_skew`` behind (its state would be mixed back, by an
-  ``exp(+2 eta tau)`` that overflows).
+  ``exp(+2 eta tau)`` that overflows). So is a Busy whose ``t`` (the floor of our next try's
+  T) is more than ``max_skew`` ahead.
 * A closed server (its node is stopping) or one still recovering answers new requests with a
   :class:`~gossip.wire.Nack` ("not applied, and never will be"); the initiator drops them.
 * Nothing from a peer changes the state unless it passes :func:`gossip.wire.decode` and comes
@@ -102,6 +106,7 @@ from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
 from gossip.protocol import (
     INITIATOR_TRANSITIONS,
+    SEQ_WINDOW,
     SERVER_ACTIONS,
     STUCK_RETRIES,
     Action,
@@ -129,6 +134,7 @@ from gossip.wire import (
 __all__ = [
     "DEFERRED",
     "INITIATOR_TRANSITIONS",
+    "SEQ_WINDOW",
     "SERVER_ACTIONS",
     "STUCK_RETRIES",
     "Action",
@@ -283,6 +289,9 @@ class Exchanger(Initiator):
             self._on_answer(message, Event.REPLY, now)
             return None
         if isinstance(message, Busy):
+            # Its t becomes the floor of our next request's T: one far ahead would make every
+            # later request of ours absurd (refused by the peer, the edge stuck for good).
+            self._check_time(message.t, now)
             self._on_answer(message, Event.BUSY, now)
             return None
         if isinstance(message, Nack):
@@ -328,12 +337,29 @@ class Exchanger(Initiator):
             if answer is not None and answer != DEFERRED:
                 self._released.append((route, answer))
 
+    def _forget_deferred(self, edge: int, ack: int) -> None:
+        # The initiator has settled every exchange numbered <= ack on this edge: a request of
+        # those still waiting here needs no answer (and would otherwise pile up).
+        for key in [k for k in self._deferred if k[0] == edge and k[1] <= ack]:
+            del self._deferred[key]
+            self.counters.duplicates += 1
+
     def _on_request(self, msg: Request, now: float, route: bytes | None) -> bytes | None:
         state = self._edge_from(msg.src, msg.edge)
         self._check_dim("u", msg.u)
+        if not msg.ack < msg.seq <= msg.ack + SEQ_WINDOW:
+            # An honest initiator numbers each request after its own watermark, and at most
+            # SEQ_WINDOW ahead of it: this bounds our cache and deferred requests (SEQ_WINDOW).
+            raise ProtocolError(
+                f"request {msg.seq} on edge {msg.edge} has ack {msg.ack}; valid: ack < seq <= "
+                f"ack + {SEQ_WINDOW}"
+            )
         if not math.isnan(now):  # nan: answering what waited, while closing
             self._check_time(msg.t, now)
+        acked = state.ack_seen
         action = SERVER_ACTIONS[(self._standing(msg), state.lookup(msg.seq, msg.ack))]
+        if state.ack_seen > acked and self._deferred:
+            self._forget_deferred(msg.edge, state.ack_seen)
         if action == "answer":
             self.counters.duplicates += 1
             return state.cache[msg.seq]

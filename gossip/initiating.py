@@ -19,6 +19,7 @@ from gossip.errors import ConfigError, LocalError, ProtocolError
 from gossip.ledger import Ledger
 from gossip.protocol import (
     INITIATOR_TRANSITIONS,
+    SEQ_WINDOW,
     STUCK_RETRIES,
     Action,
     Counters,
@@ -199,6 +200,9 @@ class Initiator:
         return not (
             state.stuck
             or (limit is not None and len(state.pending) >= limit)
+            # The server rejects a request numbered beyond ack + SEQ_WINDOW (its bound on what
+            # it caches): without the lock and a limit, do not start one it would reject.
+            or state.next_seq - state.ack() > SEQ_WINDOW
             or not (self.open and self.initiating)
             or self._unrecovered
         )

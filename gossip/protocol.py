@@ -13,6 +13,7 @@ from enum import StrEnum
 
 __all__ = [
     "INITIATOR_TRANSITIONS",
+    "SEQ_WINDOW",
     "SERVER_ACTIONS",
     "STUCK_RETRIES",
     "Action",
@@ -34,6 +35,14 @@ other exchanges again) and that edge's ticks are skipped until the exchange sett
 first timeout at 10 ms or more, that is 310 ms or more of silence. Fewer would release the
 lock on a peer that is merely slow (an overloaded machine), whose late reply then breaks
 exactness; more would freeze the node longer behind a dead one."""
+
+
+SEQ_WINDOW = 1024
+"""Largest ``seq - ack`` a request may carry: how far an initiator may number ahead of what it
+has settled on an edge. With the lock it is 1 (2 around a released, stuck exchange); without
+it, at most ``max_in_flight``. The bound is what keeps a server's reply cache and its
+deferred requests at most this long per edge whatever a peer sends: answers numbered
+``<= ack`` are forgotten, and no request is numbered beyond ``ack + SEQ_WINDOW``."""
 
 
 class Phase(StrEnum):

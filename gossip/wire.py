@@ -10,9 +10,9 @@ Validation rules (each violation raises :class:`~gossip.errors.ProtocolError` na
 * the frame is a msgpack map of at most :data:`MAX_FRAME` bytes;
 * ``v`` equals :data:`VERSION` and ``type`` is one of :data:`MESSAGE_TYPES`;
 * every field of the type is present and no other field is;
-* integers are ints (not bools) and ``>= 0``; floats are finite numbers (ints are accepted and
-  converted); vectors are non-empty lists of finite numbers of at most :data:`MAX_DIM` entries;
-  strings are strings.
+* integers are ints (not bools), ``>= 0`` and ``<=`` :data:`MAX_INT`; floats are finite
+  numbers (ints are accepted and converted); vectors are non-empty lists of finite numbers of
+  at most :data:`MAX_DIM` entries; strings are strings.
 
 Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
 
@@ -50,6 +50,7 @@ from gossip.errors import ProtocolError
 __all__ = [
     "MAX_DIM",
     "MAX_FRAME",
+    "MAX_INT",
     "MESSAGE_TYPES",
     "VERSION",
     "Bootstrap",
@@ -75,6 +76,11 @@ MAX_FRAME = 1 << 20
 
 MAX_DIM = 1 << 14
 """Largest vector accepted (values, flows)."""
+
+MAX_INT = (1 << 63) - 1
+"""Largest integer accepted (ids, sequence numbers): a node increments sequence numbers taken
+from a peer (recovery numbers its exchanges after them), and the result must still fit
+msgpack's 64 bits, and a signed int64 on any other implementation."""
 
 Floats: TypeAlias = tuple[float, ...]
 
@@ -296,8 +302,10 @@ Checker: TypeAlias = Callable[[str, Any], Any]
 
 
 def _int(name: str, value: Any) -> int:
-    if type(value) is not int or value < 0:
-        raise ProtocolError(f"field {name!r} must be an integer >= 0, got {value!r}")
+    if type(value) is not int or not 0 <= value <= MAX_INT:
+        raise ProtocolError(
+            f"field {name!r} must be an integer >= 0 and <= {MAX_INT}, got {value!r}"
+        )
     return value
 
 

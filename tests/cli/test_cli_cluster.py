@@ -158,6 +158,8 @@ async def test_gossip_up_that_cannot_reach_eps_exits_1_with_a_message(tmp_path: 
         "--quiet",
         "--metrics-file",
         str(tmp_path / "m.jsonl"),
+        "--json",
+        str(tmp_path / "run.json"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=_env(),
@@ -166,6 +168,13 @@ async def test_gossip_up_that_cannot_reach_eps_exits_1_with_a_message(tmp_path: 
     _, stderr = await asyncio.wait_for(proc.communicate(), 90)
     assert proc.returncode == 1
     assert "did not reach 1e-300 within --timeout 2 s" in stderr.decode()
+    # The run failed, and its JSON says so and why.
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["reached"] is False
+    assert record["stop_reason"] == "timeout"
+    assert record["failure"].startswith("timeout: the error did not reach 1e-300")
+    assert record["events"][-1]["event"] == "failure"
+    assert record["restarts"] == {}
 
 
 async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path) -> None:
@@ -186,6 +195,8 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
         str(logs),
         "--metrics-file",
         str(tmp_path / "m.jsonl"),
+        "--json",
+        str(tmp_path / "run.json"),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
         env=_env(),
@@ -219,6 +230,9 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
     _, rest = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 130, rest.decode()[-2000:]
     assert "interrupted" in rest.decode()
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["reached"] is False
+    assert record["failure"].startswith("interrupted")
     for pid in pids:
         assert _gone(pid), f"process {pid} survived Ctrl-C"
     for port in [broker_port, *node_ports]:

@@ -25,7 +25,7 @@ DEPLOY = ROOT / "deploy"
 PI = DEPLOY / "raspberry-pi"
 
 # Left out of the image on purpose (deploy/requirements.txt says why); narwhals comes with plotly.
-LEFT_OUT = ("matplotlib", "amqtt", "scipy", "narwhals")
+LEFT_OUT = ("matplotlib", "amqtt", "scipy", "narwhals", "numba")
 
 
 def _name(requirement: str) -> str:

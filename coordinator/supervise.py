@@ -1,0 +1,146 @@
+"""``gossip up``'s restart policy: what it did to the node processes, and the run's record.
+
+A node process that dies during the run is started again under the same name, on the same
+address (so it recovers its exact state from its neighbours' ledgers), up to ``max_restarts``
+times per process. :class:`Supervision` counts the restarts and keeps a list of events (each
+restart, the failure that ended the run); :func:`run_record` turns them, with what the
+coordinator knew, into the ``--json`` record, which is written whether the run reached eps,
+failed or was interrupted.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coordinator.procs import free_port
+from coordinator.records import RunSummary
+from coordinator.runlog import write_json
+from coordinator.state import ClusterState
+from gossip.errors import ConfigError
+
+__all__ = ["Supervision", "free_port_block", "run_record", "write_record"]
+
+
+@dataclass(slots=True)
+class Supervision:
+    """The restart policy of one run and what it did.
+
+    Attributes
+    ----------
+    max_restarts : int
+        Restarts allowed per node process within the run; one more crash fails the run.
+    restarts : dict of str to int
+        Restarts so far, per process name (``node-4``, ``host-1``); only names restarted.
+    events : list of dict
+        In order: ``{"event": "restart", "process", "code", "restart", "wall"}`` for each
+        restart, ``{"event": "failure", "message", "wall"}`` for what ended a failed run.
+    failure : str or None
+        Why the run failed (``None`` while it has not).
+    """
+
+    max_restarts: int = 3
+    restarts: dict[str, int] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    failure: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_restarts < 0:
+            raise ConfigError(f"--max-restarts must be >= 0, got {self.max_restarts}")
+
+    def may_restart(self, name: str) -> bool:
+        """Whether process ``name`` may be restarted once more."""
+        return self.restarts.get(name, 0) < self.max_restarts
+
+    def restarted(self, name: str, code: int) -> int:
+        """Count a restart of ``name`` (which exited with ``code``); return its number."""
+        count = self.restarts.get(name, 0) + 1
+        self.restarts[name] = count
+        self.events.append(
+            {"event": "restart", "process": name, "code": code, "restart": count,
+             "wall": time.time()}
+        )  # fmt: skip
+        return count
+
+    def failed(self, message: str) -> None:
+        """Record what ended the run (the first failure wins)."""
+        if self.failure is None:
+            self.failure = message
+            self.events.append({"event": "failure", "message": message, "wall": time.time()})
+
+
+def free_port_block(host: str, size: int, attempts: int = 50) -> int:
+    """Return a port P such that P, P+1, ..., P+size-1 are all free on ``host`` right now.
+
+    Host mode binds node i of a process on P+i. As with :func:`free_port`, another process may
+    take a port before the node binds it; the node then fails and is restarted.
+
+    Raises
+    ------
+    ConfigError
+        No such block was found in ``attempts`` tries.
+    """
+    for _ in range(attempts):
+        base = free_port(host)
+        if base + size - 1 > 65535:
+            continue
+        if all(_is_free(host, base + i) for i in range(1, size)):
+            return base
+    raise ConfigError(f"found no {size} consecutive free ports on {host} in {attempts} tries")
+
+
+def _is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def run_record(
+    supervision: Supervision,
+    state: ClusterState,
+    summary: RunSummary | None,
+    written: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``--json`` record of a run: the coordinator's own plus restarts, events, failure.
+
+    ``written`` is what the coordinator wrote at the end of the run (``None`` when the run
+    failed before it could: then the record is built from the live ``state``).
+    """
+    if written is not None:
+        record = dict(written)
+    elif summary is not None:
+        record = summary.as_dict()
+    else:
+        record = {
+            "run_id": state.run_id,
+            "stop_reason": "failed",
+            "reached": False,
+            "t_eps": None,
+            "wall_s": None,
+            "activations": state.activations(),
+            "final_t": state.t,
+            "final_error": state.error,
+            "complete": False,
+            "graph": state.graph,
+            "algorithm": state.algorithm,
+            "nodes": state.expected,
+            "eps": state.eps,
+        }
+    if supervision.failure is not None:
+        record["reached"] = False
+    record["failure"] = supervision.failure
+    record["restarts"] = dict(supervision.restarts)
+    record["restarts_total"] = sum(supervision.restarts.values())
+    record["events"] = list(supervision.events)
+    return record
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` as the run's ``--json`` file."""
+    write_json(path, record)
