@@ -21,7 +21,7 @@ SCRIPT = r"""
 set -eu
 mkdir -p /tmp/src
 cd /src
-cp -r pyproject.toml README.md gossip node coordinator deploy /tmp/src/
+cp -r pyproject.toml README.md gossip node coordinator cli deploy /tmp/src/
 install=/tmp/src/deploy/raspberry-pi/install.sh
 pip="--no-index --find-links /wheels"
 $install broker --no-apt --no-systemctl --mqtt-password 'pi s3cret'
