@@ -10,7 +10,7 @@ from rich.console import Console
 
 from gossip.errors import GossipError
 
-__all__ = ["fail", "reported_errors"]
+__all__ = ["fail", "reported_errors", "warn"]
 
 _stderr = Console(stderr=True)
 
@@ -19,6 +19,12 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: message`` on stderr and return the Exit to raise."""
     _stderr.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+def warn(message: str, label: str = "warning") -> None:
+    """Print ``label: message`` on stderr, in bold (red for ``INSECURE``)."""
+    colour = "red" if label == "INSECURE" else "yellow"
+    _stderr.print(f"[bold {colour}]{label}:[/] {message}", highlight=False, soft_wrap=True)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli._app import app
-from cli._errors import fail, reported_errors
+from cli._errors import fail, reported_errors, warn
 
 if TYPE_CHECKING:
     from coordinator.service import CoordinatorConfig
@@ -132,6 +132,17 @@ def coordinator(
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
     dashboard_runs_dir: DashRuns = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            envvar=_env("keys"),
+            help="Key directory (gossip keys init: DIR/coordinator): CurveZMQ registration, "
+            "the nodes' allow-list, MQTT passwords per role. Without it: insecure.",
+        ),
+    ] = None,
+    mqtt_ca: Annotated[
+        Path | None, typer.Option(envvar=_env("mqtt_ca"), help="CA (PEM) of an mqtts:// broker.")
+    ] = None,
     hold: Annotated[
         float,
         typer.Option(
@@ -170,8 +181,12 @@ def coordinator(
         dashboard_host=dashboard_host,
         dashboard_token=dashboard_token,
         dashboard_runs_dir=dashboard_runs_dir,
+        keys=keys,
+        mqtt_ca=mqtt_ca,
     )
     with reported_errors():
+        if keys is None:
+            warn("no --keys: registration and exchanges are not authenticated (insecure)")
         state, plan = prepare(config)
         coord = Coordinator(config, state, plan)
         from coordinator.broker import redact_broker_url
@@ -307,6 +322,14 @@ def up(
     dashboard_token: DashToken = "",
     dashboard_runs_dir: DashRuns = Path("gossip-runs"),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            envvar=_env("insecure"),
+            help="Plain sockets and anonymous MQTT, for benchmarks only (default: CurveZMQ "
+            "with fresh keys, MQTT passwords and ACL).",
+        ),
+    ] = False,
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node."""
     import asyncio
@@ -347,7 +370,15 @@ def up(
             embedded=embedded_broker,  # type: ignore[arg-type]
             timeout=timeout,
             node_args=tuple(node_arg or ()),
+            secure=not insecure,
         )
+        if insecure:
+            warn(
+                "--insecure turns off authentication: any process that reaches a node's port "
+                "can pose as its neighbour and change the values, and anyone on the broker can "
+                "publish reports and stop commands. For benchmarks only.",
+                "INSECURE",
+            )
         try:
             summary, state = asyncio.run(_up(config, quiet))
         except KeyboardInterrupt:
@@ -383,6 +414,7 @@ async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
     import signal
 
     from coordinator._groups import single_error
+    from coordinator.broker import redact_broker_url
     from coordinator.launcher import run_up
 
     # SIGTERM gets the same orderly shutdown as Ctrl-C: cancel, stop every child, exit.
@@ -395,7 +427,7 @@ async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
     def started(state: ClusterState, broker: Any) -> None:
         holder["state"] = state
         typer.echo(
-            f"broker {broker.url} ({broker.kind}); starting {state.expected} nodes "
+            f"broker {redact_broker_url(broker.url)} ({broker.kind}); starting {state.expected} nodes "
             f"on {state.graph}",
             err=True,
         )

@@ -72,6 +72,11 @@ class CoordinatorConfig:
         Serve the dashboard (``coordinator.dashboard``) when a port is given.
     dashboard_runs_dir : Path or None
         Where the dashboard saves finished runs and finds earlier ones to overlay.
+    keys : Path or None
+        The coordinator's key directory (``gossip keys init``: ``DIR/coordinator``): CurveZMQ
+        registration, the allow-list, MQTT credentials per role. ``None``: insecure.
+    mqtt_ca : Path or None
+        CA certificate to check an ``mqtts://`` broker with (default: the system's).
     """
 
     graph: str = "grid:4x4"
@@ -98,6 +103,8 @@ class CoordinatorConfig:
     dashboard_host: str = "127.0.0.1"
     dashboard_token: str = ""
     dashboard_runs_dir: Path | None = None
+    keys: Path | None = None
+    mqtt_ca: Path | None = None
 
 
 def _positive(name: str, value: float) -> None:
@@ -141,6 +148,11 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
 
         raw = initial_values(config.values, topology.n, dim=config.dim)
         values = np.asarray(raw, dtype=np.float64).reshape(topology.n, config.dim)
+    security = None
+    if config.keys is not None:
+        from coordinator.security import load_security
+
+        security = load_security(config.keys)
     plan = Plan(
         topology=topology,
         params=params,
@@ -151,6 +163,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         values=values,
         dim=config.dim,
         start_delay=config.start_delay,
+        security=security,
     )
     state = ClusterState(
         graph=config.graph,

@@ -9,6 +9,9 @@ Theory of operation
 * Each node is a real OS process, ``python -m cli.app node --coordinator ...``, started in
   its own session and set to die with this process (:mod:`coordinator.procs`). Its output goes to
   ``<log_dir>/node-<k>.log``.
+* Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.keys.init_keys`), CurveZMQ
+  on every ZeroMQ socket, and, with the embedded mosquitto, a password per role and an ACL
+  (:mod:`coordinator.mqtt_auth`). ``secure=False`` (``gossip up --insecure``) turns it all off.
 * A watchdog fails the run early, naming the node and its log, if a node exits with an error
   before the run is over (without it the coordinator would only notice at its timeout).
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
@@ -26,14 +29,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import logging
+
+import zmq
+
 from coordinator._groups import single_error
-from coordinator.broker import BrokerKind, RunningBroker, broker_for
+from coordinator.broker import (
+    BrokerKind,
+    MosquittoAuth,
+    RunningBroker,
+    broker_for,
+    redact_broker_url,
+)
+from coordinator.mqtt_auth import write_mosquitto_auth
 from coordinator.procs import free_port, spawn, stop_all
+from coordinator.security import load_security
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState, RunSummary
 from gossip.errors import GossipError
+from gossip.keys import COORDINATOR, init_keys
 
 __all__ = ["NodeCrashError", "UpConfig", "node_argv", "run_up"]
+
+log = logging.getLogger(__name__)
 
 _NODE_EXIT_GRACE = 10.0  # seconds for stopped nodes to publish their final state and exit
 
@@ -63,6 +81,9 @@ class UpConfig:
         Where the nodes' logs go.
     host : str
         Loopback address everything binds to.
+    secure : bool
+        CurveZMQ with fresh keys in ``log_dir/keys``, and MQTT passwords and ACL with the
+        embedded mosquitto (see the module header). False: plain sockets, anonymous MQTT.
     """
 
     coordinator: CoordinatorConfig
@@ -72,6 +93,7 @@ class UpConfig:
     timeout: float = 300.0
     node_args: tuple[str, ...] = ()
     host: str = "127.0.0.1"
+    secure: bool = True
 
 
 def node_argv(coordinator: str, name: str, host: str, extra: Sequence[str] = ()) -> list[str]:
@@ -108,7 +130,25 @@ async def run_up(
     """
     state, plan = prepare(config.coordinator)
     config.log_dir.mkdir(parents=True, exist_ok=True)
-    async with broker_for(config.broker, config.embedded, config.host) as broker:
+    auth = None
+    if config.secure:
+        keys = config.log_dir / "keys"
+        init_keys(keys, [f"node-{k}" for k in range(plan.expected)], zmq.curve_keypair, force=True)
+        security = load_security(keys / COORDINATOR)
+        passwd, acl = write_mosquitto_auth(keys / "mqtt", security.mqtt_secret, plan.expected)
+        auth = MosquittoAuth(passwd, acl)
+        plan = dataclasses.replace(plan, security=security)
+    async with broker_for(config.broker, config.embedded, config.host, auth) as broker:
+        if plan.security is not None and not broker.access_controlled:
+            # Our passwords mean nothing to this broker: use the URL's credentials as they are.
+            plan = dataclasses.replace(
+                plan, security=dataclasses.replace(plan.security, mqtt_secret="")
+            )
+            if broker.kind == "amqtt":
+                log.warning(
+                    "the in-process amqtt broker has no passwords or ACL: MQTT is NOT access "
+                    "controlled (exchanges still are); install mosquitto for a secure broker"
+                )
         bind = f"tcp://{config.host}:{free_port(config.host)}"
         coord_config = dataclasses.replace(
             config.coordinator,
@@ -119,7 +159,7 @@ async def run_up(
             # A fresh local run never adopts what an earlier run left on a shared broker.
             resume=False,
         )
-        state.broker.url = broker.url
+        state.broker.url = redact_broker_url(broker.url)
         plan = dataclasses.replace(plan, broker=broker.url)
         coordinator = Coordinator(coord_config, state, plan, broker_kind=broker.kind)
         on_start(state, broker)
@@ -148,7 +188,10 @@ async def _run_nodes(
         await _first(coordinator.bound, run)
         for k in range(plan.expected):
             name = f"node-{k}"
-            argv = node_argv(bind, name, config.host, config.node_args)
+            extra = list(config.node_args)
+            if config.secure:
+                extra += ["--keys", str(config.log_dir / "keys" / name)]
+            argv = node_argv(bind, name, config.host, extra)
             procs.append(await spawn(argv, log=config.log_dir / f"{name}.log", env=env))
         watchdog = tg.create_task(_watch_nodes(procs, config.log_dir, state), name="node-watchdog")
         summary = await run

@@ -37,6 +37,7 @@ from typing import Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from coordinator.security import Security
 from gossip.errors import ConfigError
 from gossip.params import GossipParams
 from gossip.topology import Topology
@@ -84,6 +85,9 @@ class Plan:
     start_delay : float
         Seconds between the bootstrap and the epoch (``t = 0``), so that every node has its
         Bootstrap and its sockets connected before the clocks start.
+    security : Security or None
+        Keys of a secured cluster: neighbours' public keys and per-node MQTT credentials go
+        into the bootstraps (``None``: insecure).
     """
 
     topology: Topology
@@ -95,6 +99,7 @@ class Plan:
     values: NDArray[np.float64] | None = None
     dim: int = 1
     start_delay: float = 1.5
+    security: Security | None = None
 
     @property
     def expected(self) -> int:
@@ -198,11 +203,18 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
     Node ``v`` gets its neighbours ``w`` (id, address, edge index, ``P_e``) in the topology's
     edge order, the algorithm's parameters, the epoch and rate, and its initial value.
     """
-    topo, params = plan.topology, plan.params
+    topo, params, sec = plan.topology, plan.params, plan.security
+    keys = sec.allowed if sec is not None else {}
     out = []
     for node in range(topo.n):
         neighbors = tuple(
-            Neighbor(peer, assignment.addresses[peer], k, float(topo.probs[k]))
+            Neighbor(
+                peer,
+                assignment.addresses[peer],
+                k,
+                float(topo.probs[k]),
+                keys.get(assignment.names[peer], ""),
+            )
             for k, peer in topo.incident(node)
         )
         out.append(
@@ -217,7 +229,7 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
                 rate=plan.rate,
                 neighbors=neighbors,
                 initial_value=assignment.initial[node],
-                broker=plan.broker,
+                broker=plan.broker if sec is None else sec.node_broker(plan.broker, node),
                 metrics_period=plan.metrics_period,
                 dim=len(assignment.initial[node]),
             )

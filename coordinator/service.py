@@ -108,8 +108,10 @@ class Coordinator:
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         if config.broker:
-            host, port = parse_broker_url(config.broker)
-            username, password = broker_credentials(config.broker)
+            sec = plan.security
+            url = config.broker if sec is None else sec.coordinator_broker(config.broker)
+            host, port = parse_broker_url(url)
+            username, password = broker_credentials(url)
             self._link = MqttLink(
                 host,
                 port,
@@ -118,6 +120,8 @@ class Coordinator:
                 state.broker,
                 username=username,
                 password=password,
+                tls=url.startswith("mqtts://"),
+                ca=config.mqtt_ca,
             )
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -152,7 +156,13 @@ class Coordinator:
             try:
                 if self._link is not None and self.config.resume:
                     await self._try_resume()
-                with bound_socket(ctx, self.config.bind) as sock:
+                sec = self.plan.security
+                with bound_socket(
+                    ctx,
+                    self.config.bind,
+                    secret=sec.secret if sec else "",
+                    allowed=sec.allowed if sec else None,
+                ) as sock:
                     background.append(
                         tg.create_task(
                             serve_registrations(
@@ -161,6 +171,7 @@ class Coordinator:
                                 self.stats,
                                 self._on_ready,
                                 self._on_registered,
+                                authenticated=sec is not None,
                             ),
                             name="registrar",
                         )

@@ -473,14 +473,19 @@ class Exchanger(Correcting):
 
     # --- receiving ---------------------------------------------------------------------------
 
-    def receive(self, frame: bytes, now: float) -> bytes | None:
+    def receive(self, frame: bytes, now: float, sender: int | None = None) -> bytes | None:
         """Handle one frame from a peer; return the answer to send back to it, if any.
 
         Never raises on bad input: frames that fail validation or the rules in the module
         header are counted in ``counters.rejected`` and leave the state unchanged.
+        ``sender`` is the node id authenticated on the frame's connection (CURVE), if known:
+        a message whose ``src`` is another node is counted in ``counters.forged`` and ignored.
         """
         try:
             message = decode(frame)
+            if sender is not None and getattr(message, "src", sender) != sender:
+                self.counters.forged += 1  # src is what the sender wrote; the key is not
+                return None
             if self.hold and self.open and self._holding.defers(message, self._in_flight):
                 return DEFERRED  # ids order the waits: no cycle, no deadlock
             return self._dispatch(message, now)

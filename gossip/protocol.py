@@ -133,6 +133,7 @@ class Counters:
     corrections: int = 0  # correction messages sent (first copies), one per edge per pass
     corrected: int = 0  # jump inputs corrected (items in those messages)
     late: int = 0  # flows older than the correction horizon: applied, inputs not corrected
+    forged: int = 0  # frames whose src is not the node authenticated on their connection
 
     def as_dict(self) -> dict[str, int]:
         """Return the counters as a plain dict."""

@@ -194,12 +194,16 @@ class Register:
 
 @dataclass(frozen=True, slots=True)
 class Neighbor:
-    """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e."""
+    """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e.
+
+    ``key`` is the neighbour's CURVE public key (Z85), or ``""`` in an insecure cluster.
+    """
 
     peer_id: int
     address: str
     edge_index: int
     prob: float
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +276,7 @@ def _plain(value: Any) -> Any:
             return list(value)  # the hot path: a vector of floats
         return [_plain(item) for item in value]
     if isinstance(value, Neighbor):
-        return [value.peer_id, value.address, value.edge_index, value.prob]
+        return [value.peer_id, value.address, value.edge_index, value.prob, value.key]
     return value
 
 
@@ -356,9 +360,9 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
     out = []
     for i, item in enumerate(value):
         where = f"{name}[{i}]"
-        if not isinstance(item, list) or len(item) != 4:
+        if not isinstance(item, list) or len(item) not in (4, 5):
             raise ProtocolError(
-                f"field {where!r} must be [peer_id, address, edge_index, prob], got {item!r}"
+                f"field {where!r} must be [peer_id, address, edge_index, prob, key], got {item!r}"
             )
         prob = _float(f"{where}.prob", item[3])
         if not 0.0 < prob <= 1.0:
@@ -369,6 +373,7 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
                 _str(f"{where}.address", item[1]),
                 _int(f"{where}.edge_index", item[2]),
                 prob,
+                _str(f"{where}.key", item[4]) if len(item) == 5 else "",
             )
         )
     return tuple(out)

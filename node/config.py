@@ -6,6 +6,7 @@ import math
 import os
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gossip.errors import ConfigError
 from node.faults import FaultSpec
@@ -82,6 +83,11 @@ class NodeConfig:
         Exact mode: corrections smaller than this times the size of the values are not sent.
     correction_horizon : float or None
         Exact mode: seconds after which a jump is final (``None``: ``4 * max_timeout``).
+    keys : Path or None
+        This node's key directory (:mod:`gossip.keys`): CurveZMQ on every socket, the
+        coordinator's key checked at registration. ``None``: plain, unauthenticated sockets.
+    mqtt_ca : Path or None
+        CA certificate (PEM) to check an ``mqtts://`` broker with (default: the system's).
     """
 
     coordinator: str
@@ -102,6 +108,8 @@ class NodeConfig:
     exact: bool = False
     correction_tol: float = 1e-9
     correction_horizon: float | None = None
+    keys: Path | None = None
+    mqtt_ca: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):

@@ -39,10 +39,12 @@ import numpy as np
 
 from gossip.errors import GossipError
 from gossip.exchange import DEFERRED, Counters, Exchanger, Link, TimeBase
+from gossip.keys import load_identity
 from gossip.ledger import Ledger
 from gossip.wire import Bootstrap, Register
 from node.clock import PoissonClock
 from node.config import NodeConfig
+from node.curve import CurveKeys
 from node.faults import FaultyTransport
 from node.mqtt import NodeMqtt, parse_broker
 from node.registration import register
@@ -230,7 +232,7 @@ class Node:
         transport, ex, clock = self.transport, self.exchanger, self.clock
         while True:
             incoming = await transport.recv()
-            answer = ex.receive(incoming.data, clock())
+            answer = ex.receive(incoming.data, clock(), incoming.sender)
             if answer is DEFERRED:
                 self._routes.append(incoming.route)
             elif answer is not None and incoming.route is not None:
@@ -333,7 +335,9 @@ async def run_node(config: NodeConfig) -> int:
         A bad setting (ConfigError), a refused registration (RemoteError), or a socket
         failure or registration timeout (TransportError).
     """
-    inner = ZmqTransport(config.bind, config.advertise, toward=config.coordinator)
+    identity = load_identity(config.keys) if config.keys is not None else None
+    keys = CurveKeys.of(identity) if identity is not None else None
+    inner = ZmqTransport(config.bind, config.advertise, toward=config.coordinator, keys=keys)
     transport: Transport = (
         FaultyTransport(inner, config.faults, config.seed) if config.faults.active else inner
     )
@@ -353,6 +357,8 @@ async def run_node(config: NodeConfig) -> int:
                     request,
                     every=config.register_every,
                     give_up_after=config.register_timeout,
+                    keys=keys,
+                    coordinator_key=identity.coordinator if identity is not None else "",
                 ),
                 stop,
             )
@@ -381,7 +387,11 @@ async def run_node(config: NodeConfig) -> int:
                 correction_horizon=config.correction_horizon,
             )
             node.stop_requested = stop
+            if keys is not None:  # admit the neighbours' keys only, each as its node id
+                inner.trust({n.peer_id: n.key for n in boot.neighbors})
             broker = parse_broker(boot.broker)
+            if broker is not None and config.mqtt_ca is not None:
+                broker = dataclasses.replace(broker, ca=str(config.mqtt_ca))
             mqtt = (
                 None
                 if broker is None

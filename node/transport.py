@@ -24,10 +24,15 @@ __all__ = ["Incoming", "Transport", "TransportStats"]
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
-    """One frame received: its bytes, and the route to answer it on (``None``: an answer)."""
+    """One frame received: its bytes, and the route to answer it on (``None``: an answer).
+
+    ``sender`` is the node id authenticated on the frame's connection (CurveZMQ), or ``None``
+    when the transport does not authenticate its peers.
+    """
 
     data: bytes
     route: bytes | None
+    sender: int | None = None
 
 
 @dataclass(slots=True)
