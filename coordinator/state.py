@@ -52,8 +52,10 @@ COUNTER_NAMES = (
     "corrections",
     "corrected",
     "late",
+    "forged",
 )
-"""The exchange counters every node reports (contract C3; the last three in exact mode only).
+"""The exchange counters every node reports (contract C3; corrections, corrected and late in
+exact mode only; forged: frames whose ``src`` was not the node authenticated by their key).
 
 A node of an older version that does not report one of them counts as 0 for it."""
 

@@ -184,6 +184,11 @@ class ZmqTransport(Transport):
         """Whether every connection is authenticated (CurveZMQ)."""
         return self._keys is not None
 
+    @property
+    def denied(self) -> int:
+        """Connections refused so far because their key is not a neighbour's."""
+        return 0 if self._auth is None else self._auth.denied
+
     def trust(self, peer_keys: Mapping[int, str]) -> None:
         """Admit exactly these peers (node id -> Z85 public key) on the ROUTER from now on.
 
