@@ -63,7 +63,12 @@ async def register(
     try:
         sock.connect(coordinator)
         while True:
-            await sock.send(frame)
+            try:
+                # Never wait on a send: a DEALER whose handshake was refused has no peer to
+                # queue for, and a blocking send would hide the refusal (and the timeout).
+                await sock.send(frame, zmq.NOBLOCK)
+            except zmq.Again:
+                pass
             wait = every if deadline is None else min(every, deadline - time.monotonic())
             if wait <= 0:
                 raise TransportError(
