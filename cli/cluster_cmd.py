@@ -427,8 +427,8 @@ async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
     def started(state: ClusterState, broker: Any) -> None:
         holder["state"] = state
         typer.echo(
-            f"broker {redact_broker_url(broker.url)} ({broker.kind}); starting {state.expected} nodes "
-            f"on {state.graph}",
+            f"broker {redact_broker_url(broker.url)} ({broker.kind}); starting "
+            f"{state.expected} nodes on {state.graph}",
             err=True,
         )
 

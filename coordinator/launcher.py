@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import logging
 
 import zmq
 

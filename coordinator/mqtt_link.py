@@ -23,9 +23,8 @@ import logging
 import os
 import random
 from collections.abc import Callable
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 
@@ -91,9 +90,7 @@ class MqttLink:
         ca: Path | None = None,
     ) -> None:
         self.host = host
-        self._tls = (
-            aiomqtt.TLSParameters(ca_certs=str(ca) if ca else None) if tls else None
-        )
+        self._tls = aiomqtt.TLSParameters(ca_certs=str(ca) if ca else None) if tls else None
         self.port = port
         self._username = username
         self._password = password

@@ -4,7 +4,8 @@ Loaded once from the coordinator's key directory (``gossip keys init`` writes
 ``DIR/coordinator``; see :mod:`gossip.keys`). It decides three things:
 
 * who may register, and under which name (the allow-list; :mod:`coordinator.registrar`);
-* which public keys each node learns for its neighbours (:func:`coordinator.registry.build_bootstraps`);
+* which public keys each node learns for its neighbours
+  (:func:`coordinator.registry.build_bootstraps`);
 * the MQTT credentials: the coordinator's own, and the ones each node gets in its bootstrap
   (``node-<id>`` and its derived password), when the directory holds an MQTT secret.
 """

@@ -236,7 +236,9 @@ def load_allow_list(path: Path) -> dict[str, str]:
     data = _read_json(path, "allow-list")
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(f"the allow-list {path} must be a JSON object of node name -> key")
-    out = {str(name): check_key(key, f"the key of {name!r} in {path}") for name, key in data.items()}
+    out = {
+        str(name): check_key(key, f"the key of {name!r} in {path}") for name, key in data.items()
+    }
     if len(set(out.values())) != len(out):
         raise ConfigError(f"the allow-list {path} gives the same key to two nodes")
     return out

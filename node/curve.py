@@ -44,7 +44,9 @@ def curve_server(sock: zmq.Socket[bytes], keys: CurveKeys) -> None:
     sock.setsockopt(zmq.ZAP_DOMAIN, b"gossip")
 
 
-def curve_client(sock: zmq.Socket[bytes], keys: CurveKeys, server_key: str) -> None:
+def curve_client(
+    sock: zmq.Socket[bytes] | zmq.asyncio.Socket, keys: CurveKeys, server_key: str
+) -> None:
     """Make ``sock`` a CURVE client of the server whose public key is ``server_key``."""
     sock.setsockopt(zmq.CURVE_SERVERKEY, server_key.encode("ascii"))
     sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.public.encode("ascii"))

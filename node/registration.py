@@ -13,6 +13,7 @@ under the name its key is listed with. A handshake the coordinator refuses is re
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import zmq
@@ -63,12 +64,10 @@ async def register(
     try:
         sock.connect(coordinator)
         while True:
-            try:
-                # Never wait on a send: a DEALER whose handshake was refused has no peer to
-                # queue for, and a blocking send would hide the refusal (and the timeout).
+            # Never wait on a send: a DEALER whose handshake was refused has no peer to
+            # queue for, and a blocking send would hide the refusal (and the timeout).
+            with contextlib.suppress(zmq.Again):
                 await sock.send(frame, zmq.NOBLOCK)
-            except zmq.Again:
-                pass
             wait = every if deadline is None else min(every, deadline - time.monotonic())
             if wait <= 0:
                 raise TransportError(

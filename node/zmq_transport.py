@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import socket as pysocket
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -165,10 +165,9 @@ class ZmqTransport(Transport):
         self._closed = False
 
     def _watch(self, sock: zmq.Socket[bytes]) -> None:
+        drain: Callable[[zmq.Socket[bytes]], None] = self._drain_dealer
         if sock is self._router:
             drain = self._drain_router if self._keys is None else self._drain_router_authenticated
-        else:
-            drain = self._drain_dealer
         self._loop.add_reader(cast(int, sock.getsockopt(zmq.FD)), drain, sock)
 
     def _unwatch(self, sock: zmq.Socket[bytes]) -> None:

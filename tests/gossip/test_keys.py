@@ -85,9 +85,7 @@ def test_bad_names_are_refused(tmp_path: Path) -> None:
 
 
 @given(st.text(min_size=16, max_size=40), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_mqtt_passwords_differ_per_user_and_are_reproducible(
-    secret: str, a: int, b: int
-) -> None:
+def test_mqtt_passwords_differ_per_user_and_are_reproducible(secret: str, a: int, b: int) -> None:
     pa, pb = mqtt_password(secret, f"node-{a}"), mqtt_password(secret, f"node-{b}")
     assert pa == mqtt_password(secret, f"node-{a}")
     assert (pa == pb) == (a == b)
