@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import zmq
 import zmq.asyncio
@@ -18,16 +19,11 @@ def keypair() -> CurveKeys:
 
 
 async def wait_handshake_refused(sock: zmq.asyncio.Socket) -> None:
-    """Wait until ``sock``'s handshake fails (the server refused it)."""
-    monitor = sock.get_monitor_socket(
-        zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-    )
+    """Wait until ``sock``'s handshake is refused by the server's ZAP handler."""
+    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
     try:
-        event = await asyncio.wait_for(recv_monitor_message(monitor), 10)
-        assert event["event"] in (
-            zmq.EVENT_HANDSHAKE_FAILED_AUTH,
-            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
-        )
+        event = await asyncio.wait_for(recv_monitor_message(monitor), 60)
+        assert event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH
     finally:
         sock.disable_monitor()
         monitor.close(0)
@@ -68,12 +64,15 @@ async def test_an_unknown_key_or_a_plain_socket_never_gets_a_frame_in() -> None:
             plain = ctx.socket(zmq.DEALER)  # no CURVE at all
             for sock in (outsider, plain):
                 sock.setsockopt(zmq.LINGER, 0)
-                refused = asyncio.ensure_future(wait_handshake_refused(sock))
-                await asyncio.sleep(0)
+                sock.setsockopt(zmq.SNDTIMEO, 0)
+            refused = asyncio.ensure_future(wait_handshake_refused(outsider))
+            await asyncio.sleep(0)
+            for sock in (outsider, plain):
                 sock.connect(b.address)
-                for _ in range(20):
-                    await sock.send(b"forged request")
-                await refused
+                for _ in range(20):  # queued before the handshake, or refused: never in
+                    with contextlib.suppress(zmq.Again):
+                        await sock.send(b"forged request")
+            await refused
             assert b.denied >= 1  # the outsider's key was refused by ZAP
             # A trusted neighbour still gets through, and its frame is the only one.
             a.trust({5: kb.public})
