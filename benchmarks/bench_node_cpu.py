@@ -178,8 +178,10 @@ async def cluster_cpu(
     warmup: float,
     period: float,
     node_args: tuple[str, ...] = (),
+    secure: bool = True,
 ) -> ClusterCpu:
-    """Run a cluster for ``duration`` seconds of t and measure its CPU per exchange."""
+    """Run a cluster for ``duration`` seconds of t and measure its CPU per exchange
+    (``secure``: CurveZMQ and MQTT passwords, as ``gossip up`` runs by default)."""
     box: dict[str, ClusterState] = {}
     ready = asyncio.Event()
     samples: list[Sample] = []
@@ -201,6 +203,7 @@ async def cluster_cpu(
             log_dir=Path(tmp),
             timeout=duration,
             node_args=node_args,
+            secure=secure,
         )
         async with asyncio.TaskGroup() as tg:
             sampler = tg.create_task(_sample(box, ready, samples), name="cpu-sampler")
@@ -248,6 +251,12 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--period", type=float, default=0.1, help="metrics period (s)")
     parser.add_argument("--round-trips", type=int, default=20_000)
     parser.add_argument("--node-arg", action="append", default=[])
+    parser.add_argument(
+        "--security",
+        choices=("secure", "insecure", "both"),
+        default="secure",
+        help="both: a secured then a plain cluster, and their CPU-per-exchange ratio",
+    )
     args = parser.parse_args(argv)
 
     raw = await raw_cpu(args.round_trips)
@@ -256,15 +265,31 @@ async def main(argv: Sequence[str] | None = None) -> None:
         f"  {raw.cpu_per_rt_us:.1f} us CPU per round trip "
         f"({raw.round_trips} round trips, {raw.per_s:,.0f}/s)"
     )
-    run = await cluster_cpu(
-        args.graph,
-        args.algorithm,
-        args.rate,
-        args.duration,
-        args.warmup,
-        args.period,
-        tuple(args.node_arg),
-    )
+    kinds = {"secure": [True], "insecure": [False], "both": [True, False]}[args.security]
+    per_exchange = {}
+    for secure in kinds:
+        run = await cluster_cpu(
+            args.graph,
+            args.algorithm,
+            args.rate,
+            args.duration,
+            args.warmup,
+            args.period,
+            tuple(args.node_arg),
+            secure,
+        )
+        per_exchange[secure] = run.node_us
+        print(f"\n{'secure (CurveZMQ)' if secure else 'INSECURE (plain sockets)'}:")
+        report(run, raw, args)
+    if len(per_exchange) == 2:
+        print(
+            f"\nnode CPU per exchange secure / insecure = "
+            f"{per_exchange[True] / per_exchange[False]:.2f}x (target <= 1.3x)"
+        )
+
+
+def report(run: ClusterCpu, raw: RawCpu, args: argparse.Namespace) -> None:
+    """Print one cluster run's figures."""
     print(
         f"\n{args.algorithm} on {args.graph}, asked {run.asked:.0f}/s, metrics every "
         f"{args.period:g} s"
