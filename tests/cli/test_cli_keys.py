@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
+import json
+import os
 import stat
 import sys
 from pathlib import Path
@@ -63,12 +64,12 @@ async def test_an_unknown_key_or_another_nodes_name_is_refused(tmp_path: Path) -
     runner.invoke(app, ["keys", "init", "--dir", str(ours), "--nodes", "3"])
     runner.invoke(app, ["keys", "init", "--dir", str(theirs), "--nodes", "3"])
     # A stranger's node that knows our coordinator's public key, but is not in its allow-list.
-    shutil.copy(ours / "node-0" / "identity.json", tmp_path / "ours-identity.json")
     stranger = theirs / "node-0"
-    text = (stranger / "identity.json").read_text()
-    theirs_coord = (theirs / "coordinator" / "identity.json").read_text().split('"')[7]
-    ours_coord = (ours / "coordinator" / "identity.json").read_text().split('"')[7]
-    (stranger / "identity.json").write_text(text.replace(theirs_coord, ours_coord))
+    identity = json.loads((stranger / "identity.json").read_text())
+    identity["coordinator"] = json.loads((ours / "coordinator" / "identity.json").read_text())[
+        "public"
+    ]
+    (stranger / "identity.json").write_text(json.dumps(identity))
     _, plan = prepare(CoordinatorConfig(graph="line:3", keys=ours / "coordinator"))
     assert plan.security is not None
     ctx = zmq.asyncio.Context()
@@ -97,3 +98,25 @@ async def test_an_unknown_key_or_another_nodes_name_is_refused(tmp_path: Path) -
                 server.cancel()
     finally:
         ctx.destroy(linger=0)
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_gossip_up_insecure_still_works_and_says_so(tmp_path: Path) -> None:
+    out, logs = tmp_path / "run.json", tmp_path / "logs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cli.app", "up", "--insecure", "--graph", "line:3",
+        "--rate", "100", "--until", "1e-6", "--json", str(out), "--log-dir", str(logs),
+        "--metrics-file", str(tmp_path / "run.jsonl"), "--quiet",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    _, stderr = await asyncio.wait_for(proc.communicate(), 150)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    assert "INSECURE" in stderr.decode()
+    summary = json.loads(out.read_text())
+    assert summary["reached"] is True
+    assert summary["mass_drift_rel"] <= 1e-9
+    assert not (logs / "keys").exists()
+    assert "not authenticated" in (logs / "node-0.log").read_text()
