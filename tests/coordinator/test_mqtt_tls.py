@@ -8,17 +8,17 @@ import datetime
 import getpass
 import ipaddress
 import json
+import os
 from pathlib import Path
 
 import aiomqtt
 import pytest
-from conftest import require_mosquitto
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from coordinator.broker import wait_for_port
+from coordinator.broker import find_mosquitto, wait_for_port
 from coordinator.mqtt_auth import write_mosquitto_auth
 from coordinator.mqtt_link import MqttLink
 from coordinator.procs import free_port, spawn, stop_process
@@ -27,6 +27,16 @@ from gossip.keys import COORDINATOR, mqtt_password
 from node.mqtt import NodeMqtt, parse_broker
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
+
+
+def require_mosquitto() -> str:
+    """The mosquitto binary; skip without it (CI installs it: fail there)."""
+    binary = find_mosquitto()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("mosquitto is not installed (scripts/system-deps installs it)")
+        pytest.skip("mosquitto is not installed")
+    return binary
 
 
 def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
