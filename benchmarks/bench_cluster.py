@@ -34,8 +34,9 @@ from raw_zmq import REQUEST_FRAME, echo_dealer
 from coordinator.agreement import band_agreement
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
+from coordinator.records import RunSummary
 from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState, RunSummary
+from coordinator.state import ClusterState
 
 
 @dataclass
@@ -76,7 +77,10 @@ async def _sample_rss(peak: list[float]) -> None:
     while True:
         for child in me.children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if "node" in child.cmdline():
+                parent = child.parent()
+                # A node process: `gossip node`, or forked by the launcher's fork server.
+                forked = parent is not None and "cli.forkserver" in parent.cmdline()
+                if forked or "node" in child.cmdline():
                     peak[0] = max(peak[0], child.memory_info().rss / 2**20)
         await asyncio.sleep(0.5)
 

@@ -40,7 +40,7 @@ import psutil
 from raw_zmq import REQUEST_FRAME, echo_dealer
 
 from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
+from coordinator.launcher import UpConfig, host_sizes, run_up
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
 
@@ -159,8 +159,11 @@ async def _sample(
 
 
 def _is_node(proc: psutil.Process) -> bool:
+    """A node process: ``gossip node`` started as such, or forked by the fork server."""
     with contextlib.suppress(psutil.Error):
-        return "node" in proc.cmdline()
+        parent = proc.parent()
+        forked = parent is not None and "cli.forkserver" in parent.cmdline()
+        return forked or "node" in proc.cmdline()
     return False
 
 
@@ -178,6 +181,7 @@ async def cluster_cpu(
     warmup: float,
     period: float,
     node_args: tuple[str, ...] = (),
+    per_process: int = 1,
     secure: bool = True,
 ) -> ClusterCpu:
     """Run a cluster for ``duration`` seconds of t and measure its CPU per exchange
@@ -203,6 +207,7 @@ async def cluster_cpu(
             log_dir=Path(tmp),
             timeout=duration,
             node_args=node_args,
+            nodes_per_process=per_process,
             secure=secure,
         )
         async with asyncio.TaskGroup() as tg:
@@ -215,7 +220,8 @@ async def cluster_cpu(
     epoch = state.epoch or samples[0].wall
     # The steady part: after the warm-up (the nodes start up and import before the epoch, and
     # that CPU is not the exchanges'), and before the stop (the activations stop growing).
-    window = [s for s in samples if s.wall >= epoch + warmup and len(s.nodes) == state.expected]
+    processes = len(host_sizes(state.expected, per_process))
+    window = [s for s in samples if s.wall >= epoch + warmup and len(s.nodes) == processes]
     growing = [
         i for i in range(1, len(window)) if window[i].activations > window[i - 1].activations
     ]
@@ -252,6 +258,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--round-trips", type=int, default=20_000)
     parser.add_argument("--node-arg", action="append", default=[])
     parser.add_argument(
+        "--nodes-per-process", type=int, default=1, help="host mode: nodes per node process"
+    )
+    parser.add_argument(
         "--security",
         choices=("secure", "insecure", "both"),
         default="secure",
@@ -276,6 +285,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
             args.warmup,
             args.period,
             tuple(args.node_arg),
+            args.nodes_per_process,
             secure,
         )
         per_exchange[secure] = run.node_us
@@ -292,7 +302,7 @@ def report(run: ClusterCpu, raw: RawCpu, args: argparse.Namespace) -> None:
     """Print one cluster run's figures."""
     print(
         f"\n{args.algorithm} on {args.graph}, asked {run.asked:.0f}/s, metrics every "
-        f"{args.period:g} s"
+        f"{args.period:g} s, {args.nodes_per_process} node(s) per process"
     )
     print(f"  achieved {run.achieved:,.0f}/s ({run.achieved / run.asked:.0%} of asked)")
     print(

@@ -3,13 +3,16 @@
 The baseline is the straightforward vectorised simulation: all runs advance together, one
 activation per run per step, and at every step *every* node of every run is mixed up to the
 run's new time (O(n) per activation) before the jump. The simulator mixes only the two nodes of
-the activated edge (O(1) per activation). Both run on one core here (``workers=1``); the
-simulator's default multi-process figure is printed too, and so is the wall time of the full
-paper figure (``gossip reproduce gossip-figure``, 1000 runs per curve).
+the activated edge (O(1) per activation), with either engine: the compiled kernel (numba,
+``gossip.sim.compiled``) and the vectorised NumPy sweep (``gossip.sim.engine``). All three run on
+one core here (``workers=1``) in the same run of this script; the compiled simulator's default
+multi-threaded figure is printed too, and so is the time of the full paper figure
+(``gossip reproduce gossip-figure``, 1000 runs per curve), wall and CPU.
 
 The single-process rates are measured in CPU time of this process (``time.process_time``), so
-that other jobs on a shared machine distort the ratio less; the multi-process rate and the
-figure are wall time.
+that other jobs on a shared machine distort the ratio less; the multi-threaded rate and the
+figure's wall time are wall time. The first call of the compiled kernel (loading numba's cache,
+or compiling on a first ever run) is timed apart and left out of the rates.
 
 Run: ``python benchmarks/bench_simulator.py`` (``--help`` for options).
 """
@@ -17,10 +20,12 @@ Run: ``python benchmarks/bench_simulator.py`` (``--help`` for options).
 from __future__ import annotations
 
 import argparse
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +33,7 @@ from numpy.typing import NDArray
 from gossip.jumps import edge_flow
 from gossip.mixing import mix
 from gossip.params import GossipParams, gossip_params
+from gossip.sim.compiled import compile_seconds
 from gossip.simulator import simulate
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
@@ -70,6 +76,7 @@ def event_driven(
     t_end: float,
     workers: int | None,
     grid_points: int,
+    engine: Literal["compiled", "numpy"] = "compiled",
 ) -> float:
     """Return the simulator's activations per second over ``runs`` runs up to ``t_end``."""
     done = [0]
@@ -80,7 +87,8 @@ def event_driven(
     grid = np.linspace(0.0, t_end, grid_points)
     clock = time.process_time if workers == 1 else time.perf_counter
     started = clock()
-    simulate(topo, params, initial, grid, runs, 1, count, workers=workers)
+    result = simulate(topo, params, initial, grid, runs, 1, count, workers=workers, engine=engine)
+    assert result.engine == engine
     return done[0] / (clock() - started)
 
 
@@ -106,9 +114,17 @@ def main() -> None:
         f"runs={args.runs}; simulator to t={args.t_end:g} with {args.grid_points} grid points; "
         f"baseline {args.baseline_steps} steps"
     )
+    # The kernel's first call: numba's on-disk cache loaded (or the kernel compiled, first time).
+    warm = parse_topology("line:3")
+    began = time.perf_counter()
+    simulate(warm, gossip_params("arg", 0.1, 2.0), np.eye(3)[0], [0.0, 1.0], 1, 0, workers=1)
     print(
-        f"{'graph':<12} {'algo':<4} {'baseline ev/s':>14} {'simulator ev/s':>15} "
-        f"{'ratio':>7} {'sim, all CPUs, wall':>20}"
+        f"compiled kernel, first call: {time.perf_counter() - began:.2f} s wall "
+        f"(kernel {compile_seconds() or 0.0:.2f} s)"
+    )
+    print(
+        f"{'graph':<12} {'algo':<4} {'baseline ev/s':>14} {'numpy eng ev/s':>15} "
+        f"{'compiled ev/s':>14} {'x baseline':>10} {'x numpy eng':>11} {'compiled, all CPUs':>19}"
     )
     for spec in args.graphs:
         topo = parse_topology(spec)
@@ -117,13 +133,16 @@ def main() -> None:
         for name in ("rg", "arg"):
             params = gossip_params(name, q.mu_gossip, q.r_max)
             base = baseline(topo, params, initial, args.runs, args.baseline_steps)
+            vec = event_driven(
+                topo, params, initial, args.runs, args.t_end, 1, args.grid_points, "numpy"
+            )
             ours = event_driven(topo, params, initial, args.runs, args.t_end, 1, args.grid_points)
             multi = event_driven(
                 topo, params, initial, args.runs, args.t_end, None, args.grid_points
             )
             print(
-                f"{spec:<12} {name:<4} {base:>14.3g} {ours:>15.3g} {ours / base:>6.1f}x "
-                f"{multi:>20.3g}",
+                f"{spec:<12} {name:<4} {base:>14.3g} {vec:>15.3g} {ours:>14.3g} "
+                f"{ours / base:>9.1f}x {ours / vec:>10.1f}x {multi:>19.3g}",
                 flush=True,
             )
 
@@ -147,7 +166,11 @@ def main() -> None:
                 capture_output=True,
             )
             wall = time.perf_counter() - started
-        print(f"full gossip figure ({args.runs} runs per curve, 6 curves): {wall:.1f} s wall")
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        print(
+            f"full gossip figure ({args.runs} runs per curve, 6 curves): {wall:.1f} s wall, "
+            f"{usage.ru_utime + usage.ru_stime:.1f} s CPU (all threads)"
+        )
 
 
 if __name__ == "__main__":

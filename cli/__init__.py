@@ -4,3 +4,26 @@ Each command module registers its commands on the Typer apps of :mod:`cli._app` 
 its heavy imports (matplotlib, zmq, aiohttp) inside the command functions, so that
 ``gossip --help`` stays fast.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cli.app import main
+
+# Only ``main``: ``cli.app`` is the entry module's own name (the Typer app is ``cli.app.app``).
+__all__ = ["main"]
+
+
+def __getattr__(name: str) -> Any:
+    """``cli.main``, imported on first use (PEP 562).
+
+    Importing :mod:`cli.app` here eagerly would make ``python -m cli.app`` warn that the module
+    was already imported by its package.
+    """
+    if name in __all__:
+        import cli.app as entry
+
+        return getattr(entry, name)
+    raise AttributeError(f"module 'cli' has no attribute {name!r}")

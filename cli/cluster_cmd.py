@@ -7,18 +7,18 @@ configured by their environment.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cli._app import app
+from cli._cluster_view import hold_dashboard, print_summary, progress_bar, with_log_lines
 from cli._errors import fail, reported_errors, warn
 
 if TYPE_CHECKING:
-    from coordinator.service import CoordinatorConfig
-    from coordinator.state import ClusterState, RunSummary
+    from coordinator.records import RunSummary
+    from coordinator.state import ClusterState
 
 __all__ = ["coordinator", "up"]
 
@@ -198,75 +198,16 @@ def coordinator(
             err=True,
         )
         try:
-            summary = asyncio.run(_with_log_lines(coord.run(), state))
+            summary = asyncio.run(with_log_lines(coord.run(), state))
         except KeyboardInterrupt:
             raise fail("interrupted", code=130) from None
     if summary is None:
         return
-    _print_summary(summary, state, config)
+    print_summary(summary, state, config)
     if hold > 0 and dashboard_port is not None:
-        _hold_dashboard(state, config, hold)
+        hold_dashboard(state, config, hold)
     if not summary.reached:
         raise fail(f"the error did not reach {until:g} (final error {summary.final_error})", 1)
-
-
-def _hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: float) -> None:
-    """Serve the dashboard of the finished run for ``seconds`` (``inf``: until interrupted).
-
-    The run's own dashboard closed with the run; this one serves the same final state, so a
-    user of ``docker compose up`` can still look at the result.
-    """
-    import asyncio
-    import math
-
-    from coordinator.dashboard import serve
-    from coordinator.service import announce_dashboard
-
-    async def serve_for() -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(None if math.isinf(seconds) else seconds):
-                await serve(
-                    state,
-                    config.dashboard_host,
-                    config.dashboard_port if config.dashboard_port is not None else 8080,
-                    config.dashboard_token or None,
-                    runs_dir=config.dashboard_runs_dir,
-                    on_ready=announce_dashboard,
-                )
-
-    typer.echo(f"coordinator: run over; dashboard kept up for {seconds:g} s", err=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_for())
-
-
-async def _with_log_lines(main: Any, state: ClusterState) -> Any:
-    """Run ``main`` while printing one status line to stderr every few seconds."""
-    import asyncio
-
-    async def lines() -> None:
-        last = ""
-        while True:
-            await asyncio.sleep(2.0)
-            err = state.error
-            line = (
-                f"[{state.phase}] t={state.t:.0f} error={err:.3e} alive={state.nodes_alive()}/"
-                f"{state.expected}"
-                if err is not None
-                else f"[{state.phase}] {state.message}"
-            )
-            if line != last:
-                typer.echo(line, err=True)
-                last = line
-
-    from coordinator._groups import single_error
-
-    with single_error():
-        async with asyncio.TaskGroup() as tg:
-            ticker = tg.create_task(lines(), name="status-lines")
-            try:
-                return await main
-            finally:
-                ticker.cancel()
 
 
 @app.command()
@@ -299,7 +240,15 @@ def up(
         ),
     ] = "auto",
     metrics_file: MetricsFile = Path("gossip-run.jsonl"),
-    metrics_period: MetricsPeriod = 0.1,
+    metrics_period: Annotated[
+        float | None,
+        typer.Option(
+            envvar=_env("metrics_period"),
+            help="Seconds between two node state reports (default: 0.1, and longer for over "
+            "200 nodes, so that the broker and the coordinator get about 2,000 reports a second "
+            "at most).",
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(envvar=_env("timeout"), help="Give up this many seconds after t starts."),
@@ -317,10 +266,35 @@ def up(
             "--node-arg=drop=0.1).",
         ),
     ] = None,
+    nodes_per_process: Annotated[
+        int,
+        typer.Option(
+            envvar=_env("nodes_per_process"),
+            help="Host mode: up to this many nodes per OS process (one event loop, each node "
+            "with its own sockets and identity); 1: one process per node.",
+        ),
+    ] = 1,
+    fork_server: Annotated[
+        bool,
+        typer.Option(
+            envvar=_env("fork_server"),
+            help="Fork the node processes from one process that imported the node code "
+            "(milliseconds each); --no-fork-server: a fresh interpreter per process (~0.7 s "
+            "of CPU each).",
+        ),
+    ] = True,
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
     dashboard_runs_dir: DashRuns = Path("gossip-runs"),
+    hold: Annotated[
+        str,
+        typer.Option(
+            envvar=_env("hold"),
+            help="With --dashboard-port: after the run, keep the dashboard up this many "
+            "seconds, or 'forever' (Ctrl-C ends it).",
+        ),
+    ] = "0",
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     insecure: Annotated[
         bool,
@@ -331,20 +305,22 @@ def up(
         ),
     ] = False,
 ) -> None:
-    """Run a whole cluster here: embedded broker, coordinator and one process per node."""
+    """Run a whole cluster here: embedded broker, coordinator and one process per node
+    (or per --nodes-per-process nodes)."""
     import asyncio
+    import dataclasses
     import shutil
     import tempfile
 
-    from coordinator.launcher import UpConfig
+    from coordinator.launcher import UpConfig, check_up
     from coordinator.service import CoordinatorConfig
-    from gossip.errors import ConfigError
 
     with reported_errors():
-        if embedded_broker not in ("auto", "mosquitto", "amqtt"):
-            raise ConfigError(
-                f"--embedded-broker must be auto, mosquitto or amqtt, got {embedded_broker!r}"
-            )
+        if metrics_period is None:
+            from coordinator.launcher import default_metrics_period
+            from gossip.topology import parse_topology
+
+            metrics_period = default_metrics_period(parse_topology(graph).n)
         coord = CoordinatorConfig(
             graph=graph,
             algorithm=algorithm,
@@ -361,15 +337,15 @@ def up(
             dashboard_token=dashboard_token,
             dashboard_runs_dir=dashboard_runs_dir,
         )
-        own_logs = log_dir is None
-        logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
         config = UpConfig(
             coordinator=coord,
-            log_dir=logs,
+            log_dir=log_dir if log_dir is not None else Path(tempfile.gettempdir()),
             broker=broker,
             embedded=embedded_broker,  # type: ignore[arg-type]
             timeout=timeout,
             node_args=tuple(node_arg or ()),
+            nodes_per_process=nodes_per_process,
+            fork=fork_server,
             secure=not insecure,
         )
         if insecure:
@@ -379,8 +355,16 @@ def up(
                 "publish reports and stop commands. For benchmarks only.",
                 "INSECURE",
             )
+        # Every setting is checked before anything starts: a bad one leaves no broker, no
+        # node and no file behind.
+        prepared = check_up(config)
+        _check_node_args(config.node_args)
+        hold_s = parse_hold(hold)
+        own_logs = log_dir is None
+        logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
+        config = dataclasses.replace(config, log_dir=logs)
         try:
-            summary, state = asyncio.run(_up(config, quiet))
+            summary, state = asyncio.run(_up(config, quiet, prepared))
         except KeyboardInterrupt:
             raise fail("interrupted: every node and the broker were stopped", code=130) from None
         except asyncio.CancelledError:  # SIGTERM: the handler cancelled the main task
@@ -391,9 +375,11 @@ def up(
             raise
     if own_logs:
         shutil.rmtree(logs, ignore_errors=True)
-    _print_summary(summary, state, coord)
+    print_summary(summary, state, coord)
     if metrics_file is not None:
         typer.echo(f"metrics: {metrics_file}", err=True)
+    if hold_s > 0 and dashboard_port is not None:
+        hold_dashboard(state, coord, hold_s)
     if summary.stop_reason == "diverged":
         raise fail(
             f"the run diverged (error {state.error or float('nan'):.3g}): the exchanges cannot "
@@ -409,7 +395,57 @@ def up(
         )
 
 
-async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
+def parse_hold(text: str) -> float:
+    """Seconds from ``--hold``: a number >= 0, or ``forever`` / ``inf`` (until Ctrl-C).
+
+    Raises
+    ------
+    ConfigError
+        Anything else, quoting it.
+    """
+    import math
+
+    from gossip.errors import ConfigError
+
+    if text.strip().lower() in ("forever", "inf", "infinity"):
+        return math.inf
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise ConfigError(f"--hold must be a number of seconds >= 0 or 'forever', got {text!r}")
+    return seconds
+
+
+def _check_node_args(node_args: tuple[str, ...]) -> None:
+    """Parse ``--node-arg`` values as ``gossip node`` will, without starting a node.
+
+    Raises
+    ------
+    ConfigError
+        An argument ``gossip node`` would refuse, with its own message.
+    """
+    from gossip.errors import ConfigError
+
+    if not node_args:
+        return
+    node = typer.main.get_command(app).commands["node"]  # type: ignore[attr-defined]
+    # The launcher supplies these itself; placeholders make the parse complete.
+    argv = ["--coordinator", "tcp://127.0.0.1:1", "--name", "check", *node_args]
+    try:
+        ctx = node.make_context("gossip node", argv)
+    except typer.TyperException as exc:  # typer's click usage errors derive from it
+        detail = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        raise ConfigError(f"--node-arg {' '.join(node_args)!r}: {detail}") from None
+    fault = ctx.params.get("fault")
+    if fault:
+        from node.faults import parse_faults
+
+        parse_faults(fault)
+
+
+async def _up(config: Any, quiet: bool, prepared: Any = None) -> tuple[RunSummary, ClusterState]:
     import asyncio
     import signal
 
@@ -434,83 +470,10 @@ async def _up(config: Any, quiet: bool) -> tuple[RunSummary, ClusterState]:
 
     with single_error():
         async with asyncio.TaskGroup() as tg:
-            bar = None if quiet else tg.create_task(_progress(holder), name="progress")
+            bar = None if quiet else tg.create_task(progress_bar(holder), name="progress")
             try:
-                summary = await run_up(config, started)
+                summary = await run_up(config, started, prepared)
             finally:
                 if bar is not None:
                     bar.cancel()
     return summary, holder["state"]
-
-
-async def _progress(holder: dict[str, Any]) -> None:
-    """Show the live error, t and activations/s until cancelled."""
-    import asyncio
-    import math
-    import time
-
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("error {task.fields[error]}"),
-        TextColumn("t {task.fields[t]}"),
-        TextColumn("{task.fields[speed]} act/s"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, transient=False) as progress:
-        task = progress.add_task("registering", total=1.0, error="-", t="-", speed="-")
-        last: tuple[float, int] | None = None
-        while True:
-            await asyncio.sleep(0.25)
-            state: ClusterState | None = holder.get("state")
-            if state is None:
-                continue
-            done = 0.0
-            err = state.error
-            if err is not None and state.history:
-                e0 = max(state.history[0].error, state.eps * 10)
-                span = math.log(e0 / state.eps)
-                done = min(1.0, max(0.0, math.log(e0 / max(err, 1e-300)) / span))
-            now, acts = time.time(), state.activations()
-            speed = "-"
-            if last is not None and now > last[0]:
-                speed = f"{(acts - last[1]) / (now - last[0]):.0f}"
-            last = (now, acts)
-            progress.update(
-                task,
-                completed=1.0 if state.reached else done,
-                description=f"{state.phase} {state.algorithm} {state.graph}",
-                error=f"{err:.2e}" if err is not None else "-",
-                t=f"{state.t:.0f}",
-                speed=speed,
-            )
-
-
-def _print_summary(summary: RunSummary, state: ClusterState, config: CoordinatorConfig) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    def num(value: float | None, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
-
-    table = Table(title=f"{state.algorithm} on {state.graph}: run {summary.run_id}")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
-    rows = [
-        ("reached eps", f"{summary.reached} (eps {config.until:g})"),
-        ("t to eps", num(summary.t_eps, ".1f")),
-        ("wall time to eps (s)", num(summary.wall_s, ".2f")),
-        ("activations", str(summary.activations)),
-        ("rate achieved / asked (1/s)", f"{summary.rate_achieved:.0f} / {summary.rate_asked:g}"),
-        ("final error", num(summary.final_error, ".3e")),
-        ("mass drift (relative)", num(summary.mass_drift_rel, ".2e")),
-        (
-            "round trip p50 / p99 (ms)",
-            f"{num(summary.rtt_p50_ms, '.2f')} / {num(summary.rtt_p99_ms, '.2f')}",
-        ),
-    ]
-    for key, value in rows:
-        table.add_row(key, value)
-    Console().print(table)

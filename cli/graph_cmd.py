@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli._app import graph_app
-from cli._errors import reported_errors
+from cli._errors import plain_console, reported_errors
 
 __all__ = ["info"]
 
@@ -27,7 +27,6 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Print n, |E|, mu_gossip, R_max, theta_RG and theta_ARG of a topology."""
-    from rich.console import Console
     from rich.table import Table
 
     from gossip.errors import ConfigError
@@ -46,4 +45,4 @@ def info(
     table = Table(title=f"graph {graph}", show_header=False)
     for key, value in summary.items():
         table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
-    Console().print(table)
+    plain_console().print(table)

@@ -131,6 +131,15 @@ def node(
         int | None,
         typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
     ] = None,
+    nodes_per_process: Annotated[
+        int,
+        typer.Option(
+            envvar="GOSSIP_NODES_PER_PROCESS",
+            help="Host mode: run this many independent nodes in this process (one event loop, "
+            "each with its own sockets and identity), named NAME-0, NAME-1, ...; a fixed "
+            "--bind port gives node i port PORT+i.",
+        ),
+    ] = 1,
     log_level: Annotated[
         str, typer.Option(envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.")
     ] = "info",
@@ -153,8 +162,8 @@ def node(
 
     from gossip.errors import ConfigError
     from node.config import NodeConfig, default_node_name, parse_value
-    from node.daemon import run_node_sync
     from node.faults import parse_faults
+    from node.host import host_configs, run_host_sync
 
     with reported_errors():
         level = getattr(logging, log_level.upper(), None)
@@ -196,5 +205,5 @@ def node(
             keys=keys,
             mqtt_ca=mqtt_ca,
         )
-        code = run_node_sync(config)
+        code = run_host_sync(host_configs(config, nodes_per_process))
     raise typer.Exit(code)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli._app import app, reproduce_app
-from cli._errors import reported_errors
+from cli._errors import plain_console, reported_errors
 
 if TYPE_CHECKING:
     from gossip.simulator import SimulationResult
@@ -319,7 +319,6 @@ def _write_outputs(
 
 
 def _print_summary(graph: str, summary: dict[str, Any], written: Sequence[Path]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     q = summary["quantities"]
@@ -339,7 +338,7 @@ def _print_summary(graph: str, summary: dict[str, Any], written: Sequence[Path])
             f"{a['final_mean']:.3e}",
             str(a["runs"]),
         )
-    console = Console()
+    console = plain_console()
     console.print(table)
     if "speedup_t_eps" in summary:
         console.print(f"ARG reaches eps {summary['speedup_t_eps']:.2f}x sooner than RG")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.state import ErrorPoint
+from coordinator.records import ErrorPoint
 from gossip.params import GossipParams
 from gossip.topology import Topology
 

@@ -133,6 +133,13 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         )
     if config.broker:
         parse_broker_url(config.broker)
+    if config.dashboard_port is not None and not 0 <= config.dashboard_port <= 65535:
+        raise ConfigError(
+            f"--dashboard-port must be 0..65535 (0: any free port), got {config.dashboard_port}"
+        )
+    for option, path in (("--metrics-file", config.metrics_file), ("--json", config.json_path)):
+        if path is not None and path.is_dir():
+            raise ConfigError(f"{option} {str(path)!r} is a directory; give a file name")
     algorithm = parse_algorithm(config.algorithm)
     topology = parse_topology(config.graph, weighted=config.weighted)
     if config.expect is not None and config.expect != topology.n:

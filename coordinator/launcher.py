@@ -6,12 +6,19 @@ Theory of operation
   child process, or in-process amqtt).
 * The coordinator runs in this process (its :class:`~coordinator.state.ClusterState` feeds the
   progress bar directly) and binds its registration socket on a free loopback port.
-* Each node is a real OS process, ``python -m cli.app node --coordinator ...``, started in
-  its own session and set to die with this process (:mod:`coordinator.procs`). Its output goes to
-  ``<log_dir>/node-<k>.log``.
+* Each node is a real OS process running ``gossip node --coordinator ...``, in its own session
+  and set to die with this process (:mod:`coordinator.procs`). The processes are forked by a
+  fork server (``python -m cli.forkserver``, :mod:`coordinator.forking`) that imported the node
+  code once, started before anything else so that its imports overlap the coordinator's
+  preparation: a node process then starts in milliseconds instead of ~0.7 s of CPU. Its
+  output goes to ``<log_dir>/node-<k>.log``.
+* Host mode (``nodes_per_process`` K > 1): the N nodes run as ceil(N / K) processes
+  ``host-<j>`` (``gossip node --nodes-per-process``, :mod:`node.host`), logging to
+  ``<log_dir>/host-<j>.log``; their nodes are named ``host-<j>-<i>``.
 * Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.keys.init_keys`), CurveZMQ
   on every ZeroMQ socket, and, with the embedded mosquitto, a password per role and an ACL
-  (:mod:`coordinator.mqtt_auth`). ``secure=False`` (``gossip up --insecure``) turns it all off.
+  (:mod:`coordinator.mqtt_auth`). ``secure=False`` (``gossip up --insecure``) turns it all off;
+  so does host mode, which does not support CurveZMQ yet (it says so, loudly).
 * A watchdog fails the run early, naming the node and its log, if a node exits with an error
   before the run is over (without it the coordinator would only notice at its timeout).
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
@@ -24,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -38,17 +46,30 @@ from coordinator.broker import (
     MosquittoAuth,
     RunningBroker,
     broker_for,
+    parse_broker_url,
     redact_broker_url,
 )
+from coordinator.forking import ForkServer
 from coordinator.mqtt_auth import write_mosquitto_auth
-from coordinator.procs import free_port, spawn, stop_all
+from coordinator.procs import Child, free_port, spawn, stop_all
+from coordinator.records import RunSummary
+from coordinator.registry import Plan
 from coordinator.security import load_security
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
-from coordinator.state import ClusterState, RunSummary
-from gossip.errors import GossipError
+from coordinator.state import ClusterState
+from gossip.errors import ConfigError, GossipError
 from gossip.keys import COORDINATOR, init_keys
 
-__all__ = ["NodeCrashError", "UpConfig", "node_argv", "run_up"]
+__all__ = [
+    "NodeCrashError",
+    "UpConfig",
+    "check_up",
+    "default_metrics_period",
+    "host_sizes",
+    "node_argv",
+    "node_command",
+    "run_up",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +101,11 @@ class UpConfig:
         Where the nodes' logs go.
     host : str
         Loopback address everything binds to.
+    nodes_per_process : int
+        Host mode: at most this many nodes per OS process (1: one process per node).
+    fork : bool
+        Fork the node processes from the fork server (default); False: start each with a
+        fresh interpreter, as before the fork server (the start-up benchmark's baseline).
     secure : bool
         CurveZMQ with fresh keys in ``log_dir/keys``, and MQTT passwords and ACL with the
         embedded mosquitto (see the module header). False: plain sockets, anonymous MQTT.
@@ -92,34 +118,97 @@ class UpConfig:
     timeout: float = 300.0
     node_args: tuple[str, ...] = ()
     host: str = "127.0.0.1"
+    nodes_per_process: int = 1
+    fork: bool = True
     secure: bool = True
+
+    def __post_init__(self) -> None:
+        if self.nodes_per_process < 1:
+            raise ConfigError(f"--nodes-per-process must be >= 1, got {self.nodes_per_process}")
+
+
+def node_command(coordinator: str, name: str, host: str, extra: Sequence[str] = ()) -> list[str]:
+    """Return the ``gossip`` arguments of one local node process (without the program)."""
+    return ["node", "--coordinator", coordinator, "--name", name, "--host", host, *extra]
 
 
 def node_argv(coordinator: str, name: str, host: str, extra: Sequence[str] = ()) -> list[str]:
     """Return the command line of one local node process."""
-    return [
-        sys.executable,
-        "-m",
-        "cli.app",
-        "node",
-        "--coordinator",
-        coordinator,
-        "--name",
-        name,
-        "--host",
-        host,
-        *extra,
-    ]
+    return [sys.executable, "-m", "cli.app", *node_command(coordinator, name, host, extra)]
+
+
+_REPORTS_PER_SECOND = 2000.0  # what the broker and the coordinator take without falling behind
+
+
+def default_metrics_period(nodes: int) -> float:
+    """Seconds between two reports of each node: 0.1, longer past 200 nodes.
+
+    Every node reports every period, so 1,024 nodes at 0.1 s would be 10,000 JSON messages a
+    second through the broker into the coordinator: more than two cores carry next to the
+    nodes themselves.
+
+    Examples
+    --------
+    >>> default_metrics_period(100), default_metrics_period(1024)
+    (0.1, 0.512)
+    """
+    return max(0.1, nodes / _REPORTS_PER_SECOND)
+
+
+def host_sizes(nodes: int, per_process: int) -> list[int]:
+    """Split ``nodes`` into ceil(nodes / per_process) processes of nearly equal sizes.
+
+    Examples
+    --------
+    >>> host_sizes(10, 4)
+    [4, 3, 3]
+    >>> host_sizes(3, 1)
+    [1, 1, 1]
+    """
+    if per_process < 1:
+        raise ConfigError(f"--nodes-per-process must be >= 1, got {per_process}")
+    hosts = math.ceil(nodes / per_process)
+    return [nodes // hosts + (j < nodes % hosts) for j in range(hosts)]
+
+
+def check_up(config: UpConfig) -> tuple[ClusterState, Plan]:
+    """Check every setting of ``config`` and return the coordinator's state and plan.
+
+    Nothing is started and no file is written: ``gossip up`` calls it before the broker, the
+    log directory or any node exists, so a bad setting leaves nothing behind.
+
+    Raises
+    ------
+    ConfigError
+        The first bad setting, naming it and what would be valid.
+    """
+    state, plan = prepare(config.coordinator)
+    if not (math.isfinite(config.timeout) and config.timeout > 0):
+        raise ConfigError(
+            f"--timeout must be a finite number of seconds > 0, got {config.timeout!r}"
+        )
+    if config.embedded not in ("auto", "mosquitto", "amqtt"):
+        raise ConfigError(
+            f"--embedded-broker must be auto, mosquitto or amqtt, got {config.embedded!r}"
+        )
+    if config.broker is not None:
+        parse_broker_url(config.broker)
+    if config.log_dir.exists() and not config.log_dir.is_dir():
+        raise ConfigError(f"--log-dir {str(config.log_dir)!r} exists and is not a directory")
+    return state, plan
 
 
 async def run_up(
     config: UpConfig,
     on_start: Callable[[ClusterState, RunningBroker], None] = lambda state, broker: None,
+    prepared: tuple[ClusterState, Plan] | None = None,
 ) -> RunSummary:
     """Run the whole local cluster until the coordinator's summary; stop everything after.
 
     ``on_start`` is called once the broker is up and the coordinator created, with the state
-    the caller can watch (the progress bar does).
+    the caller can watch (the progress bar does). ``prepared`` is what :func:`check_up`
+    returned, when the caller already checked the settings (the graph's quantities are not
+    computed twice).
 
     Raises
     ------
@@ -127,9 +216,37 @@ async def run_up(
         A bad setting, a broker or socket failure, a registration timeout, or
         :class:`NodeCrashError`.
     """
-    state, plan = prepare(config.coordinator)
+    state, plan = prepared if prepared is not None else check_up(config)
     config.log_dir.mkdir(parents=True, exist_ok=True)
+    # The nodes get their settings from their arguments only: a GOSSIP_* variable meant for
+    # `gossip up` (GOSSIP_TIMEOUT, GOSSIP_BIND, ...) means something else to `gossip node`.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    # First, so that its imports (about a second) overlap the graph's quantities and the broker.
+    forks = (
+        await ForkServer.start(env, log=config.log_dir / "forkserver.log") if config.fork else None
+    )
+    try:
+        return await _run_up(config, state, plan, on_start, forks, env)
+    finally:
+        if forks is not None:
+            await forks.aclose()
+
+
+async def _run_up(
+    config: UpConfig,
+    state: ClusterState,
+    plan: Plan,
+    on_start: Callable[[ClusterState, RunningBroker], None],
+    forks: ForkServer | None,
+    env: dict[str, str],
+) -> RunSummary:
     auth = None
+    if config.secure and config.nodes_per_process > 1:
+        log.warning(
+            "host mode (--nodes-per-process > 1) does not support CurveZMQ yet: this run's "
+            "exchanges and MQTT are NOT authenticated"
+        )
+        config = dataclasses.replace(config, secure=False)
     if config.secure:
         keys = config.log_dir / "keys"
         init_keys(keys, [f"node-{k}" for k in range(plan.expected)], zmq.curve_keypair, force=True)
@@ -162,10 +279,10 @@ async def run_up(
         plan = dataclasses.replace(plan, broker=broker.url)
         coordinator = Coordinator(coord_config, state, plan, broker_kind=broker.kind)
         on_start(state, broker)
-        procs: list[asyncio.subprocess.Process] = []
+        procs: list[Child] = []
         try:
             with single_error():
-                summary = await _run_nodes(coordinator, config, bind, procs)
+                summary = await _run_nodes(coordinator, config, bind, procs, forks, env)
             await _wait_exit(procs, _NODE_EXIT_GRACE)
             return summary
         finally:
@@ -176,23 +293,30 @@ async def _run_nodes(
     coordinator: Coordinator,
     config: UpConfig,
     bind: str,
-    procs: list[asyncio.subprocess.Process],
+    procs: list[Child],
+    forks: ForkServer | None,
+    env: dict[str, str],
 ) -> RunSummary:
     state, plan = coordinator.state, coordinator.plan
-    # The nodes get their settings from their arguments only: a GOSSIP_* variable meant for
-    # `gossip up` (GOSSIP_TIMEOUT, GOSSIP_BIND, ...) means something else to `gossip node`.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    sizes = host_sizes(plan.expected, config.nodes_per_process)
+    hosted = config.nodes_per_process > 1
+    names = [f"host-{j}" if hosted else f"node-{j}" for j in range(len(sizes))]
     async with asyncio.TaskGroup() as tg:
         run = tg.create_task(coordinator.run(), name="coordinator")
         await _first(coordinator.bound, run)
-        for k in range(plan.expected):
-            name = f"node-{k}"
-            extra = list(config.node_args)
-            if config.secure:
+        for name, size in zip(names, sizes, strict=True):
+            extra = [*config.node_args, *(("--nodes-per-process", str(size)) if hosted else ())]
+            if plan.security is not None:
                 extra += ["--keys", str(config.log_dir / "keys" / name)]
-            argv = node_argv(bind, name, config.host, extra)
-            procs.append(await spawn(argv, log=config.log_dir / f"{name}.log", env=env))
-        watchdog = tg.create_task(_watch_nodes(procs, config.log_dir, state), name="node-watchdog")
+            log = config.log_dir / f"{name}.log"
+            if forks is None:
+                argv = node_argv(bind, name, config.host, extra)
+                procs.append(await spawn(argv, log=log, env=env))
+            else:
+                procs.append(await forks.fork(node_command(bind, name, config.host, extra), log))
+        watchdog = tg.create_task(
+            _watch_nodes(procs, names, config.log_dir, state), name="node-watchdog"
+        )
         summary = await run
         watchdog.cancel()
     assert summary is not None  # the launcher always has a broker
@@ -213,7 +337,7 @@ async def _first(event: asyncio.Event, run: asyncio.Task[RunSummary | None]) -> 
 
 
 async def _watch_nodes(
-    procs: Sequence[asyncio.subprocess.Process], log_dir: Path, state: ClusterState
+    procs: Sequence[Child], names: Sequence[str], log_dir: Path, state: ClusterState
 ) -> None:
     waits = {asyncio.ensure_future(p.wait()): k for k, p in enumerate(procs)}
     try:
@@ -223,18 +347,18 @@ async def _watch_nodes(
             for task in done:
                 code = task.result()
                 if code != 0 and state.phase in ("registering", "running"):
-                    k = waits[task]
-                    log = log_dir / f"node-{k}.log"
+                    name = names[waits[task]]
+                    log = log_dir / f"{name}.log"
                     tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
                     raise NodeCrashError(
-                        f"node-{k} exited with code {code} during the run (log: {log})\n{tail}"
+                        f"{name} exited with code {code} during the run (log: {log})\n{tail}"
                     )
     finally:
         for task in waits:
             task.cancel()
 
 
-async def _wait_exit(procs: Sequence[asyncio.subprocess.Process], grace: float) -> None:
+async def _wait_exit(procs: Sequence[Child], grace: float) -> None:
     if not procs:
         return
     try:

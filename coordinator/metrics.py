@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.state import COUNTER_NAMES, NodeView
+from coordinator.records import COUNTER_NAMES, NodeView
 from gossip.errors import ProtocolError
 from gossip.mixing import mix
 

@@ -20,9 +20,23 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
-__all__ = ["free_port", "spawn", "stop_all", "stop_process"]
+__all__ = ["Child", "free_port", "spawn", "stop_all", "stop_process"]
+
+
+class Child(Protocol):
+    """What stopping needs of a child process: an ``asyncio.subprocess.Process``, or a node
+    process forked by the fork server (:class:`coordinator.forking.ForkedProcess`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
 
 _PR_SET_PDEATHSIG = 1
 
@@ -50,6 +64,7 @@ async def spawn(
     log: Path | IO[bytes] | None = None,
     env: dict[str, str] | None = None,
     stdout_pipe: bool = False,
+    stdin_pipe: bool = False,
 ) -> asyncio.subprocess.Process:
     """Start ``argv`` as a child in its own session that dies with this process.
 
@@ -63,6 +78,8 @@ async def spawn(
         Environment of the child (default: inherited).
     stdout_pipe : bool
         Give the child's stdout to the caller as ``process.stdout``.
+    stdin_pipe : bool
+        Give the child's stdin to the caller as ``process.stdin`` (default: /dev/null).
     """
     opened: IO[bytes] | None = None
     if isinstance(log, Path):
@@ -75,7 +92,7 @@ async def spawn(
     try:
         return await asyncio.create_subprocess_exec(
             *argv,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE if stdin_pipe else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE if stdout_pipe else sink,
             stderr=sink,
             env=env,
@@ -87,14 +104,14 @@ async def spawn(
             opened.close()  # the child holds its own copy of the descriptor
 
 
-def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+def _signal_group(proc: Child, sig: signal.Signals) -> None:
     # The child leads its own process group (start_new_session), so its pid is the group id;
     # signalling the group also reaches anything the child started.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
 
 
-async def stop_process(proc: asyncio.subprocess.Process, grace: float = 5.0) -> int | None:
+async def stop_process(proc: Child, grace: float = 5.0) -> int | None:
     """Stop ``proc``: SIGTERM to its group, wait up to ``grace`` seconds, then SIGKILL.
 
     Returns the exit code (negative for a signal), or ``None`` if it could not be reaped.
@@ -113,7 +130,7 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float = 5.0) -> 
     return proc.returncode
 
 
-async def stop_all(procs: Sequence[asyncio.subprocess.Process], grace: float = 5.0) -> None:
+async def stop_all(procs: Sequence[Child], grace: float = 5.0) -> None:
     """Stop every process in ``procs`` at once (SIGTERM all, then SIGKILL the stragglers).
 
     Shielded from cancellation so that a Ctrl-C arriving during shutdown cannot leave children

@@ -12,12 +12,13 @@ Theory of operation
    instead of starting a new one. Then it binds the registration ROUTER
    (:mod:`coordinator.registrar`) and waits for the expected count (``register_timeout``).
 3. After the bootstrap it only listens: every ``metrics_period`` seconds it mixes the nodes'
-   latest reports to a common t (:func:`coordinator.metrics.estimate`), appends the point to
+   latest reports to a common t (:class:`coordinator.evaluation.ReportBook`), appends the point to
    the history and the metrics file, and, once the error is ``<= eps`` with every node's
    report fresh, publishes ``{"cmd": "stop"}`` on the control topic (re-sent every second)
    and waits for every node's final report.
 4. The final reports, mixed to a common t, give the exact final error and mass drift: no
-   exchange is in flight any more. The run summary goes to the status topic (retained), the
+   exchange is in flight any more (:mod:`coordinator.outcome`). The run summary goes to the
+   status topic (retained, :mod:`coordinator.status`), the
    metrics file, the ``--json`` file and :class:`~coordinator.state.ClusterState`.
 
 Nodes never depend on the coordinator after the bootstrap: if it dies they keep gossiping,
@@ -27,41 +28,37 @@ and a coordinator restarted with the same arguments resumes the run from step 2.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import dataclasses
 import json
 import math
-import os
 import random
-import statistics
 import sys
 import time
 from typing import Any
 
-import numpy as np
 import zmq
 import zmq.asyncio
 
 from coordinator._groups import single_error
-from coordinator.broker import broker_credentials, parse_broker_url, redact_broker_url
+from coordinator.broker import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
-from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
+from coordinator.evaluation import ReportBook
 from coordinator.mqtt_link import MqttLink, topics
+from coordinator.outcome import final_result, run_summary
+from coordinator.records import ErrorPoint, RunSummary
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
 from coordinator.registry import Assignment, Plan, Ready, Registry
 from coordinator.runlog import RunLog, write_json
-from coordinator.state import ClusterState, ErrorPoint, FinalResult, NodeView, RunSummary
-from gossip.errors import ConfigError, GossipError, ProtocolError, TransportError
+from coordinator.state import ClusterState
+from coordinator.status import resumable, run_header, status_record
+from gossip.errors import ConfigError, GossipError, TransportError
 
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
 _CONFIRM = 3  # fresh points in a row at or below eps before the run counts as converged
-_MAX_BACK = 4.0  # mixing back over 2 eta tau <= 4 amplifies rounding errors at most e^4 times
 _DIVERGED = 1e3  # an error this many times the initial one means the run has diverged
-_SNAPSHOTS_KEPT = 64  # reports kept per node to find a consistent cut
 
 
 def _new_run_id() -> str:
@@ -95,18 +92,16 @@ class Coordinator:
         self.registry = Registry(plan, _new_run_id())
         self.stats = RegistrarStats()
         self.log = RunLog(config.metrics_file)
-        self.bad_reports = 0
         self.resumed = False
         self.bound = asyncio.Event()
         """Set once the registration socket is bound (nodes may register from then on)."""
         self._retained: bytes | None = None
         self._retained_seen = asyncio.Event()
-        self._fresh_reports = 0
         self._pace = (0.0, 0)
         self._t_stop: float | None = None
-        self._snaps: dict[int, collections.deque[Snapshot]] = {}
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
+        self.reports = ReportBook(plan, state, self._topics["prefix"])
         if config.broker:
             sec = plan.security
             url = config.broker if sec is None else sec.coordinator_broker(config.broker)
@@ -213,7 +208,7 @@ class Coordinator:
             status = json.loads(self._retained)
         except ValueError:
             return
-        if not self._resumable(status):
+        if not resumable(status, self.config, self.plan):
             return
         assignment = Assignment.from_dict(status["assignment"])
         self.registry.restore(assignment)
@@ -222,18 +217,6 @@ class Coordinator:
         self.state.set_phase("running", f"resumed run {assignment.run_id}")
         self.log.write("resume", **self._header())
         self._publish_status()
-
-    def _resumable(self, status: Any) -> bool:
-        if not isinstance(status, dict):
-            return False
-        return (
-            status.get("phase") in ("running", "stopping")
-            and status.get("graph") == self.config.graph
-            and status.get("algorithm") == self.plan.params.algorithm.value
-            and status.get("rate") == self.plan.rate
-            and status.get("expected") == self.plan.expected
-            and isinstance(status.get("assignment"), dict)
-        )
 
     def _adopt(self, assignment: Assignment) -> None:
         state = self.state
@@ -282,67 +265,7 @@ class Coordinator:
                 self._retained = payload or None
                 self._retained_seen.set()
             return
-        try:
-            report = parse_report(
-                topic, payload, self._topics["prefix"], self.plan.expected, self.plan.dim
-            )
-        except ProtocolError as exc:
-            self.bad_reports += 1
-            self.state.message = f"ignored a bad report: {exc}"
-            return
-        node = report["node"]
-        view = self.state.nodes.get(node)
-        if view is not None and view.final and not report["final"]:
-            # A stopped node may still send its periodic report while it lingers; its state
-            # cannot change any more, and its final report must stay the one we hold.
-            return
-        if view is None:
-            view = self.state.nodes[node] = NodeView(node=node)
-        update_view(view, report, time.time())
-        snaps = self._snaps.get(node)
-        if snaps is None:
-            snaps = self._snaps[node] = collections.deque(maxlen=_SNAPSHOTS_KEPT)
-        snaps.append(Snapshot(report["t"], report["x"], report["z"], report["edges"]))
-        self._fresh_reports += 1
-        self.state.touch()
-
-    def _evaluate(self) -> tuple[ErrorPoint, bool] | None:
-        """Mix a consistent cut of the reports (or the latest ones) to a common t; return the
-        point and whether it may decide that eps is reached (reports recent, nobody stopped)."""
-        n = self.plan.expected
-        histories = [self._snaps.get(k) for k in range(n)]
-        if not self.state.initial or any(h is None or not h for h in histories):
-            return None
-        present = [h for h in histories if h is not None]
-        latest = [h[-1] for h in present]
-        chosen = latest
-        cut = consistent_cut(present, self.plan.topology.edges)
-        if cut is not None:
-            candidate = [h[i] for h, i in zip(present, cut, strict=True)]
-            # At high rates some exchange is always in flight, and the latest consistent cut
-            # can lie far back; past a couple of report periods the latest reports (whose mass
-            # is then only approximate) describe the present better.
-            lag = np.median([s.t for s in latest]) - np.median([s.t for s in candidate])
-            if lag <= 2.0 * self.plan.rate * self.plan.metrics_period:
-                chosen = candidate
-        t = np.array([s.t for s in chosen], dtype=np.float64)
-        if float(t.max()) <= 0.0:
-            return None  # before the epoch: nothing has happened yet
-        x = np.array([s.x for s in chosen], dtype=np.float64)
-        z = np.array([s.z for s in chosen], dtype=np.float64)
-        initial = np.array(self.state.initial, dtype=np.float64)
-        # The cut's reports were taken at different times and each misses the jumps after its
-        # own time: labelling the cut with the median of those times (mixing the others back or
-        # forward, exact either way) balances the jumps it misses against those it has early.
-        est = estimate(t, x, z, initial, self.plan.params.eta, at=float(np.median(t)))
-        # An old report (a slow or dead node) makes the estimate unreliable, so it may not
-        # decide that eps is reached.
-        spread = float(t.max() - t.min())
-        fresh = spread <= 3.0 * self.plan.rate * self.plan.metrics_period and not any(
-            v.final for v in self.state.nodes.values()
-        )
-        point = ErrorPoint(est.t, est.error, est.mass_drift_rel, time.time())
-        return point, fresh
+        self.reports.ingest(topic, payload)
 
     # -- supervision ---------------------------------------------------------------------------
 
@@ -356,9 +279,8 @@ class Coordinator:
         below: list[ErrorPoint] = []
         while not stop_reason:
             await asyncio.sleep(period)
-            if self._fresh_reports:
-                self._fresh_reports = 0
-                evaluated = self._evaluate()
+            if self.reports.take_fresh():
+                evaluated = self.reports.evaluate()
                 if evaluated is not None:
                     point, fresh = evaluated
                     was = self.state.reached
@@ -437,58 +359,8 @@ class Coordinator:
 
     def _finish(self, reason: str) -> RunSummary:
         state = self.state
-        n = self.plan.expected
-        present = [state.nodes[k] for k in range(n) if k in state.nodes]
-        final: FinalResult | None = None
-        if len(present) == n and state.initial:
-            t = np.array([v.t for v in present], dtype=np.float64)
-            x = np.array([v.x for v in present], dtype=np.float64)
-            z = np.array([v.z for v in present], dtype=np.float64)
-            initial = np.array(state.initial, dtype=np.float64)
-            eta = self.plan.params.eta
-            # Mixed forward to the latest final report: exact, and the mass is exact.
-            est = estimate(t, x, z, initial, eta)
-            # After the stop no node jumps any more, it only mixes its own pair: the error the
-            # run was stopped at is that of the final states mixed back to the stop (long after
-            # it, x has drifted to (x + z) / 2). Going back multiplies rounding errors by
-            # exp(2 eta tau), so only over a short enough tau.
-            if self._t_stop is not None:
-                back = float(t.max()) - self._t_stop
-                if 0.0 < 2.0 * eta * back <= _MAX_BACK:
-                    at_stop = estimate(t, x, z, initial, eta, at=self._t_stop)
-                    est = dataclasses.replace(
-                        est, t=at_stop.t, error=at_stop.error, values=at_stop.values
-                    )
-            final = FinalResult(
-                t=est.t,
-                error=est.error,
-                mass_drift_rel=est.mass_drift_rel,
-                values=tuple(tuple(float(c) for c in row) for row in est.values),
-                mean=tuple(float(c) for c in est.mean),
-                complete=all(v.final for v in present),
-            )
-        epoch = state.epoch or 0.0
-        activations = state.activations()
-        # Activations completed per unit of t, while the nodes were all initiating (the last
-        # fresh point before the stop): 1 means the cluster kept up with the Poisson clocks.
-        pace_t, pace_acts = self._pace
-        rate_achieved = self.plan.rate * pace_acts / pace_t if pace_t > 0 else 0.0
-        p50 = [v.rtt_p50_ms for v in present if v.rtt_p50_ms is not None]
-        p99 = [v.rtt_p99_ms for v in present if v.rtt_p99_ms is not None]
-        summary = RunSummary(
-            run_id=state.run_id,
-            reached=state.reached,
-            t_eps=state.t_eps,
-            wall_s=(state.wall_eps - epoch) if state.wall_eps is not None else None,
-            activations=activations,
-            rate_achieved=rate_achieved,
-            rate_asked=self.plan.rate,
-            final_error=final.error if final is not None else None,
-            mass_drift_rel=final.mass_drift_rel if final is not None else None,
-            rtt_p50_ms=statistics.median(p50) if p50 else None,
-            rtt_p99_ms=statistics.median(p99) if p99 else None,
-            stop_reason=reason,
-        )
+        final = final_result(state, self.plan, self._t_stop)
+        summary = run_summary(state, self.plan, final, self._pace, reason)
         state.final = final
         state.runs.append(summary)
         complete = final is not None and final.complete
@@ -504,7 +376,7 @@ class Coordinator:
             "complete": complete,
             "graph": self.config.graph,
             "algorithm": self.plan.params.algorithm.value,
-            "nodes": n,
+            "nodes": self.plan.expected,
             "eps": self.config.until,
         }
         self.log.write("final", **record)
@@ -523,35 +395,14 @@ class Coordinator:
     # -- status --------------------------------------------------------------------------------
 
     def _header(self) -> dict[str, Any]:
-        p = self.plan.params
-        return {
-            "run_id": self.state.run_id,
-            "graph": self.config.graph,
-            "cluster": self.config.cluster,
-            "algorithm": p.algorithm.value,
-            "params": {"eta": p.eta, "c": p.c, "theta": p.theta},
-            "quantities": self.state.quantities.as_dict() if self.state.quantities else None,
-            "expected": self.plan.expected,
-            "rate": self.plan.rate,
-            "eps": self.config.until,
-            "epoch": self.state.epoch,
-        }
+        return run_header(self.config, self.plan, self.state)
 
     def _publish_status(self, summary: RunSummary | None = None) -> None:
         if self._link is None:
             return
-        assignment = self.registry.assignment
-        status = {
-            **self._header(),
-            "phase": self.state.phase,
-            "metrics_period": self.plan.metrics_period,
-            "broker": redact_broker_url(self.config.broker),
-            "bind": self.config.bind,
-            "coordinator_pid": os.getpid(),
-            "wall": time.time(),
-            "assignment": assignment.as_dict() if assignment is not None else None,
-            "summary": summary.as_dict() if summary is not None else None,
-        }
+        status = status_record(
+            self.config, self.plan, self.state, self.registry.assignment, summary
+        )
         try:
             self._link.set_status(status)
         except (TypeError, ValueError) as exc:  # a non-finite float would be a bug here

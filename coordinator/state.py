@@ -13,7 +13,8 @@ counter bumped by every mutating method (:meth:`ClusterState.touch`).
 :meth:`ClusterState.snapshot` turns the whole state into a JSON-ready ``dict`` (only ``str``,
 ``int``, ``float``, ``bool``, ``None``, lists and dicts). Non-finite floats are mapped to
 ``None`` so that the result is valid JSON. :meth:`ClusterState.summary` is the small dict served
-as ``GET /api/summary`` (contract C4).
+as ``GET /api/summary`` (contract C4). The records it holds (node reports, error points, run
+summaries) are in :mod:`coordinator.records`.
 
 Units: ``t`` is the shared continuized time (``t = rate * (now - epoch)``), never seconds; ``wall``
 values are Unix times in seconds.
@@ -21,163 +22,21 @@ values are Unix times in seconds.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.records import ErrorPoint, FinalResult, NodeView, RunSummary, json_num, json_nums
 from gossip.params import GossipParams
 from gossip.spectral import GraphQuantities
 from gossip.topology import Topology
 
-__all__ = [
-    "COUNTER_NAMES",
-    "BrokerStatus",
-    "ClusterState",
-    "ErrorPoint",
-    "FinalResult",
-    "NodeView",
-    "Phase",
-    "RunSummary",
-]
-
-COUNTER_NAMES = (
-    "initiated",
-    "served",
-    "retried",
-    "failed",
-    "rejected",
-    "duplicates",
-    "skipped",
-    "corrections",
-    "corrected",
-    "late",
-    "forged",
-)
-"""The exchange counters every node reports (contract C3; corrections, corrected and late in
-exact mode only; forged: frames whose ``src`` was not the node authenticated by their key).
-
-A node of an older version that does not report one of them counts as 0 for it."""
+__all__ = ["PHASES", "BrokerStatus", "ClusterState", "Phase"]
 
 Phase = str
 """One of ``registering``, ``running``, ``stopping``, ``done``, ``failed``."""
 
 PHASES = ("registering", "running", "stopping", "done", "failed")
-
-
-def _num(value: float | None) -> float | None:
-    """Return ``value`` as a JSON-safe float: ``None`` for NaN and infinities."""
-    if value is None or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _nums(values: tuple[float, ...] | list[float]) -> list[float | None]:
-    return [_num(v) for v in values]
-
-
-@dataclass(slots=True)
-class NodeView:
-    """The latest state report of one node, as published on ``gossip/<cluster>/node/<id>/state``.
-
-    Attributes
-    ----------
-    node : int
-        Node id assigned at registration (``0..n-1``, the topology's node).
-    name : str
-        The name the node registered with (unique in the cluster).
-    address : str
-        The node's ZeroMQ address for exchanges, e.g. ``tcp://127.0.0.1:40123``.
-    t : float
-        The node's continuized time when it took the snapshot.
-    wall : float
-        Unix time (seconds) at which the node took the snapshot.
-    x, z : tuple of float
-        The node's two values at ``t`` (one component per dimension; ``z == x`` for RG).
-    initial : tuple of float
-        The node's initial value.
-    final : bool
-        True for the last report a node sends when it stops.
-    counters : dict of str to int
-        Exchange counters: ``initiated``, ``served``, ``retried``, ``failed``, ``rejected``,
-        ``duplicates``.
-    rtt_p50_ms, rtt_p99_ms : float or None
-        Round-trip time percentiles of the node's own exchanges, in milliseconds.
-    edges : dict of int to int
-        Activations so far on each of the node's edges, keyed by the peer's id.
-    received : float
-        Unix time at which the coordinator received this report (its own clock).
-    reports : int
-        How many reports the coordinator has received from this node.
-    """
-
-    node: int
-    name: str = ""
-    address: str = ""
-    t: float = 0.0
-    wall: float = 0.0
-    x: tuple[float, ...] = ()
-    z: tuple[float, ...] = ()
-    initial: tuple[float, ...] = ()
-    final: bool = False
-    counters: dict[str, int] = field(default_factory=dict)
-    rtt_p50_ms: float | None = None
-    rtt_p99_ms: float | None = None
-    edges: dict[int, int] = field(default_factory=dict)
-    received: float = 0.0
-    reports: int = 0
-
-    def alive(self, now: float, timeout: float) -> bool:
-        """True if the node reported within ``timeout`` seconds of ``now`` and has not stopped."""
-        return self.reports > 0 and not self.final and now - self.received <= timeout
-
-    def as_dict(self, now: float, timeout: float) -> dict[str, Any]:
-        """Return the view as a JSON-ready dict, with ``alive`` and ``age_s`` as of ``now``."""
-        return {
-            "node": self.node,
-            "name": self.name,
-            "address": self.address,
-            "t": _num(self.t),
-            "wall": _num(self.wall),
-            "x": _nums(self.x),
-            "z": _nums(self.z),
-            "initial": _nums(self.initial),
-            "final": self.final,
-            "counters": {k: int(v) for k, v in self.counters.items()},
-            "rtt_ms": {"p50": _num(self.rtt_p50_ms), "p99": _num(self.rtt_p99_ms)},
-            "edges": {str(k): int(v) for k, v in self.edges.items()},
-            "received": _num(self.received),
-            "reports": self.reports,
-            "alive": self.alive(now, timeout),
-            "age_s": _num(now - self.received) if self.reports else None,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorPoint:
-    """One point of the error history: the network state estimated at a common time ``t``.
-
-    Attributes
-    ----------
-    t : float
-        The common continuized time every node's last report was mixed to.
-    error : float
-        ``sum_v 1/2 |x_v(t) - mean|^2`` against the true mean of the initial values.
-    mass_drift_rel : float
-        ``|sum_v x_v(t) - sum_v x_v(0)| / sum_v |x_v(0)|``. While exchanges are in flight this is
-        only an estimate (reports are not simultaneous); after a clean stop it is exact.
-    wall : float
-        Unix time (seconds) at which the coordinator computed the point.
-    """
-
-    t: float
-    error: float
-    mass_drift_rel: float
-    wall: float
-
-    def as_list(self) -> list[float | None]:
-        """Return ``[t, error, mass_drift_rel, wall]`` (JSON-safe)."""
-        return [_num(self.t), _num(self.error), _num(self.mass_drift_rel), _num(self.wall)]
 
 
 @dataclass(slots=True)
@@ -212,108 +71,6 @@ class BrokerStatus:
             "connected": self.connected,
             "reconnects": self.reconnects,
             "last_error": self.last_error,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class FinalResult:
-    """The exact outcome of a run, from the nodes' final reports mixed to a common ``t``.
-
-    Attributes
-    ----------
-    t : float
-        The common time of ``error`` and ``values``: the moment of the stop command when the
-        final states can be mixed back to it without amplifying rounding errors, else the
-        latest final report's t. ``mass_drift_rel`` is always measured forward, at the latter.
-    error : float
-        ``sum_v 1/2 |x_v(t) - mean|^2`` at ``t``.
-    mass_drift_rel : float
-        ``|sum_v x_v(t) - sum_v x_v(0)| / sum_v |x_v(0)|``.
-    values : tuple of tuple of float
-        ``x_v(t)`` for every node, by id.
-    mean : tuple of float
-        The true mean of the initial values.
-    complete : bool
-        True if every expected node sent a final report; otherwise the missing nodes' last
-        ordinary reports were used.
-    """
-
-    t: float
-    error: float
-    mass_drift_rel: float
-    values: tuple[tuple[float, ...], ...]
-    mean: tuple[float, ...]
-    complete: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the result as a JSON-ready dict."""
-        return {
-            "t": _num(self.t),
-            "error": _num(self.error),
-            "mass_drift_rel": _num(self.mass_drift_rel),
-            "values": [_nums(v) for v in self.values],
-            "mean": _nums(self.mean),
-            "complete": self.complete,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """The headline figures of a finished run (what ``gossip up --json`` writes).
-
-    Attributes
-    ----------
-    run_id : str
-        Identifier of the run (chosen by the coordinator at bootstrap).
-    reached : bool
-        Whether the error went below ``eps``.
-    t_eps : float or None
-        The common t at which it did.
-    wall_s : float or None
-        Seconds from the epoch (the nodes' start) to reaching ``eps``; ``None`` if not reached.
-    activations : int
-        Edge activations completed by the whole network (each counted once).
-    rate_achieved : float
-        Activations per second actually completed: ``rate * activations / t`` at the last
-        measurement before the stop (equal to ``rate_asked`` when the cluster keeps up).
-    rate_asked : float
-        The requested network-wide rate (activations per second).
-    final_error, mass_drift_rel : float or None
-        From :class:`FinalResult`.
-    rtt_p50_ms, rtt_p99_ms : float or None
-        Round-trip percentiles over the nodes (the medians of the nodes' p50s and p99s).
-    stop_reason : str
-        Why the coordinator stopped the nodes: ``reached``, ``timeout`` or ``diverged``.
-    """
-
-    run_id: str
-    reached: bool
-    t_eps: float | None
-    wall_s: float | None
-    activations: int
-    rate_achieved: float
-    rate_asked: float
-    final_error: float | None
-    mass_drift_rel: float | None
-    rtt_p50_ms: float | None
-    rtt_p99_ms: float | None
-    stop_reason: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the summary as a JSON-ready dict."""
-        return {
-            "run_id": self.run_id,
-            "stop_reason": self.stop_reason,
-            "reached": self.reached,
-            "t_eps": _num(self.t_eps),
-            "wall_s": _num(self.wall_s),
-            "activations": self.activations,
-            "rate_achieved": _num(self.rate_achieved),
-            "rate_asked": _num(self.rate_asked),
-            "final_error": _num(self.final_error),
-            "mass_drift_rel": _num(self.mass_drift_rel),
-            "rtt_p50_ms": _num(self.rtt_p50_ms),
-            "rtt_p99_ms": _num(self.rtt_p99_ms),
         }
 
 
@@ -491,10 +248,10 @@ class ClusterState:
         drift = self.mass_drift_rel
         return {
             "reached": self.reached,
-            "t": _num(self.t),
-            "error": _num(err) if err is not None else None,
-            "t_eps": _num(self.t_eps),
-            "mass_drift_rel": _num(drift) if drift is not None else None,
+            "t": json_num(self.t),
+            "error": json_num(err) if err is not None else None,
+            "t_eps": json_num(self.t_eps),
+            "mass_drift_rel": json_num(drift) if drift is not None else None,
             "nodes_alive": self.nodes_alive(now),
             "expected": self.expected,
             "algorithm": self.algorithm,
@@ -552,14 +309,14 @@ class ClusterState:
             "cluster": self.cluster,
             "eps": self.eps,
             "rate": self.rate,
-            "epoch": _num(self.epoch),
+            "epoch": json_num(self.epoch),
             "message": self.message,
             "revision": self.revision,
             "params": params,
             "quantities": self.quantities.as_dict() if self.quantities is not None else None,
             "topology": topo,
             "registered": dict(self.registered),
-            "initial": [_nums(v) for v in self.initial],
+            "initial": [json_nums(v) for v in self.initial],
             "nodes": [self.nodes[k].as_dict(now, self.alive_timeout) for k in sorted(self.nodes)],
             "activations": self.activations(),
             "history": [p.as_list() for p in history],

@@ -25,19 +25,30 @@ import multiprocessing
 import os
 import queue
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError
 from gossip.params import GossipParams
+from gossip.sim.compiled import kernel_available, run_block_compiled
 from gossip.sim.engine import BlockSpec, run_block
 from gossip.sim.events import windows
 from gossip.topology import Topology
 
-__all__ = ["MAX_BLOCK", "SimulationResult", "simulate"]
+__all__ = ["ENGINES", "MAX_BLOCK", "SimulationResult", "simulate"]
+
+ENGINES = ("auto", "compiled", "numpy")
+"""``engine`` values of :func:`simulate`."""
 
 FloatArray = NDArray[np.float64]
 
@@ -49,6 +60,7 @@ _BLOCK_VALUES = 4_000_000  # most node values (runs x nodes x d) held per block:
 _PARALLEL_EVENTS = (
     2_000_000  # below this many activations, worker start-up costs more than it saves
 )
+_THREADED_EVENTS = 200_000  # the same for the compiled kernel's threads, which start at once
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,6 +79,8 @@ class SimulationResult:
         The error at t = 0 (``e0`` in the theorem's bound).
     seed : int
         The seed the runs were derived from.
+    engine : str
+        ``"compiled"`` (numba kernel) or ``"numpy"``: which engine ran; the results agree.
     """
 
     t_grid: FloatArray
@@ -74,6 +88,7 @@ class SimulationResult:
     params: GossipParams
     initial_error: float
     seed: int
+    engine: str = "numpy"
 
     @property
     def runs(self) -> int:
@@ -110,6 +125,7 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     *,
     workers: int | None = None,
+    engine: Literal["auto", "compiled", "numpy"] = "auto",
 ) -> SimulationResult:
     """Simulate ``runs`` independent runs of gossip and record their error on ``t_grid``.
 
@@ -135,10 +151,16 @@ def simulate(
         Called with the number of activations simulated so far (all runs), from the calling
         thread, every few thousand activations per run.
     workers : int, optional
-        Worker processes; default: one per CPU for large jobs, none (in-process) for small ones.
-        The result does not depend on it. Workers are started with ``spawn``, which imports the
-        calling script: as with any use of multiprocessing, a script that calls ``simulate`` at
-        the top level must guard it with ``if __name__ == "__main__":`` (or pass ``workers=1``).
+        Workers: threads of the compiled kernel, else processes; default: one per CPU for large
+        jobs, none (in the calling thread) for small ones. The result does not depend on it.
+        Worker processes are started with ``spawn``, which imports the calling script: as with
+        any use of multiprocessing, a script that calls ``simulate`` at the top level must
+        guard it with ``if __name__ == "__main__":`` (or pass ``workers=1``).
+    engine : {"auto", "compiled", "numpy"}
+        ``compiled`` is the numba kernel (:mod:`gossip.sim.compiled`), ``numpy`` the vectorised
+        sweep (:mod:`gossip.sim.engine`); both simulate the same runs from the same streams and
+        agree to rounding. ``auto`` (default) takes ``compiled`` when numba imports, unless the
+        environment variable ``GOSSIP_SIM_ENGINE=numpy`` says otherwise.
 
     Returns
     -------
@@ -148,7 +170,8 @@ def simulate(
     Raises
     ------
     ConfigError
-        Bad shapes, non-finite values, an unsorted or negative grid, runs < 1, seed < 0.
+        Bad shapes, non-finite values, an unsorted or negative grid, runs < 1, seed < 0, an
+        unknown engine, or ``engine="compiled"`` without numba.
     """
     values = _check_initial(initial, topology.n)
     grid = _check_grid(t_grid)
@@ -159,6 +182,7 @@ def simulate(
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
     runs, seed = int(runs), int(seed)
+    compiled = _use_compiled(engine)
 
     sweep, record = _sweep_grid(grid)
     blocks = _blocks(runs, workers, max(1, _BLOCK_VALUES // values.size))
@@ -180,10 +204,13 @@ def simulate(
     ]
     expected_events = runs * float(sweep[-1]) if len(sweep) else 0.0
     if workers is None:
-        workers = min(os.cpu_count() or 1, len(specs)) if expected_events > _PARALLEL_EVENTS else 1
+        threshold = _THREADED_EVENTS if compiled else _PARALLEL_EVENTS
+        workers = min(os.cpu_count() or 1, len(specs)) if expected_events > threshold else 1
     workers = min(workers, len(specs))
     if workers <= 1:
-        parts = _run_inline(specs, progress)
+        parts = _run_inline(specs, progress, run_block_compiled if compiled else run_block)
+    elif compiled:
+        parts = _run_threads(specs, workers, progress)
     else:
         parts = _run_parallel(specs, workers, progress)
     errors = np.concatenate(parts, axis=0) if grid.size else np.empty((runs, 0))
@@ -194,7 +221,24 @@ def simulate(
         params=params,
         initial_error=float(0.5 * np.sum(gap * gap)),
         seed=seed,
+        engine="compiled" if compiled else "numpy",
     )
+
+
+def _use_compiled(engine: str) -> bool:
+    """Whether ``engine`` resolves to the compiled kernel here."""
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "numpy":
+        return False
+    available = kernel_available()
+    if engine == "compiled" and not available:
+        raise ConfigError(
+            "engine 'compiled' needs numba, which cannot be imported here (or "
+            "GOSSIP_SIM_ENGINE=numpy turns it off): `pip install numba`, or use engine 'auto' "
+            "or 'numpy'"
+        )
+    return available
 
 
 def _check_initial(initial: ArrayLike, n: int) -> FloatArray:
@@ -248,7 +292,11 @@ def _blocks(runs: int, workers: int | None, most: int) -> list[tuple[int, int]]:
     return [(int(a), int(b - a)) for a, b in itertools.pairwise(edges)]
 
 
-def _run_inline(specs: list[BlockSpec], progress: Callable[[int], None] | None) -> list[FloatArray]:
+def _run_inline(
+    specs: list[BlockSpec],
+    progress: Callable[[int], None] | None,
+    run: Callable[[BlockSpec, Callable[[int], None] | None], FloatArray],
+) -> list[FloatArray]:
     done = 0
 
     def report(events: int) -> None:
@@ -257,7 +305,33 @@ def _run_inline(specs: list[BlockSpec], progress: Callable[[int], None] | None) 
         if progress is not None:
             progress(done)
 
-    return [run_block(spec, report) for spec in specs]
+    return [run(spec, report) for spec in specs]
+
+
+def _run_threads(
+    specs: list[BlockSpec], workers: int, progress: Callable[[int], None] | None
+) -> list[FloatArray]:
+    """Sweep the blocks with the compiled kernel in threads: it releases the GIL."""
+    reports: queue.SimpleQueue[int] = queue.SimpleQueue()
+    done = 0
+
+    def drain() -> None:
+        nonlocal done
+        while True:
+            try:
+                done += reports.get_nowait()
+            except queue.Empty:
+                break
+        if progress is not None:
+            progress(done)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gossip-sim") as pool:
+        futures = [pool.submit(run_block_compiled, spec, reports.put) for spec in specs]
+        pending: set[Future[FloatArray]] = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            drain()
+        return [f.result() for f in futures]
 
 
 _worker_queue: multiprocessing.queues.Queue[int] | None = None

@@ -6,7 +6,7 @@ With ``L_P`` the Laplacian weighted by the edge probabilities ``P_e``:
 * ``R_eff(v, w) = (e_v - e_w)^T L_P^+ (e_v - e_w)`` and ``R_max`` is its maximum over edges;
 * ``theta_RG = mu_gossip`` and ``theta_ARG = sqrt(mu_gossip / (2 R_max))``.
 
-Two exact paths compute them:
+Two exact paths and one estimate compute them:
 
 * ``dense`` (default up to :data:`DENSE_LIMIT` nodes): one symmetric eigendecomposition gives the
   spectrum and the pseudo-inverse at once. It needs NumPy only.
@@ -16,7 +16,25 @@ Two exact paths compute them:
   approximation is involved: the results agree with the dense path to solver precision. It
   needs SciPy, imported only here: the container image leaves SciPy out (55 MB), and a graph of
   more than :data:`DENSE_LIMIT` nodes there fails with a :class:`~gossip.errors.ConfigError`
-  that says so.
+  that says so. It costs one solve per edge, so ``auto`` takes it up to :data:`EXACT_LIMIT`.
+* ``jl`` (default above :data:`EXACT_LIMIT` nodes): ``mu_gossip`` exactly as above, and every
+  ``R_eff`` estimated by the random projection of Spielman and Srivastava. With ``B`` the
+  incidence matrix, ``W = diag(P)`` and ``Q`` a ``k x |E|`` matrix of independent signs
+  ``+-1/sqrt(k)``, ``R_eff(u, v) = |W^1/2 B L_P^+ (e_u - e_v)|^2`` is estimated by
+  ``|Z (e_u - e_v)|^2`` with ``Z = Q W^1/2 B L_P^+``: k Laplacian solves (against the same LU
+  factorisation) instead of |E|. By the Johnson-Lindenstrauss bound for random signs
+  (Achlioptas 2003), each estimate is within a factor ``1 +- eps`` of the truth except with
+  probability ``2 exp(-(k/2)(eps^2/2 - eps^3/3))``; so with
+  ``k = ceil(2 ln(2 |E| / delta) / (eps^2/2 - eps^3/3))`` *every* edge's estimate is, with
+  probability at least ``1 - delta``. The defaults are ``eps = 0.3``, ``delta = 0.01``.
+
+  ``R_max`` is then reported as ``max_e R~_e / (1 - eps)``: an *over*estimate, by a factor of
+  at most ``(1 + eps) / (1 - eps)``, with probability ``>= 1 - delta``. That is the safe side.
+  ARG's coupling ``c = 1 / sqrt(2 mu R_max)`` and rate ``eta = sqrt(mu / (2 R_max))`` shrink
+  with a larger ``R_max``, and the theorem's guarantee holds for any ``R >= R_max`` (with the
+  rate ``sqrt(mu / (2 R))``, at most ``sqrt((1 + eps) / (1 - eps))`` = 1.36 times slower); an
+  underestimate gives a larger coupling than the theorem allows, which can diverge (as the
+  paper's misprinted coefficient, twice too large, does).
 """
 
 from __future__ import annotations
@@ -24,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,10 +53,21 @@ from gossip.topology import Topology
 if TYPE_CHECKING:
     import scipy.sparse
 
-__all__ = ["DENSE_LIMIT", "GraphQuantities", "dense_laplacian", "graph_quantities", "laplacian"]
+__all__ = [
+    "DENSE_LIMIT",
+    "EXACT_LIMIT",
+    "GraphQuantities",
+    "dense_laplacian",
+    "graph_quantities",
+    "jl_dimension",
+    "laplacian",
+]
 
 DENSE_LIMIT = 1500
 """Largest node count for which ``method="auto"`` takes the dense path."""
+
+EXACT_LIMIT = 4000
+"""Largest node count for which ``method="auto"`` computes every ``R_eff`` exactly."""
 
 _BLOCK = 256  # right-hand sides per sparse solve: bounds memory to n * 256 floats
 
@@ -53,6 +82,11 @@ class GraphQuantities:
     r_eff: NDArray[np.float64]
     r_max: float
     method: str
+    eps: float = 0.0
+    delta: float = 0.0
+    """``eps``: relative error bound of each ``r_eff`` (0: exact, up to solver precision);
+    ``delta``: probability that some edge misses it (method ``jl``; ``r_max`` then includes the
+    ``1 / (1 - eps)`` inflation, see the module docstring)."""
 
     @property
     def theta_rg(self) -> float:
@@ -78,6 +112,8 @@ class GraphQuantities:
             "theta_rg": self.theta_rg,
             "theta_arg": self.theta_arg,
             "method": self.method,
+            "eps": self.eps,
+            "delta": self.delta,
         }
 
 
@@ -123,8 +159,30 @@ def dense_laplacian(topology: Topology) -> NDArray[np.float64]:
     return lap
 
 
+def jl_dimension(n_edges: int, eps: float, delta: float) -> int:
+    """Return k, the solves that make every edge's JL estimate ``1 +- eps`` w.p. ``1 - delta``.
+
+    ``k = ceil(2 ln(2 |E| / delta) / (eps^2 / 2 - eps^3 / 3))`` (see the module docstring).
+
+    Examples
+    --------
+    >>> jl_dimension(19_800, 0.3, 0.01)
+    844
+    """
+    if not 0.0 < eps < 1.0:
+        raise ConfigError(f"eps must be in (0, 1), got {eps!r}")
+    if not 0.0 < delta < 1.0:
+        raise ConfigError(f"delta must be in (0, 1), got {delta!r}")
+    return math.ceil(2.0 * math.log(2.0 * n_edges / delta) / (eps**2 / 2.0 - eps**3 / 3.0))
+
+
 def graph_quantities(
-    topology: Topology, method: Literal["auto", "dense", "sparse"] = "auto"
+    topology: Topology,
+    method: Literal["auto", "dense", "sparse", "jl"] = "auto",
+    *,
+    eps: float = 0.3,
+    delta: float = 0.01,
+    seed: int = 0,
 ) -> GraphQuantities:
     """Compute ``mu_gossip``, ``R_eff`` on every edge and ``R_max`` for ``topology``.
 
@@ -132,8 +190,13 @@ def graph_quantities(
     ----------
     topology : Topology
         A connected topology with edge probabilities.
-    method : {"auto", "dense", "sparse"}
-        ``auto`` is dense up to :data:`DENSE_LIMIT` nodes and sparse above.
+    method : {"auto", "dense", "sparse", "jl"}
+        ``auto`` is dense up to :data:`DENSE_LIMIT` nodes, sparse up to :data:`EXACT_LIMIT`
+        and jl above (see the module docstring for the estimate's bound).
+    eps, delta : float
+        Method ``jl`` only: relative error of each ``R_eff`` and failure probability, in (0, 1).
+    seed : int
+        Method ``jl`` only: seed of the random signs (the result is reproducible).
 
     Examples
     --------
@@ -143,13 +206,29 @@ def graph_quantities(
     (0.0003778, 29.0, 0.002552)
     """
     if method == "auto":
-        method = "dense" if topology.n <= DENSE_LIMIT else "sparse"
+        if topology.n <= DENSE_LIMIT:
+            method = "dense"
+        else:
+            method = "sparse" if topology.n <= EXACT_LIMIT else "jl"
     if method == "dense":
         mu, r_eff = _dense(topology)
     elif method == "sparse":
         mu, r_eff = _sparse(topology)
+    elif method == "jl":
+        k = jl_dimension(topology.n_edges, eps, delta)
+        mu, r_eff = _sparse(topology, projections=k, seed=seed)
+        return GraphQuantities(
+            n=topology.n,
+            n_edges=topology.n_edges,
+            mu_gossip=mu,
+            r_eff=r_eff,
+            r_max=float(r_eff.max()) / (1.0 - eps),  # the safe side: see the module docstring
+            method=method,
+            eps=eps,
+            delta=delta,
+        )
     else:
-        raise ConfigError(f"unknown method {method!r}; valid: auto, dense, sparse")
+        raise ConfigError(f"unknown method {method!r}; valid: auto, dense, sparse, jl")
     return GraphQuantities(
         n=topology.n,
         n_edges=topology.n_edges,
@@ -190,7 +269,10 @@ def _scipy_sparse(topology: Topology, what: str) -> tuple[ModuleType, ModuleType
     return scipy.sparse, scipy.sparse.linalg
 
 
-def _sparse(topology: Topology) -> tuple[float, NDArray[np.float64]]:
+def _sparse(
+    topology: Topology, projections: int | None = None, seed: int = 0
+) -> tuple[float, NDArray[np.float64]]:
+    """``mu_gossip`` and every ``R_eff``: exact, or JL estimates from ``projections`` solves."""
     sparse, linalg = _scipy_sparse(topology, "the sparse path")
     lap = laplacian(topology)
     # Scale to entries of order one so that the shift below is meaningful whatever |E| is.
@@ -209,6 +291,8 @@ def _sparse(topology: Topology) -> tuple[float, NDArray[np.float64]]:
         options={"SymmetricMode": True},
     )
     u, v = topology.edges[:, 0], topology.edges[:, 1]
+    if projections is not None:
+        return mu, _projected(lu, u, v, topology.probs / scale, n, projections, seed) / scale
     r_eff = np.empty(topology.n_edges, dtype=np.float64)
     for start in range(0, topology.n_edges, _BLOCK):
         stop = min(start + _BLOCK, topology.n_edges)
@@ -220,6 +304,40 @@ def _sparse(topology: Topology) -> tuple[float, NDArray[np.float64]]:
         sol = lu.solve(rhs)
         r_eff[start:stop] = np.einsum("ij,ij->j", rhs, sol)
     return mu, r_eff / scale
+
+
+def _projected(
+    lu: Any,
+    u: NDArray[np.int64],
+    v: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    n: int,
+    k: int,
+    seed: int,
+) -> NDArray[np.float64]:
+    """JL estimates of ``R_eff`` on every edge: ``|Z (e_u - e_v)|^2``, ``Z = Q W^1/2 B L^+``.
+
+    ``weights`` are the (scaled) ``P_e`` of the factorised Laplacian; ``Q`` has ``k`` rows of
+    random signs over ``sqrt(k)``, drawn and solved ``_BLOCK`` rows at a time.
+    """
+    rng = np.random.default_rng(seed)
+    root = np.sqrt(weights)
+    total = np.zeros(len(u), dtype=np.float64)
+    for start in range(0, k, _BLOCK):
+        rows = min(_BLOCK, k - start)
+        signs = rng.integers(0, 2, size=(len(u), rows), dtype=np.int8) * 2.0 - 1.0
+        load = signs * (root / math.sqrt(k))[:, None]  # (Q W^1/2)^T, edge by edge
+        # B^T (Q W^1/2)^T: +row at u, -row at v; its columns sum to 0 (L's range).
+        rhs = np.zeros((n, rows), dtype=np.float64)
+        np.add.at(rhs, u, load)
+        np.add.at(rhs, v, -load)
+        # Grounded at node 0 (Z row 0 = 0): a solution up to a constant, which the
+        # differences below cancel.
+        sol = np.zeros((n, rows), dtype=np.float64)
+        sol[1:] = lu.solve(rhs[1:])
+        gap = sol[u] - sol[v]
+        total += np.einsum("ij,ij->i", gap, gap)
+    return total
 
 
 def _second_eigenvalue(scaled: scipy.sparse.csc_array, linalg: ModuleType) -> float:

@@ -5,6 +5,8 @@ Public API (for the launcher and for tests):
 * :class:`NodeConfig` -- everything ``gossip node`` accepts;
 * :func:`run_node` -- **async**: register, gossip, stop on command or signal; returns 0;
   :func:`run_node_sync` runs it in a fresh event loop;
+* :func:`run_host` / :func:`run_host_sync` -- host mode: K nodes in one process and event loop
+  (:func:`host_configs` names and places them); ``run_node`` is a host of one;
 * :class:`Node` -- a node already bootstrapped, on any :class:`Transport` (tests run many in
   one process over a :class:`FakeNetwork`);
 * transports: :class:`Transport`, :class:`ZmqTransport`, :class:`FakeNetwork` /
@@ -15,6 +17,7 @@ from node.config import NodeConfig, parse_value
 from node.daemon import Node, run_node, run_node_sync
 from node.fake_transport import FakeNetwork, FakeTransport
 from node.faults import FaultSpec, FaultyTransport, parse_faults
+from node.host import host_configs, run_host, run_host_sync
 from node.transport import Incoming, Transport, TransportStats
 from node.zmq_transport import ZmqTransport
 
@@ -29,8 +32,11 @@ __all__ = [
     "Transport",
     "TransportStats",
     "ZmqTransport",
+    "host_configs",
     "parse_faults",
     "parse_value",
+    "run_host",
+    "run_host_sync",
     "run_node",
     "run_node_sync",
 ]

@@ -7,7 +7,9 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
 
 * ``node-receive`` -- frames in: hand each to the exchanger, send back its answer (a deferred
   request's answer once nothing of ours is in flight, see ``hold`` in
-  :mod:`gossip.exchange`);
+  :mod:`gossip.exchange`). With the ZeroMQ transport the frames are handled right in its socket
+  callbacks (:meth:`Node._on_frame`, ``Transport.set_handler``) and this task only raises the
+  transport's errors;
 * ``node-ticks``   -- the node's Poisson clock: initiate an exchange at each tick; a late tick
   fires late, none is dropped (in hold mode it also waits while our exchange is in flight);
 * ``node-retry``   -- re-send requests whose timeout passed;
@@ -24,32 +26,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import math
-import os
-import signal
-import sys
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from gossip.errors import GossipError
 from gossip.exchange import DEFERRED, Counters, Exchanger, Link, TimeBase
-from gossip.keys import load_identity
 from gossip.ledger import Ledger
-from gossip.wire import Bootstrap, Register
+from gossip.wire import Bootstrap
 from node.clock import PoissonClock
 from node.config import NodeConfig
-from node.curve import CurveKeys
-from node.faults import FaultyTransport
-from node.mqtt import NodeMqtt, parse_broker
-from node.registration import register
+from node.mqtt import NodeMqtt
 from node.transport import Transport
-from node.zmq_transport import ZmqTransport
 
 __all__ = ["Node", "run_node", "run_node_sync"]
 
@@ -184,15 +176,28 @@ class Node:
             "pending": ex.pending,
         }
 
-    async def run(self, mqtt: NodeMqtt | None = None) -> int:
-        """Gossip until asked to stop, then stop cleanly (see the module header); return 0."""
+    async def run(self, mqtt: NodeMqtt | None = None, *, run_mqtt: bool = True) -> int:
+        """Gossip until asked to stop, then stop cleanly (see the module header); return 0.
+
+        ``mqtt`` reports the node and publishes its final state; the node runs its connection
+        too unless ``run_mqtt`` is False (host mode: one connection runs for all the nodes).
+        """
         await self.transport.connect({n.peer_id: n.address for n in self.boot.neighbors})
+        # Frames straight from the socket callbacks where the transport can (no queue, future
+        # and task switch per frame); the receive task is then only there for its errors.
+        self.transport.set_handler(self._on_frame)
+        try:
+            return await self._run(mqtt, run_mqtt)
+        finally:
+            self.transport.set_handler(None)
+
+    async def _run(self, mqtt: NodeMqtt | None, run_mqtt: bool) -> int:
         async with asyncio.TaskGroup() as tg:
             tasks = [
                 tg.create_task(self._receive(), name="node-receive"),
                 tg.create_task(self._retry(), name="node-retry"),
             ]
-            if mqtt is not None:
+            if mqtt is not None and run_mqtt:
                 tasks.append(tg.create_task(mqtt.run(), name="node-mqtt"))
             if self.exchanger.recovering:
                 tasks.append(tg.create_task(self._recover(), name="node-recover"))
@@ -229,20 +234,30 @@ class Node:
             log.warning("%d exchanges still unanswered at stop: counted as failed", abandoned)
 
     async def _receive(self) -> None:
-        transport, ex, clock = self.transport, self.exchanger, self.clock
+        # With a transport that hands frames straight to _on_frame (set in run), recv() only
+        # ever raises the transport's errors; otherwise frames come through it one by one.
+        transport, on_frame = self.transport, self._on_frame
         while True:
             incoming = await transport.recv()
-            answer = ex.receive(incoming.data, clock(), incoming.sender)
-            if answer is DEFERRED:
-                self._routes.append(incoming.route)
-            elif answer is not None and incoming.route is not None:
-                transport.answer(incoming.route, answer)
-            for out in ex.take_outgoing():  # corrections (exact mode)
-                transport.send(out.peer, out.frame)
-            if not ex.pending:
-                self._idle.set()
-                if self._routes:
-                    self._release()
+            on_frame(incoming.data, incoming.route, incoming.sender)
+
+    def _on_frame(self, data: bytes, route: bytes | None, sender: int | None = None) -> None:
+        """Handle one frame: hand it to the exchanger, send back its answer and what follows.
+
+        ``sender`` is the node id authenticated on the frame's connection (CurveZMQ), if any.
+        """
+        transport, ex = self.transport, self.exchanger
+        answer = ex.receive(data, self.clock(), sender)
+        if answer is DEFERRED:
+            self._routes.append(route)
+        elif answer is not None and route is not None:
+            transport.answer(route, answer)
+        for out in ex.take_outgoing():  # corrections (exact mode)
+            transport.send(out.peer, out.frame)
+        if not ex.pending:
+            self._idle.set()
+            if self._routes:
+                self._release()
 
     def _release(self, force: bool = False) -> None:
         for answer in self.exchanger.release(self.clock(), force=force):
@@ -310,24 +325,11 @@ class Node:
         log.info("recovered the ledger from the neighbours")
 
 
-async def _until_stopped(
-    work: Coroutine[Any, Any, Bootstrap], stop: asyncio.Event
-) -> Bootstrap | None:
-    async with asyncio.TaskGroup() as tg:
-        job = tg.create_task(work, name="node-register")
-        stopper = tg.create_task(stop.wait(), name="node-stop-wait")
-        await asyncio.wait({job, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if job.done():
-            stopper.cancel()
-            return job.result()
-        job.cancel()
-    return None
-
-
 async def run_node(config: NodeConfig) -> int:
     """Run one node process: register, gossip, stop on command or signal. Async; returns 0.
 
-    Prints the final report as one JSON line on stdout when it stops.
+    A host of one node (:func:`node.host.run_host`). Prints the final report as one JSON
+    line on stdout when it stops.
 
     Raises
     ------
@@ -335,94 +337,9 @@ async def run_node(config: NodeConfig) -> int:
         A bad setting (ConfigError), a refused registration (RemoteError), or a socket
         failure or registration timeout (TransportError).
     """
-    identity = load_identity(config.keys) if config.keys is not None else None
-    keys = CurveKeys.of(identity) if identity is not None else None
-    inner = ZmqTransport(config.bind, config.advertise, toward=config.coordinator, keys=keys)
-    transport: Transport = (
-        FaultyTransport(inner, config.faults, config.seed) if config.faults.active else inner
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        async with transport:
-            request = Register(config.name, transport.address, config.value, os.getpid())
-            log.info(
-                "registering %s (%s) with %s", config.name, transport.address, config.coordinator
-            )
-            boot = await _until_stopped(
-                register(
-                    config.coordinator,
-                    request,
-                    every=config.register_every,
-                    give_up_after=config.register_timeout,
-                    keys=keys,
-                    coordinator_key=identity.coordinator if identity is not None else "",
-                ),
-                stop,
-            )
-            if boot is None:
-                return 0
-            log.info(
-                "node %d of %s: %d neighbours, rate %g/s",
-                boot.node_id,
-                boot.cluster,
-                len(boot.neighbors),
-                boot.rate,
-            )
-            node = Node(
-                boot,
-                transport,
-                name=config.name,
-                timeout=config.timeout,
-                max_timeout=config.max_timeout,
-                drain=config.drain,
-                linger=config.linger,
-                seed=config.seed,
-                max_in_flight=config.max_in_flight,
-                hold=config.hold,
-                exact=config.exact,
-                correction_tol=config.correction_tol,
-                correction_horizon=config.correction_horizon,
-            )
-            node.stop_requested = stop
-            if keys is not None:  # admit the neighbours' keys only, each as its node id
-                inner.trust({n.peer_id: n.key for n in boot.neighbors})
-            broker = parse_broker(boot.broker)
-            if broker is not None and config.mqtt_ca is not None:
-                broker = dataclasses.replace(broker, ca=str(config.mqtt_ca))
-            mqtt = (
-                None
-                if broker is None
-                else NodeMqtt(
-                    broker,
-                    boot.cluster,
-                    boot.node_id,
-                    node.report,
-                    boot.metrics_period,
-                    node.request_stop,
-                    epoch=boot.epoch,
-                )
-            )
-            code = await node.run(mqtt)
-            sys.stdout.write(json.dumps(node.final) + "\n")
-            sys.stdout.flush()
-            return code
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+    from node.host import run_host  # node.host builds on this module
 
-
-def _first_error(group: BaseExceptionGroup[BaseException]) -> GossipError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, GossipError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup):
-            found = _first_error(exc)
-            if found is not None:
-                return found
-    return None
+    return await run_host([config])
 
 
 def run_node_sync(config: NodeConfig) -> int:
@@ -431,19 +348,8 @@ def run_node_sync(config: NodeConfig) -> int:
     Raises
     ------
     GossipError
-        As :func:`run_node`; taken out of the task group's ExceptionGroup, so that the command
-        line reports it in one line.
+        As :func:`run_node`, in one line (not wrapped in an ExceptionGroup).
     """
-    try:
-        import uvloop  # type: ignore[import-not-found,unused-ignore]
+    from node.host import run_host_sync
 
-        runner: Callable[[Coroutine[Any, Any, int]], int] = uvloop.run
-    except ImportError:
-        runner = asyncio.run
-    try:
-        return int(runner(run_node(config)))
-    except BaseExceptionGroup as group:
-        first = _first_error(group)
-        if first is None:
-            raise
-        raise first from None
+    return run_host_sync([config])

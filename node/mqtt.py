@@ -120,16 +120,21 @@ def ends_run(status: object, epoch: float) -> bool:
 
 
 class NodeMqtt:
-    """One node's MQTT connection: reports out, stop commands in.
+    """The MQTT connection of one process: its nodes' reports out, stop commands in.
+
+    A process hosting several nodes (host mode, :mod:`node.host`) keeps one connection for all
+    of them: each node is a *member* (:meth:`add`) with its own state topic, and a stop on the
+    control topic (or the retained status) stops every member. One connection per process
+    instead of per node keeps a 1,000-node cluster at a few dozen broker connections.
 
     Parameters
     ----------
     broker : BrokerAddress
         The broker.
     cluster, node_id : str, int
-        Name the topics.
+        Name the topics (``node_id`` is the first member).
     snapshot : callable() -> dict
-        Returns the current report (the C3 payload without ``final``).
+        Returns the member's current report (the C3 payload without ``final``).
     period : float
         Seconds between reports.
     on_stop : callable()
@@ -150,17 +155,29 @@ class NodeMqtt:
         epoch: float | None = None,
     ):
         self.broker = broker
+        self.cluster = cluster
         self.topic = state_topic(cluster, node_id)
         self.control = control_topic(cluster)
         self.status = status_topic(cluster)
         self._epoch = epoch
         self._identifier = f"gossip-{cluster}-node-{node_id}-{random.getrandbits(32):08x}"
-        self._snapshot = snapshot
         self._period = period
-        self._on_stop = on_stop
+        # (state topic, snapshot, on_stop) of every node reported on this connection.
+        self._members: list[tuple[str, Callable[[], dict[str, Any]], Callable[[], None]]] = []
+        self.add(node_id, snapshot, on_stop)
         self._client: aiomqtt.Client | None = None
         self.published = 0
         self.reconnects = 0
+
+    def add(
+        self, node_id: int, snapshot: Callable[[], dict[str, Any]], on_stop: Callable[[], None]
+    ) -> None:
+        """Report one more node of this process on this connection (host mode)."""
+        self._members.append((state_topic(self.cluster, node_id), snapshot, on_stop))
+
+    def _on_stop(self) -> None:
+        for _, _, on_stop in self._members:
+            on_stop()
 
     def _client_for(self) -> aiomqtt.Client:
         return aiomqtt.Client(
@@ -209,8 +226,9 @@ class NodeMqtt:
 
     async def _report(self, client: aiomqtt.Client) -> None:
         while True:
-            await client.publish(self.topic, json.dumps(self._snapshot()), qos=0)
-            self.published += 1
+            for topic, snapshot, _ in self._members:
+                await client.publish(topic, json.dumps(snapshot()), qos=0)
+                self.published += 1
             await asyncio.sleep(self._period)
 
     async def _listen(self, client: aiomqtt.Client) -> None:
@@ -236,13 +254,16 @@ class NodeMqtt:
         Returns False if no broker took it within ``within`` seconds.
         """
         data = json.dumps(payload)
+        topic = state_topic(self.cluster, int(payload.get("node", -1)))
+        if all(topic != member[0] for member in self._members):
+            topic = self.topic  # not a member's report: the first member's topic
         try:
             async with asyncio.timeout(within):
                 if self._client is not None:
-                    await self._client.publish(self.topic, data, qos=1)
+                    await self._client.publish(topic, data, qos=1)
                 else:
                     async with self._client_for() as client:
-                        await client.publish(self.topic, data, qos=1)
+                        await client.publish(topic, data, qos=1)
                 self.published += 1
                 return True
         except (TimeoutError, aiomqtt.MqttError) as exc:

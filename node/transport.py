@@ -16,10 +16,14 @@ lost frame, so a transport may drop one rather than stall the node.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Incoming", "Transport", "TransportStats"]
+__all__ = ["FrameHandler", "Incoming", "Transport", "TransportStats"]
+
+FrameHandler = Callable[[bytes, "bytes | None", "int | None"], None]
+"""Called with each frame's bytes, route (``None``: an answer) and authenticated sender
+(``None``: not authenticated, see :attr:`Incoming.sender`); see :meth:`Transport.set_handler`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,15 @@ class Transport(ABC):
     @abstractmethod
     async def recv(self) -> Incoming:
         """Wait for the next frame: a request to our server, or an answer from a peer."""
+
+    def set_handler(self, handler: FrameHandler | None) -> bool:
+        """Hand every frame to ``handler`` as it is read, instead of queueing it for
+        :meth:`recv` (``None``: queue again). Returns False if this transport cannot.
+
+        A handler saves a future and a task switch per frame; :meth:`recv` then only raises
+        the transport's errors. The handler must not raise.
+        """
+        return False
 
     @abstractmethod
     async def aclose(self) -> None:

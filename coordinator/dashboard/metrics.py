@@ -55,7 +55,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from coordinator.dashboard.views import display_value
-from coordinator.state import COUNTER_NAMES, PHASES, ClusterState
+from coordinator.records import COUNTER_NAMES
+from coordinator.state import PHASES, ClusterState
 
 __all__ = ["ClusterCollector", "make_registry"]
 

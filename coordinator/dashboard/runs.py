@@ -131,6 +131,7 @@ class RunRecord:
             "t": _num(last[0]) if last else None,
             "error": _num(last[1]) if last else None,
             "t_eps": _num(self.t_eps),
+            "reached": self.t_eps is not None,
             "summary": self.summary,
             "band_status": self.band_status,
             "live": self.live,

@@ -183,7 +183,23 @@ class Dashboard:
         return _json(layout.as_dict() if layout is not None else None)
 
     async def _runs(self, request: web.Request) -> web.StreamResponse:
-        return _json([r.meta() for r in self.archive.records.values()])
+        return _json([self.run_meta(r) for r in self.archive.records.values()])
+
+    def run_meta(self, record: RunRecord) -> dict[str, Any]:
+        """A run's metadata; for the live run, its progress as :meth:`ClusterState.summary`.
+
+        The archive follows the state on the feed's ticks, so between two ticks its copy of the
+        live run lags; the header (``/api/summary``) and the Runs table must agree, so both
+        read the live run's t, error, t_eps and reached from the state itself.
+        """
+        meta = record.meta()
+        state = self.state
+        if record.live and record.run_id == state.run_id:
+            summary = state.summary()
+            for key in ("t", "error", "t_eps", "reached"):
+                meta[key] = summary[key]
+            meta["points"] = len(state.history)
+        return meta
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
         record = self._record(request.match_info["run_id"])
@@ -229,7 +245,7 @@ class Dashboard:
             # graph as the live run, whatever the algorithm.
             if state.graph and record.graph != state.graph and not record.live:
                 continue
-            meta = record.meta()
+            meta = self.run_meta(record)
             meta["xy"] = [[_num(p[0]), _num(p[1])] for p in record.points]
             meta["band"] = record.band.as_dict() if record.band is not None else None
             runs.append(meta)

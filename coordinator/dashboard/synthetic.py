@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.state import BrokerStatus, ClusterState, ErrorPoint, NodeView
+from coordinator.records import ErrorPoint, NodeView
+from coordinator.state import BrokerStatus, ClusterState
 from gossip.jumps import jump
 from gossip.mixing import mix
 from gossip.params import gossip_params

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from coordinator.state import ClusterState, NodeView
+from coordinator.records import NodeView
+from coordinator.state import ClusterState
 
 __all__ = [
     "NODE_FIELDS",

@@ -339,14 +339,39 @@
       const cells = [
         `<span class="swatch" style="background:${runColor(i)}"></span>${esc(run.run_id)}` +
           (run.live ? " (live)" : ""),
-        esc((run.algorithm || "?").toUpperCase()), esc(run.graph), String(run.points),
-        fmt(run.t), fmt(run.error, 3), fmt(run.t_eps), esc(run.band_status),
+        esc((run.algorithm || "?").toUpperCase()), esc(run.graph), "", "", "", "",
+        esc(run.band_status),
         `<a href="${api("api/runs/" + encodeURIComponent(run.run_id) + ".csv")}" download>CSV</a> · ` +
           `<a href="${api("api/runs/" + encodeURIComponent(run.run_id) + ".jsonl")}" download>JSONL</a>`,
       ];
       tr.innerHTML = cells.map((c) => `<td>${c}</td>`).join("");
       body.appendChild(tr);
+      drawRunProgress(tr, run);
     });
+  }
+
+  // The progress columns of a run's row (points, t, error, t_eps): for the live run they follow
+  // every batch's summary, the same figures as the header cards, so the two never disagree.
+  function drawRunProgress(tr, run) {
+    const td = tr.children;
+    setText(td[3], String(run.points));
+    setText(td[4], fmt(run.t));
+    setText(td[5], fmt(run.error, 3));
+    setText(td[6], fmt(run.t_eps));
+    setClass(td[6], run.reached ? "ok" : "");
+  }
+
+  function updateLiveRun(summary, newPoints) {
+    const snap = dash.snapshot;
+    const run = snap && snap.runs.find((r) => r.run_id === liveRun);
+    if (!run) return;
+    run.t = summary.t;
+    run.error = summary.error;
+    run.t_eps = summary.t_eps;
+    run.reached = summary.reached;
+    run.points += newPoints;
+    const tr = document.querySelector(`#runs-table tbody tr[data-run="${CSS.escape(liveRun)}"]`);
+    if (tr) drawRunProgress(tr, run);
   }
 
   function esc(s) {
@@ -411,8 +436,9 @@
     dash.batches += 1;
     dash.clockOffset = batch.now - Date.now() / 1000;
     const p = pending || (pending = { points: [], nodes: new Set(), edges: null, counters: null,
-      walls: [], arrived: performance.now() });
+      walls: [], arrived: performance.now(), newPoints: 0 });
     for (const pt of batch.points) if (pt[1] > 0) p.points.push(pt);
+    p.newPoints += batch.points.length;
     const newIds = [];
     for (const row of batch.nodes) {
       const id = row[F.id];
@@ -446,7 +472,8 @@
   function drawLater() {
     // Chart points are waiting and no batch came to draw them: draw them in a frame of their own.
     laterTimer = 0;
-    if (!pending) pending = { points: [], nodes: new Set(), edges: null, counters: null, walls: [] };
+    if (!pending) pending = { points: [], nodes: new Set(), edges: null, counters: null, walls: [],
+      newPoints: 0 };
     requestAnimationFrame(draw);
   }
 
@@ -482,6 +509,7 @@
       levels = p.edges.slice();
     }
     if (p.counters) timed("counters", () => updateCounters(p.counters[0], p.counters[1]));
+    if (p.counters) updateLiveRun(p.counters[0], p.newPoints);
     const took = performance.now() - started;
     // Latency = from the node publishing its report to the frame that shows it: measured after
     // the browser has painted (the next frame), against the server's clock.

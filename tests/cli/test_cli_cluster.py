@@ -106,6 +106,43 @@ async def test_gossip_up_writes_its_files_and_exits_0(tmp_path: Path) -> None:
     assert "rate achieved" in text
 
 
+async def test_gossip_up_in_host_mode_runs_the_nodes_in_fewer_processes(tmp_path: Path) -> None:
+    out, logs = tmp_path / "run.json", tmp_path / "logs"
+    proc = await asyncio.create_subprocess_exec(
+        *GOSSIP,
+        "up",
+        "--graph",
+        "line:5",
+        "--nodes-per-process",
+        "3",
+        "--rate",
+        "200",
+        "--until",
+        "1e-6",
+        "--quiet",
+        "--log-dir",
+        str(logs),
+        "--json",
+        str(out),
+        "--metrics-file",
+        str(tmp_path / "m.jsonl"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    summary = json.loads(out.read_text())
+    assert summary["reached"] is True
+    assert summary["mass_drift_rel"] <= 1e-9
+    # Five nodes as two processes of 3 and 2 nodes, each node registered under its own name.
+    texts = {p.name: p.read_text() for p in logs.glob("host-*.log")}
+    assert sorted(texts) == ["host-0.log", "host-1.log"]
+    assert len(re.findall(r"node \d+ \(host-0-\d", texts["host-0.log"])) == 3
+    assert len(re.findall(r"node \d+ \(host-1-\d", texts["host-1.log"])) == 2
+
+
 async def test_gossip_up_that_cannot_reach_eps_exits_1_with_a_message(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         *GOSSIP,
@@ -162,8 +199,9 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
     children: list[psutil.Process] = []
     while time.monotonic() < deadline:
         children = parent.children(recursive=True)
-        nodes = [c for c in children if "node" in _cmdline(c)]
-        if len(nodes) == 4 and all((logs / f"node-{k}.log").exists() for k in range(4)):
+        # The node processes are forked by the fork server, so they carry its command line.
+        forked = [c for c in children if "cli.forkserver" in _cmdline(c)]
+        if len(forked) == 5 and all((logs / f"node-{k}.log").exists() for k in range(4)):
             texts = [(logs / f"node-{k}.log").read_text() for k in range(4)]
             if all("neighbours" in t for t in texts):  # bootstrapped: gossiping
                 break
@@ -297,3 +335,72 @@ async def test_nodes_outlive_the_coordinator_and_a_new_one_resumes(
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "run.jsonl").read_text().splitlines()]
     assert kinds.count("start") == 1
     assert "resume" in kinds
+
+
+async def _http_json(url: str) -> Any:
+    import urllib.request
+
+    def fetch() -> Any:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    return await asyncio.to_thread(fetch)
+
+
+async def test_gossip_up_holds_its_dashboard_and_ends_on_the_achieved_rate(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    out = tmp_path / "run.json"
+    proc = await asyncio.create_subprocess_exec(
+        *GOSSIP,
+        "up",
+        "--graph",
+        "grid:2x2",
+        "--rate",
+        "100",
+        "--json",
+        str(out),
+        "--dashboard-port",
+        str(port),
+        "--dashboard-runs-dir",
+        str(tmp_path / "runs"),
+        "--hold",
+        "forever",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    assert proc.stderr is not None
+    try:
+        # Wait for the event, not for a time: the run is over and the dashboard held.
+        async with asyncio.timeout(120):
+            while b"dashboard kept up" not in await proc.stderr.readline():
+                assert proc.returncode is None
+        summary = json.loads(out.read_text())
+        assert summary["reached"] is True
+        # The run's nodes are gone; the page still answers, with the finished run.
+        async with asyncio.timeout(30):
+            while True:
+                try:
+                    served = await _http_json(f"http://127.0.0.1:{port}/api/summary")
+                    break
+                except OSError:
+                    await asyncio.sleep(0.1)
+        assert served["reached"] is True
+        assert served["t_eps"] == pytest.approx(summary["t_eps"])
+        assert served["phase"] == "done"
+        runs = await _http_json(f"http://127.0.0.1:{port}/api/runs")
+        assert summary["run_id"] in {r["run_id"] for r in runs}
+        assert proc.returncode is None  # held until Ctrl-C
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+    stdout, _ = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0
+    # The final progress line shows the run's achieved rate, not the 0 of stopped nodes.
+    speeds = re.findall(r"(\d+) act/s", stdout.decode())
+    assert speeds, stdout.decode()
+    assert int(speeds[-1]) == round(summary["rate_achieved"])
+    assert summary["rate_achieved"] > 0

@@ -20,6 +20,8 @@ from gossip.wire import Register, RegisterError, decode, encode
         (["--value", "abc"], "--value must be a number"),
         (["--fault", "drop=2"], "probability in [0, 1)"),
         (["--log-level", "loud"], "--log-level must be"),
+        (["--nodes-per-process", "0"], "--nodes-per-process must be >= 1"),
+        (["--nodes-per-process", "2", "--bind", "tcp://127.0.0.1:65535"], "past 65535"),
     ],
 )
 def test_bad_options_are_clear_errors(args: list[str], needle: str) -> None:

@@ -19,8 +19,9 @@ import pytest
 from coordinator.agreement import band_agreement
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
+from coordinator.records import RunSummary
 from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState, RunSummary
+from coordinator.state import ClusterState
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 
-from coordinator.state import ClusterState, ErrorPoint, NodeView
+from coordinator.records import ErrorPoint, NodeView
+from coordinator.state import ClusterState
 from gossip.params import gossip_params
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology

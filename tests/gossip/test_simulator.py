@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.linalg
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from gossip.errors import ConfigError
@@ -310,3 +315,123 @@ def test_results_do_not_depend_on_the_number_of_workers() -> None:
     np.testing.assert_array_equal(two.errors, one.errors)
     assert seen == sorted(seen)
     assert abs(seen[-1] - 9 * 2500) < 5 * np.sqrt(9 * 2500)
+
+
+# The compiled kernel (gossip.sim.compiled) against the NumPy engine (gossip.sim.engine): the
+# same process from the same streams, so the same curves up to rounding.
+
+
+@pytest.mark.parametrize("graph", ["line:30", "grid:6x7"])
+@pytest.mark.parametrize("algorithm", ["rg", "arg"])
+@pytest.mark.parametrize("dim", [1, 3])
+def test_compiled_kernel_gives_the_numpy_engines_curves(
+    graph: str, algorithm: str, dim: int
+) -> None:
+    topo = parse_topology(graph)
+    params = _params(topo, algorithm)
+    initial = (
+        initial_values("onehot", topo.n)
+        if dim == 1
+        else initial_values("gaussian:2", topo.n, dim=dim)
+    )
+    # Points inside windows, on a window end, and past several windows.
+    grid = np.array([0.0, 1.5, 700.0, CHUNK_T, 2500.0, 5000.0, 5000.0, 9000.25])
+    numpy_run = simulate(topo, params, initial, grid, 7, 13, workers=1, engine="numpy")
+    compiled = simulate(topo, params, initial, grid, 7, 13, workers=1, engine="compiled")
+    assert (numpy_run.engine, compiled.engine) == ("numpy", "compiled")
+    np.testing.assert_allclose(compiled.errors, numpy_run.errors, rtol=1e-12, atol=1e-300)
+    assert np.all(compiled.errors[:, -1] < compiled.errors[:, 0])  # it did gossip
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    graph=st.sampled_from(["line:5", "cycle:7", "star:6", "complete:4", "grid:3x3"]),
+    algorithm=st.sampled_from(["rg", "arg"]),
+    seed=st.integers(0, 2**32),
+    runs=st.integers(1, 4),
+    t_end=st.floats(0.0, 3000.0),
+)
+def test_engines_agree_for_any_seed_and_horizon(
+    graph: str, algorithm: str, seed: int, runs: int, t_end: float
+) -> None:
+    topo = parse_topology(graph)
+    params = _params(topo, algorithm)
+    initial = initial_values("gaussian:1", topo.n)
+    grid = np.linspace(0.0, t_end, 5)
+    a = simulate(topo, params, initial, grid, runs, seed, workers=1, engine="numpy")
+    b = simulate(topo, params, initial, grid, runs, seed, workers=1, engine="compiled")
+    np.testing.assert_allclose(b.errors, a.errors, rtol=1e-12, atol=1e-300)
+
+
+def test_compiled_threads_report_progress_and_match_one_thread() -> None:
+    topo = parse_topology("grid:4x4")
+    params = _params(topo, "arg")
+    initial = initial_values("onehot", topo.n)
+    grid = np.linspace(0.0, 3 * CHUNK_T * 16 + 10.0, 9)  # more than one kernel call per run
+    seen: list[int] = []
+    two = simulate(topo, params, initial, grid, 6, 3, seen.append, workers=2, engine="compiled")
+    one = simulate(topo, params, initial, grid, 6, 3, workers=1, engine="compiled")
+    np.testing.assert_array_equal(two.errors, one.errors)
+    assert seen == sorted(seen)
+    expected = 6 * grid[-1]
+    assert abs(seen[-1] - expected) < 5 * np.sqrt(expected)
+
+
+def test_environment_turns_the_compiled_kernel_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = parse_topology("line:6")
+    initial = initial_values("onehot", 6)
+    grid = np.array([0.0, 50.0])
+    monkeypatch.setenv("GOSSIP_SIM_ENGINE", "numpy")
+    assert simulate(topo, _params(topo, "arg"), initial, grid, 2, 1).engine == "numpy"
+    with pytest.raises(ConfigError, match="pip install numba"):
+        simulate(topo, _params(topo, "arg"), initial, grid, 2, 1, engine="compiled")
+    monkeypatch.delenv("GOSSIP_SIM_ENGINE")
+    assert simulate(topo, _params(topo, "arg"), initial, grid, 2, 1).engine == "compiled"
+    with pytest.raises(ConfigError, match="engine must be one of auto, compiled, numpy"):
+        simulate(topo, _params(topo, "arg"), initial, grid, 2, 1, engine="fast")  # type: ignore[arg-type]
+
+
+_NO_NUMBA = """
+import importlib.abc, json, sys
+
+class NoNumba(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "numba" or name.startswith("numba."):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+        return None
+
+sys.meta_path.insert(0, NoNumba())
+import numpy as np
+from gossip.errors import ConfigError
+from gossip.params import gossip_params
+from gossip.simulator import simulate
+from gossip.topology import parse_topology
+from gossip.values import initial_values
+
+topo = parse_topology("grid:3x4")
+params = gossip_params("arg", 0.01, 12.0)
+result = simulate(topo, params, initial_values("onehot", 12), [0.0, 30.0, 1500.0], 3, 9)
+try:
+    simulate(topo, params, initial_values("onehot", 12), [0.0, 30.0], 1, 9, engine="compiled")
+    refused = ""
+except ConfigError as exc:
+    refused = str(exc)
+print(json.dumps({"engine": result.engine, "errors": result.errors.tolist(), "refused": refused,
+                  "numba_loaded": sorted(m for m in sys.modules if m.split(".")[0] == "numba")}))
+"""
+
+
+def test_without_numba_the_numpy_engine_runs_the_same_simulation() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_NUMBA], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["engine"] == "numpy"
+    assert got["numba_loaded"] == []
+    assert "pip install numba" in got["refused"]
+    topo = parse_topology("grid:3x4")
+    params = gossip_params("arg", 0.01, 12.0)
+    here = simulate(topo, params, initial_values("onehot", 12), [0.0, 30.0, 1500.0], 3, 9)
+    assert here.engine == "compiled"
+    np.testing.assert_allclose(np.array(got["errors"]), here.errors, rtol=1e-12)

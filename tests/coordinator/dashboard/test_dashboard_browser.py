@@ -99,6 +99,46 @@ async def test_live_page_draws_the_cluster_and_overlays_runs(
             stop.set()
 
 
+async def test_runs_table_follows_the_live_run_like_the_header(
+    start_dashboard: Callable[..., Any],
+) -> None:
+    need(CHROMIUM)
+    current = [SyntheticCluster("grid:4x4", "arg", rate=150.0, seed=4, run_id="live-row")]
+    state = current[0].new_state()
+    served = await start_dashboard(state, interval=0.1)
+    stop = asyncio.Event()
+    # The live run's row and the header's t card, as numbers ("–" reads as NaN).
+    row_t = "Number(document.querySelector('#runs-table tbody tr.current').children[4].textContent)"
+    row_teps = "document.querySelector('#runs-table tbody tr.current').children[6].textContent"
+    head_t = "Number(document.getElementById('c-t').textContent)"
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(_run_cluster(current, state, stop), name="synthetic-cluster")
+        try:
+            async with chromium_tab() as tab:
+                page = tab.page
+                await page.goto(served.url)
+                await _wait_for(page, "window.__dash && window.__dash.snapshots >= 1")
+                await _wait_for(page, f"{row_t} > 0")
+                first = await page.evaluate(row_t)
+                # The row moves on with the batches (no new snapshot), in step with the header.
+                snapshots = await page.evaluate("window.__dash.snapshots")
+                await _wait_for(page, f"{row_t} > 2 * {first}")
+                await _wait_for(page, f"Math.abs({row_t} - {head_t}) <= 1e-3 * {head_t}")
+                assert await page.evaluate("window.__dash.snapshots") == snapshots
+                # eps reached: the row shows t_eps, the same t as the header's note.
+                state.mark_reached(state.t, state.history[-1].wall)
+                t_eps = state.t_eps
+                assert t_eps is not None
+                await _wait_for(page, f"{row_teps} !== '–'")
+                shown = float(await page.evaluate(row_teps))
+                assert shown == pytest.approx(t_eps, rel=1e-3)
+                header = await page.locator("#c-teps").inner_text()
+                assert float(header.rsplit("=", 1)[1]) == pytest.approx(t_eps, rel=1e-4)
+                assert tab.errors() == []
+        finally:
+            stop.set()
+
+
 async def test_page_passes_its_token_to_the_api(start_dashboard: Callable[..., Any]) -> None:
     need(CHROMIUM)
     cluster = SyntheticCluster("line:8", "arg", rate=100.0, run_id="tok")

@@ -12,7 +12,7 @@ import pytest
 
 from coordinator.dashboard.runs import RunArchive, parse_jsonl
 from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.state import ErrorPoint, RunSummary
+from coordinator.records import ErrorPoint, RunSummary
 
 
 def test_follow_returns_only_new_points_then_resets_on_a_new_run(

@@ -19,7 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.dashboard.runs import RunRecord, parse_jsonl
 from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.state import ClusterState, ErrorPoint
+from coordinator.records import ErrorPoint
+from coordinator.state import ClusterState
 from gossip.errors import ConfigError
 
 
@@ -272,3 +273,38 @@ async def test_earlier_runs_of_the_same_graph_are_overlaid_from_runs_dir(
     with contextlib.suppress(asyncio.CancelledError):
         await served.task
     assert parse_jsonl((tmp_path / "run-a.jsonl").read_text()).points
+
+
+async def test_the_runs_table_and_the_header_agree_on_the_live_run(
+    start_dashboard: Callable[..., Any], cluster: SyntheticCluster
+) -> None:
+    state = cluster.new_state()
+    cluster.feed(state)
+    # One feed tick at start, then none for the test's length: the archive's copy of the live
+    # run is left behind while the state moves on and reaches eps.
+    served = await start_dashboard(state, interval=3600.0)
+    async with asyncio.timeout(10):
+        while True:
+            _, body, _ = await _get(served.url + "api/runs")
+            if any(r["run_id"] == "run-a" for r in json.loads(body)):
+                break
+            await asyncio.sleep(0.05)
+    for step in range(1, 6):
+        cluster.feed(state, wall=time.time() + step)
+    state.mark_reached(state.t, time.time())
+    _, body, _ = await _get(served.url + "api/summary")
+    summary = json.loads(body)
+    _, body, _ = await _get(served.url + "api/runs")
+    (live,) = [r for r in json.loads(body) if r["live"]]
+    assert summary["reached"] is True
+    assert live["run_id"] == state.run_id
+    for key in ("t", "error", "t_eps", "reached"):
+        assert live[key] == summary[key], key
+    assert live["t_eps"] == pytest.approx(state.t_eps)
+    assert live["points"] == len(state.history) == 6
+    # The page's snapshot carries the same figures for the live run.
+    _, body, _ = await _get(served.url + "api/snapshot")
+    snap = json.loads(body)
+    (page_live,) = [r for r in snap["runs"] if r["run_id"] == snap["live_run"]]
+    for key in ("t", "error", "t_eps", "reached"):
+        assert page_live[key] == snap["summary"][key], key

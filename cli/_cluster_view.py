@@ -1,0 +1,162 @@
+"""What the cluster commands show: status lines, the progress bar, the summary, the held page.
+
+User data (graph specs, file names) is printed verbatim (:func:`cli._errors.plain_console`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from cli._errors import plain_console
+
+if TYPE_CHECKING:
+    from coordinator.records import RunSummary
+    from coordinator.service import CoordinatorConfig
+    from coordinator.state import ClusterState
+
+__all__ = ["hold_dashboard", "print_summary", "progress_bar", "with_log_lines"]
+
+
+def hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: float) -> None:
+    """Serve the dashboard of the finished run for ``seconds`` (``inf``: until interrupted).
+
+    The run's own dashboard closed with the run; this one serves the same final state, so a
+    user of ``docker compose up`` can still look at the result.
+    """
+    import asyncio
+    import math
+
+    from coordinator.dashboard import serve
+    from coordinator.service import announce_dashboard
+
+    async def serve_for() -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(None if math.isinf(seconds) else seconds):
+                await serve(
+                    state,
+                    config.dashboard_host,
+                    config.dashboard_port if config.dashboard_port is not None else 8080,
+                    config.dashboard_token or None,
+                    runs_dir=config.dashboard_runs_dir,
+                    on_ready=announce_dashboard,
+                )
+
+    kept = "until Ctrl-C" if math.isinf(seconds) else f"for {seconds:g} s (Ctrl-C ends it)"
+    typer.echo(f"run over; dashboard kept up {kept}", err=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_for())
+
+
+async def with_log_lines(main: Any, state: ClusterState) -> Any:
+    """Run ``main`` while printing one status line to stderr every few seconds."""
+    import asyncio
+
+    async def lines() -> None:
+        last = ""
+        while True:
+            await asyncio.sleep(2.0)
+            err = state.error
+            line = (
+                f"[{state.phase}] t={state.t:.0f} error={err:.3e} alive={state.nodes_alive()}/"
+                f"{state.expected}"
+                if err is not None
+                else f"[{state.phase}] {state.message}"
+            )
+            if line != last:
+                typer.echo(line, err=True)
+                last = line
+
+    from coordinator._groups import single_error
+
+    with single_error():
+        async with asyncio.TaskGroup() as tg:
+            ticker = tg.create_task(lines(), name="status-lines")
+            try:
+                return await main
+            finally:
+                ticker.cancel()
+
+
+async def progress_bar(holder: dict[str, Any]) -> None:
+    """Show the live error, t and activations/s until cancelled."""
+    import asyncio
+    import math
+    import time
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("error {task.fields[error]}"),
+        TextColumn("t {task.fields[t]}"),
+        TextColumn("{task.fields[speed]} act/s"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, transient=False, console=plain_console()) as progress:
+        task = progress.add_task("registering", total=1.0, error="-", t="-", speed="-")
+        last: tuple[float, int] | None = None
+        while True:
+            try:
+                await asyncio.sleep(0.25)
+            except asyncio.CancelledError:
+                # The run is over: the last line shows the run's achieved rate (the nodes
+                # have stopped, so the current speed would read 0).
+                final: ClusterState | None = holder.get("state")
+                if final is not None and final.runs:
+                    achieved = final.runs[-1].rate_achieved
+                    progress.update(task, speed=f"{achieved:.0f}")
+                raise
+            state: ClusterState | None = holder.get("state")
+            if state is None:
+                continue
+            done = 0.0
+            err = state.error
+            if err is not None and state.history:
+                e0 = max(state.history[0].error, state.eps * 10)
+                span = math.log(e0 / state.eps)
+                done = min(1.0, max(0.0, math.log(e0 / max(err, 1e-300)) / span))
+            now, acts = time.time(), state.activations()
+            speed = "-"
+            if last is not None and now > last[0]:
+                speed = f"{(acts - last[1]) / (now - last[0]):.0f}"
+            last = (now, acts)
+            progress.update(
+                task,
+                completed=1.0 if state.reached else done,
+                description=f"{state.phase} {state.algorithm} {state.graph}",
+                error=f"{err:.2e}" if err is not None else "-",
+                t=f"{state.t:.0f}",
+                speed=speed,
+            )
+
+
+def print_summary(summary: RunSummary, state: ClusterState, config: CoordinatorConfig) -> None:
+    """Print the run's headline figures as a table on stdout."""
+    from rich.table import Table
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    table = Table(title=f"{state.algorithm} on {state.graph}: run {summary.run_id}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    rows = [
+        ("reached eps", f"{summary.reached} (eps {config.until:g})"),
+        ("t to eps", num(summary.t_eps, ".1f")),
+        ("wall time to eps (s)", num(summary.wall_s, ".2f")),
+        ("activations", str(summary.activations)),
+        ("rate achieved / asked (1/s)", f"{summary.rate_achieved:.0f} / {summary.rate_asked:g}"),
+        ("final error", num(summary.final_error, ".3e")),
+        ("mass drift (relative)", num(summary.mass_drift_rel, ".2e")),
+        (
+            "round trip p50 / p99 (ms)",
+            f"{num(summary.rtt_p50_ms, '.2f')} / {num(summary.rtt_p99_ms, '.2f')}",
+        ),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    plain_console().print(table)

@@ -1,0 +1,105 @@
+"""The outcome of a stopped run: the exact final error and the run's headline figures (pure).
+
+After the stop no exchange is in flight any more, so the nodes' final reports mixed to a common
+t give the exact final error and mass drift (:func:`final_result`). :func:`run_summary` adds the
+figures of the whole run (t_eps, activations, the achieved rate, round-trip times).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import numpy as np
+
+from coordinator.metrics import estimate
+from coordinator.records import FinalResult, NodeView, RunSummary
+from coordinator.registry import Plan
+from coordinator.state import ClusterState
+
+__all__ = ["MAX_BACK", "final_result", "rate_achieved", "run_summary"]
+
+MAX_BACK = 4.0
+"""Mixing back over ``2 eta tau <= 4`` amplifies rounding errors at most ``e^4`` times."""
+
+
+def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> FinalResult | None:
+    """The exact outcome from the nodes' latest reports (``None`` unless every node reported).
+
+    ``t_stop`` is the common t of the stop command: the error is given there when the final
+    states can be mixed back to it without amplifying rounding errors, else at the latest final
+    report's t. The mass drift is always measured forward, at the latter.
+    """
+    present = _present(state, plan)
+    if len(present) != plan.expected or not state.initial:
+        return None
+    t = np.array([v.t for v in present], dtype=np.float64)
+    x = np.array([v.x for v in present], dtype=np.float64)
+    z = np.array([v.z for v in present], dtype=np.float64)
+    initial = np.array(state.initial, dtype=np.float64)
+    eta = plan.params.eta
+    # Mixed forward to the latest final report: exact, and the mass is exact.
+    est = estimate(t, x, z, initial, eta)
+    # After the stop no node jumps any more, it only mixes its own pair: the error the run was
+    # stopped at is that of the final states mixed back to the stop (long after it, x has
+    # drifted to (x + z) / 2). Going back multiplies rounding errors by exp(2 eta tau), so only
+    # over a short enough tau.
+    if t_stop is not None:
+        back = float(t.max()) - t_stop
+        if 0.0 < 2.0 * eta * back <= MAX_BACK:
+            at_stop = estimate(t, x, z, initial, eta, at=t_stop)
+            est = dataclasses.replace(est, t=at_stop.t, error=at_stop.error, values=at_stop.values)
+    return FinalResult(
+        t=est.t,
+        error=est.error,
+        mass_drift_rel=est.mass_drift_rel,
+        values=tuple(tuple(float(c) for c in row) for row in est.values),
+        mean=tuple(float(c) for c in est.mean),
+        complete=all(v.final for v in present),
+    )
+
+
+def rate_achieved(rate: float, pace: tuple[float, int]) -> float:
+    """Activations per second completed, from ``pace = (t, activations)`` at one moment.
+
+    ``t = rate * seconds``, so the cluster completed ``rate * activations / t`` activations per
+    second; 0 before any time has passed.
+    """
+    pace_t, pace_acts = pace
+    return rate * pace_acts / pace_t if pace_t > 0 else 0.0
+
+
+def run_summary(
+    state: ClusterState,
+    plan: Plan,
+    final: FinalResult | None,
+    pace: tuple[float, int],
+    reason: str,
+) -> RunSummary:
+    """The headline figures of the run that just stopped for ``reason``.
+
+    ``pace`` is ``(t, activations)`` at the last fresh point before the stop, while every node
+    was still initiating: the achieved rate is measured there.
+    """
+    present = _present(state, plan)
+    epoch = state.epoch or 0.0
+    p50 = [v.rtt_p50_ms for v in present if v.rtt_p50_ms is not None]
+    p99 = [v.rtt_p99_ms for v in present if v.rtt_p99_ms is not None]
+    return RunSummary(
+        run_id=state.run_id,
+        reached=state.reached,
+        t_eps=state.t_eps,
+        wall_s=(state.wall_eps - epoch) if state.wall_eps is not None else None,
+        activations=state.activations(),
+        rate_achieved=rate_achieved(plan.rate, pace),
+        rate_asked=plan.rate,
+        final_error=final.error if final is not None else None,
+        mass_drift_rel=final.mass_drift_rel if final is not None else None,
+        rtt_p50_ms=statistics.median(p50) if p50 else None,
+        rtt_p99_ms=statistics.median(p99) if p99 else None,
+        stop_reason=reason,
+    )
+
+
+def _present(state: ClusterState, plan: Plan) -> list[NodeView]:
+    return [state.nodes[k] for k in range(plan.expected) if k in state.nodes]

@@ -1,0 +1,74 @@
+"""The coordinator's retained status message: what it publishes, and when a run can be resumed.
+
+The status (``gossip/<cluster>/status``, retained by the broker) tells late nodes and a
+restarted coordinator which run is going on: its header (:func:`run_header`: ids, graph,
+algorithm and its parameters, rate, epoch), its phase, its assignment and, once finished, its
+summary (:func:`status_record`). A coordinator started with the same graph, algorithm, rate and
+node count adopts a run whose status is still running (:func:`resumable`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from coordinator.broker import redact_broker_url
+from coordinator.config import CoordinatorConfig
+from coordinator.records import RunSummary
+from coordinator.registry import Assignment, Plan
+from coordinator.state import ClusterState
+
+__all__ = ["resumable", "run_header", "status_record"]
+
+
+def run_header(config: CoordinatorConfig, plan: Plan, state: ClusterState) -> dict[str, Any]:
+    """The fixed facts of the run: the first record of the metrics file and of the status."""
+    p = plan.params
+    return {
+        "run_id": state.run_id,
+        "graph": config.graph,
+        "cluster": config.cluster,
+        "algorithm": p.algorithm.value,
+        "params": {"eta": p.eta, "c": p.c, "theta": p.theta},
+        "quantities": state.quantities.as_dict() if state.quantities else None,
+        "expected": plan.expected,
+        "rate": plan.rate,
+        "eps": config.until,
+        "epoch": state.epoch,
+    }
+
+
+def status_record(
+    config: CoordinatorConfig,
+    plan: Plan,
+    state: ClusterState,
+    assignment: Assignment | None,
+    summary: RunSummary | None = None,
+) -> dict[str, Any]:
+    """The status message as of now (JSON-ready; the broker URL without its password)."""
+    return {
+        **run_header(config, plan, state),
+        "phase": state.phase,
+        "metrics_period": plan.metrics_period,
+        "broker": redact_broker_url(config.broker),
+        "bind": config.bind,
+        "coordinator_pid": os.getpid(),
+        "wall": time.time(),
+        "assignment": assignment.as_dict() if assignment is not None else None,
+        "summary": summary.as_dict() if summary is not None else None,
+    }
+
+
+def resumable(status: Any, config: CoordinatorConfig, plan: Plan) -> bool:
+    """True if the retained ``status`` is a running run this coordinator may adopt."""
+    if not isinstance(status, dict):
+        return False
+    return (
+        status.get("phase") in ("running", "stopping")
+        and status.get("graph") == config.graph
+        and status.get("algorithm") == plan.params.algorithm.value
+        and status.get("rate") == plan.rate
+        and status.get("expected") == plan.expected
+        and isinstance(status.get("assignment"), dict)
+    )

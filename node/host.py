@@ -1,0 +1,298 @@
+"""Host mode: K independent nodes in one OS process and one event loop.
+
+``gossip node --nodes-per-process K`` runs K nodes side by side. Each keeps its own sockets
+(a ROUTER and a DEALER per neighbour), state, clocks and identity (its name registers with
+the coordinator like any node), so nothing about the protocol changes, and nodes of one
+process still talk to each other over real sockets. What they share is what costs memory and
+start-up time per process rather than per node: the Python interpreter and its imports, one
+ZeroMQ context (one I/O thread), one event loop and one MQTT connection that carries every
+node's reports (:class:`node.mqtt.NodeMqtt` with several members).
+
+Names and addresses: node i of a host named ``NAME`` is ``NAME-i``; with a fixed port
+(``--bind tcp://HOST:PORT``) node i binds ``PORT + i``, so a restarted host gets its nodes'
+addresses back. A host of one node keeps the name and address as given.
+
+Crash semantics: a host process that dies takes its K nodes with it. Restarted with the same
+name (and addresses), each of its nodes re-registers, gets its id back and rebuilds its exact
+state from its neighbours' ledgers, like any killed node. A stop (SIGTERM, Ctrl-C, the control
+topic, the retained status) stops all K nodes; an error in one node stops the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gc
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import zmq
+import zmq.asyncio
+
+from gossip.errors import ConfigError, GossipError
+from gossip.keys import Identity, load_identity
+from gossip.wire import Bootstrap, Register
+from node.config import NodeConfig
+from node.curve import CurveKeys
+from node.daemon import Node
+from node.faults import FaultyTransport
+from node.mqtt import NodeMqtt, parse_broker
+from node.registration import register
+from node.transport import Transport
+from node.zmq_transport import ZmqTransport
+
+__all__ = ["host_configs", "run_host", "run_host_sync"]
+
+log = logging.getLogger(__name__)
+
+
+def host_configs(config: NodeConfig, count: int) -> list[NodeConfig]:
+    """Return the configurations of the ``count`` nodes of a host started with ``config``.
+
+    Node i is named ``NAME-i``, binds ``PORT + i`` if ``config.bind`` has a fixed port, and
+    seeds its clock with ``seed + i``; one node keeps ``config`` as it is.
+
+    Examples
+    --------
+    >>> base = NodeConfig("tcp://127.0.0.1:5555", name="h", bind="tcp://127.0.0.1:7000")
+    >>> [(c.name, c.bind) for c in host_configs(base, 2)]
+    [('h-0', 'tcp://127.0.0.1:7000'), ('h-1', 'tcp://127.0.0.1:7001')]
+    """
+    if count < 1:
+        raise ConfigError(f"--nodes-per-process must be >= 1, got {count}")
+    if count == 1:
+        return [config]
+    parts = urlsplit(config.bind)
+    try:
+        port = parts.port if parts.scheme == "tcp" else None
+    except ValueError:
+        raise ConfigError(f"--bind has a bad port: {config.bind!r}") from None
+    if port and port + count - 1 > 65535:
+        raise ConfigError(
+            f"--bind port {port} + {count} nodes per process goes past 65535; "
+            "use a lower port or port 0"
+        )
+    configs = []
+    for i in range(count):
+        bind = config.bind
+        if port:
+            bind = f"tcp://{config.bind[len('tcp://') :].rsplit(':', 1)[0]}:{port + i}"
+        configs.append(
+            dataclasses.replace(
+                config,
+                name=f"{config.name}-{i}",
+                bind=bind,
+                seed=None if config.seed is None else config.seed + i,
+            )
+        )
+    return configs
+
+
+async def _until_stopped(
+    work: Coroutine[Any, Any, list[Bootstrap]], stop: asyncio.Event
+) -> list[Bootstrap] | None:
+    """Return what ``work`` returns, or None (``work`` cancelled) if ``stop`` comes first."""
+    async with asyncio.TaskGroup() as tg:
+        job = tg.create_task(work, name="node-register")
+        stopper = tg.create_task(stop.wait(), name="node-stop-wait")
+        await asyncio.wait({job, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if job.done():
+            stopper.cancel()
+            return job.result()
+        job.cancel()
+    return None
+
+
+async def _register_all(
+    configs: Sequence[NodeConfig],
+    transports: Sequence[Transport],
+    context: zmq.asyncio.Context,
+    identity: Identity | None = None,
+) -> list[Bootstrap]:
+    """Register every node at once (each on its own DEALER); return their bootstraps."""
+    async with asyncio.TaskGroup() as tg:
+        jobs = [
+            tg.create_task(
+                register(
+                    config.coordinator,
+                    Register(config.name, transport.address, config.value, os.getpid()),
+                    every=config.register_every,
+                    give_up_after=config.register_timeout,
+                    context=context,
+                    keys=None if identity is None else CurveKeys.of(identity),
+                    coordinator_key="" if identity is None else identity.coordinator,
+                ),
+                name=f"register-{config.name}",
+            )
+            for config, transport in zip(configs, transports, strict=True)
+        ]
+        log.info("registering %d node(s) with %s", len(jobs), configs[0].coordinator)
+    return [job.result() for job in jobs]
+
+
+def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: asyncio.Event) -> Node:
+    log.info(
+        "node %d (%s, %s) of %s: %d neighbours, rate %g/s",
+        boot.node_id,
+        config.name,
+        transport.address,
+        boot.cluster,
+        len(boot.neighbors),
+        boot.rate,
+    )
+    node = Node(
+        boot,
+        transport,
+        name=config.name,
+        timeout=config.timeout,
+        max_timeout=config.max_timeout,
+        drain=config.drain,
+        linger=config.linger,
+        seed=config.seed,
+        max_in_flight=config.max_in_flight,
+        hold=config.hold,
+        exact=config.exact,
+        correction_tol=config.correction_tol,
+        correction_horizon=config.correction_horizon,
+    )
+    node.stop_requested = stop  # one stop for the whole process
+    return node
+
+
+def _mqtt_for(nodes: Sequence[Node], ca: Path | None = None) -> NodeMqtt | None:
+    """One MQTT connection reporting every node of the process (None: no broker)."""
+    first = nodes[0].boot
+    broker = parse_broker(first.broker)
+    if broker is None:
+        return None
+    if ca is not None:
+        broker = dataclasses.replace(broker, ca=str(ca))
+    mqtt = NodeMqtt(
+        broker,
+        first.cluster,
+        first.node_id,
+        nodes[0].report,
+        first.metrics_period,
+        nodes[0].request_stop,
+        epoch=first.epoch,
+    )
+    for node in nodes[1:]:
+        mqtt.add(node.boot.node_id, node.report, node.request_stop)
+    return mqtt
+
+
+async def run_host(configs: Sequence[NodeConfig]) -> int:
+    """Run the nodes of ``configs`` in this process: register, gossip, stop. Async; returns 0.
+
+    Prints each node's final report as one JSON line on stdout when it stops.
+
+    Raises
+    ------
+    GossipError
+        A bad setting (ConfigError), a refused registration (RemoteError), or a socket
+        failure or registration timeout (TransportError), of any of the nodes.
+    """
+    if not configs:
+        raise ConfigError("a host needs at least one node (--nodes-per-process >= 1)")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    # CurveZMQ (--keys): one key is one node, so a host of several nodes cannot use it yet.
+    identity = load_identity(configs[0].keys) if configs[0].keys is not None else None
+    if identity is not None and len(configs) > 1:
+        raise ConfigError("--keys needs one node per process (--nodes-per-process 1)")
+    keys = None if identity is None else CurveKeys.of(identity)
+    # One context, so one zmq I/O thread, for every socket of the process.
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            transports: list[Transport] = []
+            inners: list[ZmqTransport] = []
+            for config in configs:
+                inner = ZmqTransport(
+                    config.bind, config.advertise, toward=config.coordinator, context=ctx, keys=keys
+                )
+                inners.append(inner)
+                transport: Transport = (
+                    FaultyTransport(inner, config.faults, config.seed)
+                    if config.faults.active
+                    else inner
+                )
+                transports.append(await stack.enter_async_context(transport))
+            actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
+            boots = await _until_stopped(_register_all(configs, transports, actx, identity), stop)
+            if boots is None:
+                return 0
+            if keys is not None:  # admit the neighbours' keys only, each as its node id
+                for inner, boot in zip(inners, boots, strict=True):
+                    inner.trust({n.peer_id: n.key for n in boot.neighbors})
+            nodes = [
+                _node(config, boot, transport, stop)
+                for config, boot, transport in zip(configs, boots, transports, strict=True)
+            ]
+            # Everything built so far lives as long as the process: keep it out of the
+            # collector's generations, so that collections stay short during the run.
+            gc.collect()
+            gc.freeze()
+            mqtt = _mqtt_for(nodes, configs[0].mqtt_ca)
+            async with asyncio.TaskGroup() as tg:
+                link = None if mqtt is None else tg.create_task(mqtt.run(), name="host-mqtt")
+                runs = [
+                    tg.create_task(node.run(mqtt, run_mqtt=False), name=f"node-{node.boot.node_id}")
+                    for node in nodes
+                ]
+                codes = [await run for run in runs]
+                if link is not None:
+                    link.cancel()
+            for node in nodes:
+                sys.stdout.write(json.dumps(node.final) + "\n")
+            sys.stdout.flush()
+            return max(codes)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        ctx.term()
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> GossipError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, GossipError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_error(exc)
+            if found is not None:
+                return found
+    return None
+
+
+def run_host_sync(configs: Sequence[NodeConfig]) -> int:
+    """Run :func:`run_host` in a new event loop (uvloop if installed); return its exit code.
+
+    Raises
+    ------
+    GossipError
+        As :func:`run_host`; taken out of the task groups' ExceptionGroup, so that the
+        command line reports it in one line.
+    """
+    try:
+        import uvloop  # type: ignore[import-not-found,unused-ignore]
+
+        runner: Callable[[Coroutine[Any, Any, int]], int] = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    try:
+        return int(runner(run_host(configs)))
+    except BaseExceptionGroup as group:
+        first = _first_error(group)
+        if first is None:
+            raise
+        raise first from None

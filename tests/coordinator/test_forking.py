@@ -1,0 +1,69 @@
+"""The node fork server: forked ``gossip node`` processes, their exit codes, and clean-up."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from coordinator.forking import ForkServer
+from coordinator.procs import stop_process
+
+pytestmark = [pytest.mark.timeout(60)]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def until(condition: Callable[[], bool], within: float = 20.0) -> None:
+    """Wait until ``condition()`` holds (checked every 20 ms), or fail after ``within`` s."""
+    for _ in range(int(within / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+async def test_forked_nodes_report_exit_codes_and_die_with_the_server(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    server = await ForkServer.start(env, log=tmp_path / "server.log")
+    try:
+        # A bad option: the forked command line reports it and exits 2, like `gossip node`.
+        bad = await server.fork(
+            ["node", "--coordinator", "tcp://127.0.0.1:9", "--nodes-per-process", "0"],
+            tmp_path / "bad.log",
+        )
+        assert await asyncio.wait_for(bad.wait(), 30) == 2
+        assert "--nodes-per-process must be >= 1" in (tmp_path / "bad.log").read_text()
+        # Two nodes waiting for a coordinator that never answers: real, separate processes,
+        # each in its own session (so its own process group).
+        waiting = [
+            await server.fork(
+                ["node", "--coordinator", "tcp://127.0.0.1:9", "--name", f"w{k}"],
+                tmp_path / f"w{k}.log",
+            )
+            for k in range(2)
+        ]
+        for k, child in enumerate(waiting):
+            assert psutil.Process(child.pid).ppid() == server.pid
+            log = tmp_path / f"w{k}.log"
+            await until(lambda log=log: log.exists() and "registering" in log.read_text())
+            assert os.getpgid(child.pid) == child.pid
+        # Stopped like any node: SIGTERM to its group; it exits 0 (stopped before bootstrap).
+        assert await stop_process(waiting[0]) == 0
+        assert waiting[1].returncode is None
+    finally:
+        await server.aclose()
+    # Closing the server stops the children it still had.
+    assert waiting[1].returncode in (0, -signal.SIGTERM, -signal.SIGKILL)
+    assert _gone(waiting[1].pid)
+    assert _gone(server.pid)
