@@ -85,18 +85,19 @@ async def _sample_rss(peak: list[float]) -> None:
         await asyncio.sleep(0.5)
 
 
-def correction_traffic(log_dir: Path) -> tuple[float, float]:
-    """Return correction messages and corrected jump inputs per activation, summed over the
-    nodes' final reports (the JSON line each node prints on exit); 0 without exact mode."""
-    totals = {"initiated": 0, "corrections": 0, "corrected": 0}
+def lock_traffic(log_dir: Path) -> tuple[float, float, int]:
+    """Return refusals (Busy answers) and ticks that waited for the lock, per activation (a
+    jump applied), and the locks released on a silent peer, summed over the nodes' final
+    reports (the JSON line each node prints on exit)."""
+    totals = {"served": 0, "bounced": 0, "waited": 0, "released": 0}
     for log in log_dir.glob("node-*.log"):
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith("{") and '"final": true' in line:
                 counters = json.loads(line).get("counters", {})
                 for key in totals:
                     totals[key] += int(counters.get(key, 0))
-    activations = max(totals["initiated"], 1)
-    return totals["corrections"] / activations, totals["corrected"] / activations
+    activations = max(totals["served"], 1)
+    return totals["bounced"] / activations, totals["waited"] / activations, totals["released"]
 
 
 async def cluster_run(
@@ -107,9 +108,9 @@ async def cluster_run(
     give_up: float,
     period: float,
     node_args: tuple[str, ...] = (),
-) -> tuple[RunSummary, ClusterState, float, float, tuple[float, float]]:
+) -> tuple[RunSummary, ClusterState, float, float, tuple[float, float, int]]:
     """One ``gossip up`` run in this process; returns summary, state, wall seconds, peak RSS
-    and the correction traffic (:func:`correction_traffic`)."""
+    and the lock's traffic (:func:`lock_traffic`)."""
     holder: dict[str, ClusterState] = {}
 
     def started(state: ClusterState, _: RunningBroker) -> None:
@@ -138,7 +139,7 @@ async def cluster_run(
             finally:
                 sampler.cancel()
         wall = time.perf_counter() - start
-        traffic = correction_traffic(Path(tmp))
+        traffic = lock_traffic(Path(tmp))
     return summary, holder["state"], wall, peak[0], traffic
 
 
@@ -171,7 +172,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         "--node-arg",
         action="append",
         default=[],
-        help="extra argument for every node, repeatable (e.g. --node-arg=--hold-exchanges)",
+        help="extra argument for every node, repeatable (e.g. --node-arg=--retry-timeout=0.1)",
     )
     args = parser.parse_args(argv)
     node_args = tuple(args.node_arg)
@@ -205,8 +206,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
             f"  rate {rate:7.0f}/s: achieved {summary.rate_achieved:7.0f}/s, t_eps "
             f"{summary.t_eps or float('nan'):8.0f}, inside band {inside:4.0%}, median offset "
             f"{offset:+.2f} decades, rtt p50/p99 {summary.rtt_p50_ms or 0:.2f}/"
-            f"{summary.rtt_p99_ms or 0:.2f} ms, corrections/activation {traffic[0]:.2f} "
-            f"(jumps corrected {traffic[1]:.2f}), wall {wall:.1f} s -> {'ok' if ok else 'NO'}"
+            f"{summary.rtt_p99_ms or 0:.2f} ms, refusals/activation {traffic[0]:.2f}, waits/"
+            f"activation {traffic[1]:.2f}, released {traffic[2]}, wall {wall:.1f} s -> "
+            f"{'ok' if ok else 'NO'}"
         )
         if ok:
             best, failures = rate, 0

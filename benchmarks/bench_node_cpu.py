@@ -105,6 +105,7 @@ class ClusterCpu:
     broker_us: float
     rtt_p50_ms: float | None
     rtt_p99_ms: float | None
+    state: ClusterState | None = None
 
 
 def _node_cpu(procs: list[psutil.Process]) -> dict[int, tuple[float, float, int]]:
@@ -182,10 +183,16 @@ async def cluster_cpu(
     period: float,
     node_args: tuple[str, ...] = (),
     per_process: int = 1,
+    until: float = 1e-300,
+    optimize: tuple[str, str, str] | None = None,
     secure: bool = True,
 ) -> ClusterCpu:
     """Run a cluster for ``duration`` seconds of t and measure its CPU per exchange
-    (``secure``: CurveZMQ and MQTT passwords, as ``gossip up`` runs by default)."""
+    (``secure``: CurveZMQ and MQTT passwords, as ``gossip up`` runs by default).
+
+    ``optimize`` is ``(problem, data, split)`` for an optimization run; ``until`` its target
+    (the default is never reached: the run lasts its whole timeout).
+    """
     box: dict[str, ClusterState] = {}
     ready = asyncio.Event()
     samples: list[Sample] = []
@@ -200,9 +207,12 @@ async def cluster_cpu(
                 graph=graph,
                 algorithm=algorithm,
                 rate=rate,
-                until=1e-300,  # never reached: the run lasts its whole timeout
-                values="onehot",
+                until=until,
+                values=None if optimize else "onehot",
                 metrics_period=period,
+                problem=optimize[0] if optimize else "",
+                data=optimize[1] if optimize else "",
+                split=optimize[2] if optimize else "",
             ),
             log_dir=Path(tmp),
             timeout=duration,
@@ -244,6 +254,7 @@ async def cluster_cpu(
         broker_us=(last.broker - first.broker) / exchanges * 1e6,
         rtt_p50_ms=summary.rtt_p50_ms,
         rtt_p99_ms=summary.rtt_p99_ms,
+        state=state,
     )
 
 
@@ -286,7 +297,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
             args.period,
             tuple(args.node_arg),
             args.nodes_per_process,
-            secure,
+            secure=secure,
         )
         per_exchange[secure] = run.node_us
         print(f"\n{'secure (CurveZMQ)' if secure else 'INSECURE (plain sockets)'}:")

@@ -157,6 +157,17 @@ def print_summary(summary: RunSummary, state: ClusterState, config: CoordinatorC
             f"{num(summary.rtt_p50_ms, '.2f')} / {num(summary.rtt_p99_ms, '.2f')}",
         ),
     ]
+    if state.optimization is not None:
+        opt = state.optimization.summary()
+        rows[5] = ("final sum |x_v - x*|^2", rows[5][1])
+        rows[6] = ("dual sums drift |sum y| + |sum z|", num(opt["dual_drift"], ".2e"))
+        rows += [
+            ("problem / data / split", f"{opt['problem']} / {opt['data']} / {opt['split']}"),
+            ("objective gap F(xbar) - F(x*)", num(opt["gap"], ".3e")),
+            ("consensus sum |x_v - xbar|^2", num(opt["consensus"], ".3e")),
+        ]
+        if opt["no_check_reason"]:
+            rows.append(("no distance to x*", opt["no_check_reason"]))
     for key, value in rows:
         table.add_row(key, value)
     plain_console().print(table)

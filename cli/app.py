@@ -9,6 +9,7 @@ from cli import (
     graph_cmd,  # noqa: F401
     keys_cmd,  # noqa: F401
     node_cmd,  # noqa: F401
+    optimize_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
 )
 from cli._app import app

@@ -69,6 +69,31 @@ DashRuns = Annotated[
         "same graph (e.g. RG then ARG).",
     ),
 ]
+Problem = Annotated[
+    str,
+    typer.Option(
+        envvar=_env("problem"),
+        help="Optimize instead of averaging: logistic:LAMBDA, ridge:LAMBDA, quadratic or "
+        "module:callable (dual accelerated coordinate descent; --until then applies to "
+        "sum_v |x_v - x*|^2).",
+    ),
+]
+Data = Annotated[
+    str,
+    typer.Option(
+        envvar=_env("data"),
+        help="With --problem: breast-cancer (default), diabetes, svmlight:PATH, csv:DIR, "
+        "npz:PATH or synthetic:SEED. Each node loads its own shard; the coordinator loads it "
+        "only to compute x* for the check.",
+    ),
+]
+Split = Annotated[
+    str,
+    typer.Option(
+        envvar=_env("split"),
+        help="With --problem: how the data is cut, iid:SEED (default iid:0) or label:SEED.",
+    ),
+]
 Timeout = Annotated[
     float | None,
     typer.Option(envvar=_env("timeout"), help="Give up this many seconds after t starts."),
@@ -151,6 +176,9 @@ def coordinator(
             "stopped), e.g. in a container.",
         ),
     ] = 0.0,
+    problem: Problem = "",
+    data: Data = "",
+    split: Split = "",
 ) -> None:
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
@@ -183,6 +211,9 @@ def coordinator(
         dashboard_runs_dir=dashboard_runs_dir,
         keys=keys,
         mqtt_ca=mqtt_ca,
+        problem=problem,
+        data=(data or "breast-cancer") if problem else data,
+        split=(split or "iid:0") if problem else split,
     )
     with reported_errors():
         if keys is None:
@@ -304,6 +335,9 @@ def up(
             "with fresh keys, MQTT passwords and ACL).",
         ),
     ] = False,
+    problem: Problem = "",
+    data: Data = "",
+    split: Split = "",
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node
     (or per --nodes-per-process nodes)."""
@@ -336,6 +370,9 @@ def up(
             dashboard_host=dashboard_host,
             dashboard_token=dashboard_token,
             dashboard_runs_dir=dashboard_runs_dir,
+            problem=problem,
+            data=(data or "breast-cancer") if problem else data,
+            split=(split or "iid:0") if problem else split,
         )
         config = UpConfig(
             coordinator=coord,

@@ -93,38 +93,35 @@ def node(
         ),
     ] = 0,
     hold_exchanges: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             envvar="GOSSIP_HOLD_EXCHANGES",
-            help="Fidelity mode: one exchange of this node in flight at a time (late ticks "
-            "wait, none dropped) and requests from higher ids deferred meanwhile, so jumps "
-            "use fresher values (--no-hold-exchanges: any number in flight).",
+            hidden=True,
+            help="Deprecated, no effect: every jump is exact by design.",
         ),
-    ] = True,
+    ] = None,
     exact: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             envvar="GOSSIP_EXACT",
-            help="Exact jumps: correct each jump's inputs after the fact (linear corrections "
-            "sent to the peers), so the run is the continuized process for its jump times "
-            "whatever the latency. Combines with --hold-exchanges (fewer corrections) or "
-            "--no-hold-exchanges (no waiting).",
+            hidden=True,
+            help="Deprecated, no effect: every jump is exact by design.",
         ),
-    ] = False,
+    ] = None,
     correction_tol: Annotated[
-        float,
+        float | None,
         typer.Option(
             envvar="GOSSIP_CORRECTION_TOL",
-            help="With --exact: corrections smaller than this times the size of the values "
-            "are not sent (0: all, down to rounding).",
+            hidden=True,
+            help="Deprecated, no effect.",
         ),
-    ] = 1e-9,
+    ] = None,
     correction_horizon: Annotated[
         float | None,
         typer.Option(
             envvar="GOSSIP_CORRECTION_HORIZON",
-            help="With --exact: seconds after which a jump is final and no longer corrected "
-            "(default: 4 x the largest retry timeout). Shorter bounds the correction traffic.",
+            hidden=True,
+            help="Deprecated, no effect.",
         ),
     ] = None,
     seed: Annotated[
@@ -140,6 +137,15 @@ def node(
             "--bind port gives node i port PORT+i.",
         ),
     ] = 1,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GOSSIP_DATA",
+            help="Optimization runs: a data source on this machine, replacing the "
+            "coordinator's (e.g. csv:/data/shards or svmlight:/data/a9a); this node loads only "
+            "its own shard of it.",
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.")
     ] = "info",
@@ -174,6 +180,15 @@ def node(
         logging.basicConfig(
             level=level, format=f"%(asctime)s {name or 'node'} %(levelname)s %(message)s"
         )
+        given = (hold_exchanges, exact, correction_tol, correction_horizon)
+        if any(option is not None for option in given):
+            # Old scripts must keep working: accepted, ignored, said once.
+            typer.echo(
+                "warning: --exact, --hold-exchanges, --correction-tol and --correction-horizon "
+                "are deprecated and have no effect: every jump is exact by design "
+                "(gossip/exchange.py)",
+                err=True,
+            )
         if host is not None:
             bind, advertise = f"tcp://{host}:0", advertise or host
         if keys is not None:
@@ -197,13 +212,10 @@ def node(
             register_timeout=register_timeout,
             seed=seed,
             max_in_flight=max_in_flight or None,
-            hold=hold_exchanges,
-            exact=exact,
-            correction_tol=correction_tol,
-            correction_horizon=correction_horizon,
             name=name or default_node_name(),
             keys=keys,
             mqtt_ca=mqtt_ca,
+            data=data,
         )
         code = run_host_sync(host_configs(config, nodes_per_process))
     raise typer.Exit(code)

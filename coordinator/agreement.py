@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,7 +23,7 @@ from coordinator.records import ErrorPoint
 from gossip.params import GossipParams
 from gossip.topology import Topology
 
-__all__ = ["Agreement", "band_agreement"]
+__all__ = ["Agreement", "band_agreement", "optimization_agreement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,42 @@ def band_agreement(
     quantiles : (float, float)
         The band.
     """
+    t_arr, err = _measured(history, t_min, floor)
+    if not t_arr.size:
+        return _empty()
+    from gossip.simulator import simulate
+
+    result = simulate(topology, params, np.asarray(initial, dtype=np.float64), t_arr, runs, seed)
+    return _compare(t_arr, err, result.errors, quantiles)
+
+
+def optimization_agreement(
+    history: Sequence[ErrorPoint],
+    topology: Topology,
+    problems: Any,
+    dual: Any,
+    *,
+    runs: int = 100,
+    seed: int = 0,
+    t_min: float = 0.0,
+    floor: float = 0.0,
+    quantiles: tuple[float, float] = (0.05, 0.95),
+) -> Agreement:
+    """:func:`band_agreement` for an optimization run: its ``sum_v |x_v - x*|^2`` against
+    the optimization simulator's band (``gossip.dual.simulate.simulate_optimization``) for the
+    same graph, problems (``ProblemSet``) and dual parameters (``DualParams``)."""
+    t_arr, err = _measured(history, t_min, floor)
+    if not t_arr.size:
+        return _empty()
+    from gossip.dual.simulate import simulate_optimization
+
+    result = simulate_optimization(topology, problems, dual, t_arr, runs, seed)
+    return _compare(t_arr, err, result.errors, quantiles)
+
+
+def _measured(
+    history: Sequence[ErrorPoint], t_min: float, floor: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     points = sorted((p.t, p.error) for p in history if p.t >= t_min and p.error >= floor)
     t_list: list[float] = []
     e_list: list[float] = []
@@ -90,17 +127,23 @@ def band_agreement(
             continue  # the simulator wants a strictly increasing grid
         t_list.append(t)
         e_list.append(e)
-    if not t_list:
-        empty = np.zeros(0, dtype=np.float64)
-        return Agreement(empty, empty, empty, empty, empty, 0.0, float("nan"))
-    from gossip.simulator import simulate
+    return np.array(t_list, dtype=np.float64), np.array(e_list, dtype=np.float64)
 
-    t_arr = np.array(t_list, dtype=np.float64)
-    err = np.array(e_list, dtype=np.float64)
-    result = simulate(topology, params, np.asarray(initial, dtype=np.float64), t_arr, runs, seed)
-    low = np.quantile(result.errors, quantiles[0], axis=0)
-    high = np.quantile(result.errors, quantiles[1], axis=0)
-    median = np.median(result.errors, axis=0)
+
+def _empty() -> Agreement:
+    empty = np.zeros(0, dtype=np.float64)
+    return Agreement(empty, empty, empty, empty, empty, 0.0, float("nan"))
+
+
+def _compare(
+    t_arr: NDArray[np.float64],
+    err: NDArray[np.float64],
+    errors: NDArray[np.float64],
+    quantiles: tuple[float, float],
+) -> Agreement:
+    low = np.quantile(errors, quantiles[0], axis=0)
+    high = np.quantile(errors, quantiles[1], axis=0)
+    median = np.median(errors, axis=0)
     inside = float(np.mean((err >= low) & (err <= high)))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.log10(err / median)

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from coordinator.broker import parse_broker_url, redact_broker_url
+from coordinator.optimization import OptTracker, prepare_task
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
-from gossip.params import gossip_params, parse_algorithm
+from gossip.params import Algorithm, GossipParams, gossip_params, parse_algorithm
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
 
@@ -77,6 +78,9 @@ class CoordinatorConfig:
         registration, the allow-list, MQTT credentials per role. ``None``: insecure.
     mqtt_ca : Path or None
         CA certificate to check an ``mqtts://`` broker with (default: the system's).
+    problem, data, split : str
+        An optimization run (``problem`` not empty, e.g. ``logistic:0.01``): the problem, the
+        data source and how it is split among the nodes (:mod:`coordinator.optimization`).
     """
 
     graph: str = "grid:4x4"
@@ -105,6 +109,9 @@ class CoordinatorConfig:
     dashboard_runs_dir: Path | None = None
     keys: Path | None = None
     mqtt_ca: Path | None = None
+    problem: str = ""
+    data: str = ""
+    split: str = ""
 
 
 def _positive(name: str, value: float) -> None:
@@ -150,7 +157,21 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     quantities = graph_quantities(topology)
     params = gossip_params(algorithm, quantities.mu_gossip, quantities.r_max)
     values = None
-    if config.values:
+    dim = config.dim
+    task = None
+    if config.problem:
+        task = prepare_task(config.problem, config.data, config.split, topology, quantities)
+        # The dual pair mixes and jumps like ARG's pair, with the dual parameters; both start
+        # at 0 (SPEC section 6), whatever the node's data.
+        params = GossipParams(Algorithm.ARG, eta=task.eta, c=task.c, theta=task.theta)
+        dim = task.dim
+        values = np.zeros((topology.n, dim), dtype=np.float64)
+    elif config.data or config.split:
+        raise ConfigError(
+            f"--data {config.data!r} / --split {config.split!r} need --problem, e.g. "
+            "--problem logistic:0.01"
+        )
+    elif config.values:
         from gossip.values import initial_values
 
         raw = initial_values(config.values, topology.n, dim=config.dim)
@@ -168,9 +189,11 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         broker=config.broker,
         metrics_period=config.metrics_period,
         values=values,
-        dim=config.dim,
-        start_delay=config.start_delay,
         security=security,
+        dim=dim,
+        # An optimization node cuts its shard and builds its problem after the bootstrap.
+        start_delay=config.start_delay if task is None else max(config.start_delay, 3.0),
+        task=task,
     )
     state = ClusterState(
         graph=config.graph,
@@ -182,6 +205,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         quantities=quantities,
         params=params,
         alive_timeout=max(3.0, 10 * config.metrics_period),
+        optimization=None if task is None else OptTracker(task),
     )
     state.broker.url = redact_broker_url(config.broker)
     return state, plan

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
+from coordinator.opt_measure import measure_optimization
 from coordinator.records import ErrorPoint, NodeView
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
@@ -80,9 +81,17 @@ class ReportBook:
         snaps = self._snaps.get(node)
         if snaps is None:
             snaps = self._snaps[node] = collections.deque(maxlen=SNAPSHOTS_KEPT)
-        snaps.append(Snapshot(report["t"], report["x"], report["z"], report["edges"]))
+        snaps.append(Snapshot(report["t"], report["x"], report["z"], report["edges"], report["y"]))
         self.fresh += 1
         self.state.touch()
+
+    def latest(self) -> list[Snapshot] | None:
+        """Every node's latest report (its final one after a stop), by id; ``None`` if some
+        node has not reported."""
+        histories = [self._snaps.get(k) for k in range(self.plan.expected)]
+        if any(h is None or not h for h in histories):
+            return None
+        return [h[-1] for h in histories if h is not None]
 
     def take_fresh(self) -> int:
         """Return how many reports arrived since the last call, and reset the count."""
@@ -121,6 +130,8 @@ class ReportBook:
         # own time: labelling the cut with the median of those times (mixing the others back or
         # forward, exact either way) balances the jumps it misses against those it has early.
         est = estimate(t, x, z, initial, plan.params.eta, at=float(np.median(t)))
+        if self.state.optimization is not None:  # the error is sum_v |x_v - x*|^2 there
+            est = measure_optimization(self.state.optimization, chosen, est, time.time())
         # An old report (a slow or dead node) makes the estimate unreliable, so it may not
         # decide that eps is reached.
         spread = float(t.max() - t.min())

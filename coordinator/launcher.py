@@ -306,6 +306,10 @@ async def _run_nodes(
         await _first(coordinator.bound, run)
         for name, size in zip(names, sizes, strict=True):
             extra = [*config.node_args, *(("--nodes-per-process", str(size)) if hosted else ())]
+            if plan.task is not None and plan.task.data and "--data" not in config.node_args:
+                # Each node reads the data itself before registering (node.problem.preload),
+                # so that no node's clock starts while it is still loading.
+                extra += ["--data", plan.task.data]
             if plan.security is not None:
                 extra += ["--keys", str(config.log_dir / "keys" / name)]
             log = config.log_dir / f"{name}.log"

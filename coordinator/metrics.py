@@ -117,12 +117,14 @@ class Snapshot:
     """One node report, as the consistent-cut search needs it.
 
     ``edges`` maps a peer's id to the exchanges this node has applied on that edge so far.
+    ``y`` is the dual variable of an optimization run (``()`` for gossip).
     """
 
     t: float
     x: tuple[float, ...]
     z: tuple[float, ...]
     edges: Mapping[int, int]
+    y: tuple[float, ...] = ()
 
 
 def consistent_cut(
@@ -214,7 +216,8 @@ def parse_report(
 ) -> dict[str, Any]:
     """Parse and check one ``<prefix>/node/<id>/state`` message (contract C3).
 
-    Returns a dict with ``node`` (int), ``name``, ``address``, ``t``, ``wall``, ``x``, ``z``,
+    Returns a dict with ``node`` (int), ``name``, ``address``, ``t``, ``wall``, ``x``, ``y``
+    (``()`` unless an optimization run's node reports its dual), ``z``,
     ``initial`` (tuples), ``final`` (bool), ``counters`` (str -> int), ``rtt_p50_ms``,
     ``rtt_p99_ms`` (float or None) and ``edges`` (int -> int).
 
@@ -241,6 +244,8 @@ def parse_report(
         raise ProtocolError(f"state report from node {node}: ids go from 0 to {expected - 1}")
     x = _floats(data, "x", dim)
     z = _floats(data, "z", len(x))
+    # Optimization runs: x is the primal grad f^*(y), and the dual y is reported beside it.
+    y = _floats(data, "y", len(x)) if "y" in data else ()
     initial = _floats(data, "initial", len(x))
     counters_raw = data.get("counters") or {}
     counters = {
@@ -263,6 +268,7 @@ def parse_report(
         "t": _number(data, "t"),
         "wall": _number(data, "wall"),
         "x": x,
+        "y": y,
         "z": z,
         "initial": initial,
         "final": bool(data.get("final", False)),

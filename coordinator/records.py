@@ -33,13 +33,14 @@ COUNTER_NAMES = (
     "rejected",
     "duplicates",
     "skipped",
-    "corrections",
-    "corrected",
-    "late",
+    "waited",
+    "refused",
+    "bounced",
+    "deferred",
+    "released",
     "forged",
 )
-"""The exchange counters every node reports (contract C3; corrections, corrected and late in
-exact mode only; forged: frames whose ``src`` was not the node authenticated by their key).
+"""The exchange counters every node reports (contract C3; the last five: the node's lock).
 
 A node of an older version that does not report one of them counts as 0 for it."""
 

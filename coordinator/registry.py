@@ -37,6 +37,7 @@ from typing import Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from coordinator.optimization import OptTask
 from coordinator.security import Security
 from gossip.errors import ConfigError
 from gossip.params import GossipParams
@@ -88,6 +89,9 @@ class Plan:
     security : Security or None
         Keys of a secured cluster: neighbours' public keys and per-node MQTT credentials go
         into the bootstraps (``None``: insecure).
+    task : OptTask or None
+        An optimization run (``--problem``): its specs, dual parameters and per-edge steps go
+        in every Bootstrap, and ``values`` are then zero vectors of dimension ``d``.
     """
 
     topology: Topology
@@ -99,6 +103,7 @@ class Plan:
     values: NDArray[np.float64] | None = None
     dim: int = 1
     start_delay: float = 1.5
+    task: OptTask | None = None
     security: Security | None = None
 
     @property
@@ -201,9 +206,10 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
     """Return every node's Bootstrap, by id, for ``plan`` and ``assignment`` (pure).
 
     Node ``v`` gets its neighbours ``w`` (id, address, edge index, ``P_e``) in the topology's
-    edge order, the algorithm's parameters, the epoch and rate, and its initial value.
+    edge order, the algorithm's parameters, the epoch and rate, and its initial value. An
+    optimization run adds the specs (never data) and each edge's step ``s_e``.
     """
-    topo, params, sec = plan.topology, plan.params, plan.security
+    topo, params, task, sec = plan.topology, plan.params, plan.task, plan.security
     keys = sec.allowed if sec is not None else {}
     out = []
     for node in range(topo.n):
@@ -213,6 +219,7 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
                 assignment.addresses[peer],
                 k,
                 float(topo.probs[k]),
+                0.5 if task is None else task.steps[k],
                 keys.get(assignment.names[peer], ""),
             )
             for k, peer in topo.incident(node)
@@ -221,7 +228,7 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
             Bootstrap(
                 node_id=node,
                 cluster=plan.cluster,
-                algorithm=params.algorithm.value,
+                algorithm=params.algorithm.value if task is None else "acd",
                 eta=params.eta,
                 c=params.c,
                 theta=params.theta,
@@ -232,6 +239,10 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
                 broker=plan.broker if sec is None else sec.node_broker(plan.broker, node),
                 metrics_period=plan.metrics_period,
                 dim=len(assignment.initial[node]),
+                problem="" if task is None else task.problem,
+                data="" if task is None else task.data,
+                split="" if task is None else task.split,
+                n=topo.n,
             )
         )
     return out

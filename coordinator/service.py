@@ -44,6 +44,7 @@ from coordinator.broker import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.evaluation import ReportBook
 from coordinator.mqtt_link import MqttLink, topics
+from coordinator.opt_measure import finish_optimization
 from coordinator.outcome import final_result, run_summary
 from coordinator.records import ErrorPoint, RunSummary
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
@@ -360,6 +361,9 @@ class Coordinator:
     def _finish(self, reason: str) -> RunSummary:
         state = self.state
         final = final_result(state, self.plan, self._t_stop)
+        latest = self.reports.latest()
+        if state.optimization is not None and final is not None and latest is not None:
+            final = finish_optimization(state.optimization, latest, final, time.time())
         summary = run_summary(state, self.plan, final, self._pace, reason)
         state.final = final
         state.runs.append(summary)
@@ -379,6 +383,9 @@ class Coordinator:
             "nodes": self.plan.expected,
             "eps": self.config.until,
         }
+        if state.optimization is not None:
+            record["algorithm"] = "acd"
+            record["optimization"] = state.optimization.summary()
         self.log.write("final", **record)
         if self.config.json_path is not None:
             write_json(self.config.json_path, record)

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.optimization import OptTracker
 from coordinator.records import ErrorPoint, FinalResult, NodeView, RunSummary, json_num, json_nums
 from gossip.params import GossipParams
 from gossip.spectral import GraphQuantities
@@ -128,6 +129,9 @@ class ClusterState:
         A node counts as alive if it reported within this many seconds.
     revision : int
         Bumped by every change; readers compare it to see whether anything changed.
+    optimization : OptTracker or None
+        An optimization run's task and figures (``None`` for gossip runs); the ``error`` of
+        its history is then ``sum_v |x_v - x*|^2``.
     """
 
     graph: str
@@ -154,6 +158,7 @@ class ClusterState:
     message: str = ""
     alive_timeout: float = 3.0
     revision: int = 0
+    optimization: OptTracker | None = None
 
     # -- updates -------------------------------------------------------------------------------
 
@@ -195,7 +200,9 @@ class ClusterState:
 
     @property
     def algorithm(self) -> str:
-        """``arg`` or ``rg`` (``""`` before the parameters are known)."""
+        """``arg``, ``rg`` or ``acd`` (``""`` before the parameters are known)."""
+        if self.optimization is not None:
+            return "acd"
         return self.params.algorithm.value if self.params is not None else ""
 
     @property
@@ -323,4 +330,7 @@ class ClusterState:
             "broker": self.broker.as_dict(),
             "final": self.final.as_dict() if self.final is not None else None,
             "runs": [r.as_dict() for r in self.runs],
+            "optimization": (
+                None if self.optimization is None else self.optimization.as_dict(history_limit)
+            ),
         }

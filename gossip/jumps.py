@@ -7,6 +7,13 @@ On activation of edge {v, w} at time T, with values just before T::
 
 RG is the special case ``c = 0`` with no mixing (``eta = 0``), where ``z`` plays no role.
 
+In general (dual accelerated coordinate descent, SPEC section 6) the ends exchange values
+``u = g(x)`` of their first variable and the step is per edge::
+
+    x_v += s_e (u_w - u_v),   x_w -= s_e (u_w - u_v),   z_v += c (u_w - u_v),   z_w -= ...
+
+ARG is ``g = identity`` and ``s_e = 1/2``.
+
 A jump is an additive *flow* across the edge: ``(dx, dz)`` into v and exactly ``(-dx, -dz)``
 into w. Writing it as a flow, rather than as an assignment, is what makes asynchronous exchanges
 exact:
@@ -41,20 +48,25 @@ class Flow(NamedTuple):
     dz: FloatArray
 
 
-def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float) -> Flow:
+def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float, step: ArrayLike = 0.5) -> Flow:
     """Return the flow into v when edge {v, w} is activated (w receives ``-flow``).
 
     Parameters
     ----------
     x_v, x_w : array_like
-        The ``x`` values of the two ends just before the jump, at the same time T.
+        The exchanged values of the two ends just before the jump, at the same time T: ``x``
+        for gossip, ``u = g(y)`` in general.
     c : float
         Coupling ``1 / sqrt(2 mu R_max)`` for ARG, ``0`` for RG.
+    step : float or array_like
+        The edge's step ``s_e`` (``1/2`` for gossip: the two ends meet at their average;
+        ``gamma R_eff(e)`` for dual coordinate descent, :mod:`gossip.dual`). An array
+        broadcasts against the values: one step per row of a batch of runs.
 
     Returns
     -------
     Flow
-        ``dx = (x_w - x_v) / 2`` and ``dz = c (x_w - x_v)``.
+        ``dx = step (x_w - x_v)`` and ``dz = c (x_w - x_v)``.
 
     Examples
     --------
@@ -63,15 +75,15 @@ def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float) -> Flow:
     (-0.5, -2.0)
     """
     gap = np.asarray(x_w, dtype=np.float64) - np.asarray(x_v, dtype=np.float64)
-    return Flow(0.5 * gap, c * gap)
+    return Flow(np.asarray(step, dtype=np.float64) * gap, c * gap)
 
 
 def edge_flow_values(
-    x_v: Sequence[float], x_w: Sequence[float], c: float
+    x_v: Sequence[float], x_w: Sequence[float], c: float, step: float = 0.5
 ) -> tuple[list[float], list[float]]:
     """Return :func:`edge_flow` of one edge as lists of floats ``(dx, dz)`` into v.
 
-    ``dx = (x_w - x_v) / 2`` and ``dz = c (x_w - x_v)``, component by component: the live
+    ``dx = step (x_w - x_v)`` and ``dz = c (x_w - x_v)``, component by component: the live
     nodes' fast path, the same arithmetic as :func:`edge_flow` without numpy.
 
     Examples
@@ -80,7 +92,7 @@ def edge_flow_values(
     ([-0.5], [-2.0])
     """
     gaps = [w - v for v, w in zip(x_v, x_w, strict=True)]
-    return [0.5 * g for g in gaps], [c * g for g in gaps]
+    return [step * g for g in gaps], [c * g for g in gaps]
 
 
 def apply_flow(

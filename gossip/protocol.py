@@ -24,12 +24,16 @@ __all__ = [
     "Pending",
     "Phase",
     "ServerCase",
+    "Standing",
     "TimeBase",
 ]
 
-STUCK_RETRIES = 3
-"""Retries after which an exchange counts as stuck: its edge's ticks are skipped until it
-settles. Fewer would thin the clocks at every spurious timeout."""
+STUCK_RETRIES = 5
+"""Retries after which an exchange counts as stuck: the node is released (it serves and starts
+other exchanges again) and that edge's ticks are skipped until the exchange settles. With the
+first timeout at 10 ms or more, that is 310 ms or more of silence. Fewer would release the
+lock on a peer that is merely slow (an overloaded machine), whose late reply then breaks
+exactness; more would freeze the node longer behind a dead one."""
 
 
 class Phase(StrEnum):
@@ -44,7 +48,8 @@ class Event(StrEnum):
     """What can happen to an exchange started by this node."""
 
     REPLY = "reply"
-    NACK = "nack"
+    BUSY = "busy"  # refused for now: try the activation again later
+    NACK = "nack"  # refused for good: the server is closed or recovering
     TIMEOUT = "timeout"
 
 
@@ -52,19 +57,22 @@ class Action(StrEnum):
     """What the initiator does on an event."""
 
     APPLY = "apply"  # add +flow at the server's time, record the round trip
+    BACK_OFF = "back_off"  # never applied anywhere: start the activation again after a pause
     ABANDON = "abandon"  # never applied anywhere: forget it, count it as failed
     RESEND = "resend"  # same frame again, longer timeout
 
 
 INITIATOR_TRANSITIONS: Mapping[tuple[Phase, Event], tuple[Phase, Action]] = {
     (Phase.SENT, Event.REPLY): (Phase.DONE, Action.APPLY),
+    (Phase.SENT, Event.BUSY): (Phase.DONE, Action.BACK_OFF),
     (Phase.SENT, Event.NACK): (Phase.DONE, Action.ABANDON),
     (Phase.SENT, Event.TIMEOUT): (Phase.RETRYING, Action.RESEND),
     (Phase.RETRYING, Event.REPLY): (Phase.DONE, Action.APPLY),
+    (Phase.RETRYING, Event.BUSY): (Phase.DONE, Action.BACK_OFF),
     (Phase.RETRYING, Event.NACK): (Phase.DONE, Action.ABANDON),
     (Phase.RETRYING, Event.TIMEOUT): (Phase.RETRYING, Action.RESEND),
 }
-"""(phase, event) -> (next phase, action) for an exchange (or a correction) this node started."""
+"""(phase, event) -> (next phase, action) for an exchange this node started."""
 
 
 class ServerCase(StrEnum):
@@ -75,15 +83,24 @@ class ServerCase(StrEnum):
     STALE = "stale"  # numbered <= the initiator's ack and forgotten: resolved long ago
 
 
-SERVER_ACTIONS: Mapping[tuple[bool, ServerCase], str] = {
-    (True, ServerCase.NEW): "apply",  # open: apply -flow, cache and send the reply
-    (False, ServerCase.NEW): "nack",  # closed or recovering: cache and send a Nack
-    (True, ServerCase.CACHED): "answer",  # send the cached answer again
-    (False, ServerCase.CACHED): "answer",
-    (True, ServerCase.STALE): "ignore",
-    (False, ServerCase.STALE): "ignore",
+class Standing(StrEnum):
+    """Where the server stands when a new request comes in."""
+
+    FREE = "free"  # open, recovered, not in an exchange, no jump after the request's time
+    WAIT = "wait"  # in an exchange of its own; the request is from a higher id: it waits
+    BUSY = "busy"  # in an exchange of its own, or already jumped after the request's time
+    CLOSED = "closed"  # stopping, or still recovering its ledger
+
+
+SERVER_ACTIONS: Mapping[tuple[Standing, ServerCase], str] = {
+    (Standing.FREE, ServerCase.NEW): "apply",  # apply -flow at t, cache and send the reply
+    (Standing.WAIT, ServerCase.NEW): "defer",  # served (or refused) once we are free
+    (Standing.BUSY, ServerCase.NEW): "busy",  # cache and send a Busy: never applied
+    (Standing.CLOSED, ServerCase.NEW): "nack",  # cache and send a Nack: never applied
+    **{(standing, ServerCase.CACHED): "answer" for standing in Standing},  # the same answer
+    **{(standing, ServerCase.STALE): "ignore" for standing in Standing},  # resolved long ago
 }
-"""(server open?, case) -> what the server does with a request (or a correction)."""
+"""(where the server stands, case) -> what the server does with a request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,16 +121,18 @@ class TimeBase:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """One edge at this node: its global index, the peer at the other end, and ``P_e``."""
+    """One edge at this node: its global index, the peer at the other end, ``P_e``, and the
+    edge's step ``s_e`` (``1/2`` for gossip; both ends must agree)."""
 
     edge: int
     peer: int
     prob: float
+    step: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """A frame to send to a peer's server (a request, a correction, or a ledger request)."""
+    """A frame to send to a peer's server (a request or a ledger request)."""
 
     peer: int
     frame: bytes
@@ -129,10 +148,12 @@ class Counters:
     failed: int = 0  # exchanges abandoned (nacked, or unresolved when stopping)
     rejected: int = 0  # frames refused: malformed, wrong version, unknown peer, bad value
     duplicates: int = 0  # repeated requests or replies, answered or ignored, never re-applied
-    skipped: int = 0  # clock ticks skipped: the edge stuck or busy, the node closed
-    corrections: int = 0  # correction messages sent (first copies), one per edge per pass
-    corrected: int = 0  # jump inputs corrected (items in those messages)
-    late: int = 0  # flows older than the correction horizon: applied, inputs not corrected
+    skipped: int = 0  # clock ticks skipped: the edge stuck, the node closed or recovering
+    waited: int = 0  # ticks that waited for our exchange to settle (fired late, not dropped)
+    refused: int = 0  # requests answered Busy: we were in an exchange, or had jumped later
+    bounced: int = 0  # our requests answered Busy: the activation is tried again later
+    deferred: int = 0  # requests from higher ids that waited for our exchange to settle
+    released: int = 0  # stuck exchanges whose lock was released (their jump may be inexact)
     forged: int = 0  # frames whose src is not the node authenticated on their connection
 
     def as_dict(self) -> dict[str, int]:
@@ -142,31 +163,24 @@ class Counters:
 
 @dataclass(slots=True)
 class Pending:
-    """Something this node sent on an edge and waits an answer for: an exchange or a correction.
+    """An exchange this node started on an edge and waits an answer for.
 
-    An exchange keeps the values it sent (``t_sent``, ``x_sent``, ``z_sent``): with
-    corrections on, retries re-send them unchanged, so the initiator knows the exact input the
-    server used. A correction keeps its items ``(jid, t, d)``, applied here once acknowledged.
+    ``t`` is the jump time sent; a retry re-sends the same ``frame``, so whichever copy the
+    server applies, it applies this jump at ``t`` with the value the initiator had then.
+    ``bounces`` counts the Busy answers the activation has had before this request.
     """
 
     edge: int
     seq: int
     peer: int
     frame: bytes
+    t: float
     first_sent: float
     timeout: float
     deadline: float
     phase: Phase = Phase.SENT
     retries: int = 0
-    t_sent: float = 0.0
-    x_sent: list[float] = field(default_factory=list)
-    z_sent: list[float] = field(default_factory=list)
-    items: list[tuple[int, float, list[float]]] | None = None  # a correction's
-
-    @property
-    def is_correction(self) -> bool:
-        """True for a correction, False for an exchange."""
-        return self.items is not None
+    bounces: int = 0
 
 
 @dataclass(slots=True)
@@ -174,7 +188,7 @@ class EdgeState:
     """The protocol state of one edge at this node."""
 
     link: Link
-    next_seq: int = 1  # next number for an exchange or correction this node starts
+    next_seq: int = 1  # next number for an exchange this node starts
     pending: dict[int, Pending] = field(default_factory=dict)
     stuck: int = 0  # how many of ``pending`` have been retried STUCK_RETRIES times or more
     ack_seen: int = 0  # the peer's watermark for what it starts
@@ -186,3 +200,16 @@ class EdgeState:
     def ack(self) -> int:
         """Return this node's watermark on the edge: everything numbered ``<=`` it is settled."""
         return min(self.pending) - 1 if self.pending else self.next_seq - 1
+
+    def lookup(self, seq: int, ack: int) -> ServerCase:
+        """Look the peer's request ``seq`` up against the cache, after taking in its ``ack``."""
+        if ack > self.ack_seen:
+            self.ack_seen = ack
+            # Answers numbered <= ack can never be asked for again.
+            for old in [s for s in self.cache if s <= ack]:
+                del self.cache[old]
+        if seq in self.cache:
+            return ServerCase.CACHED
+        if seq <= self.ack_seen:
+            return ServerCase.STALE
+        return ServerCase.NEW

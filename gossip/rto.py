@@ -1,12 +1,55 @@
-"""Retry timeouts adapted to the measured round trips, as TCP does (RFC 6298)."""
+"""Retry timeouts adapted to the measured round trips, as TCP does (RFC 6298), and the
+schedule of the pending exchanges' deadlines."""
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["RetryTimer"]
+from gossip.protocol import Pending
+
+__all__ = ["RetrySchedule", "RetryTimer"]
+
+
+class RetrySchedule:
+    """The retry deadlines of pending exchanges, earliest first.
+
+    Entries are dropped lazily: ``find(edge, seq)`` says whether an exchange is still pending
+    (it returns it), and an entry whose exchange settled or was re-armed since is skipped.
+    """
+
+    def __init__(self, find: Callable[[int, int], Pending | None]):
+        self._heap: list[tuple[float, int, int]] = []
+        self._find = find
+
+    def arm(self, pending: Pending) -> None:
+        """Schedule ``pending`` at its ``deadline``."""
+        heapq.heappush(self._heap, (pending.deadline, pending.edge, pending.seq))
+
+    def next(self) -> float | None:
+        """Return the earliest live deadline (Unix seconds), ``None`` if nothing is pending."""
+        while self._heap:
+            deadline, edge, seq = self._heap[0]
+            pending = self._find(edge, seq)
+            if pending is not None and pending.deadline == deadline:
+                return deadline
+            heapq.heappop(self._heap)  # settled or re-armed since: drop the stale entry
+        return None
+
+    def pop_due(self, now: float) -> Pending | None:
+        """Remove and return a pending exchange whose deadline is ``<= now``, if any."""
+        deadline = self.next()
+        if deadline is None or deadline > now:
+            return None
+        _, edge, seq = heapq.heappop(self._heap)
+        return self._find(edge, seq)
+
+    def clear(self) -> None:
+        """Forget every deadline."""
+        self._heap.clear()
 
 
 class RetryTimer:
@@ -37,6 +80,10 @@ class RetryTimer:
             return self.initial
         rto = self._srtt + 4.0 * self._rttvar
         return min(self.high, max(self.low, rto))
+
+    def srtt(self) -> float | None:
+        """Return the smoothed round trip in seconds, ``None`` until one is measured."""
+        return self._srtt
 
     def sample(self, rtt: float, retried: bool) -> None:
         """Record the round trip of an answered exchange (seconds)."""

@@ -16,21 +16,22 @@ Validation rules (each violation raises :class:`~gossip.errors.ProtocolError` na
 
 Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
 
-* :class:`Request`  -- the initiator's ``(x, z)`` at its time ``t``, for exchange ``(edge, seq)``
-* :class:`Reply`    -- the server's time ``t`` of the exchange and the flow ``(dx, dz)`` into the
-  initiator (the server applied ``-(dx, dz)`` at that same ``t``)
+* :class:`Request`  -- the jump time ``t`` of exchange ``(edge, seq)`` and the initiator's
+  exchanged value ``u`` at that time
+* :class:`Reply`    -- the flow ``(dx, dz)`` into the initiator at ``t`` (the server applied
+  ``-(dx, dz)`` at that same ``t``)
+* :class:`Busy`     -- the server is in an exchange, or has jumped after ``t``: exchange
+  ``(edge, seq)`` was not applied and never will be; try again later
 * :class:`Nack`     -- the server did not and never will apply exchange ``(edge, seq)``
+  (it is closed or recovering)
 * :class:`LedgerRequest` / :class:`LedgerReply` -- a neighbour's cumulative flow on an edge
-* :class:`Correction` / :class:`CorrectionAck` -- corrections of the sender's inputs to earlier
-  jumps (:mod:`gossip.corrections`), numbered in the same sequence as the sender's requests
-  on that edge, and their acknowledgement (a :class:`Nack` refuses one)
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
 :class:`Neighbor` entries) and :class:`RegisterError`.
 
 Examples
 --------
->>> msg = Request(src=1, edge=0, seq=7, ack=6, t=2.5, x=(1.0,), z=(0.5,))
+>>> msg = Request(src=1, edge=0, seq=7, ack=6, t=2.5, u=(1.0,))
 >>> decode(encode(msg)) == msg
 True
 """
@@ -52,8 +53,7 @@ __all__ = [
     "MESSAGE_TYPES",
     "VERSION",
     "Bootstrap",
-    "Correction",
-    "CorrectionAck",
+    "Busy",
     "LedgerReply",
     "LedgerRequest",
     "Message",
@@ -67,8 +67,8 @@ __all__ = [
     "encode",
 ]
 
-VERSION = 1
-"""The protocol version carried in every frame's ``v`` field."""
+VERSION = 2
+"""The protocol version carried in every frame's ``v`` field (2: exact jumps, one time ``t``)."""
 
 MAX_FRAME = 1 << 20
 """Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""
@@ -81,7 +81,8 @@ Floats: TypeAlias = tuple[float, ...]
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """Initiator -> server: please run exchange ``(edge, seq)`` with my values ``(x, z)`` at ``t``.
+    """Initiator -> server: please run exchange ``(edge, seq)`` at time ``t``; my exchanged
+    value at ``t`` is ``u``.
 
     ``ack`` is the initiator's watermark on this edge: every exchange with a sequence number
     ``<= ack`` is resolved on its side, so the server may forget their cached answers.
@@ -93,13 +94,12 @@ class Request:
     seq: int
     ack: int
     t: float
-    x: Floats
-    z: Floats
+    u: Floats
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """Server -> initiator: exchange ``(edge, seq)`` happened at the server's time ``t``.
+    """Server -> initiator: exchange ``(edge, seq)`` happened at its time ``t``.
 
     ``(dx, dz)`` flows into the initiator; the server has applied ``(-dx, -dz)`` at ``t``.
     """
@@ -111,6 +111,21 @@ class Reply:
     t: float
     dx: Floats
     dz: Floats
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """Server -> initiator: exchange ``(edge, seq)`` was refused, not applied and never will be.
+
+    The server was in an exchange of its own, or had already jumped at time ``t`` later than
+    the request's. The initiator tries the activation again later, at a time ``>= t``.
+    """
+
+    TYPE: ClassVar[str] = "busy"
+    src: int
+    edge: int
+    seq: int
+    t: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,37 +166,6 @@ class LedgerReply:
 
 
 @dataclass(frozen=True, slots=True)
-class Correction:
-    """Node -> neighbour: my inputs to these jumps on ``edge`` were off; apply the changes.
-
-    For item i: ``jumps[i] = 2 * seq + owner`` names the exchange ``seq`` (``owner`` is 1 if
-    the sender initiated it, 0 if the receiver did), ``t[i]`` its time, and
-    ``d[i * dim:(i + 1) * dim]`` the change of the sender's ``x`` input. The receiver adds
-    ``(d / 2, c d)`` at ``t[i]``; the sender adds the opposite when acknowledged. ``seq`` and
-    ``ack`` are numbered as in :class:`Request` (one sequence per sender and edge).
-    """
-
-    TYPE: ClassVar[str] = "correction"
-    src: int
-    edge: int
-    seq: int
-    ack: int
-    jumps: tuple[int, ...]
-    t: Floats
-    d: Floats
-
-
-@dataclass(frozen=True, slots=True)
-class CorrectionAck:
-    """Neighbour -> node: correction ``(edge, seq)`` is applied on my side."""
-
-    TYPE: ClassVar[str] = "correction_ack"
-    src: int
-    edge: int
-    seq: int
-
-
-@dataclass(frozen=True, slots=True)
 class Register:
     """Node -> coordinator: I am ``name``, reachable at ``address``; optionally my own value."""
 
@@ -196,13 +180,16 @@ class Register:
 class Neighbor:
     """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e.
 
-    ``key`` is the neighbour's CURVE public key (Z85), or ``""`` in an insecure cluster.
+    ``step`` is the edge's step ``s_e`` in the jump (``1/2`` for gossip; ``gamma R_eff(e)`` for
+    dual accelerated coordinate descent, SPEC section 6). ``key`` is the neighbour's CURVE
+    public key (Z85), or ``""`` in an insecure cluster.
     """
 
     peer_id: int
     address: str
     edge_index: int
     prob: float
+    step: float = 0.5
     key: str = ""
 
 
@@ -212,6 +199,10 @@ class Bootstrap:
 
     ``epoch`` is a Unix time in seconds and ``rate`` the network-wide activations per second:
     the node's time is ``t = rate * (now - epoch)``. ``broker`` is ``mqtt://host:port`` or ``""``.
+
+    Optimization runs (``problem`` not empty) also carry the problem spec, the data spec and the
+    split (never data: each node loads its own shard), and ``n``, the node count the split cuts
+    the data into; ``eta``, ``c`` and the neighbours' steps are then the dual parameters.
     """
 
     TYPE: ClassVar[str] = "bootstrap"
@@ -228,6 +219,10 @@ class Bootstrap:
     broker: str
     metrics_period: float
     dim: int
+    problem: str = ""
+    data: str = ""
+    split: str = ""
+    n: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,11 +236,10 @@ class RegisterError:
 Message: TypeAlias = (
     Request
     | Reply
+    | Busy
     | Nack
     | LedgerRequest
     | LedgerReply
-    | Correction
-    | CorrectionAck
     | Register
     | Bootstrap
     | RegisterError
@@ -254,11 +248,10 @@ Message: TypeAlias = (
 _CLASSES: tuple[type[Any], ...] = (
     Request,
     Reply,
+    Busy,
     Nack,
     LedgerRequest,
     LedgerReply,
-    Correction,
-    CorrectionAck,
     Register,
     Bootstrap,
     RegisterError,
@@ -276,7 +269,7 @@ def _plain(value: Any) -> Any:
             return list(value)  # the hot path: a vector of floats
         return [_plain(item) for item in value]
     if isinstance(value, Neighbor):
-        return [value.peer_id, value.address, value.edge_index, value.prob, value.key]
+        return [value.peer_id, value.address, value.edge_index, value.prob, value.step, value.key]
     return value
 
 
@@ -344,12 +337,6 @@ def _floats(name: str, value: Any) -> Floats:
     return out
 
 
-def _ints(name: str, value: Any) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value or len(value) > MAX_DIM:
-        raise ProtocolError(f"field {name!r} must be a list of 1 to {MAX_DIM} integers >= 0")
-    return tuple(_int(f"{name}[{i}]", item) for i, item in enumerate(value))
-
-
 def _optional_floats(name: str, value: Any) -> Floats | None:
     return None if value is None else _floats(name, value)
 
@@ -360,9 +347,10 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
     out = []
     for i, item in enumerate(value):
         where = f"{name}[{i}]"
-        if not isinstance(item, list) or len(item) not in (4, 5):
+        if not isinstance(item, list) or len(item) not in (5, 6):
             raise ProtocolError(
-                f"field {where!r} must be [peer_id, address, edge_index, prob, key], got {item!r}"
+                f"field {where!r} must be [peer_id, address, edge_index, prob, step, key], "
+                f"got {item!r}"
             )
         prob = _float(f"{where}.prob", item[3])
         if not 0.0 < prob <= 1.0:
@@ -373,7 +361,8 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
                 _str(f"{where}.address", item[1]),
                 _int(f"{where}.edge_index", item[2]),
                 prob,
-                _str(f"{where}.key", item[4]) if len(item) == 5 else "",
+                _positive(f"{where}.step", item[4]),
+                _str(f"{where}.key", item[5]) if len(item) == 6 else "",
             )
         )
     return tuple(out)
@@ -396,33 +385,20 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
             "seq": _int,
             "ack": _int,
             "t": _float,
-            "x": _floats,
-            "z": _floats,
+            "u": _floats,
         },
     ),
     Reply.TYPE: (
         Reply,
         {"src": _int, "edge": _int, "seq": _int, "t": _float, "dx": _floats, "dz": _floats},
     ),
+    Busy.TYPE: (Busy, {"src": _int, "edge": _int, "seq": _int, "t": _float}),
     Nack.TYPE: (Nack, {"src": _int, "edge": _int, "seq": _int, "reason": _str}),
     LedgerRequest.TYPE: (LedgerRequest, {"src": _int, "edge": _int}),
     LedgerReply.TYPE: (
         LedgerReply,
         {"src": _int, "edge": _int, "seq": _int, "t": _float, "fx": _floats, "fz": _floats},
     ),
-    Correction.TYPE: (
-        Correction,
-        {
-            "src": _int,
-            "edge": _int,
-            "seq": _int,
-            "ack": _int,
-            "jumps": _ints,
-            "t": _floats,
-            "d": _floats,
-        },
-    ),
-    CorrectionAck.TYPE: (CorrectionAck, {"src": _int, "edge": _int, "seq": _int}),
     Register.TYPE: (
         Register,
         {"name": _str, "address": _str, "value": _optional_floats, "pid": _int},
@@ -443,6 +419,10 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
             "broker": _str,
             "metrics_period": _positive,
             "dim": _int,
+            "problem": _str,
+            "data": _str,
+            "split": _str,
+            "n": _int,
         },
     ),
     RegisterError.TYPE: (RegisterError, {"reason": _str}),
@@ -450,7 +430,6 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
 
 # Vectors that must have the same length within one message.
 _SAME_LENGTH: dict[str, tuple[str, str]] = {
-    Request.TYPE: ("x", "z"),
     Reply.TYPE: ("dx", "dz"),
     LedgerReply.TYPE: ("fx", "fz"),
 }
@@ -499,13 +478,6 @@ def decode(frame: bytes) -> Message:
         raise ProtocolError(
             f"field {pair[1]!r} has {len(values[pair[1]])} components but {pair[0]!r} has "
             f"{len(values[pair[0]])}; they must match"
-        )
-    if kind == Correction.TYPE and (
-        len(values["t"]) != len(values["jumps"]) or len(values["d"]) % len(values["jumps"])
-    ):
-        raise ProtocolError(
-            f"correction has {len(values['jumps'])} jumps, {len(values['t'])} times and "
-            f"{len(values['d'])} components in 'd'; need one time per jump and 'd' a multiple"
         )
     if kind == Bootstrap.TYPE and len(values["initial_value"]) != values["dim"]:
         raise ProtocolError(

@@ -88,6 +88,9 @@ class NodeConfig:
         coordinator's key checked at registration. ``None``: plain, unauthenticated sockets.
     mqtt_ca : Path or None
         CA certificate (PEM) to check an ``mqtts://`` broker with (default: the system's).
+    data : str or None
+        Optimization runs: a data spec on this machine replacing the coordinator's (this
+        node's shard is cut from it by the run's split), see :mod:`node.problem`.
     """
 
     coordinator: str
@@ -110,6 +113,7 @@ class NodeConfig:
     correction_horizon: float | None = None
     keys: Path | None = None
     mqtt_ca: Path | None = None
+    data: str | None = None
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):
@@ -127,11 +131,6 @@ class NodeConfig:
             value = getattr(self, key)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{key} must be >= 0 seconds, got {value!r}")
-        if not (math.isfinite(self.correction_tol) and self.correction_tol >= 0):
-            raise ConfigError(f"--correction-tol must be >= 0, got {self.correction_tol!r}")
-        horizon = self.correction_horizon
-        if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
-            raise ConfigError(f"--correction-horizon must be > 0 seconds, got {horizon!r}")
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ConfigError(
                 f"--max-in-flight must be >= 1 (or 0 for no limit), got {self.max_in_flight}"

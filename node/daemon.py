@@ -5,18 +5,20 @@ this module only feeds them frames and times and carries out what they return.
 
 Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
 
-* ``node-receive`` -- frames in: hand each to the exchanger, send back its answer (a deferred
-  request's answer once nothing of ours is in flight, see ``hold`` in
-  :mod:`gossip.exchange`). With the ZeroMQ transport the frames are handled right in its socket
+* ``node-receive`` -- frames in: hand each to the exchanger, send back its answer (or, for a
+  request that waits for our own exchange, later), and send the requests it started when an
+  answer freed its lock. With the ZeroMQ transport the frames are handled right in its socket
   callbacks (:meth:`Node._on_frame`, ``Transport.set_handler``) and this task only raises the
   transport's errors;
-* ``node-ticks``   -- the node's Poisson clock: initiate an exchange at each tick; a late tick
-  fires late, none is dropped (in hold mode it also waits while our exchange is in flight);
-* ``node-retry``   -- re-send requests whose timeout passed;
+* ``node-ticks``   -- the node's Poisson clock: hand each tick to the exchanger (it starts an
+  exchange, or the tick waits for the node's lock); a late tick fires late, none is dropped;
+* ``node-retry``   -- re-send requests whose timeout passed, start refused activations whose
+  back-off pause is over;
 * ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered;
 * ``node-mqtt``    -- reports and the control topic (only with a broker).
 
-Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating; keep serving normally for
+Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating (activations still owed are
+dropped); keep serving normally for
 ``drain`` seconds while our own exchanges settle; then close (new requests get a Nack, repeated
 ones their cached answer), so the state is final; publish the final report; keep answering for
 ``linger`` seconds so the neighbours' retries are answered; exit 0.
@@ -25,22 +27,23 @@ ones their cached answer), so the state is final; publish the final report; keep
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from gossip.exchange import DEFERRED, Counters, Exchanger, Link, TimeBase
+from gossip.exchange import Counters, Exchanger, Link, TimeBase
 from gossip.ledger import Ledger
 from gossip.wire import Bootstrap
 from node.clock import PoissonClock
 from node.config import NodeConfig
 from node.mqtt import NodeMqtt
+from node.problem import exchange_value
 from node.transport import Transport
 
 __all__ = ["Node", "run_node", "run_node_sync"]
@@ -75,16 +78,11 @@ class Node:
         Rebuild the ledger from the neighbours first; default: when started after the epoch.
     max_in_flight : int or None
         Back-pressure: see :class:`gossip.exchange.Exchanger`.
-    hold : bool
-        Fidelity mode: see :class:`gossip.exchange.Exchanger` (ticks wait, never dropped).
-    exact : bool
-        Exact jumps by corrections: see :class:`gossip.exchange.Exchanger`.
-    correction_tol : float
-        Exact mode: the smallest correction sent, relative to the values (``rel_tol``).
-    correction_horizon : float or None
-        Exact mode: seconds after which a jump is final (``horizon``).
     clock : callable() -> float
         Unix time in seconds.
+    problem : LocalProblem or None
+        An optimization run's own problem (:mod:`node.problem`): the ledger then holds the
+        dual pair ``(y, z)``, the node exchanges ``grad f^*(y)`` and reports the primal.
     """
 
     def __init__(
@@ -100,11 +98,8 @@ class Node:
         seed: int | None = None,
         recover: bool | None = None,
         max_in_flight: int | None = None,
-        hold: bool = False,
-        exact: bool = False,
-        correction_tol: float = 1e-9,
-        correction_horizon: float | None = None,
         clock: Callable[[], float] = time.time,
+        problem: Any = None,
     ):
         self.boot = boot
         self.transport = transport
@@ -115,8 +110,15 @@ class Node:
         self.timebase = TimeBase(boot.epoch, boot.rate)
         if recover is None:
             recover = self.timebase.t(clock()) > 0
-        links = [Link(n.edge_index, n.peer_id, n.prob) for n in boot.neighbors]
-        ledger = Ledger(boot.initial_value, [link.edge for link in links], eta=boot.eta)
+        links = [Link(n.edge_index, n.peer_id, n.prob, n.step) for n in boot.neighbors]
+        # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (SPEC 6).
+        initial = boot.initial_value if problem is None else [0.0] * boot.dim
+        ledger = Ledger(initial, [link.edge for link in links], eta=boot.eta)
+        self.problem = problem
+        self._primal = None if problem is None else exchange_value(problem)
+        extra: dict[str, Any] = {}
+        if problem is not None:
+            extra["exchange_value"] = problem.grad_conjugate
         self.exchanger = Exchanger(
             boot.node_id,
             links,
@@ -127,16 +129,12 @@ class Node:
             max_timeout=max_timeout,
             recover=recover,
             max_in_flight=max_in_flight,
-            hold=hold,
-            exact=exact,
-            rel_tol=correction_tol,
-            horizon=correction_horizon,
+            rng=None if seed is None else seed + 1,  # back-off pauses: not the clock's stream
+            **extra,
         )
-        self._idle = asyncio.Event()  # set when nothing of ours is in flight (hold mode)
-        self._idle.set()
-        self._routes: deque[bytes | None] = deque()  # of the deferred requests, in order
         self.ticks = PoissonClock(links, np.random.default_rng(seed))
         self.stop_requested = asyncio.Event()
+        self._bounced = asyncio.Event()  # set when a Busy queued an activation to start later
         self.final: dict[str, Any] | None = None
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
         self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
@@ -160,7 +158,12 @@ class Node:
         if final or now - self._rtt_at >= _RTT_EVERY:
             self._rtt_ms, self._rtt_at = ex.rtt_ms(), now
         counters = ex.counters
+        extra: dict[str, Any] = {}
+        if self._primal is not None:  # optimization: the ledger's pair is the dual (y, z)
+            extra["y"] = x
+            x = self._primal(x)
         return {
+            **extra,
             "node": self.boot.node_id,
             "name": self.name,
             "address": self.transport.address,
@@ -174,6 +177,7 @@ class Node:
             "rtt_ms": dict(self._rtt_ms),
             "edges": {str(peer): n for peer, n in ex.activations().items()},
             "pending": ex.pending,
+            "waiting": ex.waiting,
         }
 
     async def run(self, mqtt: NodeMqtt | None = None, *, run_mqtt: bool = True) -> int:
@@ -206,6 +210,7 @@ class Node:
             ticks.cancel()
             await self._settle()
             self.exchanger.close()  # from here on the state cannot change
+            self._send_released()  # requests that waited for us: Nacked
             self.final = self.report(final=True)
             if mqtt is not None:
                 await mqtt.publish_final(self.final)
@@ -215,20 +220,14 @@ class Node:
         return 0
 
     async def _settle(self) -> None:
-        await asyncio.sleep(self.drain)
         ex = self.exchanger
+        ex.stop_initiating()
+        await asyncio.sleep(self.drain)
         deadline = self.clock() + max(4 * ex.max_timeout, 5.0)
-        released = False
         while self.clock() < deadline:
-            if not ex.pending and not released:
-                # Nothing of ours is in flight any more: serve what was deferred (its
-                # corrections, in exact mode, are then waited for like the rest).
-                self._release(force=True)
-                released = True
-            if not ex.pending and not ex.pending_corrections:
+            if not ex.pending:
                 break
             await asyncio.sleep(0.01)
-        self._release(force=True)  # if the deadline came first
         abandoned = ex.abandon_all()
         if abandoned:
             log.warning("%d exchanges still unanswered at stop: counted as failed", abandoned)
@@ -247,25 +246,15 @@ class Node:
         ``sender`` is the node id authenticated on the frame's connection (CurveZMQ), if any.
         """
         transport, ex = self.transport, self.exchanger
-        answer = ex.receive(data, self.clock(), sender)
-        if answer is DEFERRED:
-            self._routes.append(route)
-        elif answer is not None and route is not None:
+        bounced = ex.counters.bounced
+        answer = ex.receive(data, self.clock(), route, sender)
+        if answer and route is not None:  # b"" (DEFERRED): answered later
             transport.answer(route, answer)
-        for out in ex.take_outgoing():  # corrections (exact mode)
+        for out in ex.take_outgoing():  # waiting ticks, started once our lock is free
             transport.send(out.peer, out.frame)
-        if not ex.pending:
-            self._idle.set()
-            if self._routes:
-                self._release()
-
-    def _release(self, force: bool = False) -> None:
-        for answer in self.exchanger.release(self.clock(), force=force):
-            route = self._routes.popleft()
-            if answer is not None and route is not None:
-                self.transport.answer(route, answer)
-        for out in self.exchanger.take_outgoing():
-            self.transport.send(out.peer, out.frame)
+        self._send_released()
+        if ex.counters.bounced != bounced:
+            self._bounced.set()  # a refused activation to start after a pause: re-arm
 
     async def _tick(self) -> None:
         transport, ex, clock, tb = self.transport, self.exchanger, self.clock, self.timebase
@@ -281,31 +270,38 @@ class Node:
                 # assumes diverges (SPEC, MISPRINT 1). Frames are let in between late ticks.
                 self.late_ticks += 1
                 await asyncio.sleep(0)
-            while ex.busy:  # hold mode: one exchange of ours at a time; the tick waits
-                self._idle.clear()
-                await self._idle.wait()
-            out = ex.initiate(edge, clock())
+            out = ex.initiate(edge, clock())  # None: it waits for our lock, or is skipped
             if out is not None:
                 transport.send(out.peer, out.frame)
 
     async def _retry(self) -> None:
         transport, ex, clock = self.transport, self.exchanger, self.clock
         while True:
-            deadline = ex.next_deadline()
-            now = clock()
-            if deadline is None:
-                # A new exchange's deadline is at least one timeout away.
-                await asyncio.sleep(ex.timeout)
-            elif deadline > now:
-                # Not before the grain: most deadlines pass unneeded (the reply came), and a
-                # wake-up per exchange would cost more than a retry a few ms late.
-                await asyncio.sleep(max(deadline - now, _RETRY_GRAIN))
-            else:
-                resent = ex.expire(now)
-                for out in resent:
+            deadline, start, now = ex.next_deadline(), ex.next_start(), clock()
+            if (deadline is not None and deadline <= now) or (start is not None and start <= now):
+                for out in ex.expire(now):
                     transport.send(out.peer, out.frame)
-                if resent and self._routes:
-                    self._release(force=True)  # ours is slow: do not make others wait on it
+                self._send_released()  # a stuck exchange released the lock
+                continue
+            # A retry deadline no sooner than the grain: most pass unneeded (the reply came),
+            # and a wake-up per exchange would cost more than a retry a few ms late. A pause
+            # after a refusal is short (about a round trip) and delays a jump: on time.
+            wake = now + ex.timeout if deadline is None else max(deadline, now + _RETRY_GRAIN)
+            if start is not None:
+                wake = min(wake, start)
+            await self._wait_for_start(wake - now)
+
+    def _send_released(self) -> None:
+        """Answer the requests that waited for our exchange, now that it settled."""
+        for route, answer in self.exchanger.take_released():
+            if route is not None:
+                self.transport.answer(route, answer)
+
+    async def _wait_for_start(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less: a Busy that comes meanwhile sets an earlier pause."""
+        self._bounced.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._bounced.wait(), seconds)
 
     async def _recover(self) -> None:
         ex = self.exchanger

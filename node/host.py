@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from node.curve import CurveKeys
 from node.daemon import Node
 from node.faults import FaultyTransport
 from node.mqtt import NodeMqtt, parse_broker
+from node.problem import load_problem, preload
 from node.registration import register
 from node.transport import Transport
 from node.zmq_transport import ZmqTransport
@@ -148,9 +150,20 @@ def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: async
         len(boot.neighbors),
         boot.rate,
     )
+    problem = load_problem(boot, config.data) if boot.problem else None
+    late = boot.rate * (time.time() - boot.epoch)
+    if problem is not None and late > 0:
+        log.warning(
+            "%s loaded its problem %.0f units of t after the start: its first activations "
+            "come late (give the node --data to read the data before registering, or the "
+            "coordinator a longer --start-delay)",
+            config.name,
+            late,
+        )
     node = Node(
         boot,
         transport,
+        problem=problem,
         name=config.name,
         timeout=config.timeout,
         max_timeout=config.max_timeout,
@@ -158,10 +171,6 @@ def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: async
         linger=config.linger,
         seed=config.seed,
         max_in_flight=config.max_in_flight,
-        hold=config.hold,
-        exact=config.exact,
-        correction_tol=config.correction_tol,
-        correction_horizon=config.correction_horizon,
     )
     node.stop_requested = stop  # one stop for the whole process
     return node
@@ -202,6 +211,8 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
     """
     if not configs:
         raise ConfigError("a host needs at least one node (--nodes-per-process >= 1)")
+    for data in sorted({config.data for config in configs if config.data}):
+        preload(data)  # before any clock can start: see node.problem.preload
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

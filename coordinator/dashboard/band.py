@@ -34,7 +34,14 @@ from gossip.errors import ConfigError, GossipError
 from gossip.params import GossipParams
 from gossip.topology import Topology
 
-__all__ = ["BAND_EVENT_BUDGET", "BandKeeper", "band_grid", "compute_band", "simulate_band"]
+__all__ = [
+    "BAND_EVENT_BUDGET",
+    "BandKeeper",
+    "band_grid",
+    "compute_band",
+    "simulate_band",
+    "simulate_opt_band",
+]
 
 BAND_EVENT_BUDGET = 2_000_000
 """Most activations simulated for one band (over all runs): bounds its CPU cost."""
@@ -92,30 +99,60 @@ def simulate_band(
     )
 
 
+def simulate_opt_band(
+    topology: Topology,
+    problems: Any,
+    params: Any,
+    t_grid: NDArray[np.float64],
+    runs: int,
+    seed: int = 0,
+) -> Band:
+    """The band of an optimization run: quantiles of ``sum_v |x_v - x*|^2`` over ``runs`` runs.
+
+    ``problems`` is the network's ``ProblemSet`` and ``params`` its ``DualParams``; the runs
+    are those of the optimization simulator (``gossip.dual.simulate.simulate_optimization``,
+    the same event streams as the gossip simulator's). Blocking: see :func:`compute_band`.
+    """
+    from gossip.dual.simulate import simulate_optimization
+
+    result = simulate_optimization(topology, problems, params, t_grid, runs, seed, workers=1)
+    return Band(
+        t=tuple(float(t) for t in result.t_grid),
+        q05=tuple(float(v) for v in result.quantile(0.05)),
+        q50=tuple(float(v) for v in result.quantile(0.5)),
+        q95=tuple(float(v) for v in result.quantile(0.95)),
+        runs=runs,
+    )
+
+
 def _main() -> None:
     # The child: arguments come pickled on stdin, the band goes back pickled on stdout. Lowest
     # priority: on a 2-core machine the band must not steal time from the nodes.
     with contextlib.suppress(OSError):
         os.nice(19)
-    args = pickle.loads(sys.stdin.buffer.read())
-    sys.stdout.buffer.write(pickle.dumps(simulate_band(*args)))
+    kind, args = pickle.loads(sys.stdin.buffer.read())
+    simulate = simulate_opt_band if kind == "optimization" else simulate_band
+    sys.stdout.buffer.write(pickle.dumps(simulate(*args)))
     sys.stdout.buffer.flush()
 
 
 async def compute_band(
     topology: Topology,
-    params: GossipParams,
-    initial: NDArray[np.float64],
+    params: Any,
+    initial: Any,
     t_grid: NDArray[np.float64],
     runs: int,
     seed: int = 0,
+    kind: str = "gossip",
 ) -> Band:
     """Compute the band in a child process and return it, without blocking the event loop.
 
     Parameters
     ----------
     topology, params, initial, t_grid, runs, seed
-        As for ``gossip.simulator.simulate`` (contract C1).
+        As for ``gossip.simulator.simulate`` (contract C1); for ``kind="optimization"``,
+        ``params`` and ``initial`` are the run's ``ProblemSet`` and ``DualParams`` (see
+        :func:`simulate_opt_band`).
 
     Cancelling the call (for example under ``asyncio.timeout``) kills the child.
 
@@ -124,7 +161,7 @@ async def compute_band(
     ConfigError
         If the simulation failed in the child (the message carries the child's last error line).
     """
-    payload = pickle.dumps((topology, params, initial, t_grid, runs, seed))
+    payload = pickle.dumps((kind, (topology, params, initial, t_grid, runs, seed)))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -194,6 +231,9 @@ class BandKeeper:
         ):
             return
         key = (state.graph, state.params, tuple(state.initial), state.eps)
+        if state.optimization is not None:
+            self._start_optimization(record, (*key, state.optimization.task.problem))
+            return
         cached = self._cache.get(key)
         if cached is not None:
             record.band, record.band_status = cached, "ready"
@@ -206,6 +246,33 @@ class BandKeeper:
             initial = initial[:, 0]
         self.spawn(
             self._compute(record, key, state.topology, state.params, initial, grid, runs),
+            f"dashboard-band-{record.run_id}",
+        )
+
+    def _start_optimization(self, record: RunRecord, key: tuple[Any, ...]) -> None:
+        # An optimization run: the optimization simulator on the coordinator's own copy of the
+        # problems (it has them only when it could load the data: else no band, and why).
+        tracker, topology = self.state.optimization, self.state.topology
+        assert tracker is not None
+        assert topology is not None
+        assert record.theta
+        assert record.e0
+        task = tracker.task
+        cached = self._cache.get(key)
+        if cached is not None:
+            record.band, record.band_status = cached, "ready"
+            return
+        if task.problems is None or task.dual is None:
+            record.band_status = f"unavailable: {task.reason or 'no problem set'}"
+            return
+        record.band_status = "pending"
+        grid = band_grid(record.theta, 1.0, record.e0, self.state.eps)
+        # An optimization activation costs a few grad f^* evaluations: a tenth of the budget.
+        runs = int(min(self.max_runs, max(8, BAND_EVENT_BUDGET // 10 // max(1.0, grid[-1]))))
+        self.spawn(  # type: ignore[misc]
+            self._compute(
+                record, key, topology, task.problems, task.dual, grid, runs, 0, "optimization"
+            ),
             f"dashboard-band-{record.run_id}",
         )
 

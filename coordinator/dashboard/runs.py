@@ -313,7 +313,12 @@ class RunArchive:
             record.algorithm = state.params.algorithm.value
             record.theta = state.params.theta
             record.bound_factor = state.params.bound_factor
-        if record.e0 is None and state.initial:
+        if state.optimization is not None:
+            # sum_v |x_v - x*|^2 against t, and its rate line C exp(-theta t) (gossip.dual).
+            record.algorithm = "acd"
+            record.bound_factor = 1.0
+            record.e0 = state.optimization.task.bound_c
+        elif record.e0 is None and state.initial:
             record.e0 = initial_error(state.initial)
 
     def save(self, record: RunRecord) -> None:

@@ -270,6 +270,13 @@ class Dashboard:
             "edge_levels": self.feed.edge_levels,
             "live_run": self.archive.live.run_id if self.archive.live is not None else "",
             "runs": runs,
+            # Optimization runs: the task (x*, parameters) and [t, distance, gap, consensus,
+            # dual_drift, wall] rows; the error curve above is then the distance to x*.
+            "optimization": (
+                state.optimization.as_dict(history_limit=2000)
+                if state.optimization is not None
+                else None
+            ),
         }
 
     def layout(self) -> GraphLayout | None:

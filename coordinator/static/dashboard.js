@@ -180,6 +180,16 @@
         line: { color: color, width: live ? 2.5 : 1.5 }, opacity: live ? 1 : 0.7,
         hovertemplate: "t=%{x:.4g}<br>error=%{y:.3e}<extra></extra>" });
     });
+    const opt = snap.optimization;
+    if (opt && opt.history && opt.history.length) {
+      // Optimization: the error above is sum_v |x_v - x*|^2; the objective gap of the nodes'
+      // average goes on the same axes.
+      const gap = opt.history.filter((r) => r[2] !== null && r[2] > 0);
+      traces.push({ x: gap.map((r) => r[0]), y: gap.map((r) => r[2]), mode: "lines",
+        name: `objective gap F(x̄) − F(x*) (${opt.problem})`,
+        line: { color: "#555", width: 1.5, dash: "dot" },
+        hovertemplate: "t=%{x:.4g}<br>gap=%{y:.3e}<extra></extra>" });
+    }
     const shapes = [];
     if (snap.eps) {
       shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: snap.eps, y1: snap.eps,
@@ -188,7 +198,8 @@
     const layout = {
       margin: { l: 60, r: 10, t: 10, b: 45 },
       xaxis: { title: { text: "t (continuized time)" }, zeroline: false },
-      yaxis: { title: { text: "error" }, type: "log", exponentformat: "power",
+      yaxis: { title: { text: opt ? "Σ|x_v − x*|², objective gap" : "error" }, type: "log",
+        exponentformat: "power",
         range: yRange(snap), autorange: yRange(snap) ? false : true },
       legend: { x: 1, xanchor: "right", y: 1, bgcolor: "rgba(255,255,255,0.8)",
         font: { size: 11 } },

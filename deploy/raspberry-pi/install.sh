@@ -21,10 +21,12 @@
 #   --prefix DIR         virtual environment (default /opt/gossip); --etc DIR (default /etc/gossip)
 # node:        --coordinator HOST[:PORT] (required), --advertise HOST (default: this Pi's address
 #              on the route to the coordinator), --port PORT (default 7000), --name NAME
-#              (default: the hostname; a Pi that reboots keeps its node id)
+#              (default: the hostname; a Pi that reboots keeps its node id), --data SPEC
+#              (optimization runs: data on this Pi replacing the coordinator's data spec)
 # coordinator: --graph SPEC, --expect N, --algorithm arg|rg, --rate R, --values SPEC,
 #              --until EPS, --broker HOST[:PORT], --dashboard-port PORT (default 8080),
-#              --dashboard-token TOKEN
+#              --dashboard-token TOKEN, --problem SPEC (optimize: logistic:0.01, ridge:0.1, ...),
+#              --data SPEC (default breast-cancer), --split SPEC (default iid:0)
 # broker:      --mqtt-password PW (required), --mqtt-viewer-password PW (optional)
 # The MQTT password of coordinator and broker must agree (the coordinator gives it to the nodes).
 set -euo pipefail
@@ -58,6 +60,9 @@ until=1e-6
 broker=""
 dashboard_port=8080
 dashboard_token=""
+problem=""
+data=""
+split=iid:0
 mqtt_password=""
 mqtt_viewer_password=""
 
@@ -85,6 +90,9 @@ while [ $# -gt 0 ]; do
     --broker) need "$@"; broker=$2; shift 2 ;;
     --dashboard-port) need "$@"; dashboard_port=$2; shift 2 ;;
     --dashboard-token) need "$@"; dashboard_token=$2; shift 2 ;;
+    --problem) need "$@"; problem=$2; shift 2 ;;
+    --data) need "$@"; data=$2; shift 2 ;;
+    --split) need "$@"; split=$2; shift 2 ;;
     --mqtt-password) need "$@"; mqtt_password=$2; shift 2 ;;
     --mqtt-viewer-password) need "$@"; mqtt_viewer_password=$2; shift 2 ;;
     *) echo "install.sh: unknown option '$1' for role $role (see the header of this script)" >&2
@@ -186,6 +194,7 @@ GOSSIP_NAME=${name:-$(hostname)}
 GOSSIP_BIND=tcp://0.0.0.0:$port
 GOSSIP_ADVERTISE=$advertise
 ENV
+  [ -n "$data" ] && echo "GOSSIP_DATA=$data" >>"$env_file"
 else
   [ -n "$broker" ] || broker=127.0.0.1
   case "$broker" in
@@ -208,6 +217,11 @@ else
     echo "GOSSIP_RATE=$rate"
     echo "GOSSIP_VALUES=$values"
     echo "GOSSIP_UNTIL=$until"
+    if [ -n "$problem" ]; then
+      echo "GOSSIP_PROBLEM=$problem"
+      echo "GOSSIP_DATA=${data:-breast-cancer}"
+      echo "GOSSIP_SPLIT=$split"
+    fi
     echo "GOSSIP_BROKER=$broker_url"
     echo "GOSSIP_BIND=tcp://0.0.0.0:5555"
     # Pis come up one by one: wait for the last one for up to an hour.

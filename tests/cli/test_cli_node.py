@@ -37,6 +37,24 @@ def test_a_bad_coordinator_address_is_a_clear_error() -> None:
     assert "--coordinator must be a zmq address like tcp://host:5555" in result.output
 
 
+@pytest.mark.parametrize(
+    "old",
+    [
+        ["--exact"],
+        ["--no-hold-exchanges"],
+        ["--hold-exchanges", "--exact", "--correction-tol", "0", "--correction-horizon", "1"],
+    ],
+)
+def test_retired_fidelity_options_are_accepted_with_one_warning(old: list[str]) -> None:
+    """Users' scripts keep working: the options of the retired modes parse, do nothing, and
+    say so once (here before the run fails on the bad --value, without any network)."""
+    args = ["node", "--coordinator", "tcp://127.0.0.1:9", *old, "--value", "abc"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.output.count("deprecated and have no effect") == 1
+    assert "--value must be a number" in result.output
+
+
 async def run_node(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "cli.app", "node", "--host", "127.0.0.1", *args,

@@ -42,7 +42,7 @@ async def until(check: Callable[[], bool], what: str, within: float = 60.0) -> N
 
 def forged_requests(src: int, edge: int, count: int) -> list[bytes]:
     return [
-        encode(Request(src=src, edge=edge, seq=10**6 + k, ack=0, t=1.0, x=(1e3,), z=(1e3,)))
+        encode(Request(src=src, edge=edge, seq=10**6 + k, ack=0, t=1.0, u=(1e3,)))
         for k in range(count)
     ]
 
@@ -125,7 +125,7 @@ async def test_forged_exchanges_and_rogue_reports_change_nothing(tmp_path: Path)
             algorithm="arg",
             rate=50.0,
             values="onehot",
-            until=1e-12,
+            until=1e-9,
             cluster=cluster,
             metrics_period=0.1,
         ),

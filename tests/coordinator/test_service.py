@@ -143,7 +143,7 @@ async def test_bad_registrations_get_clear_errors(amqtt: RunningBroker, tmp_path
             bad = decode(await sock.recv())
             assert isinstance(bad, RegisterError)
             assert "bad message" in bad.reason
-            await sock.send(encode(Request(src=0, edge=0, seq=1, ack=0, t=0.0, x=(1.0,), z=(1.0,))))
+            await sock.send(encode(Request(src=0, edge=0, seq=1, ack=0, t=0.0, u=(1.0,))))
             wrong = decode(await sock.recv())
             assert isinstance(wrong, RegisterError)
             assert "register" in wrong.reason

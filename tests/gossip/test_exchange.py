@@ -15,20 +15,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gossip.exchange import (
+    DEFERRED,
     INITIATOR_TRANSITIONS,
     SERVER_ACTIONS,
     Event,
     Exchanger,
     Link,
     Phase,
-    ServerCase,
+    Standing,
     TimeBase,
 )
 from gossip.ledger import Ledger
 from gossip.params import gossip_params
+from gossip.protocol import STUCK_RETRIES, ServerCase
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
-from gossip.wire import LedgerRequest, Nack, Register, Reply, Request, decode, encode
+from gossip.wire import Busy, LedgerRequest, Nack, Register, Reply, Request, decode, encode
 
 
 @dataclass
@@ -80,20 +82,31 @@ class Net:
 
     def deliver(self, index: int) -> None:
         frame = self.wire.pop(index % len(self.wire))
-        answer = self.nodes[frame.dest].receive(frame.data, self.now)
-        if answer is not None and frame.route is not None:
+        node = self.nodes[frame.dest]
+        route = None if frame.route is None else str(frame.route).encode()
+        answer = node.receive(frame.data, self.now, route)
+        if answer is not None and answer != DEFERRED and frame.route is not None:
             self.wire.append(Frame(frame.route, answer, None))
+        self.flush(frame.dest)
+
+    def flush(self, v: int) -> None:
+        node = self.nodes[v]
+        self.wire.extend(Frame(out.peer, out.frame, v) for out in node.take_outgoing())
+        for route, answer in node.take_released():
+            assert route is not None
+            self.wire.append(Frame(int(route), answer, None))
 
     def expire(self) -> None:
         for v, node in self.nodes.items():
             self.wire.extend(Frame(out.peer, out.frame, v) for out in node.expire(self.now))
+            self.flush(v)
 
     def drain(self, rng: np.random.Generator) -> None:
         """Deliver everything, in random order, retrying, until no exchange is pending."""
         for _ in range(1000):
             while self.wire:
                 self.deliver(int(rng.integers(len(self.wire))))
-            if not any(node.pending for node in self.nodes.values()):
+            if not any(node.pending or node.waiting for node in self.nodes.values()):
                 return
             self.now += 2.0
             self.expire()
@@ -163,8 +176,10 @@ def test_any_interleaving_with_drops_and_duplicates_conserves_mass(
     net.check_exact()
     initiated = sum(node.counters.initiated for node in net.nodes.values())
     failed = sum(node.counters.failed for node in net.nodes.values())
+    bounced = sum(node.counters.bounced for node in net.nodes.values())
     served = sum(node.counters.served for node in net.nodes.values())
-    assert served == initiated - failed  # each exchange applied once by its server, or never
+    # Each exchange applied once by its server, or never (refused, or abandoned).
+    assert served == initiated - failed - bounced
 
 
 def test_gossip_with_faults_reaches_the_exact_average() -> None:
@@ -200,7 +215,7 @@ def test_gossip_with_faults_reaches_the_exact_average() -> None:
 def test_transition_tables_cover_every_case() -> None:
     live = [p for p in Phase if p is not Phase.DONE]
     assert set(INITIATOR_TRANSITIONS) == set(itertools.product(live, Event))
-    assert set(SERVER_ACTIONS) == set(itertools.product([True, False], ServerCase))
+    assert set(SERVER_ACTIONS) == set(itertools.product(Standing, ServerCase))
 
 
 def pair(timeout: float = 1.0, max_in_flight: int | None = None) -> tuple[Exchanger, Exchanger]:
@@ -220,14 +235,95 @@ def pair(timeout: float = 1.0, max_in_flight: int | None = None) -> tuple[Exchan
     return a, b
 
 
-def test_back_pressure_skips_ticks_while_the_edge_is_busy() -> None:
-    a, b = pair(max_in_flight=1)
+def test_a_tick_while_engaged_waits_and_starts_when_the_reply_frees_the_lock() -> None:
+    a, b = pair()
     first = a.initiate(0, now=101.0)
     assert first is not None
-    assert a.initiate(0, now=101.1) is None  # one already in flight on this edge
-    assert a.counters.skipped == 1
+    assert a.engaged
+    assert a.initiate(0, now=101.1) is None  # waits: late, not dropped
+    assert (a.counters.waited, a.counters.skipped, a.waiting) == (1, 0, 1)
     a.receive(b.receive(first.frame, now=101.2) or b"", now=101.3)
-    assert a.initiate(0, now=101.4) is not None
+    started = a.take_outgoing()  # the reply freed the lock: the waiting tick starts now
+    assert len(started) == 1
+    request = decode(started[0].frame)
+    assert isinstance(request, Request)
+    assert (request.seq, request.t) == (2, pytest.approx(2.6))  # 2 * (101.3 - 100)
+    assert a.engaged
+    assert a.waiting == 0
+
+
+def test_an_engaged_server_refuses_and_the_initiator_tries_again_later() -> None:
+    a, b = pair()
+    mine = b.initiate(0, now=101.0)  # b is engaged with its own exchange
+    theirs = a.initiate(0, now=101.0)
+    assert mine is not None
+    assert theirs is not None
+    busy = b.receive(theirs.frame, now=101.1)
+    message = decode(busy or b"")
+    assert isinstance(message, Busy)
+    assert message.t == pytest.approx(2.0)  # after b's own jump: the earliest it can accept
+    assert b.receive(theirs.frame, now=101.2) == busy  # a repeat: the same refusal, cached
+    assert (b.counters.refused, b.counters.duplicates, b.counters.served) == (1, 1, 0)
+    before = a.ledger.state(3.0)
+    a.receive(busy or b"", now=101.2)
+    np.testing.assert_array_equal(a.ledger.state(3.0), before)  # never applied
+    assert (a.pending, a.engaged, a.waiting, a.counters.bounced) == (0, False, 1, 1)
+    # Free during the pause: a serves b's exchange.
+    reply = a.receive(mine.frame, now=101.3)
+    assert isinstance(decode(reply or b""), Reply)
+    b.receive(reply or b"", now=101.4)
+    assert a.last_jump_time == b.last_jump_time == pytest.approx(2.0)
+    start = a.next_start()
+    assert start is not None
+    assert 101.2 < start < 101.2 + 0.0015  # about a round trip (none measured: 1 ms)
+    assert a.expire(now=start - 1e-6) == []
+    again = a.expire(now=start)
+    assert len(again) == 1
+    retry = decode(again[0].frame)
+    assert isinstance(retry, Request)
+    assert retry.seq == 2  # a new request, with a new time and fresh values
+    answer = decode(b.receive(again[0].frame, now=start) or b"")
+    assert isinstance(answer, Reply)
+    a.receive(encode(answer), now=start)
+    assert (a.activations(), b.activations()) == ({1: 2}, {0: 2})
+    x_a, _ = a.ledger.state(10.0)
+    x_b, _ = b.ledger.state(10.0)
+    assert float(x_a[0] + x_b[0]) == pytest.approx(1.0)
+
+
+def test_a_request_from_a_higher_id_waits_for_the_engaged_server() -> None:
+    a, b = pair()  # ids 0 and 1: b's requests may wait for a, a's are refused by b
+    mine = a.initiate(0, now=101.0)
+    theirs = b.initiate(0, now=101.1)
+    assert mine is not None
+    assert theirs is not None
+    assert a.receive(theirs.frame, now=101.2, route=b"to-b") == DEFERRED
+    assert a.receive(theirs.frame, now=101.25, route=b"to-b") is None  # a retry: still waits
+    assert (a.counters.deferred, a.counters.duplicates, a.take_released()) == (1, 1, [])
+    refused = b.receive(mine.frame, now=101.3)
+    assert isinstance(decode(refused or b""), Busy)  # b is engaged, a's id is lower
+    a.receive(refused or b"", now=101.4)  # a is free: what waited is decided now
+    released = a.take_released()
+    assert [route for route, _ in released] == [b"to-b"]
+    reply = decode(released[0][1])
+    assert isinstance(reply, Reply)
+    assert reply.t == pytest.approx(2.2)  # b's time: rate * (101.1 - 100)
+    assert a.last_jump_time == pytest.approx(2.2)
+    b.receive(released[0][1], now=101.5)
+    assert (a.activations(), b.activations()) == ({1: 1}, {0: 1})
+
+
+def test_a_request_older_than_the_servers_last_jump_is_refused() -> None:
+    a, b = pair()
+    out = a.initiate(0, now=101.5)  # T = 3.0
+    assert out is not None
+    a.receive(b.receive(out.frame, now=101.6) or b"", now=101.7)
+    assert b.last_jump_time == pytest.approx(3.0)
+    old = Request(src=0, edge=0, seq=9, ack=1, t=2.0, u=(1.0,))  # delayed: before b's jump
+    busy = decode(b.receive(encode(old), now=101.8) or b"")
+    assert isinstance(busy, Busy)
+    assert busy.t == pytest.approx(3.0)  # try again at 3.0 or later
+    assert (b.counters.served, b.counters.refused) == (1, 1)
 
 
 def test_a_repeated_request_is_answered_from_the_cache_and_applied_once() -> None:
@@ -243,13 +339,13 @@ def test_a_repeated_request_is_answered_from_the_cache_and_applied_once() -> Non
     assert (b.counters.served, b.counters.duplicates) == (1, 1)
     reply = decode(first or b"")
     assert isinstance(reply, Reply)
-    assert reply.t == pytest.approx(3.0)  # the server's time: rate * (101.5 - 100)
+    assert reply.t == pytest.approx(2.0)  # the initiator's time: rate * (101 - 100)
     a.receive(first or b"", now=101.6)
     a.receive(first or b"", now=101.7)  # a repeated reply is not applied again
     assert a.counters.duplicates == 1
     assert a.pending == 0
-    x_a, _ = a.ledger.state(3.0)
-    x_b, _ = b.ledger.state(3.0)
+    x_a, _ = a.ledger.state(2.0)
+    x_b, _ = b.ledger.state(2.0)
     assert float(x_a[0]) == pytest.approx(0.5)  # the average, at the exchange's time
     assert float(x_b[0]) == pytest.approx(0.5)
     assert a.rtt_ms()["p50"] == pytest.approx(600.0)
@@ -272,31 +368,33 @@ def test_a_forgotten_old_request_is_ignored() -> None:
     assert (b.counters.served, b.counters.duplicates) == (2, 1)
 
 
-def test_timeouts_retry_with_the_same_seq_and_skip_a_stuck_edge() -> None:
+def test_timeouts_resend_the_same_frame_and_a_stuck_exchange_releases_the_lock() -> None:
     a, b = pair(timeout=0.5)
     out = a.initiate(0, now=101.0)
     assert out is not None
     assert a.next_deadline() == pytest.approx(101.5)
     assert a.expire(now=101.4) == []
     retries = a.expire(now=101.5)
-    first, again = decode(out.frame), decode(retries[0].frame)
-    assert isinstance(first, Request)
-    assert isinstance(again, Request)
-    assert (again.seq, again.edge) == (first.seq, first.edge)
-    assert again.t == pytest.approx(3.0)  # the values of the moment: 2 * (101.5 - 100)
+    assert [r.frame for r in retries] == [out.frame]  # same seq, same T, same value
     assert a.next_deadline() == pytest.approx(102.5)  # doubled
-    assert a.initiate(0, now=101.6) is not None  # one retry: the edge is not stuck
-    a.expire(now=102.5)
-    a.expire(now=104.5)  # third retry: stuck
-    assert a.initiate(0, now=104.6) is None
-    assert (a.counters.retried, a.counters.skipped) == (5, 1)  # 3 + the second exchange's 2
+    assert a.initiate(0, now=101.6) is None  # engaged: the tick waits
+    now = 102.5
+    for _ in range(STUCK_RETRIES - 2):
+        a.expire(now=now)
+        now += 2.0  # the timeout doubles up to max_timeout (2 s)
+    assert a.engaged
+    a.expire(now=now)  # the last retry: stuck; the node is released, the tick dropped
+    assert not a.engaged
+    assert (a.counters.retried, a.counters.released, a.counters.skipped) == (STUCK_RETRIES, 1, 1)
+    assert a.initiate(0, now=now + 0.1) is None  # the edge is stuck: skipped
+    assert a.counters.skipped == 2
     # The first copy arrives late; the retry is answered from the cache, applied once.
-    answer = b.receive(out.frame, now=104.7)
-    assert b.receive(retries[0].frame, now=104.8) == answer
+    answer = b.receive(out.frame, now=now + 0.2)
+    assert b.receive(retries[0].frame, now=now + 0.3) == answer
     assert b.counters.served == 1
-    a.receive(answer or b"", now=104.9)
-    assert a.pending == 1
-    assert a.initiate(0, now=105.0) is not None  # no longer stuck
+    a.receive(answer or b"", now=now + 0.4)
+    assert a.pending == 0
+    assert a.initiate(0, now=now + 0.5) is not None  # no longer stuck
 
 
 def test_the_first_timeout_adapts_to_measured_round_trips() -> None:
@@ -317,6 +415,7 @@ def test_a_closed_server_nacks_new_requests_and_the_initiator_abandons() -> None
     answered = a.initiate(0, now=101.0)
     assert answered is not None
     cached = b.receive(answered.frame, now=101.0)
+    a.receive(cached or b"", now=101.05)
     refused = a.initiate(0, now=101.1)
     assert refused is not None
     b.close()
@@ -324,14 +423,16 @@ def test_a_closed_server_nacks_new_requests_and_the_initiator_abandons() -> None
     nack = b.receive(refused.frame, now=101.2)
     assert isinstance(decode(nack or b""), Nack)
     np.testing.assert_array_equal(b.ledger.state(4.0), before)
-    assert b.receive(answered.frame, now=101.3) == cached  # still answered after closing
+    assert b.receive(refused.frame, now=101.3) == nack  # cached answers still given
+    assert b.receive(answered.frame, now=101.3) is None  # settled (the new ack says so)
     a_before = a.ledger.state(4.0)
     a.receive(nack or b"", now=101.3)
     np.testing.assert_array_equal(a.ledger.state(4.0), a_before)
     assert a.counters.failed == 1
-    assert a.pending == 1  # exchange 1's reply is still to come
+    assert (a.pending, a.engaged) == (0, False)
     b_initiated = b.initiate(0, now=101.4)
     assert b_initiated is None  # closed: no new exchanges
+    assert a.initiate(0, now=101.5) is not None
     assert a.abandon_all() == 1
 
 
@@ -340,15 +441,16 @@ def test_a_closed_server_nacks_new_requests_and_the_initiator_abandons() -> None
     [
         b"garbage",
         encode(Register(name="x", address="tcp://a:1", value=None, pid=1)),
-        encode(Request(src=5, edge=0, seq=1, ack=0, t=2.0, x=(1.0,), z=(1.0,))),  # unknown peer
-        encode(Request(src=0, edge=9, seq=1, ack=0, t=2.0, x=(1.0,), z=(1.0,))),  # unknown edge
-        encode(Request(src=0, edge=0, seq=1, ack=0, t=2.0, x=(1.0, 2.0), z=(1.0, 2.0))),  # dim
-        encode(Request(src=0, edge=0, seq=1, ack=0, t=1e9, x=(1.0,), z=(1.0,))),  # skew
-        encode(Request(src=0, edge=0, seq=1, ack=0, t=2.0, x=(1e308,), z=(-1e308,))),  # overflow
+        encode(Request(src=5, edge=0, seq=1, ack=0, t=2.0, u=(1.0,))),  # unknown peer
+        encode(Request(src=0, edge=9, seq=1, ack=0, t=2.0, u=(1.0,))),  # unknown edge
+        encode(Request(src=0, edge=0, seq=1, ack=0, t=2.0, u=(1.0, 2.0))),  # dim
+        encode(Request(src=0, edge=0, seq=1, ack=0, t=1e9, u=(1.0,))),  # skew
+        encode(Request(src=0, edge=0, seq=1, ack=0, t=-1e6, u=(1e308,))),  # overflow
         encode(Reply(src=0, edge=0, seq=7, t=2.0, dx=(1.0,), dz=(1.0,))),  # never sent
-        encode(Request(src=0, edge=0, seq=1, ack=0, t=2.0, x=(1.0,), z=(1.0,)))[:-3],  # cut
+        encode(Busy(src=0, edge=0, seq=7, t=2.0)),  # never sent
+        encode(Request(src=0, edge=0, seq=1, ack=0, t=2.0, u=(1.0,)))[:-3],  # cut
     ],
-    ids=["garbage", "register", "peer", "edge", "dim", "skew", "overflow", "unsent", "cut"],
+    ids=["garbage", "register", "peer", "edge", "dim", "skew", "overflow", "unsent", "busy", "cut"],
 )
 def test_bad_frames_are_rejected_counted_and_change_nothing(frame: bytes) -> None:
     _, b = pair()
@@ -367,6 +469,7 @@ def test_a_restarted_node_recovers_its_exact_state_from_its_neighbours() -> None
         net.tick(int(rng.integers(3)), int(rng.integers(2)))
         while net.wire:
             net.deliver(0)
+    net.drain(rng)
     lost_t = net.now + 1.0
     lost = net.nodes[1].ledger.state(lost_t)
     old = net.nodes[1]
@@ -394,9 +497,12 @@ def test_a_restarted_node_recovers_its_exact_state_from_its_neighbours() -> None
         net.deliver(0)
     assert not fresh.recovering
     np.testing.assert_allclose(fresh.ledger.state(lost_t), lost, rtol=1e-12, atol=1e-15)
+    assert fresh.last_jump_time >= old.last_jump_time  # after every jump it had made
     for _ in range(100):  # and it gossips on, exactly
         net.now += 0.3
         net.tick(int(rng.integers(3)), int(rng.integers(2)))
         while net.wire:
             net.deliver(0)
+        net.expire()
+    net.drain(rng)
     net.check_exact(counts=False)  # the restarted node counts from 0 again

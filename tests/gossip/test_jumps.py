@@ -115,3 +115,16 @@ def test_arg_equals_rg_on_a_complete_graph_in_the_simulator() -> None:
     rg = simulate(topo, gossip_params("rg", q.mu_gossip, q.r_max), initial, grid, 30, 4)
     arg = simulate(topo, gossip_params("arg", q.mu_gossip, q.r_max), initial, grid, 30, 4)
     np.testing.assert_allclose(arg.errors, rg.errors, rtol=1e-7, atol=1e-20)
+
+
+@given(xv=finite, xw=finite, c=st.floats(0.0, 10.0), step=st.floats(0.0, 1.0))
+def test_a_general_step_is_antisymmetric_and_half_is_gossip(
+    xv: float, xw: float, c: float, step: float
+) -> None:
+    """edge_flow(u_v, u_w, c, s): dx = s (u_w - u_v) into v, exactly the opposite into w; the
+    default s = 1/2 is the gossip jump (both ends meet at their average)."""
+    into_v, into_w = edge_flow(xv, xw, c, step), edge_flow(xw, xv, c, step)
+    assert float(into_v.dx) == -float(into_w.dx) == step * (xw - xv)
+    assert float(into_v.dz) == -float(into_w.dz) == c * (xw - xv)
+    half = edge_flow(xv, xw, c)
+    assert float(half.dx) == float(edge_flow(xv, xw, c, 0.5).dx) == 0.5 * (xw - xv)

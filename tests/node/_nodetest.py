@@ -184,8 +184,8 @@ def kill_all(procs: list[asyncio.subprocess.Process]) -> None:
 
 
 async def gossip_then_stop(nodes: Sequence[Node], activations: int, deadline: float) -> None:
-    """Let in-process nodes gossip until they have started ``activations`` exchanges in all
-    (or ``deadline`` seconds have passed), then ask them all to stop.
+    """Let in-process nodes gossip until they have applied ``activations`` jumps in all (as
+    servers: one per jump; or ``deadline`` seconds have passed), then ask them all to stop.
 
     Counting activations instead of sleeping a fixed time makes what the test claims (how far
     that many activations get) independent of how loaded the machine is. A stall still shows:
@@ -194,7 +194,7 @@ async def gossip_then_stop(nodes: Sequence[Node], activations: int, deadline: fl
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline
     while loop.time() < end:
-        if sum(node.exchanger.counters.initiated for node in nodes) >= activations:
+        if sum(node.exchanger.counters.served for node in nodes) >= activations:
             break
         await asyncio.sleep(0.05)
     for node in nodes:

@@ -64,9 +64,9 @@ async def test_cluster_reaches_the_exact_average_with_mass_conserved(faults: Fau
     initiated = sum(c["initiated"] for c in counters)
     served = sum(c["served"] for c in counters)
     failed = sum(c["failed"] for c in counters)
-    ticks = initiated + sum(c["skipped"] for c in counters)
-    assert ticks > 0.8 * 200.0 * 3.0  # the clocks ran at the asked rate while gossiping
-    assert served == initiated - failed
+    bounced = sum(c["bounced"] for c in counters)
+    assert served >= 200.0 * 3.0  # the jumps asked for were made
+    assert served == initiated - failed - bounced  # refused ones were never applied
     assert sum(c["rejected"] for c in counters) == 0
     if faults.active:
         assert sum(c["retried"] for c in counters) > 0

@@ -62,13 +62,13 @@ async def test_three_processes_converge_and_count_bad_frames(tmp_path: Path) -> 
         dealer = ctx.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 1000)
         dealer.connect(target)
-        good = dict(src=1, edge=0, seq=10**6, ack=0, t=1.0, x=(1.0,), z=(1.0,))
+        good = dict(src=1, edge=0, seq=10**6, ack=0, t=1.0, u=(1.0,))
         bad_frames = [
             b"garbage",
-            msgpack.packb({"v": 2, "type": "request", **good}),
-            encode(Request(**{**good, "x": (math.nan,)})),  # type: ignore[arg-type]
+            msgpack.packb({"v": 1, "type": "request", **good}),  # the old protocol
+            encode(Request(**{**good, "u": (math.nan,)})),  # type: ignore[arg-type]
             encode(Request(**{**good, "src": 77})),  # type: ignore[arg-type]
-            encode(Request(**{**good, "x": (1.0, 2.0), "z": (1.0, 2.0)})),  # type: ignore[arg-type]
+            encode(Request(**{**good, "u": (1.0, 2.0)})),  # type: ignore[arg-type]
         ]
         for frame in bad_frames:
             await dealer.send(frame)

@@ -1,4 +1,4 @@
-"""Whole clusters in hold mode (one exchange of ours in flight), over the in-memory transport."""
+"""Whole clusters with the lock (one exchange per node at a time), over the in-memory transport."""
 
 from __future__ import annotations
 
@@ -17,25 +17,23 @@ from node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
     [FaultSpec(), FaultSpec(drop=0.1, dup=0.1, delay=0.1, delay_ms=2.0)],
     ids=["clean", "faults"],
 )
-async def test_hold_mode_reaches_the_exact_average_without_dropping_ticks(
+async def test_locked_nodes_reach_the_exact_average_without_dropping_ticks(
     faults: FaultSpec,
 ) -> None:
     n, rate, seconds = 8, 200.0, 3.0
     values = np.random.default_rng(5).normal(size=(n, 1))
     net = FakeNetwork()
-    addresses = [f"mem://hold-{v}" for v in range(n)]
+    addresses = [f"mem://lock-{v}" for v in range(n)]
     boots = bootstraps(f"cycle:{n}", "arg", rate, time.time() + 0.2, values, addresses)
     nodes = []
     for v, boot in enumerate(boots):
         transport: Transport = net.endpoint(addresses[v])
         if faults.active:
             transport = FaultyTransport(transport, faults, seed=v)
-        node = Node(
-            boot, transport, timeout=0.05, max_timeout=0.4, drain=0.3, linger=0.5, seed=v, hold=True
-        )
+        node = Node(boot, transport, timeout=0.05, max_timeout=0.4, drain=0.3, linger=0.5, seed=v)
         nodes.append(node)
     async with asyncio.TaskGroup() as tg:
-        runs = [tg.create_task(node.run(), name=f"hold-{v}") for v, node in enumerate(nodes)]
+        runs = [tg.create_task(node.run(), name=f"lock-{v}") for v, node in enumerate(nodes)]
         await gossip_then_stop(nodes, int(rate * seconds), deadline=0.2 + 10 * seconds)
     assert [run.result() for run in runs] == [0] * n
     final = [node.final for node in nodes if node.final is not None]
@@ -45,11 +43,15 @@ async def test_hold_mode_reaches_the_exact_average_without_dropping_ticks(
     assert abs(x.sum() - values.sum()) <= 1e-9 * np.abs(values).sum()
     counters = [r["counters"] for r in final]
     initiated = sum(c["initiated"] for c in counters)
+    bounced = sum(c["bounced"] for c in counters)
     error = 0.5 * float(np.sum((x - mean) ** 2))
     start = 0.5 * float(np.sum((values - mean) ** 2))
     assert error < 1e-8 * start, f"error {error:.3g} of {start:.3g} after {initiated} activations"
-    assert sum(c["skipped"] for c in counters) == 0  # ticks wait in hold mode, none dropped
-    assert initiated > 0.8 * rate * seconds
-    assert sum(c["served"] for c in counters) == initiated - sum(c["failed"] for c in counters)
-    assert sum(node.exchanger.deferrals for node in nodes) > 0
-    assert all(node.exchanger.deferred == 0 for node in nodes)
+    served = sum(c["served"] for c in counters)
+    assert served > 0.8 * rate * seconds
+    assert served == initiated - bounced - sum(c["failed"] for c in counters)
+    assert sum(c["refused"] for c in counters) >= bounced > 0  # contention happened, resolved
+    if not faults.active:
+        # Ticks wait for the lock, or are tried again after a refusal: none is dropped while
+        # running (stopping drops what is still owed, counted as skipped).
+        assert sum(c["released"] for c in counters) == 0

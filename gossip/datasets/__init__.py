@@ -1,0 +1,12 @@
+"""Data sets cut into per-node shards (one node holds one :class:`Shard`).
+
+See :mod:`gossip.datasets.sources` for the data specs and :mod:`gossip.datasets.splits` for the
+splits.
+"""
+
+from gossip.datasets.load import dadao_shards, load_node_shard, load_shards
+from gossip.datasets.shard import Shard
+from gossip.datasets.sources import DATA_KINDS
+from gossip.datasets.splits import SPLIT_KINDS
+
+__all__ = ["DATA_KINDS", "SPLIT_KINDS", "Shard", "dadao_shards", "load_node_shard", "load_shards"]

@@ -1,0 +1,155 @@
+"""Where the rows come from: a data spec such as ``breast-cancer`` or ``svmlight:PATH``.
+
+=================================  ==============================================================
+``breast-cancer``                  scikit-learn's bundled Wisconsin set (569 x 30, targets 0/1)
+``diabetes``                       scikit-learn's bundled diabetes set (442 x 10, real targets)
+``svmlight:PATH``                  a LIBSVM/svmlight file (a9a, w8a ...), read densely
+``npz:PATH``                       a numpy ``.npz`` holding arrays ``X`` (m, d) and ``y`` (m,)
+``csv:FILE``                       no header; column 0 the node id, then features, target last
+``csv:DIR``                        ``DIR/node-0.csv``, ``node-1.csv`` ...: features then target
+                                   last, no header; node ``v`` reads only its own file
+``synthetic:SEED[:ROWSxDIM]``      Gaussian features, ``y = A w + N(0, 1)``, seeded
+                                   (default ``1000x10``)
+=================================  ==============================================================
+
+The two bundled sets ship with scikit-learn (no download); their features are standardised
+(zero mean, unit variance per column, over the whole set) so that ``L`` stays moderate. Other
+sources are used as they are. ``csv:FILE`` and ``csv:DIR`` are already split by node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gossip.datasets.shard import FloatArray, Shard
+from gossip.errors import ConfigError
+
+__all__ = ["DATA_KINDS", "Rows", "node_file", "read_node_file", "read_rows"]
+
+DATA_KINDS = (
+    "breast-cancer",
+    "diabetes",
+    "svmlight:PATH",
+    "npz:PATH",
+    "csv:FILE",
+    "csv:DIR",
+    "synthetic:SEED[:ROWSxDIM]",
+)
+_VALID = "valid data sets: " + ", ".join(DATA_KINDS)
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """A whole data set (``nodes`` is set when the source itself says which node owns a row)."""
+
+    A: FloatArray
+    b: FloatArray
+    description: str
+    nodes: np.ndarray | None = None
+
+
+def _standardise(A: FloatArray) -> FloatArray:
+    scale = A.std(axis=0)
+    scale[scale == 0] = 1.0  # a constant column stays 0 rather than dividing by 0
+    return np.asarray((A - A.mean(axis=0)) / scale, dtype=np.float64)
+
+
+def _path(arg: str, spec: str) -> Path:
+    path = Path(arg).expanduser()
+    if not arg or not path.exists():
+        raise ConfigError(f"data set {spec!r}: no such file or directory {arg!r}")
+    return path
+
+
+def _synthetic(arg: str, spec: str) -> Rows:
+    seed_text, _, shape = arg.partition(":")
+    try:
+        seed = int(seed_text)
+        rows, dim = (int(t) for t in shape.lower().split("x")) if shape else (1000, 10)
+    except ValueError:
+        raise ConfigError(
+            f"data set {spec!r}: expected synthetic:SEED or synthetic:SEED:ROWSxDIM with "
+            "integers, e.g. synthetic:0:500x5"
+        ) from None
+    if seed < 0 or rows < 1 or dim < 1:
+        raise ConfigError(f"data set {spec!r}: need SEED >= 0, ROWS >= 1 and DIM >= 1")
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((rows, dim))
+    b = A @ rng.standard_normal(dim) + rng.standard_normal(rows)
+    return Rows(A, b, f"synthetic (seed {seed}): {rows} x {dim}, y = A w + N(0, 1)")
+
+
+def _load_csv(path: Path, spec: str) -> FloatArray:
+    try:
+        data = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+    except ValueError as exc:
+        raise ConfigError(f"data set {spec!r}: {path} is not numeric CSV ({exc})") from None
+    return np.asarray(data, dtype=np.float64)
+
+
+def read_rows(spec: str) -> Rows:
+    """Every row of the data set ``spec`` (not ``csv:DIR``, which is read per node)."""
+    kind, _, arg = spec.strip().partition(":")
+    kind = kind.lower()
+    if kind in ("breast-cancer", "diabetes") and not arg:
+        from sklearn import datasets as skd
+
+        bunch = skd.load_breast_cancer() if kind == "breast-cancer" else skd.load_diabetes()
+        A = _standardise(np.asarray(bunch.data, dtype=np.float64))
+        b = np.asarray(bunch.target, dtype=np.float64)
+        what = "targets 0/1" if kind == "breast-cancer" else "real targets"
+        return Rows(A, b, f"{kind}: {A.shape[0]} x {A.shape[1]}, standardised features, {what}")
+    if kind == "svmlight":
+        from sklearn.datasets import load_svmlight_file
+
+        try:
+            X, y = load_svmlight_file(str(_path(arg, spec)))
+        except ValueError as exc:
+            raise ConfigError(f"data set {spec!r}: not an svmlight file ({exc})") from None
+        A = np.asarray(X.toarray(), dtype=np.float64)
+        return Rows(A, np.asarray(y, dtype=np.float64), f"{arg}: {A.shape[0]} x {A.shape[1]}")
+    if kind == "npz":
+        with np.load(_path(arg, spec)) as npz:
+            if "X" not in npz or "y" not in npz:
+                raise ConfigError(
+                    f"data set {spec!r}: needs arrays 'X' and 'y', found {sorted(npz.files)}"
+                )
+            A, b = np.asarray(npz["X"], np.float64), np.asarray(npz["y"], np.float64)
+        return Rows(A, b, f"{arg}: {A.shape[0]} x {A.shape[1] if A.ndim == 2 else '?'}")
+    if kind == "csv" and arg and not Path(arg).is_dir():
+        data = _load_csv(_path(arg, spec), spec)
+        if data.shape[1] < 3:
+            raise ConfigError(
+                f"data set {spec!r}: needs >= 3 columns (node, features..., target), "
+                f"got {data.shape[1]}"
+            )
+        ids = data[:, 0]
+        if not (np.isfinite(ids).all() and (ids == np.round(ids)).all() and (ids >= 0).all()):
+            raise ConfigError(f"data set {spec!r}: column 0 must hold node ids 0, 1, 2 ...")
+        A = data[:, 1:-1]
+        return Rows(A, data[:, -1], f"{arg}: {len(A)} x {A.shape[1]}", ids.astype(np.intp))
+    if kind == "synthetic":
+        return _synthetic(arg, spec)
+    raise ConfigError(f"unknown data set {spec!r}; {_VALID}")
+
+
+def node_file(spec: str) -> Path | None:
+    """The directory of a ``csv:DIR`` spec, or None for every other spec."""
+    kind, _, arg = spec.strip().partition(":")
+    if kind.lower() == "csv" and arg and Path(arg).expanduser().is_dir():
+        return Path(arg).expanduser()
+    return None
+
+
+def read_node_file(directory: Path, v: int) -> Shard:
+    """Node ``v``'s own ``DIR/node-v.csv`` (features, then the target in the last column)."""
+    path = directory / f"node-{v}.csv"
+    if not path.is_file():
+        raise ConfigError(f"data set csv:{directory}: node {v} has no file {path.name}")
+    data = _load_csv(path, f"csv:{directory}")
+    if data.shape[1] < 2:
+        raise ConfigError(f"{path}: needs >= 2 columns (features..., target), got {data.shape[1]}")
+    return Shard.of(data[:, :-1], data[:, -1], name=f"node {v} ({path.name})")

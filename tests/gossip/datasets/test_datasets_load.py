@@ -1,0 +1,142 @@
+"""Data sets and splits: every source, reproducibility, a node reading only its own rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import dump_svmlight_file
+
+from gossip.datasets import dadao_shards, load_node_shard, load_shards
+from gossip.errors import ConfigError
+from gossip.problems import make_problem_set
+
+
+def test_bundled_sets_are_standardised() -> None:
+    shards, text = load_shards("breast-cancer", "iid:0", 5)
+    A = np.vstack([s.A for s in shards])
+    assert A.shape == (569, 30)
+    assert np.allclose(A.mean(axis=0), 0, atol=1e-12)
+    assert np.allclose(A.std(axis=0), 1)
+    assert "standardised" in text
+    assert "iid:0" in text
+    diabetes, _ = load_shards("diabetes", "iid:0", 4)
+    assert sum(s.m for s in diabetes) == 442
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["iid", "label"]), st.integers(0, 1000), st.integers(1, 60))
+def test_splits_are_reproducible_partitions(kind: str, seed: int, n: int) -> None:
+    spec = f"{kind}:{seed}"
+    one, _ = load_shards("synthetic:3:60x2", spec, n)
+    two, _ = load_shards("synthetic:3:60x2", spec, n)
+    assert len(one) == n
+    assert all(s.m >= 1 for s in one)
+    assert max(s.m for s in one) - min(s.m for s in one) <= 1
+    for a, b in zip(one, two, strict=True):
+        assert np.array_equal(a.A, b.A)
+        assert np.array_equal(a.b, b.b)
+    rows = np.vstack([s.A for s in one])
+    full, _ = load_shards("synthetic:3:60x2", "iid:0", 1)
+    # a partition: the same rows, each once
+    assert np.array_equal(np.sort(rows, axis=0), np.sort(full[0].A, axis=0))
+
+
+def test_label_split_is_heterogeneous() -> None:
+    shards, text = load_shards("breast-cancer", "label:0", 4)
+    assert "sorted by target" in text
+    # sorted then cut: node 0 holds only class 0, node 3 only class 1
+    assert set(shards[0].b.tolist()) == {0.0}
+    assert set(shards[3].b.tolist()) == {1.0}
+    assert [s.b.max() for s in shards] == sorted(s.b.max() for s in shards)
+
+
+def test_a_node_loads_its_own_shard(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    for v in range(3):
+        np.savetxt(tmp_path / f"node-{v}.csv", rng.normal(size=(4 + v, 3)), delimiter=",")
+    # another node's file is broken: a node must not read it
+    (tmp_path / "node-2.csv").write_text("not,a,number\n")
+    own = load_node_shard(f"csv:{tmp_path}", "iid:0", 3, 1)
+    assert (own.m, own.dim) == (5, 2)
+    with pytest.raises(ConfigError, match=r"node-2\.csv is not numeric CSV"):
+        load_shards(f"csv:{tmp_path}", "iid:0", 3)
+    # the same shard whether loaded alone or with every node
+    same = load_node_shard("diabetes", "label:4", 5, 3)
+    assert np.array_equal(same.A, load_shards("diabetes", "label:4", 5)[0][3].A)
+
+
+def test_csv_dir_shards_of_the_wrong_width(tmp_path: Path) -> None:
+    np.savetxt(tmp_path / "node-0.csv", np.ones((3, 3)), delimiter=",")
+    np.savetxt(tmp_path / "node-1.csv", np.ones((3, 4)), delimiter=",")
+    with pytest.raises(ConfigError, match=r"node 1 \(node-1.csv\) has 3 features but node 0 has 2"):
+        load_shards(f"csv:{tmp_path}", "iid:0", 2)
+    with pytest.raises(ConfigError, match=r"node 2 has no file node-2\.csv"):
+        load_shards(f"csv:{tmp_path}", "iid:0", 3)
+
+
+def test_csv_file_with_a_node_column(tmp_path: Path) -> None:
+    path = tmp_path / "all.csv"
+    rows = np.array([[1, 0.5, 1.0, 3.0], [0, 1.5, 2.0, 1.0], [1, -1.0, 0.0, 2.0]])
+    np.savetxt(path, rows, delimiter=",")
+    shards, text = load_shards(f"csv:{path}", "iid:9", 2)
+    assert "node column" in text
+    assert shards[0].A.tolist() == [[1.5, 2.0]]
+    assert shards[1].b.tolist() == [3.0, 2.0]
+    with pytest.raises(ConfigError, match=r"every id 0..2 \(missing \[2\]"):
+        load_shards(f"csv:{path}", "iid:0", 3)
+
+
+def test_svmlight_and_npz(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(20, 4)), rng.choice([-1.0, 1.0], size=20)
+    dump_svmlight_file(X, y, str(tmp_path / "a.svm"))
+    np.savez(tmp_path / "a.npz", X=X, y=y)
+    svm, _ = load_shards(f"svmlight:{tmp_path / 'a.svm'}", "iid:1", 4)
+    npz, _ = load_shards(f"npz:{tmp_path / 'a.npz'}", "iid:1", 4)
+    for a, b in zip(svm, npz, strict=True):
+        assert np.allclose(a.A, b.A)
+        assert np.array_equal(a.b, b.b)
+    np.savez(tmp_path / "bad.npz", features=X)
+    with pytest.raises(ConfigError, match=r"needs arrays 'X' and 'y', found \['features'\]"):
+        load_shards(f"npz:{tmp_path / 'bad.npz'}", "iid:0", 2)
+
+
+def test_non_finite_data_is_named(tmp_path: Path) -> None:
+    X = np.ones((6, 2))
+    X[4, 1] = np.nan
+    np.savez(tmp_path / "nan.npz", X=X, y=np.ones(6))
+    with pytest.raises(ConfigError, match="non-finite value"):
+        load_shards(f"npz:{tmp_path / 'nan.npz'}", "iid:0", 1)
+
+
+@pytest.mark.parametrize(
+    ("data", "split", "n", "match"),
+    [
+        ("mnist", "iid:0", 2, "unknown data set 'mnist'; valid data sets"),
+        ("breast-cancer", "random:0", 2, "unknown split 'random:0'; valid splits"),
+        ("breast-cancer", "iid:x", 2, "SEED must be an integer >= 0, got 'x'"),
+        ("synthetic:1:5x2", "iid:0", 6, "5 rows cannot give 6 nodes"),
+        ("synthetic:one", "iid:0", 2, "synthetic:SEED:ROWSxDIM"),
+        ("svmlight:/no/such/file", "iid:0", 2, "no such file or directory '/no/such/file'"),
+        ("breast-cancer", "iid:0", 0, "n = 0"),
+    ],
+)
+def test_bad_data_specs(data: str, split: str, n: int, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        load_shards(data, split, n)
+
+
+def test_dadao_setting() -> None:
+    shards = dadao_shards(0)
+    assert len(shards) == 10
+    assert all((s.m, s.dim) == (100, 2) for s in shards)
+    assert np.array_equal(dadao_shards(0)[3].b, shards[3].b)
+    # each worker has its own slope in U(0.01, 5): least squares recovers distinct slopes
+    slopes = [np.linalg.lstsq(s.A, s.b, rcond=None)[0][0] for s in shards]
+    assert len({round(float(a), 6) for a in slopes}) == 10
+    assert make_problem_set("logistic:1", shards).mu == 1.0
+    assert make_problem_set("ridge:0", shards).mu > 0
