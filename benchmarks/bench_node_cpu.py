@@ -185,8 +185,10 @@ async def cluster_cpu(
     per_process: int = 1,
     until: float = 1e-300,
     optimize: tuple[str, str, str] | None = None,
+    secure: bool = True,
 ) -> ClusterCpu:
-    """Run a cluster for ``duration`` seconds of t and measure its CPU per exchange.
+    """Run a cluster for ``duration`` seconds of t and measure its CPU per exchange
+    (``secure``: CurveZMQ and MQTT passwords, as ``gossip up`` runs by default).
 
     ``optimize`` is ``(problem, data, split)`` for an optimization run; ``until`` its target
     (the default is never reached: the run lasts its whole timeout).
@@ -216,6 +218,7 @@ async def cluster_cpu(
             timeout=duration,
             node_args=node_args,
             nodes_per_process=per_process,
+            secure=secure,
         )
         async with asyncio.TaskGroup() as tg:
             sampler = tg.create_task(_sample(box, ready, samples), name="cpu-sampler")
@@ -268,6 +271,12 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--nodes-per-process", type=int, default=1, help="host mode: nodes per node process"
     )
+    parser.add_argument(
+        "--security",
+        choices=("secure", "insecure", "both"),
+        default="secure",
+        help="both: a secured then a plain cluster, and their CPU-per-exchange ratio",
+    )
     args = parser.parse_args(argv)
 
     raw = await raw_cpu(args.round_trips)
@@ -276,16 +285,32 @@ async def main(argv: Sequence[str] | None = None) -> None:
         f"  {raw.cpu_per_rt_us:.1f} us CPU per round trip "
         f"({raw.round_trips} round trips, {raw.per_s:,.0f}/s)"
     )
-    run = await cluster_cpu(
-        args.graph,
-        args.algorithm,
-        args.rate,
-        args.duration,
-        args.warmup,
-        args.period,
-        tuple(args.node_arg),
-        args.nodes_per_process,
-    )
+    kinds = {"secure": [True], "insecure": [False], "both": [True, False]}[args.security]
+    per_exchange = {}
+    for secure in kinds:
+        run = await cluster_cpu(
+            args.graph,
+            args.algorithm,
+            args.rate,
+            args.duration,
+            args.warmup,
+            args.period,
+            tuple(args.node_arg),
+            args.nodes_per_process,
+            secure=secure,
+        )
+        per_exchange[secure] = run.node_us
+        print(f"\n{'secure (CurveZMQ)' if secure else 'INSECURE (plain sockets)'}:")
+        report(run, raw, args)
+    if len(per_exchange) == 2:
+        print(
+            f"\nnode CPU per exchange secure / insecure = "
+            f"{per_exchange[True] / per_exchange[False]:.2f}x (target <= 1.3x)"
+        )
+
+
+def report(run: ClusterCpu, raw: RawCpu, args: argparse.Namespace) -> None:
+    """Print one cluster run's figures."""
     print(
         f"\n{args.algorithm} on {args.graph}, asked {run.asked:.0f}/s, metrics every "
         f"{args.period:g} s, {args.nodes_per_process} node(s) per process"

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from gossip.errors import GossipError
 
-__all__ = ["fail", "plain_console", "reported_errors"]
+__all__ = ["fail", "plain_console", "reported_errors", "warn"]
 
 
 def plain_console(stderr: bool = False) -> Console:
@@ -29,6 +29,13 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     line = Text.assemble(("error:", "bold red"), " ", message)
     plain_console(stderr=True).print(line, soft_wrap=True)
     return typer.Exit(code)
+
+
+def warn(message: str, label: str = "warning") -> None:
+    """Print ``label: message`` on stderr (the message verbatim; red for ``INSECURE``)."""
+    colour = "bold red" if label == "INSECURE" else "bold yellow"
+    line = Text.assemble((f"{label}:", colour), " ", message)
+    plain_console(stderr=True).print(line, soft_wrap=True)
 
 
 @contextmanager

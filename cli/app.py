@@ -7,6 +7,7 @@ import cli.cluster_cmd
 import cli.optim_cmd  # noqa: F401
 from cli import (
     graph_cmd,  # noqa: F401
+    keys_cmd,  # noqa: F401
     node_cmd,  # noqa: F401
     optimize_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401

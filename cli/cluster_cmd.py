@@ -20,7 +20,7 @@ from cli._cluster_view import (
     progress_bar,
     with_log_lines,
 )
-from cli._errors import fail, reported_errors
+from cli._errors import fail, reported_errors, warn
 
 if TYPE_CHECKING:
     from coordinator.records import RunSummary
@@ -163,6 +163,17 @@ def coordinator(
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
     dashboard_runs_dir: DashRuns = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            envvar=_env("keys"),
+            help="Key directory (gossip keys init: DIR/coordinator): CurveZMQ registration, "
+            "the nodes' allow-list, MQTT passwords per role. Without it: insecure.",
+        ),
+    ] = None,
+    mqtt_ca: Annotated[
+        Path | None, typer.Option(envvar=_env("mqtt_ca"), help="CA (PEM) of an mqtts:// broker.")
+    ] = None,
     hold: Annotated[
         float,
         typer.Option(
@@ -204,11 +215,15 @@ def coordinator(
         dashboard_host=dashboard_host,
         dashboard_token=dashboard_token,
         dashboard_runs_dir=dashboard_runs_dir,
+        keys=keys,
+        mqtt_ca=mqtt_ca,
         problem=problem,
         data=(data or "breast-cancer") if problem else data,
         split=(split or "iid:0") if problem else split,
     )
     with reported_errors():
+        if keys is None:
+            warn("no --keys: registration and exchanges are not authenticated (insecure)")
         state, plan = prepare(config)
         coord = Coordinator(config, state, plan)
         from coordinator.broker import redact_broker_url
@@ -327,6 +342,14 @@ def up(
         ),
     ] = "0",
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            envvar=_env("insecure"),
+            help="Plain sockets and anonymous MQTT, for benchmarks only (default: CurveZMQ "
+            "with fresh keys, MQTT passwords and ACL).",
+        ),
+    ] = False,
     problem: Problem = "",
     data: Data = "",
     split: Split = "",
@@ -377,7 +400,15 @@ def up(
             nodes_per_process=nodes_per_process,
             fork=fork_server,
             max_restarts=max_restarts,
+            secure=not insecure,
         )
+        if insecure:
+            warn(
+                "--insecure turns off authentication: any process that reaches a node's port "
+                "can pose as its neighbour and change the values, and anyone on the broker can "
+                "publish reports and stop commands. For benchmarks only.",
+                "INSECURE",
+            )
         # Every setting is checked before anything starts: a bad one leaves no broker, no
         # node and no file behind.
         prepared = check_up(config)
@@ -480,6 +511,7 @@ async def _up(
     import signal
 
     from coordinator._groups import single_error
+    from coordinator.broker import redact_broker_url
     from coordinator.launcher import run_up
 
     # SIGTERM gets the same orderly shutdown as Ctrl-C: cancel, stop every child, exit.
@@ -492,8 +524,8 @@ async def _up(
     def started(state: ClusterState, broker: Any) -> None:
         holder["state"] = state
         typer.echo(
-            f"broker {broker.url} ({broker.kind}); starting {state.expected} nodes "
-            f"on {state.graph}",
+            f"broker {redact_broker_url(broker.url)} ({broker.kind}); starting "
+            f"{state.expected} nodes on {state.graph}",
             err=True,
         )
 

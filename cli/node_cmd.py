@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -148,6 +149,18 @@ def node(
     log_level: Annotated[
         str, typer.Option(envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.")
     ] = "info",
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GOSSIP_KEYS",
+            help="This node's key directory (gossip keys init: DIR/node-K): CurveZMQ on every "
+            "socket; the name defaults to the key's. Without it the node is insecure.",
+        ),
+    ] = None,
+    mqtt_ca: Annotated[
+        Path | None,
+        typer.Option(envvar="GOSSIP_MQTT_CA", help="CA (PEM) of an mqtts:// broker."),
+    ] = None,
 ) -> None:
     """Run one node: register with the coordinator, gossip with the neighbours it assigns,
     publish state on MQTT, and stop cleanly on {"cmd": "stop"}, SIGTERM or Ctrl-C."""
@@ -178,6 +191,14 @@ def node(
             )
         if host is not None:
             bind, advertise = f"tcp://{host}:0", advertise or host
+        if keys is not None:
+            from gossip.keys import load_identity
+
+            name = name or load_identity(keys).name  # a clear error now if the key is bad
+        else:
+            logging.getLogger("node").warning(
+                "no --keys: this node's exchanges are not authenticated (insecure)"
+            )
         config = NodeConfig(
             coordinator=coordinator,
             value=None if value is None else parse_value(value),
@@ -192,6 +213,8 @@ def node(
             seed=seed,
             max_in_flight=max_in_flight or None,
             name=name or default_node_name(),
+            keys=keys,
+            mqtt_ca=mqtt_ca,
             data=data,
         )
         code = run_host_sync(host_configs(config, nodes_per_process))

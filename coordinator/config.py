@@ -73,6 +73,11 @@ class CoordinatorConfig:
         Serve the dashboard (``coordinator.dashboard``) when a port is given.
     dashboard_runs_dir : Path or None
         Where the dashboard saves finished runs and finds earlier ones to overlay.
+    keys : Path or None
+        The coordinator's key directory (``gossip keys init``: ``DIR/coordinator``): CurveZMQ
+        registration, the allow-list, MQTT credentials per role. ``None``: insecure.
+    mqtt_ca : Path or None
+        CA certificate to check an ``mqtts://`` broker with (default: the system's).
     problem, data, split : str
         An optimization run (``problem`` not empty, e.g. ``logistic:0.01``): the problem, the
         data source and how it is split among the nodes (:mod:`coordinator.optimization`).
@@ -102,6 +107,8 @@ class CoordinatorConfig:
     dashboard_host: str = "127.0.0.1"
     dashboard_token: str = ""
     dashboard_runs_dir: Path | None = None
+    keys: Path | None = None
+    mqtt_ca: Path | None = None
     problem: str = ""
     data: str = ""
     split: str = ""
@@ -169,6 +176,11 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
 
         raw = initial_values(config.values, topology.n, dim=config.dim)
         values = np.asarray(raw, dtype=np.float64).reshape(topology.n, config.dim)
+    security = None
+    if config.keys is not None:
+        from coordinator.security import load_security
+
+        security = load_security(config.keys)
     plan = Plan(
         topology=topology,
         params=params,
@@ -177,6 +189,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         broker=config.broker,
         metrics_period=config.metrics_period,
         values=values,
+        security=security,
         dim=dim,
         # An optimization node cuts its shard and builds its problem after the bootstrap.
         start_delay=config.start_delay if task is None else max(config.start_delay, 3.0),

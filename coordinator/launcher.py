@@ -23,6 +23,10 @@ Theory of operation
   its log. Each restart is a line on stderr and an event in the ``--json`` record.
 * The ``--json`` record is written however the run ends (reached, timeout, diverged, too many
   restarts, an error, Ctrl-C), with ``failure``, ``restarts`` and ``events``.
+* Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.keys.init_keys`), CurveZMQ
+  on every ZeroMQ socket, and, with the embedded mosquitto, a password per role and an ACL
+  (:mod:`coordinator.mqtt_auth`). ``secure=False`` (``gossip up --insecure``) turns it all off;
+  so does host mode, which does not support CurveZMQ yet (it says so, loudly).
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
   (SIGTERM to its process group, then SIGKILL) and the broker shut down before
   :func:`run_up` returns or raises; nodes that got the stop command exit by themselves first.
@@ -33,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import math
 import os
 import sys
@@ -41,16 +46,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import zmq
+
 from coordinator._groups import single_error
-from coordinator.broker import BrokerKind, RunningBroker, broker_for, parse_broker_url
+from coordinator.broker import (
+    BrokerKind,
+    MosquittoAuth,
+    RunningBroker,
+    broker_for,
+    parse_broker_url,
+    redact_broker_url,
+)
 from coordinator.forking import ForkServer
+from coordinator.mqtt_auth import write_mosquitto_auth
 from coordinator.procs import Child, free_port, spawn, stop_all
 from coordinator.records import RunSummary
 from coordinator.registry import Plan
+from coordinator.security import load_security
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState
 from coordinator.supervise import Supervision, free_port_block, run_record, write_record
 from gossip.errors import ConfigError, GossipError
+from gossip.keys import COORDINATOR, init_keys
 
 __all__ = [
     "NodeCrashError",
@@ -62,6 +79,8 @@ __all__ = [
     "node_command",
     "run_up",
 ]
+
+log = logging.getLogger(__name__)
 
 _NODE_EXIT_GRACE = 10.0  # seconds for stopped nodes to publish their final state and exit
 
@@ -98,6 +117,9 @@ class UpConfig:
         fresh interpreter, as before the fork server (the start-up benchmark's baseline).
     max_restarts : int
         Restarts allowed per node process within the run (0: the first crash fails it).
+    secure : bool
+        CurveZMQ with fresh keys in ``log_dir/keys``, and MQTT passwords and ACL with the
+        embedded mosquitto (see the module header). False: plain sockets, anonymous MQTT.
     """
 
     coordinator: CoordinatorConfig
@@ -110,6 +132,7 @@ class UpConfig:
     nodes_per_process: int = 1
     fork: bool = True
     max_restarts: int = 3
+    secure: bool = True
 
     def __post_init__(self) -> None:
         if self.nodes_per_process < 1:
@@ -293,7 +316,31 @@ async def _run_up(
     env: dict[str, str],
     sup: Supervision,
 ) -> RunSummary:
-    async with broker_for(config.broker, config.embedded, config.host) as broker:
+    auth = None
+    if config.secure and config.nodes_per_process > 1:
+        log.warning(
+            "host mode (--nodes-per-process > 1) does not support CurveZMQ yet: this run's "
+            "exchanges and MQTT are NOT authenticated"
+        )
+        config = dataclasses.replace(config, secure=False)
+    if config.secure:
+        keys = config.log_dir / "keys"
+        init_keys(keys, [f"node-{k}" for k in range(plan.expected)], zmq.curve_keypair, force=True)
+        security = load_security(keys / COORDINATOR)
+        passwd, acl = write_mosquitto_auth(keys / "mqtt", security.mqtt_secret, plan.expected)
+        auth = MosquittoAuth(passwd, acl)
+        plan = dataclasses.replace(plan, security=security)
+    async with broker_for(config.broker, config.embedded, config.host, auth) as broker:
+        if plan.security is not None and not broker.access_controlled:
+            # Our passwords mean nothing to this broker: use the URL's credentials as they are.
+            plan = dataclasses.replace(
+                plan, security=dataclasses.replace(plan.security, mqtt_secret="")
+            )
+            if broker.kind == "amqtt":
+                log.warning(
+                    "the in-process amqtt broker has no passwords or ACL: MQTT is NOT access "
+                    "controlled (exchanges still are); install mosquitto for a secure broker"
+                )
         port = free_port(config.host)
         bind = f"tcp://{config.host}:{port}"
         coord_config = dataclasses.replace(
@@ -305,7 +352,7 @@ async def _run_up(
             # A fresh local run never adopts what an earlier run left on a shared broker.
             resume=False,
         )
-        state.broker.url = broker.url
+        state.broker.url = redact_broker_url(broker.url)
         plan = dataclasses.replace(plan, broker=broker.url)
         coordinator = Coordinator(coord_config, state, plan, broker_kind=broker.kind)
         on_start(state, broker)
@@ -352,6 +399,8 @@ def _slots(config: UpConfig, plan: Plan, bind: str, taken: set[int]) -> list[_Sl
             # Each node reads the data itself before registering (node.problem.preload),
             # so that no node's clock starts while it is still loading.
             extra += ["--data", plan.task.data]
+        if plan.security is not None:
+            extra += ["--keys", str(config.log_dir / "keys" / name)]
         command = node_command(bind, name, config.host, extra, port)
         slots.append(_Slot(name, port, command, config.log_dir / f"{name}.log"))
     return slots

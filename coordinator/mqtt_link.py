@@ -23,6 +23,7 @@ import logging
 import os
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiomqtt
@@ -70,6 +71,9 @@ class MqttLink:
         Updated with the connection's state (shown by the dashboard).
     username, password : str, optional
         Credentials, for a broker that refuses anonymous clients.
+    tls : bool
+        Connect over TLS (``mqtts://``), checking the broker against ``ca`` (a PEM file) or,
+        without it, the system's certificate authorities.
     """
 
     def __init__(
@@ -82,8 +86,11 @@ class MqttLink:
         *,
         username: str | None = None,
         password: str | None = None,
+        tls: bool = False,
+        ca: Path | None = None,
     ) -> None:
         self.host = host
+        self._tls = aiomqtt.TLSParameters(ca_certs=str(ca) if ca else None) if tls else None
         self.port = port
         self._username = username
         self._password = password
@@ -133,6 +140,7 @@ class MqttLink:
                     identifier=identifier,
                     username=self._username,
                     password=self._password,
+                    tls_params=self._tls,
                     keepalive=10,
                     timeout=5.0,
                 ) as client:

@@ -38,6 +38,7 @@ COUNTER_NAMES = (
     "bounced",
     "deferred",
     "released",
+    "forged",
 )
 """The exchange counters every node reports (contract C3; the last five: the node's lock).
 

@@ -9,6 +9,11 @@ naming the problem, and never changes the registry.
 
 The server keeps running after the bootstrap so that a restarted node, registering again under
 its name, gets its Bootstrap back.
+
+Secured (``bound_socket(..., secret=..., allowed=...)``): the ROUTER is a CurveZMQ server whose
+ZAP handler admits only the allow-list's public keys and labels each connection with the name
+the key is listed under; a registration under any other name is refused. The coordinator
+then sends each node its neighbours' public keys in the bootstrap.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from dataclasses import dataclass, field
 
 import zmq
 import zmq.asyncio
+from zmq.auth.asyncio import AsyncioAuthenticator
+from zmq.utils import z85
 
 from coordinator.registry import Known, Ready, Refused, Registry, Waiting
 from gossip.errors import ProtocolError, TransportError
@@ -40,25 +47,62 @@ class RegistrarStats:
     refused: int = 0
     malformed: int = 0
     bootstraps_sent: int = 0
+    impostors: int = 0  # registrations under another name than the key's
     last_refusal: str = ""
     waiting: dict[str, list[bytes]] = field(default_factory=dict)
 
 
+class _AllowList(AsyncioAuthenticator):
+    """ZAP handler: admit the allow-list's keys; a connection's User-Id is the key's name."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, allowed: dict[str, str]) -> None:
+        super().__init__(ctx)
+        self._names = {key.encode("ascii"): name for name, key in allowed.items()}
+        self.configure_curve_callback("gossip", self)
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        """Is the Z85 ``key`` in the allow-list?"""
+        return key in self._names
+
+    def curve_user_id(self, client_public_key: bytes) -> str:
+        """The name the allow-list gives this (binary) key."""
+        return self._names.get(z85.encode(client_public_key), "")
+
+
 @contextlib.contextmanager
-def bound_socket(ctx: zmq.asyncio.Context, bind: str) -> Iterator[zmq.asyncio.Socket]:
+def bound_socket(
+    ctx: zmq.asyncio.Context,
+    bind: str,
+    *,
+    secret: str = "",
+    allowed: dict[str, str] | None = None,
+) -> Iterator[zmq.asyncio.Socket]:
     """Yield a ROUTER socket bound to ``bind``; close it (dropping unsent frames) on exit.
+
+    With ``secret`` (the coordinator's Z85 secret key) and ``allowed`` (node name -> Z85
+    public key) the socket is a CurveZMQ server that admits only those keys.
 
     Raises
     ------
     TransportError
         The address cannot be bound (in use, not local, malformed).
     """
+    auth = None
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
+    if secret:
+        # Started before the bind: a CURVE server without a ZAP handler admits any key.
+        auth = _AllowList(ctx, allowed or {})
+        auth.start()
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, secret.encode("ascii"))
+        sock.setsockopt(zmq.ZAP_DOMAIN, b"gossip")
     try:
         sock.bind(bind)
     except zmq.ZMQError as exc:
         sock.close(0)
+        if auth is not None:
+            auth.stop()
         raise TransportError(
             f"cannot bind the registration socket to {bind!r}: {exc}; use a free "
             "tcp://host:port, e.g. tcp://0.0.0.0:5555"
@@ -67,6 +111,8 @@ def bound_socket(ctx: zmq.asyncio.Context, bind: str) -> Iterator[zmq.asyncio.So
         yield sock
     finally:
         sock.close(0)
+        if auth is not None:
+            auth.stop()
 
 
 def _peer_host(frame: zmq.Frame) -> str | None:
@@ -76,6 +122,12 @@ def _peer_host(frame: zmq.Frame) -> str | None:
     return None
 
 
+def _user_id(frame: zmq.Frame) -> str:
+    with contextlib.suppress(zmq.ZMQError, KeyError, AttributeError, TypeError):
+        return str(frame.get("User-Id") or "")
+    return ""
+
+
 async def serve_registrations(
     sock: zmq.asyncio.Socket,
     registry: Registry,
@@ -83,11 +135,13 @@ async def serve_registrations(
     on_ready: Callable[[Ready], None],
     on_change: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.time,
+    authenticated: bool = False,
 ) -> None:
     """Answer registrations on ``sock`` until cancelled.
 
     ``on_ready`` is called once, when the expected count is reached, before the Bootstraps go
-    out; ``on_change`` after every accepted registration.
+    out; ``on_change`` after every accepted registration. ``authenticated``: the socket is a
+    CURVE server (:func:`bound_socket` with keys); refuse a name that is not the key's.
     """
     # Routing envelope (identity plus any delimiter frames) of the latest message under each
     # name: the node's current socket, since a restarted node has a new identity.
@@ -108,6 +162,17 @@ async def serve_registrations(
             stats.last_refusal = f"bad message: {exc}"
             await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
             continue
+        if authenticated:
+            user = _user_id(payload)
+            if user != msg.name:
+                stats.impostors += 1
+                stats.last_refusal = (
+                    f"name {msg.name!r} does not match this node's key, which the allow-list "
+                    f"names {user!r}; start the node with that key's directory (--keys)"
+                )
+                log.warning("refused %s: %s", msg.name, stats.last_refusal)
+                await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
+                continue
         outcome = registry.register(msg, clock(), _peer_host(payload))
         if isinstance(outcome, Refused):
             stats.refused += 1

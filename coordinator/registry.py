@@ -38,6 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coordinator.optimization import OptTask
+from coordinator.security import Security
 from gossip.errors import ConfigError
 from gossip.params import GossipParams
 from gossip.topology import Topology
@@ -85,6 +86,9 @@ class Plan:
     start_delay : float
         Seconds between the bootstrap and the epoch (``t = 0``), so that every node has its
         Bootstrap and its sockets connected before the clocks start.
+    security : Security or None
+        Keys of a secured cluster: neighbours' public keys and per-node MQTT credentials go
+        into the bootstraps (``None``: insecure).
     task : OptTask or None
         An optimization run (``--problem``): its specs, dual parameters and per-edge steps go
         in every Bootstrap, and ``values`` are then zero vectors of dimension ``d``.
@@ -100,6 +104,7 @@ class Plan:
     dim: int = 1
     start_delay: float = 1.5
     task: OptTask | None = None
+    security: Security | None = None
 
     @property
     def expected(self) -> int:
@@ -204,7 +209,8 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
     edge order, the algorithm's parameters, the epoch and rate, and its initial value. An
     optimization run adds the specs (never data) and each edge's step ``s_e``.
     """
-    topo, params, task = plan.topology, plan.params, plan.task
+    topo, params, task, sec = plan.topology, plan.params, plan.task, plan.security
+    keys = sec.allowed if sec is not None else {}
     out = []
     for node in range(topo.n):
         neighbors = tuple(
@@ -214,6 +220,7 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
                 k,
                 float(topo.probs[k]),
                 0.5 if task is None else task.steps[k],
+                keys.get(assignment.names[peer], ""),
             )
             for k, peer in topo.incident(node)
         )
@@ -229,7 +236,7 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
                 rate=plan.rate,
                 neighbors=neighbors,
                 initial_value=assignment.initial[node],
-                broker=plan.broker,
+                broker=plan.broker if sec is None else sec.node_broker(plan.broker, node),
                 metrics_period=plan.metrics_period,
                 dim=len(assignment.initial[node]),
                 problem="" if task is None else task.problem,

@@ -104,8 +104,10 @@ class Coordinator:
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
         if config.broker:
-            host, port = parse_broker_url(config.broker)
-            username, password = broker_credentials(config.broker)
+            sec = plan.security
+            url = config.broker if sec is None else sec.coordinator_broker(config.broker)
+            host, port = parse_broker_url(url)
+            username, password = broker_credentials(url)
             self._link = MqttLink(
                 host,
                 port,
@@ -114,6 +116,8 @@ class Coordinator:
                 state.broker,
                 username=username,
                 password=password,
+                tls=url.startswith("mqtts://"),
+                ca=config.mqtt_ca,
             )
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -148,7 +152,13 @@ class Coordinator:
             try:
                 if self._link is not None and self.config.resume:
                     await self._try_resume()
-                with bound_socket(ctx, self.config.bind) as sock:
+                sec = self.plan.security
+                with bound_socket(
+                    ctx,
+                    self.config.bind,
+                    secret=sec.secret if sec else "",
+                    allowed=sec.allowed if sec else None,
+                ) as sock:
                     background.append(
                         tg.create_task(
                             serve_registrations(
@@ -157,6 +167,7 @@ class Coordinator:
                                 self.stats,
                                 self._on_ready,
                                 self._on_registered,
+                                authenticated=sec is not None,
                             ),
                             name="registrar",
                         )

@@ -267,7 +267,9 @@ class Exchanger(Initiator):
         return edges
 
     # --- receiving ------------------------------------------------------------------------------
-    def receive(self, frame: bytes, now: float, route: bytes | None = None) -> bytes | None:
+    def receive(
+        self, frame: bytes, now: float, route: bytes | None = None, sender: int | None = None
+    ) -> bytes | None:
         """Handle one frame from a peer; return the answer to send back to it, if any.
 
         A request that waits returns :data:`DEFERRED`; its answer comes out of
@@ -275,9 +277,15 @@ class Exchanger(Initiator):
         :meth:`take_released` return (an answer may free the lock). Never
         raises on bad input: frames that fail validation or the rules in the module header
         are counted in ``counters.rejected`` and leave the state unchanged.
+        ``sender`` is the node id authenticated on the frame's connection (CURVE), if known:
+        a message whose ``src`` is another node is counted in ``counters.forged`` and ignored.
         """
         try:
-            return self._dispatch(decode(frame), now, route)
+            message = decode(frame)
+            if sender is not None and getattr(message, "src", sender) != sender:
+                self.counters.forged += 1  # src is what the sender wrote; the key is not
+                return None
+            return self._dispatch(message, now, route)
         except GossipError:
             self.counters.rejected += 1
             return None

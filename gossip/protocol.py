@@ -163,6 +163,7 @@ class Counters:
     bounced: int = 0  # our requests answered Busy: the activation is tried again later
     deferred: int = 0  # requests from higher ids that waited for our exchange to settle
     released: int = 0  # stuck exchanges whose lock was released (their jump may be inexact)
+    forged: int = 0  # frames whose src is not the node authenticated on their connection
 
     def as_dict(self) -> dict[str, int]:
         """Return the counters as a plain dict."""

@@ -187,7 +187,8 @@ class Neighbor:
     """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e.
 
     ``step`` is the edge's step ``s_e`` in the jump (``1/2`` for gossip; ``gamma R_eff(e)`` for
-    dual accelerated coordinate descent, SPEC section 6).
+    dual accelerated coordinate descent, SPEC section 6). ``key`` is the neighbour's CURVE
+    public key (Z85), or ``""`` in an insecure cluster.
     """
 
     peer_id: int
@@ -195,6 +196,7 @@ class Neighbor:
     edge_index: int
     prob: float
     step: float = 0.5
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +275,7 @@ def _plain(value: Any) -> Any:
             return list(value)  # the hot path: a vector of floats
         return [_plain(item) for item in value]
     if isinstance(value, Neighbor):
-        return [value.peer_id, value.address, value.edge_index, value.prob, value.step]
+        return [value.peer_id, value.address, value.edge_index, value.prob, value.step, value.key]
     return value
 
 
@@ -353,9 +355,10 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
     out = []
     for i, item in enumerate(value):
         where = f"{name}[{i}]"
-        if not isinstance(item, list) or len(item) != 5:
+        if not isinstance(item, list) or len(item) not in (5, 6):
             raise ProtocolError(
-                f"field {where!r} must be [peer_id, address, edge_index, prob, step], got {item!r}"
+                f"field {where!r} must be [peer_id, address, edge_index, prob, step, key], "
+                f"got {item!r}"
             )
         prob = _float(f"{where}.prob", item[3])
         if not 0.0 < prob <= 1.0:
@@ -367,6 +370,7 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
                 _int(f"{where}.edge_index", item[2]),
                 prob,
                 _positive(f"{where}.step", item[4]),
+                _str(f"{where}.key", item[5]) if len(item) == 6 else "",
             )
         )
     return tuple(out)

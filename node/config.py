@@ -6,6 +6,7 @@ import math
 import os
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gossip.errors import ConfigError
 from node.faults import FaultSpec
@@ -71,6 +72,22 @@ class NodeConfig:
     max_in_flight : int or None
         Most exchanges this node started that may be pending on one edge (``None``, the
         default: no limit); further ticks of that edge are skipped (back-pressure).
+    hold : bool
+        Fidelity mode (default): one exchange of this node in flight at a time (ticks wait,
+        never dropped), and requests from higher ids deferred meanwhile; see
+        :class:`gossip.exchange.Exchanger`.
+    exact : bool
+        Exact jumps: correct every jump's inputs after the fact, by linear corrections sent to
+        the peers (see "Exact mode" in :mod:`gossip.exchange`).
+    correction_tol : float
+        Exact mode: corrections smaller than this times the size of the values are not sent.
+    correction_horizon : float or None
+        Exact mode: seconds after which a jump is final (``None``: ``4 * max_timeout``).
+    keys : Path or None
+        This node's key directory (:mod:`gossip.keys`): CurveZMQ on every socket, the
+        coordinator's key checked at registration. ``None``: plain, unauthenticated sockets.
+    mqtt_ca : Path or None
+        CA certificate (PEM) to check an ``mqtts://`` broker with (default: the system's).
     data : str or None
         Optimization runs: a data spec on this machine replacing the coordinator's (this
         node's shard is cut from it by the run's split), see :mod:`node.problem`.
@@ -90,6 +107,12 @@ class NodeConfig:
     register_timeout: float | None = None
     seed: int | None = None
     max_in_flight: int | None = None
+    hold: bool = True
+    exact: bool = False
+    correction_tol: float = 1e-9
+    correction_horizon: float | None = None
+    keys: Path | None = None
+    mqtt_ca: Path | None = None
     data: str | None = None
 
     def __post_init__(self) -> None:

@@ -238,13 +238,16 @@ class Node:
         transport, on_frame = self.transport, self._on_frame
         while True:
             incoming = await transport.recv()
-            on_frame(incoming.data, incoming.route)
+            on_frame(incoming.data, incoming.route, incoming.sender)
 
-    def _on_frame(self, data: bytes, route: bytes | None) -> None:
-        """Handle one frame: hand it to the exchanger, send back its answer and what follows."""
+    def _on_frame(self, data: bytes, route: bytes | None, sender: int | None = None) -> None:
+        """Handle one frame: hand it to the exchanger, send back its answer and what follows.
+
+        ``sender`` is the node id authenticated on the frame's connection (CurveZMQ), if any.
+        """
         transport, ex = self.transport, self.exchanger
         bounced = ex.counters.bounced
-        answer = ex.receive(data, self.clock(), route)
+        answer = ex.receive(data, self.clock(), route, sender)
         if answer and route is not None:  # b"" (DEFERRED): answered later
             transport.answer(route, answer)
         for out in ex.take_outgoing():  # waiting ticks, started once our lock is free

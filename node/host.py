@@ -31,6 +31,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,8 +39,10 @@ import zmq
 import zmq.asyncio
 
 from gossip.errors import ConfigError, GossipError
+from gossip.keys import Identity, load_identity
 from gossip.wire import Bootstrap, Register
 from node.config import NodeConfig
+from node.curve import CurveKeys
 from node.daemon import Node
 from node.faults import FaultyTransport
 from node.mqtt import NodeMqtt, parse_broker
@@ -114,6 +117,7 @@ async def _register_all(
     configs: Sequence[NodeConfig],
     transports: Sequence[Transport],
     context: zmq.asyncio.Context,
+    identity: Identity | None = None,
 ) -> list[Bootstrap]:
     """Register every node at once (each on its own DEALER); return their bootstraps."""
     async with asyncio.TaskGroup() as tg:
@@ -125,6 +129,8 @@ async def _register_all(
                     every=config.register_every,
                     give_up_after=config.register_timeout,
                     context=context,
+                    keys=None if identity is None else CurveKeys.of(identity),
+                    coordinator_key="" if identity is None else identity.coordinator,
                 ),
                 name=f"register-{config.name}",
             )
@@ -170,12 +176,14 @@ def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: async
     return node
 
 
-def _mqtt_for(nodes: Sequence[Node]) -> NodeMqtt | None:
+def _mqtt_for(nodes: Sequence[Node], ca: Path | None = None) -> NodeMqtt | None:
     """One MQTT connection reporting every node of the process (None: no broker)."""
     first = nodes[0].boot
     broker = parse_broker(first.broker)
     if broker is None:
         return None
+    if ca is not None:
+        broker = dataclasses.replace(broker, ca=str(ca))
     mqtt = NodeMqtt(
         broker,
         first.cluster,
@@ -209,15 +217,22 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # CurveZMQ (--keys): one key is one node, so a host of several nodes cannot use it yet.
+    identity = load_identity(configs[0].keys) if configs[0].keys is not None else None
+    if identity is not None and len(configs) > 1:
+        raise ConfigError("--keys needs one node per process (--nodes-per-process 1)")
+    keys = None if identity is None else CurveKeys.of(identity)
     # One context, so one zmq I/O thread, for every socket of the process.
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
         async with contextlib.AsyncExitStack() as stack:
             transports: list[Transport] = []
+            inners: list[ZmqTransport] = []
             for config in configs:
                 inner = ZmqTransport(
-                    config.bind, config.advertise, toward=config.coordinator, context=ctx
+                    config.bind, config.advertise, toward=config.coordinator, context=ctx, keys=keys
                 )
+                inners.append(inner)
                 transport: Transport = (
                     FaultyTransport(inner, config.faults, config.seed)
                     if config.faults.active
@@ -225,9 +240,12 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
                 )
                 transports.append(await stack.enter_async_context(transport))
             actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
-            boots = await _until_stopped(_register_all(configs, transports, actx), stop)
+            boots = await _until_stopped(_register_all(configs, transports, actx, identity), stop)
             if boots is None:
                 return 0
+            if keys is not None:  # admit the neighbours' keys only, each as its node id
+                for inner, boot in zip(inners, boots, strict=True):
+                    inner.trust({n.peer_id: n.key for n in boot.neighbors})
             nodes = [
                 _node(config, boot, transport, stop)
                 for config, boot, transport in zip(configs, boots, transports, strict=True)
@@ -236,7 +254,7 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
             # collector's generations, so that collections stay short during the run.
             gc.collect()
             gc.freeze()
-            mqtt = _mqtt_for(nodes)
+            mqtt = _mqtt_for(nodes, configs[0].mqtt_ca)
             async with asyncio.TaskGroup() as tg:
                 link = None if mqtt is None else tg.create_task(mqtt.run(), name="host-mqtt")
                 runs = [

@@ -44,12 +44,18 @@ _BACKOFF_MAX = 10.0
 
 @dataclass(frozen=True, slots=True)
 class BrokerAddress:
-    """Where the broker is, and the credentials if the URL carried any."""
+    """Where the broker is, the credentials if the URL carried any, and TLS (``mqtts://``).
+
+    ``ca`` is the PEM file of the certificate authority to check the broker with (``None``:
+    the system's).
+    """
 
     host: str
     port: int
     username: str | None = None
     password: str | None = None
+    tls: bool = False
+    ca: str | None = None
 
 
 def parse_broker(url: str) -> BrokerAddress | None:
@@ -58,15 +64,18 @@ def parse_broker(url: str) -> BrokerAddress | None:
     Examples
     --------
     >>> parse_broker("mqtt://127.0.0.1:1884")
-    BrokerAddress(host='127.0.0.1', port=1884, username=None, password=None)
+    BrokerAddress(host='127.0.0.1', port=1884, username=None, password=None, tls=False, ca=None)
     """
     if not url:
         return None
     parts = urlsplit(url)
-    if parts.scheme != "mqtt" or not parts.hostname:
-        raise ConfigError(f"broker must be mqtt://host:port (or empty for none), got {url!r}")
+    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+        raise ConfigError(
+            f"broker must be mqtt://host:port or mqtts://host:port (or empty for none), got {url!r}"
+        )
+    tls = parts.scheme == "mqtts"
     try:
-        port = parts.port or 1883
+        port = parts.port or (8883 if tls else 1883)
     except ValueError:
         raise ConfigError(f"broker {url!r} has a bad port") from None
     return BrokerAddress(
@@ -74,6 +83,7 @@ def parse_broker(url: str) -> BrokerAddress | None:
         port,
         unquote(parts.username) if parts.username else None,
         unquote(parts.password) if parts.password else None,
+        tls,
     )
 
 
@@ -175,6 +185,9 @@ class NodeMqtt:
             self.broker.port,
             username=self.broker.username,
             password=self.broker.password,
+            tls_params=(
+                aiomqtt.TLSParameters(ca_certs=self.broker.ca) if self.broker.tls else None
+            ),
             identifier=self._identifier,
             keepalive=10,
             timeout=5.0,

@@ -4,17 +4,27 @@ The coordinator answers only once the expected number of nodes has registered, s
 re-sends its Register every ``every`` seconds (a lost frame, or a coordinator started after
 the node, costs one period). A re-registration under the same name gets the same Bootstrap,
 which is how a restarted node gets its id back (contract C2).
+
+With ``keys`` the registration goes over CurveZMQ: the node checks the coordinator's public key,
+and the coordinator admits only the keys of its allow-list and accepts a registration only
+under the name its key is listed with. A handshake the coordinator refuses is reported at once
+(a socket monitor sees it), not as a registration timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import zmq
 import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message
 
 from gossip.errors import ProtocolError, RemoteError, TransportError
 from gossip.wire import Bootstrap, Register, RegisterError, decode, encode
+from node.curve import CurveKeys, curve_client
+
+_REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
 __all__ = ["register"]
 
@@ -26,31 +36,46 @@ async def register(
     every: float = 2.0,
     give_up_after: float | None = None,
     context: zmq.asyncio.Context | None = None,
+    keys: CurveKeys | None = None,
+    coordinator_key: str = "",
 ) -> Bootstrap:
     """Register with the coordinator at ``coordinator`` and return its Bootstrap.
+
+    ``keys`` and ``coordinator_key``: register over CurveZMQ with this node's key pair, to the
+    coordinator whose public key is ``coordinator_key``.
 
     Raises
     ------
     RemoteError
-        The coordinator refused the registration (its reason is in the message).
+        The coordinator refused the registration (its reason is in the message), or refused
+        this node's key.
     TransportError
         No Bootstrap within ``give_up_after`` seconds, or the socket failed.
     """
     ctx = context or zmq.asyncio.Context.instance()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
+    monitor = None
+    if keys is not None:
+        curve_client(sock, keys, coordinator_key)
+        monitor = sock.get_monitor_socket(_REFUSED)
     frame = encode(request)
     deadline = None if give_up_after is None else time.monotonic() + give_up_after
     try:
         sock.connect(coordinator)
         while True:
-            await sock.send(frame)
+            # Never wait on a send: a DEALER whose handshake was refused has no peer to
+            # queue for, and a blocking send would hide the refusal (and the timeout).
+            with contextlib.suppress(zmq.Again):
+                await sock.send(frame, zmq.NOBLOCK)
             wait = every if deadline is None else min(every, deadline - time.monotonic())
             if wait <= 0:
                 raise TransportError(
                     f"no bootstrap from the coordinator at {coordinator} within {give_up_after} s; "
                     "is it running, and expecting this many nodes?"
                 )
+            if monitor is not None and await monitor.poll(timeout=0):
+                _refused(await monitor.recv_multipart(), coordinator)
             if await sock.poll(timeout=wait * 1000):
                 reply = (await sock.recv_multipart())[-1]
                 try:
@@ -64,4 +89,17 @@ async def register(
     except zmq.ZMQError as exc:
         raise TransportError(f"registration with {coordinator} failed: {exc}") from None
     finally:
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close(0)
         sock.close(0)
+
+
+def _refused(event: list[bytes], coordinator: str) -> None:
+    what = parse_monitor_message(event)
+    raise RemoteError(
+        f"the coordinator at {coordinator} refused this node's CURVE key (handshake failed, "
+        f"{zmq.Event(what['event']).name}): is the node's public key in the coordinator's "
+        "allow-list, and is the node's copy of the coordinator key current? "
+        "(gossip keys init writes both)"
+    )

@@ -21,17 +21,22 @@ from dataclasses import dataclass, field
 
 __all__ = ["FrameHandler", "Incoming", "Transport", "TransportStats"]
 
-FrameHandler = Callable[[bytes, "bytes | None"], None]
-"""Called with each frame's bytes and route (``None``: an answer), see
-:meth:`Transport.set_handler`."""
+FrameHandler = Callable[[bytes, "bytes | None", "int | None"], None]
+"""Called with each frame's bytes, route (``None``: an answer) and authenticated sender
+(``None``: not authenticated, see :attr:`Incoming.sender`); see :meth:`Transport.set_handler`."""
 
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
-    """One frame received: its bytes, and the route to answer it on (``None``: an answer)."""
+    """One frame received: its bytes, and the route to answer it on (``None``: an answer).
+
+    ``sender`` is the node id authenticated on the frame's connection (CurveZMQ), or ``None``
+    when the transport does not authenticate its peers.
+    """
 
     data: bytes
     route: bytes | None
+    sender: int | None = None
 
 
 @dataclass(slots=True)

@@ -17,6 +17,11 @@ send can consume its edge, so after every send the socket is checked (and draine
 round trip's overhead.)
 Sends are non-blocking too: a frame that cannot be queued (peer's queue full) is dropped and
 counted, and the protocol's retry covers it. zmq errors become :class:`TransportError` here.
+
+With ``keys`` every socket uses CurveZMQ (:mod:`node.curve`): the ROUTER admits only the keys
+given to :meth:`ZmqTransport.trust` (the neighbours', from the bootstrap) and each frame it
+receives carries the node id of the key its connection was authenticated with
+(:attr:`Incoming.sender`); a DEALER's answers come from the one neighbour whose key it checked.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ from __future__ import annotations
 import asyncio
 import socket as pysocket
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import cast
 from urllib.parse import urlsplit
 
 import zmq
 
 from gossip.errors import ConfigError, TransportError
+from node.curve import CurveKeys, PeerAuthenticator, curve_client, curve_server
 from node.transport import FrameHandler, Incoming, Transport, TransportStats
 
 __all__ = ["ZmqTransport", "advertised_address"]
@@ -103,6 +109,8 @@ class ZmqTransport(Transport):
         The coordinator's address, used to pick the advertised interface.
     context : zmq.Context or None
         A shared context (default: a new one, terminated on close).
+    keys : CurveKeys or None
+        This node's CURVE key pair: authenticate every connection (``None``: plain sockets).
     """
 
     def __init__(
@@ -111,15 +119,24 @@ class ZmqTransport(Transport):
         advertise: str | None = None,
         toward: str | None = None,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
+        keys: CurveKeys | None = None,
     ):
         self.stats = TransportStats()
         self._loop = asyncio.get_running_loop()
         self._own_context = context is None
         self._ctx: zmq.Context[zmq.Socket[bytes]] = context or zmq.Context()
+        self._keys = keys
+        self._peer_keys: dict[int, str] = {}
+        self._auth: PeerAuthenticator | None = None
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.SNDHWM, _HWM)
         self._router.setsockopt(zmq.RCVHWM, _HWM)
+        if keys is not None:
+            # Before the bind: a CURVE server without its ZAP handler admits any key.
+            self._auth = PeerAuthenticator(self._ctx)
+            self._auth.start()
+            curve_server(self._router, keys)
         try:
             if bind.startswith("tcp://") and bind.rsplit(":", 1)[-1] in ("0", "*"):
                 host = urlsplit(bind).hostname or "0.0.0.0"
@@ -130,6 +147,8 @@ class ZmqTransport(Transport):
                 endpoint = self._router.getsockopt_string(zmq.LAST_ENDPOINT)
         except zmq.ZMQError as exc:
             self._router.close(0)
+            if self._auth is not None:
+                self._auth.stop()
             if self._own_context:
                 self._ctx.term()
             raise ConfigError(
@@ -138,18 +157,22 @@ class ZmqTransport(Transport):
             ) from None
         self._address = advertised_address(endpoint, advertise, toward)
         self._dealers: dict[int, zmq.Socket[bytes]] = {}
+        self._peer_of: dict[zmq.Socket[bytes], int] = {}  # dealer -> the peer it reaches
         self._addresses: dict[int, str] = {}
         self._ready: deque[Incoming] = deque()
         self._waiter: asyncio.Future[None] | None = None  # recv() waiting for a frame
         self._error: Exception | None = None  # raised by the next recv()
         self._handler: FrameHandler | None = None  # frames go straight to it (set_handler)
         self._dispatching = False  # inside the handler: frames read meanwhile wait in order
-        self._backlog: deque[tuple[bytes, bytes | None]] = deque()
+        self._backlog: deque[tuple[bytes, bytes | None, int | None]] = deque()
+        self._router_drain: Callable[[zmq.Socket[bytes]], None] = (
+            self._drain_router if keys is None else self._drain_router_authenticated
+        )
         self._watch(self._router)
         self._closed = False
 
     def _watch(self, sock: zmq.Socket[bytes]) -> None:
-        drain = self._drain_router if sock is self._router else self._drain_dealer
+        drain = self._router_drain if sock is self._router else self._drain_dealer
         self._loop.add_reader(cast(int, sock.getsockopt(zmq.FD)), drain, sock)
 
     def _unwatch(self, sock: zmq.Socket[bytes]) -> None:
@@ -160,6 +183,35 @@ class ZmqTransport(Transport):
         """``tcp://host:port`` where peers reach this node's ROUTER."""
         return self._address
 
+    @property
+    def secure(self) -> bool:
+        """Whether every connection is authenticated (CurveZMQ)."""
+        return self._keys is not None
+
+    @property
+    def denied(self) -> int:
+        """Connections refused so far because their key is not a neighbour's."""
+        return 0 if self._auth is None else self._auth.denied
+
+    def trust(self, peer_keys: Mapping[int, str]) -> None:
+        """Admit exactly these peers (node id -> Z85 public key) on the ROUTER from now on.
+
+        Raises
+        ------
+        ConfigError
+            The transport is not secure, or a key is missing.
+        """
+        if self._auth is None:
+            raise ConfigError("trust() needs a secure transport (ZmqTransport(keys=...))")
+        missing = sorted(peer for peer, key in peer_keys.items() if not key)
+        if missing:
+            raise ConfigError(
+                f"no public key for neighbour(s) {missing}; the coordinator must run with keys "
+                "(gossip coordinator --keys) when the nodes do"
+            )
+        self._peer_keys = dict(peer_keys)
+        self._auth.set_allowed({key: str(peer) for peer, key in peer_keys.items()})
+
     async def connect(self, peers: Mapping[int, str]) -> None:
         """Connect a DEALER to each peer's ROUTER (again, if its address changed)."""
         for peer, address in peers.items():
@@ -168,11 +220,18 @@ class ZmqTransport(Transport):
             old = self._dealers.pop(peer, None)
             if old is not None:
                 self._unwatch(old)
+                self._peer_of.pop(old, None)
                 old.close(0)
             dealer = self._ctx.socket(zmq.DEALER)
             dealer.setsockopt(zmq.LINGER, 0)
             dealer.setsockopt(zmq.SNDHWM, _HWM)
             dealer.setsockopt(zmq.RCVHWM, _HWM)
+            if self._keys is not None:
+                key = self._peer_keys.get(peer)
+                if key is None:
+                    dealer.close(0)
+                    raise ConfigError(f"no public key for peer {peer}: call trust() first")
+                curve_client(dealer, self._keys, key)
             try:
                 dealer.connect(address)
             except zmq.ZMQError as exc:
@@ -181,6 +240,7 @@ class ZmqTransport(Transport):
                     f"cannot connect to peer {peer} at {address!r}: {exc}"
                 ) from None
             self._dealers[peer] = dealer
+            self._peer_of[dealer] = peer
             self._addresses[peer] = address
             self._watch(dealer)
             self._drain_dealer(dealer)  # its FD may already have consumed its edge
@@ -211,7 +271,7 @@ class ZmqTransport(Transport):
             self.stats.sent += 1
         except zmq.ZMQError:
             self.stats.dropped += 1  # full, or that peer is gone: it asks again if it cares
-        self._drain_router(self._router)
+        self._router_drain(self._router)
 
     async def recv(self) -> Incoming:
         """Return the next frame from the ROUTER (a request) or a DEALER (an answer)."""
@@ -233,29 +293,29 @@ class ZmqTransport(Transport):
         if handler is not None:
             while self._ready:
                 incoming = self._ready.popleft()
-                self._deliver(incoming.data, incoming.route)
+                self._deliver(incoming.data, incoming.route, incoming.sender)
         return True
 
-    def _deliver(self, data: bytes, route: bytes | None) -> None:
+    def _deliver(self, data: bytes, route: bytes | None, sender: int | None = None) -> None:
         handler = self._handler
         if handler is None:
-            self._ready.append(Incoming(data, route))
+            self._ready.append(Incoming(data, route, sender))
             self._wake()
         elif self._dispatching:
             # The handler is sending, and a send drains its socket: what that read waits
             # for the handler to return rather than running inside it (no re-entry).
-            self._backlog.append((data, route))
+            self._backlog.append((data, route, sender))
         else:
             self._dispatching = True
             stats = self.stats
             try:
                 stats.received += 1
-                handler(data, route)
+                handler(data, route, sender)
                 backlog = self._backlog
                 while backlog:
-                    data, route = backlog.popleft()
+                    data, route, sender = backlog.popleft()
                     stats.received += 1
-                    handler(data, route)
+                    handler(data, route, sender)
             except Exception as exc:
                 # Called from the event loop's reader callback, where an exception would only
                 # be logged: the node's receive task raises it from recv() instead.
@@ -278,11 +338,27 @@ class ZmqTransport(Transport):
         except zmq.ZMQError as exc:
             self._fail(exc)
 
-    def _drain_dealer(self, dealer: zmq.Socket[bytes]) -> None:
+    def _drain_router_authenticated(self, router: zmq.Socket[bytes]) -> None:
+        # Frames (copy=False) carry their connection's ZAP User-Id: the sender's node id.
         deliver = self._deliver
         try:
+            while _readable(router):
+                frames = router.recv_multipart(_NOBLOCK, copy=False)
+                payload = frames[-1]
+                user = payload.get("User-Id")
+                sender = int(user) if isinstance(user, str) and user.isdigit() else -1
+                route = frames[0].bytes if len(frames) == 2 else None
+                deliver(payload.bytes, route, sender)
+        except zmq.ZMQError as exc:
+            self._fail(exc)
+
+    def _drain_dealer(self, dealer: zmq.Socket[bytes]) -> None:
+        deliver = self._deliver
+        # A secure DEALER checked its server's key: its frames come from that peer.
+        sender = self._peer_of.get(dealer) if self._keys is not None else None
+        try:
             while _readable(dealer):
-                deliver(dealer.recv(_NOBLOCK), None)
+                deliver(dealer.recv(_NOBLOCK), None, sender)
         except zmq.ZMQError as exc:
             self._fail(exc)
 
@@ -306,5 +382,7 @@ class ZmqTransport(Transport):
             dealer.close(0)
         self._unwatch(self._router)
         self._router.close(0)
+        if self._auth is not None:
+            self._auth.stop()
         if self._own_context:
             self._ctx.term()

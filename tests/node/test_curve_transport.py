@@ -1,0 +1,85 @@
+"""CurveZMQ on the node's sockets: only the neighbours' keys get in, each as its node id."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import zmq
+import zmq.asyncio
+from zmq.utils.monitor import recv_monitor_message
+
+from node.curve import CurveKeys
+from node.zmq_transport import ZmqTransport
+
+
+def keypair() -> CurveKeys:
+    public, secret = zmq.curve_keypair()
+    return CurveKeys(public.decode(), secret.decode())
+
+
+async def wait_handshake_refused(sock: zmq.asyncio.Socket) -> None:
+    """Wait until ``sock``'s handshake is refused by the server's ZAP handler."""
+    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+    try:
+        event = await asyncio.wait_for(recv_monitor_message(monitor), 60)
+        assert event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    finally:
+        sock.disable_monitor()
+        monitor.close(0)
+
+
+async def test_neighbours_exchange_and_every_frame_carries_its_senders_id() -> None:
+    ka, kb = keypair(), keypair()
+    async with (
+        ZmqTransport("tcp://127.0.0.1:0", keys=ka) as a,
+        ZmqTransport("tcp://127.0.0.1:0", keys=kb) as b,
+    ):
+        a.trust({5: kb.public})
+        b.trust({4: ka.public})
+        await a.connect({5: b.address})
+        a.send(5, b"request")
+        got = await asyncio.wait_for(b.recv(), 10)
+        assert (got.data, got.sender) == (b"request", 4)
+        assert got.route is not None
+        b.answer(got.route, b"reply")
+        back = await asyncio.wait_for(a.recv(), 10)
+        assert (back.data, back.sender, back.route) == (b"reply", 5, None)
+
+
+async def test_an_unknown_key_or_a_plain_socket_never_gets_a_frame_in() -> None:
+    ka, kb = keypair(), keypair()
+    async with (
+        ZmqTransport("tcp://127.0.0.1:0", keys=ka) as a,
+        ZmqTransport("tcp://127.0.0.1:0", keys=kb) as b,
+    ):
+        b.trust({4: ka.public})
+        ctx = zmq.asyncio.Context()
+        try:
+            outsider = ctx.socket(zmq.DEALER)  # its own fresh key; knows b's public key
+            own = keypair()
+            outsider.curve_serverkey = kb.public.encode()
+            outsider.curve_publickey = own.public.encode()
+            outsider.curve_secretkey = own.secret.encode()
+            plain = ctx.socket(zmq.DEALER)  # no CURVE at all
+            for sock in (outsider, plain):
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.SNDTIMEO, 0)
+            refused = asyncio.ensure_future(wait_handshake_refused(outsider))
+            await asyncio.sleep(0)
+            for sock in (outsider, plain):
+                sock.connect(b.address)
+                for _ in range(20):  # queued before the handshake, or refused: never in
+                    with contextlib.suppress(zmq.Again):
+                        await sock.send(b"forged request")
+            await refused
+            assert b.denied >= 1  # the outsider's key was refused by ZAP
+            # A trusted neighbour still gets through, and its frame is the only one.
+            a.trust({5: kb.public})
+            await a.connect({5: b.address})
+            a.send(5, b"genuine")
+            got = await asyncio.wait_for(b.recv(), 10)
+            assert (got.data, got.sender) == (b"genuine", 4)
+            assert b.stats.received == 1
+        finally:
+            ctx.destroy(linger=0)
