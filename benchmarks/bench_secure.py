@@ -97,7 +97,7 @@ async def start_side(secure: bool, keys: Path, ctx: zmq.asyncio.Context) -> Side
         boot = Bootstrap(
             node_id=0, cluster="bench", algorithm="arg", eta=params.eta, c=params.c,
             theta=params.theta, epoch=epoch, rate=rate,
-            neighbors=(Neighbor(1, client.address, 0, 1.0, client_key),),
+            neighbors=(Neighbor(1, client.address, 0, 1.0, key=client_key),),
             initial_value=(0.0,), broker="", metrics_period=1.0, dim=1,
         )  # fmt: skip
         await router.send_multipart([route, encode(boot)])
