@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 # Importing the command modules registers their commands on the apps.
-import cli.cluster_cmd
-import cli.optim_cmd  # noqa: F401
 from cli import (
+    cluster_cmd,  # noqa: F401
     graph_cmd,  # noqa: F401
     keys_cmd,  # noqa: F401
     node_cmd,  # noqa: F401
+    optim_cmd,  # noqa: F401
     optimize_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
+    up_cmd,  # noqa: F401
 )
 from cli._app import app
 
