@@ -11,19 +11,95 @@ activations per second (default 500):
    simulator's 5-95% band (``coordinator.agreement.optimization_agreement``, ``--runs``
    simulated runs), with the dual sums' final drift.
 
-An optimization exchange costs one ``grad f_v^*`` (a few Newton steps for logistic regression)
-at each end and vectors of d numbers instead of 1: the ratio is that cost.
+An optimization exchange costs one ``grad f_v^*`` (Newton for logistic regression) at each
+end and vectors of d numbers instead of 1: the ratio is that cost.
+
+First (``--solver-only`` stops there, a few seconds), the solver alone, without sockets: the
+values of ``y`` that node ``--node`` meets in one simulated run of the same problem and graph
+are replayed through its ``grad f_v^*``, in alternate blocks, by the node's own path (one
+shard, a first-order correction from the kept Cholesky factor, a certified last step) and by
+the batched safeguarded solver it used before (``newton_conjugate``, as the simulator calls
+it): microseconds per call, Newton steps per call, the largest residual ``|grad f(x) - y|``.
+Then the load average, since the machine may be shared.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import time
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 from bench_node_cpu import cluster_cpu
 
 from coordinator.agreement import optimization_agreement
+from gossip.datasets import load_node_shard
+from gossip.dual.experiment import algorithm_params
+from gossip.dual.network import build_network
+from gossip.dual.simulate import simulate_optimization
+from gossip.problems import make_local_problem
+from gossip.problems.logistic import newton_conjugate
+from gossip.spectral import graph_quantities
+from gossip.topology import parse_topology
+
+
+def _node_ys(graph: str, problem: str, data: str, split: str, node: int, t_end: float) -> Any:
+    """The ``y`` at which node ``node`` evaluates ``grad f^*`` in one simulated acd run."""
+    topo = parse_topology(graph)
+    problems = build_network(problem, data, split, topo.n).problems
+    params = algorithm_params("acd", graph_quantities(topo), problems)
+    seen: list[Any] = []
+    solve = problems.grad_conjugate
+
+    def recording(nodes: Any, y: Any, x0: Any = None) -> Any:
+        for i in np.flatnonzero(np.asarray(nodes) == node):
+            seen.append(np.array(y[i]))
+        return solve(nodes, y, x0)
+
+    problems.grad_conjugate = recording  # type: ignore[method-assign]
+    simulate_optimization(topo, problems, params, np.linspace(0.0, t_end, 20), 1, 0)
+    return np.array(seen)
+
+
+def solver_ab(args: argparse.Namespace) -> None:
+    """Replay one node's ``y`` through its own solver and the batched one; print the costs."""
+    ys = _node_ys(args.graph, args.problem, args.data, args.split, args.node, args.t_replay)
+    n = parse_topology(args.graph).n
+    shard = load_node_shard(args.data, args.split, n, args.node)
+    fast = make_local_problem(args.problem, shard, node=args.node)
+    if not hasattr(fast, "_fast"):
+        print(f"  {args.problem}: closed-form grad f^*, no solver to compare")
+        return
+    w, lam, tol = fast._w, fast.lam, fast.tol
+    warm = np.zeros((1, shard.dim))
+    spent = {"own": 0.0, "batched": 0.0}
+    worst = 0.0
+    block = 100
+    for start in range(0, len(ys), block):
+        rows = ys[start : start + block]
+        began = time.process_time()
+        xs = [fast.grad_conjugate(y) for y in rows]
+        spent["own"] += time.process_time() - began
+        began = time.process_time()
+        for y in rows:
+            warm = newton_conjugate(shard.A[None], fast.s[None], w, lam, y[None], warm, tol)
+        spent["batched"] += time.process_time() - began
+        worst = max([worst] + [float(np.linalg.norm(fast.grad(x) - y)) for x, y in zip(xs, rows)])
+    k = len(ys)
+    own, batched = spent["own"] / k * 1e6, spent["batched"] / k * 1e6
+    moves = np.linalg.norm(np.diff(ys, axis=0), axis=1)
+    print(
+        f"  grad f^* of node {args.node} ({shard.m} rows, d = {shard.dim}), {k} calls replayed "
+        f"from a simulated run to t = {args.t_replay:g} (|dy| median {np.median(moves):.1e}):"
+    )
+    print(
+        f"    own path {own:.0f} us per call ({fast._fast.newton_steps / k:.2f} Newton steps), "
+        f"batched solver {batched:.0f} us: {batched / own:.1f}x; largest residual "
+        f"{worst:.1e} (tol {tol:g}, so |x - grad f^*(y)| <= {tol / lam:.0e})"
+    )
 
 
 async def main(argv: Sequence[str] | None = None) -> None:
@@ -39,7 +115,15 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--split", default="label:1")
     parser.add_argument("--until", type=float, default=1e-6)
     parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--node", type=int, default=5, help="node whose solver is replayed")
+    parser.add_argument("--t-replay", type=float, default=8000.0)
+    parser.add_argument("--solver-only", action="store_true")
     args = parser.parse_args(argv)
+
+    print(f"{args.graph} at {args.rate:g}/s asked; load average {os.getloadavg()[0]:.1f}")
+    solver_ab(args)
+    if args.solver_only:
+        return
 
     gossip = await cluster_cpu(args.graph, "arg", args.rate, args.duration, args.warmup, 0.1)
     opt = await cluster_cpu(
@@ -57,7 +141,6 @@ async def main(argv: Sequence[str] | None = None) -> None:
     assert state.optimization is not None
     assert state.topology is not None
     task = state.optimization.task
-    print(f"{args.graph} at {args.rate:g}/s asked")
     print(
         f"  gossip (arg): achieved {gossip.achieved:,.0f}/s, node CPU {gossip.node_us:.0f} us "
         f"per exchange, round trip p50 {gossip.rtt_p50_ms or 0:.2f} ms"
@@ -68,6 +151,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
         f"{opt.rtt_p50_ms or 0:.2f} ms"
     )
     print(f"  node CPU per exchange, optimization / gossip = {opt.node_us / gossip.node_us:.1f}x")
+    for name, run in (("gossip", gossip), ("optimization", opt)):
+        print(
+            f"    {name}: nodes used {run.node_cores:.2f} cores, {run.io_share:.0%} in zmq I/O "
+            f"threads, {run.sleeps:.2f} event-loop sleeps per exchange"
+        )
     final = state.optimization.final
     reached = f"t = {state.t_eps:.0f}" if state.t_eps is not None else "not reached"
     drift = f"{final.dual_drift:.1e}" if final is not None else "-"
@@ -86,6 +174,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         f"  inside the simulator's 5-95% band ({args.runs} runs): {agreement.inside:.0%} of "
         f"{len(agreement.t)} points; median offset {agreement.log_ratio_median:+.2f} decades"
     )
+    print(f"  load average at the end {os.getloadavg()[0]:.1f} (2 cores)")
 
 
 if __name__ == "__main__":
