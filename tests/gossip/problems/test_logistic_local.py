@@ -29,7 +29,9 @@ walks = st.tuples(
 
 @settings(max_examples=40, deadline=None)
 @given(walks)
-def test_every_answer_has_its_residual_within_tol(walk: tuple[int, int, float, float, float]) -> None:
+def test_every_answer_has_its_residual_within_tol(
+    walk: tuple[int, int, float, float, float],
+) -> None:
     # The fast path returns some answers without evaluating their residual (the step bound
     # certifies it): check the guarantee |grad f(x) - y| <= tol on every answer of a walk in y,
     # and that the answers are the batched solver's up to tol / mu.
