@@ -87,10 +87,8 @@ def solver_ab(args: argparse.Namespace) -> None:
         for y in rows:
             warm = newton_conjugate(shard.A[None], fast.s[None], w, lam, y[None], warm, tol)
         spent["batched"] += time.process_time() - began
-        worst = max(
-            [worst]
-            + [float(np.linalg.norm(fast.grad(x) - y)) for x, y in zip(xs, rows, strict=True)]
-        )
+        pairs = list(zip(xs, rows, strict=True))
+        worst = max([worst] + [float(np.linalg.norm(fast.grad(x) - y)) for x, y in pairs])
         # The error the tolerance adds, against a solve to 1e-14 (every 10th call: not timed).
         for x, y in pairs[::10]:
             exact = newton_conjugate(shard.A[None], fast.s[None], w, lam, y[None], x[None], 1e-14)
