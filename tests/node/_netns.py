@@ -1,10 +1,11 @@
 """A throw-away network of Linux namespaces for fault tests: one namespace per node, a switch.
 
-Layout (``X`` is a free third octet, claimed atomically by the switch namespace's name)::
+Layout (``X`` is a free third octet, claimed atomically by the switch namespace's name; ``P``
+the prefix, ``gn<pid>x<X>``)::
 
-    root namespace                  switch namespace ``<prefix>-sw``      node namespace ``<prefix>-K``
-    <prefix>h  10.77.X.1/24  <--veth-->  h0 ---+                             eth0 10.77.X.(K+2)/24
-    (broker, coordinator)                      br0 --- vK  <------veth------->  (one gossip node)
+    root namespace                 switch namespace P-sw         node namespace P-K
+    Ph  10.77.X.1/24 <--veth--> h0 -- br0 -- vK <----veth----> eth0 10.77.X.(K+2)/24
+    (broker, coordinator)                                      (one gossip node)
 
 The bridge lives in a namespace of its own, not in the root one: a host running Docker has
 ``br_netfilter`` loaded and a root ``FORWARD`` policy of ``DROP``, which would silently drop
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -30,6 +32,7 @@ __all__ = ["NetLab", "netns_unavailable"]
 
 _SUBNET = "10.77"
 _CHAINS = ("RANDOMDROP", "PARTITION")
+_OURS = re.compile(r"^gn(\d+)x(\d+)-(?:sw|\d+)$")
 
 
 def _run(argv: Sequence[str], *, check: bool = True) -> str:
@@ -67,6 +70,29 @@ def netns_unavailable() -> str | None:
     return None
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep_stale() -> None:
+    """Delete the namespaces and host links of labs whose test process is gone (killed by a
+    timeout, say): a leftover host link would keep its subnet's route."""
+    for line in _run(["ip", "netns", "list"], check=False).splitlines():
+        name = line.split(" ", 1)[0]
+        found = _OURS.match(name)
+        if found is None or _alive(int(found.group(1))):
+            continue
+        _run(["ip", "netns", "del", name], check=False)
+        if name.endswith("-sw"):
+            _run(["ip", "link", "del", f"gn{found.group(1)}x{found.group(2)}h"], check=False)
+
+
 @dataclass
 class NetLab:
     """``nodes`` namespaces on one switch, and the root namespace's address on it (``hub``).
@@ -76,7 +102,7 @@ class NetLab:
     """
 
     nodes: int
-    prefix: str = field(default_factory=lambda: f"gn{os.getpid() % 100000}")
+    prefix: str = field(default_factory=lambda: f"gn{os.getpid()}")  # <= 15 chars with "x254h"
     octet: int = 0
     _made: list[str] = field(default_factory=list)
     _host_link: str = ""
@@ -89,6 +115,7 @@ class NetLab:
 
     def open(self) -> NetLab:
         """Create the switch, the host link and every node namespace; return self."""
+        _sweep_stale()
         try:
             self._claim_subnet()
             sw = self.switch
@@ -219,4 +246,3 @@ class NetLab:
                 if fields and fields[0].isdigit():
                     total += int(fields[0])
         return total
-

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -67,14 +68,20 @@ def require_mosquitto() -> str:
     return binary
 
 
-@pytest.fixture
-def lab() -> Iterator[NetLab]:
-    """One namespace per node of ``GRAPH``, removed afterwards whatever happened."""
+def require_netns() -> None:
+    """Skip without root, ``ip netns``, veth or iptables, except under CI (root) where they must
+    work."""
     reason = netns_unavailable()
     if reason is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"network namespaces are needed in CI: {reason}")
         pytest.skip(reason)
+
+
+@pytest.fixture
+def lab() -> Iterator[NetLab]:
+    """One namespace per node of ``GRAPH``, removed afterwards whatever happened."""
+    require_netns()
     net = NetLab(parse_topology(GRAPH).n).open()
     try:
         yield net
@@ -84,7 +91,7 @@ def lab() -> Iterator[NetLab]:
 
 async def until(check: Callable[[], bool], what: str, run: asyncio.Task[object]) -> None:
     """Wait for ``check()`` (a count in the coordinator's state); fail early if the run ended."""
-    while not check():  # noqa: ASYNC110 -- counts in the coordinator's state: no event to await
+    while not check():  # counts in the coordinator's state: there is no event to await
         if run.done():
             run.result()  # its error, if any
             pytest.fail(f"the run ended before {what}")
@@ -104,6 +111,50 @@ def edge_ends(state: ClusterState, edges: list[tuple[int, int]]) -> int:
 def retried(state: ClusterState, nodes: set[int]) -> int:
     """Requests re-sent after a timeout by ``nodes``, so far."""
     return sum(state.nodes[v].counters.get("retried", 0) for v in nodes if v in state.nodes)
+
+
+_LISTEN = "import socket, sys; s = socket.create_server((sys.argv[1], 7000)); print(flush=True)\n"
+_LISTEN += "while True: s.accept()[0].close()"
+_CONNECT = "import socket, sys; socket.create_connection((sys.argv[1], 7000), timeout=1).close()"
+
+
+def _cut_heal_then_fail(made: list[str]) -> None:
+    """A lab of two: TCP connects, not across a partition, again once healed; then an error."""
+    with NetLab(2) as net:
+        made += [net.switch, net.ns(0), net.ns(1), f"{net.prefix}h"]
+        server = subprocess.Popen(
+            net.exec_argv(1, [sys.executable, "-c", _LISTEN, net.ip(1)]), stdout=subprocess.PIPE
+        )
+        try:
+            assert server.stdout is not None
+            server.stdout.readline()  # listening
+
+            def connects() -> bool:
+                argv = net.exec_argv(0, [sys.executable, "-c", _CONNECT, net.ip(1)])
+                return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+
+            assert connects()
+            net.partition([0], [1])
+            assert not connects()
+            assert net.dropped("PARTITION") > 0
+            net.heal()
+            assert connects()
+        finally:
+            server.kill()
+            server.wait()
+        raise RuntimeError("on purpose: the lab must be removed on an error")
+
+
+def test_the_lab_cuts_heals_and_leaves_nothing_behind() -> None:
+    require_netns()
+    made: list[str] = []
+    with pytest.raises(RuntimeError, match="on purpose"):
+        _cut_heal_then_fail(made)
+    assert len(made) == 4
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    names = {line.split()[0].split("@")[0] for line in (listed + links).splitlines() if line}
+    assert not names & set(made)
 
 
 async def test_random_drop_and_a_partition_that_heals(lab: NetLab, tmp_path: Path) -> None:
@@ -177,8 +228,10 @@ async def test_random_drop_and_a_partition_that_heals(lab: NetLab, tmp_path: Pat
                 at_cut = {v for edge in cut for v in edge}
                 retried_a = retried(state, at_cut)
                 await until(
-                    lambda: edge_ends(state, inside) >= inside_a + INSIDE
-                    and retried(state, at_cut) > retried_a,
+                    lambda: (
+                        edge_ends(state, inside) >= inside_a + INSIDE
+                        and retried(state, at_cut) > retried_a
+                    ),
                     "the halves went on and the cut retried",
                     run,
                 )
@@ -240,4 +293,3 @@ async def test_random_drop_and_a_partition_that_heals(lab: NetLab, tmp_path: Pat
     assert summary.final_error is not None
     assert summary.final_error <= 3 * EPS
     assert codes == [0] * n
-
