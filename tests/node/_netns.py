@@ -192,6 +192,11 @@ class NetLab:
         return f"{self.prefix}-sw"
 
     @property
+    def subnet(self) -> str:
+        """The first three octets of the lab's addresses (a ``/24``)."""
+        return f"{_SUBNET}.{self.octet}"
+
+    @property
     def hub(self) -> str:
         """The root namespace's address on the switch (broker and coordinator bind here)."""
         return f"{_SUBNET}.{self.octet}.1"
@@ -214,13 +219,18 @@ class NetLab:
 
     # -- faults ----------------------------------------------------------------------------
 
-    def drop_randomly(self, k: int, probability: float, peers: Iterable[int]) -> None:
-        """Drop each packet between node ``k`` and ``peers`` with ``probability``, both ways."""
-        for peer in peers:
-            for direction in ("-s", "-d"):
-                self.iptables(k, "-A", "RANDOMDROP", direction, self.ip(peer), "-m", "statistic",
-                              "--mode", "random", "--probability", f"{probability:.6f}",
-                              "-j", "DROP")  # fmt: skip
+    def drop_randomly(self, k: int, probability: float, peers: Iterable[int] | None = None) -> None:
+        """Drop each packet of node ``k`` with ``probability``, in and out: to and from
+        ``peers`` only, or (``None``) every packet on the lab's network, the hub's included."""
+        if peers is None:
+            # In INPUT the source is whoever sent it, in OUTPUT it is us: both on the subnet.
+            selectors = [("-s", f"{self.subnet}.0/24")]
+        else:
+            selectors = [(way, self.ip(p)) for p in peers for way in ("-s", "-d")]
+        for way, address in selectors:
+            self.iptables(k, "-A", "RANDOMDROP", way, address, "-m", "statistic",
+                          "--mode", "random", "--probability", f"{probability:.6f}",
+                          "-j", "DROP")  # fmt: skip
 
     def partition(self, side_a: Iterable[int], side_b: Iterable[int]) -> None:
         """Cut every packet between the two sides (the hub stays reachable from both)."""
