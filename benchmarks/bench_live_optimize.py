@@ -40,6 +40,8 @@ from gossip.datasets import load_node_shard
 from gossip.dual.experiment import algorithm_params
 from gossip.dual.network import build_network
 from gossip.dual.simulate import simulate_optimization
+from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.ledger import Ledger
 from gossip.problems import make_local_problem
 from gossip.problems.logistic import newton_conjugate
 from gossip.spectral import graph_quantities
@@ -62,6 +64,59 @@ def _node_ys(graph: str, problem: str, data: str, split: str, node: int, t_end: 
     problems.grad_conjugate = recording  # type: ignore[method-assign]
     simulate_optimization(topo, problems, params, np.linspace(0.0, t_end, 20), 1, 0)
     return np.array(seen)
+
+
+def _exchange_cpu(dim: int, values: Sequence[Any] | None, rounds: int = 2000) -> float:
+    """CPU microseconds per exchange (both ends, no sockets) between two in-process nodes."""
+    timebase = TimeBase(0.0, 1.0)
+    ends = []
+    for v in (0, 1):
+        extra = {} if values is None else {"exchange_value": values[v]}
+        ledger = Ledger([0.0] * dim, [0], eta=1e-3)
+        link = [Link(0, 1 - v, 1.0, 0.002)]
+        ends.append(Exchanger(v, link, ledger, 0.05, timebase, timeout=1.0, **extra))
+    a, b = ends
+    began = time.process_time()
+    for i in range(rounds):
+        now = 1.0 + i
+        out = a.initiate(0, now)
+        assert out is not None
+        answer = b.receive(out.frame, now + 0.1, b"route")
+        assert isinstance(answer, bytes)
+        a.receive(answer, now + 0.2)
+    return (time.process_time() - began) / rounds * 1e6
+
+
+def _batched(problem: Any) -> Any:
+    """``y -> grad f^*(y)`` by the batched solver from its previous answer (the old path)."""
+    box = [np.zeros((1, problem.dim))]
+
+    def value(y: Any) -> Any:
+        box[0] = newton_conjugate(
+            problem.shard.A[None], problem.s[None], problem._w, problem.lam, y[None], box[0]
+        )
+        return box[0][0]
+
+    return value
+
+
+def protocol_ab(args: argparse.Namespace) -> None:
+    """The protocol's CPU per exchange in-process: gossip against optimization, both solvers."""
+    n = parse_topology(args.graph).n
+    pair = [
+        make_local_problem(args.problem, load_node_shard(args.data, args.split, n, v), node=v)
+        for v in (args.node, args.node + 1)
+    ]
+    dim = pair[0].dim
+    gossip = _exchange_cpu(1, None)
+    vectors = _exchange_cpu(dim, [lambda y: y, lambda y: y])
+    own = _exchange_cpu(dim, [p.grad_conjugate for p in pair])
+    old = _exchange_cpu(dim, [_batched(p) for p in pair]) if hasattr(pair[0], "_fast") else own
+    print(
+        f"  in-process exchange, CPU of both ends (no sockets): gossip d = 1 {gossip:.0f} us; "
+        f"d = {dim} without solver {vectors:.0f} us; {args.problem} {own:.0f} us with the "
+        f"node's own solver, {old:.0f} us with the batched one"
+    )
 
 
 def solver_ab(args: argparse.Namespace) -> None:
@@ -128,6 +183,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
 
     print(f"{args.graph} at {args.rate:g}/s asked; load average {os.getloadavg()[0]:.1f}")
     solver_ab(args)
+    protocol_ab(args)
     if args.solver_only:
         return
 
@@ -158,9 +214,16 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
     print(f"  node CPU per exchange, optimization / gossip = {opt.node_us / gossip.node_us:.1f}x")
     for name, run in (("gossip", gossip), ("optimization", opt)):
+        assert run.state is not None
+        done = max(run.state.activations(), 1)
+        counts = {
+            key: sum(view.counters.get(key, 0) for view in run.state.nodes.values()) / done
+            for key in ("bounced", "retried", "waited", "skipped")
+        }
+        extra = ", ".join(f"{value:.2f} {key}" for key, value in counts.items())
         print(
             f"    {name}: nodes used {run.node_cores:.2f} cores, {run.io_share:.0%} in zmq I/O "
-            f"threads, {run.sleeps:.2f} event-loop sleeps per exchange"
+            f"threads, {run.sleeps:.2f} event-loop sleeps per exchange; per exchange {extra}"
         )
     final = state.optimization.final
     reached = f"t = {state.t_eps:.0f}" if state.t_eps is not None else "not reached"

@@ -1,10 +1,10 @@
 """Benchmark: how much sooner accelerated dual gossip (acd) reaches 1e-8 than plain dual CD (cd).
 
 Run with ``python benchmarks/bench_optimize.py [--runs 8] [--cd-horizon auto|T] [--cd-cap
-1e6] [--acd-horizon 100000] [--problems ridge:1,logistic:1]`` (ridge, 4 runs: 4 minutes). For ridge and
-logistic regression (lambda = 1) on breast-cancer (iid split) over line:30 and grid:10x10, acd
-and cd run on the same activations (same seed); the figure is the ratio of their times to a
-median ``sum_v |x_v - x*|^2 <= 1e-8``, printed next to the theory's factor
+1e6] [--acd-horizon 100000] [--problems ridge:1,logistic:1]`` (ridge, 4 runs: 4 minutes).
+For ridge and logistic regression (lambda = 1) on breast-cancer (iid split) over line:30 and
+grid:10x10, acd and cd run on the same activations (same seed); the figure is the ratio of
+their times to a median ``sum_v |x_v - x*|^2 <= 1e-8``, printed next to the theory's factor
 ``theta_acd / theta_cd``. Both are ratios measured in one run, so they mean the same on any
 machine; the wall times printed are for this machine.
 
