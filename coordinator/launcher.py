@@ -65,7 +65,13 @@ from coordinator.registry import Plan
 from coordinator.security import load_security
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState
-from coordinator.supervise import Supervision, free_port_block, run_record, write_record
+from coordinator.supervise import (
+    Supervision,
+    free_port_block,
+    moved_command,
+    run_record,
+    write_record,
+)
 from gossip.errors import ConfigError, GossipError
 from gossip.keys import COORDINATOR, init_keys
 
@@ -408,7 +414,7 @@ def _slots(config: UpConfig, plan: Plan, bind: str, taken: set[int]) -> list[_Sl
 
 async def _run_nodes(
     coordinator: Coordinator,
-    slots: Sequence[_Slot],
+    slots: list[_Slot],
     procs: list[Child],
     start: Callable[[_Slot], Awaitable[Child]],
     sup: Supervision,
@@ -441,7 +447,7 @@ async def _first(event: asyncio.Event, run: asyncio.Task[RunSummary | None]) -> 
 
 
 async def _supervise_nodes(
-    slots: Sequence[_Slot],
+    slots: list[_Slot],
     procs: list[Child],
     start: Callable[[_Slot], Awaitable[Child]],
     state: ClusterState,
@@ -469,6 +475,9 @@ async def _supervise_nodes(
                         f"{sup.restarts.get(slot.name, 0)} restart(s), the most --max-restarts "
                         f"{sup.max_restarts} allows (log: {slot.log})\n{tail}"
                     )
+                if sup.new_address:  # as DHCP or a new container would: another port
+                    port, command = moved_command(slot.command)
+                    slots[k] = slot = dataclasses.replace(slot, port=port, command=command)
                 count = sup.restarted(slot.name, code)
                 print(
                     f"restart: {slot.name} exited with code {code} during the run; restarting "

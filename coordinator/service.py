@@ -49,7 +49,7 @@ from coordinator.opt_measure import finish_optimization
 from coordinator.outcome import final_result, run_summary
 from coordinator.records import RunSummary
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
-from coordinator.registry import Assignment, Plan, Ready, Registry
+from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
 from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
 from coordinator.status import resumable, run_header, status_record
@@ -168,6 +168,7 @@ class Coordinator:
                                 self._on_ready,
                                 self._on_registered,
                                 authenticated=sec is not None,
+                                on_readdress=self._on_readdressed,
                             ),
                             name="registrar",
                         )
@@ -232,6 +233,11 @@ class Coordinator:
             self.state.registered = {name: k for k, name in enumerate(self.registry.names)}
             self.state.message = f"{len(self.state.registered)} of {self.plan.expected} registered"
             self.state.touch()
+
+    def _on_readdressed(self, outcome: Readdressed) -> None:
+        # The retained assignment must name the new address: a coordinator that resumes the
+        # run, and the neighbours it bootstraps again, would use the dead one.
+        self._publish_status()
 
     def _on_ready(self, ready: Ready) -> None:
         self._adopt(ready.assignment)

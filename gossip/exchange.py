@@ -83,6 +83,9 @@ neighbour for its ledger on the shared edge (``LedgerRequest``), sets its own to
 (``LedgerReply``, taken at a time after every jump the neighbour made), numbers its next
 exchanges above the highest the neighbour has seen, and takes the latest of those times as
 its ``L``. Until every edge is recovered it neither initiates nor applies (it Nacks).
+Before each LedgerRequest it may send a ``Moved`` with its address (it may have come back on
+another one): the neighbour checks it, and hands it out of :meth:`Exchanger.take_moved` for
+its transport to send there from now on; a route, never state (:mod:`gossip.recovery`).
 
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
 :mod:`gossip.protocol`); :class:`Exchanger` looks them up and carries them out: this module
@@ -118,12 +121,13 @@ from gossip.protocol import (
     Standing,
     TimeBase,
 )
-from gossip.recovery import apply_ledger_reply, ledger_reply
+from gossip.recovery import apply_ledger_reply, check_moved, ledger_reply
 from gossip.wire import (
     Busy,
     LedgerReply,
     LedgerRequest,
     Message,
+    Moved,
     Nack,
     Reply,
     Request,
@@ -232,6 +236,9 @@ class Exchanger(Initiator):
         # Requests waiting for our exchange to settle, by (edge, seq), with their routes.
         self._deferred: dict[tuple[int, int], tuple[Request, bytes | None]] = {}
         self._released: list[tuple[bytes | None, bytes]] = []
+        # Neighbours' new addresses (peer id -> tcp://host:port), for take_moved(); checked
+        # by the caller after each receive() (an empty dict is false: one test per frame).
+        self.moved: dict[int, str] = {}
 
     def take_released(self) -> list[tuple[bytes | None, bytes]]:
         """Return (and forget) the answers to deferred requests, with the routes given to
@@ -246,13 +253,27 @@ class Exchanger(Initiator):
         self._serve_deferred(math.nan)  # closed: each gets a Nack
 
     # --- recovery -------------------------------------------------------------------------------
-    def ledger_requests(self) -> list[Outgoing]:
-        """Return a LedgerRequest for every edge not yet recovered (re-send them until done)."""
-        return [
-            Outgoing(s.link.peer, encode(LedgerRequest(src=self.node_id, edge=e)))
-            for e, s in self._edges.items()
-            if not s.recovered
-        ]
+    def ledger_requests(self, address: str = "") -> list[Outgoing]:
+        """Return a LedgerRequest for every edge not yet recovered (re-send them until done).
+
+        With ``address`` (where this node is reachable now) each is preceded by a ``Moved``
+        announcing it, so that a neighbour that knew an older address learns this one before
+        it answers.
+        """
+        out = []
+        for e, s in self._edges.items():
+            if not s.recovered:
+                if address:
+                    moved = Moved(src=self.node_id, edge=e, address=address)
+                    out.append(Outgoing(s.link.peer, encode(moved)))
+                out.append(Outgoing(s.link.peer, encode(LedgerRequest(src=self.node_id, edge=e))))
+        return out
+
+    def take_moved(self) -> dict[int, str]:
+        """Return (and forget) the neighbours' new addresses announced since the last call
+        (peer id -> ``tcp://host:port``): send to each peer there from now on."""
+        out, self.moved = self.moved, {}
+        return out
 
     def give_up_recovery(self) -> list[int]:
         """Stop waiting for the edges not yet recovered (their ledgers stay as they are).
@@ -309,6 +330,9 @@ class Exchanger(Initiator):
             return self._on_ledger_request(message, now)
         if isinstance(message, LedgerReply):
             self._on_ledger_reply(message, now)
+            return None
+        if isinstance(message, Moved):
+            self._on_moved(message, route)
             return None
         raise ProtocolError(f"a {message.TYPE} message is not part of the exchange protocol")
 
@@ -419,6 +443,14 @@ class Exchanger(Initiator):
         state = self._edge_from(msg.src, msg.edge)
         t = max(self.timebase.t(now), self._last)  # after every jump of ours
         return encode(ledger_reply(self.node_id, self.ledger, state, t))
+
+    def _on_moved(self, msg: Moved, route: bytes | None) -> None:
+        state = self._edge_from(msg.src, msg.edge)
+        if route is None:
+            # A Moved is sent as a request (to our server), never as an answer on a
+            # connection of ours, which the move is about to replace.
+            raise ProtocolError("a moved message must come as a request, not as an answer")
+        self.moved[state.link.peer] = check_moved(msg)
 
     def _on_ledger_reply(self, msg: LedgerReply, now: float) -> None:
         state = self._edge_from(msg.src, msg.edge)

@@ -14,7 +14,9 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
   exchange, or the tick waits for the node's lock); a late tick fires late, none is dropped;
 * ``node-retry``   -- re-send requests whose timeout passed, start refused activations whose
   back-off pause is over;
-* ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered;
+* ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered,
+  each request preceded by its address (``Moved``): it may have come back on another one, and
+  a neighbour that gets it sends there from then on (:meth:`Node._follow_moves`);
 * ``node-mqtt``    -- reports and the control topic (only with a broker).
 
 Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating (activations still owed are
@@ -37,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from gossip.errors import GossipError
 from gossip.exchange import Counters, Exchanger, Link, TimeBase
 from gossip.ledger import Ledger
 from gossip.wire import Bootstrap
@@ -248,6 +251,8 @@ class Node:
         transport, ex = self.transport, self.exchanger
         bounced = ex.counters.bounced
         answer = ex.receive(data, self.clock(), route, sender)
+        if ex.moved:  # a restarted neighbour announced its address
+            self._follow_moves()
         if answer and route is not None:  # b"" (DEFERRED): answered later
             transport.answer(route, answer)
         for out in ex.take_outgoing():  # waiting ticks, started once our lock is free
@@ -255,6 +260,20 @@ class Node:
         self._send_released()
         if ex.counters.bounced != bounced:
             self._bounced.set()  # a refused activation to start after a pause: re-arm
+
+    def _follow_moves(self) -> None:
+        """Send to each neighbour that announced another address there from now on."""
+        ex = self.exchanger
+        for peer, address in ex.take_moved().items():
+            try:
+                moved = self.transport.move(peer, address)
+            except GossipError as exc:  # unreachable address, or no key for the peer
+                ex.counters.rejected += 1
+                log.warning("neighbour %d announced address %r: %s", peer, address, exc)
+                continue
+            if moved:
+                ex.counters.moved += 1
+                log.info("neighbour %d is now at %s", peer, address)
 
     async def _tick(self) -> None:
         transport, ex, clock, tb = self.transport, self.exchanger, self.clock, self.timebase
@@ -311,7 +330,7 @@ class Node:
                 edges = ex.give_up_recovery()
                 log.warning("no ledger from the neighbours on edges %s: gossiping on", edges)
                 return
-            for out in ex.ledger_requests():
+            for out in ex.ledger_requests(self.transport.address):
                 self.transport.send(out.peer, out.frame)
             resend_at = self.clock() + _RECOVER_EVERY
             while self.clock() < resend_at:
