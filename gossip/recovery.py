@@ -34,8 +34,9 @@ __all__ = ["apply_ledger_reply", "check_moved", "ledger_reply"]
 
 # tcp://host:port, host a name, an IPv4 or a bracketed IPv6 address (no wildcard: a neighbour
 # cannot connect to one).
-_ADDRESS = re.compile(r"^tcp://(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]*]+):(\d{1,5})$")
+_ADDRESS = re.compile(r"tcp://(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]*]+):(\d{1,5})")
 _WILDCARDS = ("0.0.0.0", "[::]")
+_MEMORY = re.compile(r"mem://\S{1,200}")
 
 
 def ledger_reply(node_id: int, ledger: Ledger, state: EdgeState, t: float) -> LedgerReply:
@@ -65,20 +66,26 @@ def apply_ledger_reply(ledger: Ledger, state: EdgeState, msg: LedgerReply) -> No
 def check_moved(msg: Moved) -> str:
     """Return the address a :class:`~gossip.wire.Moved` announces, once checked.
 
+    Valid: ``tcp://HOST:PORT`` (a host other than a wildcard, a port in 1..65535), and the
+    in-memory transport's ``mem://NAME`` (:mod:`node.fake_transport`).
+
     Raises
     ------
     ProtocolError
-        The address is not ``tcp://host:port`` with a host a neighbour can connect to.
+        The address is neither, naming it.
 
     Examples
     --------
     >>> check_moved(Moved(src=1, edge=0, address="tcp://10.0.0.7:7001"))
     'tcp://10.0.0.7:7001'
     """
-    match = _ADDRESS.match(msg.address)
+    address = msg.address
+    if _MEMORY.fullmatch(address):
+        return address
+    match = _ADDRESS.fullmatch(address)
     if match is None or match.group(1) in _WILDCARDS or not 0 < int(match.group(2)) < 65536:
         raise ProtocolError(
             f"field 'address' must be tcp://HOST:PORT with a host other than a wildcard and a "
-            f"port in 1..65535, got {msg.address!r}"
+            f"port in 1..65535 (or mem://NAME in memory), got {address!r}"
         )
-    return msg.address
+    return address

@@ -83,6 +83,8 @@ def moved(src: int = 1, edge: int = 0, address: str = ADDRESS) -> bytes:
         (moved(address="udp://127.0.0.1:41000"), b"r", None, "rejected"),
         (moved(address="tcp://127.0.0.1:0"), b"r", None, "rejected"),
         (moved(address="tcp://127.0.0.1"), b"r", None, "rejected"),
+        (moved(address=ADDRESS + "\n"), b"r", None, "rejected"),
+        (moved(address="mem://"), b"r", None, "rejected"),
         (moved(), b"r", 2, "forged"),  # the key says node 2, the frame says node 1
     ],
 )
