@@ -65,13 +65,7 @@ from coordinator.registry import Plan
 from coordinator.security import load_security
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState
-from coordinator.supervise import (
-    Supervision,
-    free_port_block,
-    moved_command,
-    run_record,
-    write_record,
-)
+from coordinator.supervise import Supervision, free_port_block, run_record, write_record
 from gossip.errors import ConfigError, GossipError
 from gossip.keys import COORDINATOR, init_keys
 
@@ -475,9 +469,9 @@ async def _supervise_nodes(
                         f"{sup.restarts.get(slot.name, 0)} restart(s), the most --max-restarts "
                         f"{sup.max_restarts} allows (log: {slot.log})\n{tail}"
                     )
-                if sup.new_address:  # as DHCP or a new container would: another port
-                    port, command = moved_command(slot.command)
-                    slots[k] = slot = dataclasses.replace(slot, port=port, command=command)
+                moved = sup.restart_command(slot.command)  # None: on its own address
+                if moved is not None:  # as DHCP or a new container would: another port
+                    slots[k] = slot = dataclasses.replace(slot, port=moved[0], command=moved[1])
                 count = sup.restarted(slot.name, code)
                 print(
                     f"restart: {slot.name} exited with code {code} during the run; restarting "

@@ -71,6 +71,11 @@ class Supervision:
         )  # fmt: skip
         return count
 
+    def restart_command(self, command: Sequence[str]) -> tuple[int, list[str]] | None:
+        """The port and command to restart a process with on a new address (``new_address``,
+        see :func:`moved_command`); ``None``: restart it as it was, on its address."""
+        return moved_command(command) if self.new_address else None
+
     def failed(self, message: str) -> None:
         """Record what ended the run (the first failure wins)."""
         if self.failure is None:

@@ -239,6 +239,9 @@ class Exchanger(Initiator):
         # Neighbours' new addresses (peer id -> tcp://host:port), for take_moved(); checked
         # by the caller after each receive() (an empty dict is false: one test per frame).
         self.moved: dict[int, str] = {}
+        # Edges whose neighbour may still send to an address we had before a restart: until a
+        # request of theirs reaches us (proof that they send where we are), we announce ours.
+        self._unheard: set[int] = set(self._edges) if recover else set()
 
     def take_released(self) -> list[tuple[bytes | None, bytes]]:
         """Return (and forget) the answers to deferred requests, with the routes given to
@@ -263,11 +266,27 @@ class Exchanger(Initiator):
         out = []
         for e, s in self._edges.items():
             if not s.recovered:
-                if address:
+                if address and e in self._unheard:
                     moved = Moved(src=self.node_id, edge=e, address=address)
                     out.append(Outgoing(s.link.peer, encode(moved)))
                 out.append(Outgoing(s.link.peer, encode(LedgerRequest(src=self.node_id, edge=e))))
         return out
+
+    @property
+    def announcing(self) -> bool:
+        """Whether a neighbour has not yet sent a request since this node (re)started: it may
+        still send to an older address (see :meth:`announcements`)."""
+        return bool(self._unheard)
+
+    def announcements(self, address: str) -> list[Outgoing]:
+        """Return a ``Moved`` with ``address`` for every neighbour not heard from since the
+        restart: a lost one, or one whose LedgerRequest was answered while it was lost, would
+        leave that neighbour sending to the old address. Re-send them until
+        :attr:`announcing` is False (or the neighbour is given up on)."""
+        return [
+            Outgoing(self._edges[e].link.peer, encode(Moved(self.node_id, e, address)))
+            for e in sorted(self._unheard)
+        ]
 
     def take_moved(self) -> dict[int, str]:
         """Return (and forget) the neighbours' new addresses announced since the last call
@@ -378,6 +397,8 @@ class Exchanger(Initiator):
 
     def _on_request(self, msg: Request, now: float, route: bytes | None) -> bytes | None:
         state = self._edge_from(msg.src, msg.edge)
+        if self._unheard:
+            self._unheard.discard(msg.edge)  # they reach us where we are: no more Moved
         self._check_dim("u", msg.u)
         if not msg.ack < msg.seq <= msg.ack + SEQ_WINDOW:
             # An honest initiator numbers each request after its own watermark, and at most

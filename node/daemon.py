@@ -323,21 +323,29 @@ class Node:
             await asyncio.wait_for(self._bounced.wait(), seconds)
 
     async def _recover(self) -> None:
-        ex = self.exchanger
+        ex, address = self.exchanger, self.transport.address
         give_up = self.clock() + _RECOVER_GIVE_UP
         while ex.recovering:
             if self.clock() > give_up:
                 edges = ex.give_up_recovery()
                 log.warning("no ledger from the neighbours on edges %s: gossiping on", edges)
-                return
-            for out in ex.ledger_requests(self.transport.address):
+                break
+            for out in ex.ledger_requests(address):
                 self.transport.send(out.peer, out.frame)
             resend_at = self.clock() + _RECOVER_EVERY
             while self.clock() < resend_at:
                 if not ex.recovering:
                     break
                 await asyncio.sleep(0.01)  # replies usually come within a millisecond
-        log.info("recovered the ledger from the neighbours")
+        else:
+            log.info("recovered the ledger from the neighbours")
+        # A neighbour whose Moved was lost (its LedgerRequest was not) would send to our old
+        # address for good: announce it until each neighbour's requests reach us here.
+        give_up = self.clock() + _RECOVER_GIVE_UP
+        while ex.announcing and self.clock() < give_up:
+            for out in ex.announcements(address):
+                self.transport.send(out.peer, out.frame)
+            await asyncio.sleep(_RECOVER_EVERY)
 
 
 async def run_node(config: NodeConfig) -> int:

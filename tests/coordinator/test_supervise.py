@@ -95,3 +95,8 @@ def test_a_moved_command_binds_a_free_block_apart_from_the_old_one(size: int) ->
         sock.bind(("127.0.0.1", port))
     with pytest.raises(ConfigError, match="without --bind"):
         moved_command(["node", "--name", "n"])
+    # The policy moves a process only when asked to.
+    assert Supervision().restart_command(command) is None
+    again = Supervision(new_address=True).restart_command(command)
+    assert again is not None
+    assert again[1][4] == f"tcp://127.0.0.1:{again[0]}"

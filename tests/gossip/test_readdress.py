@@ -69,6 +69,30 @@ def test_a_neighbour_learns_the_address_and_recovery_is_unchanged() -> None:
         assert nodes[v].activations() == {1: 0}
 
 
+def test_it_announces_again_until_each_neighbours_requests_reach_it() -> None:
+    nodes = line3(recover_middle=True)
+    fresh = nodes[1]
+    assert not nodes[0].announcing  # started normally: nobody knows an older address
+    for out in fresh.ledger_requests(ADDRESS):
+        if isinstance(decode(out.frame), Moved):
+            continue  # every Moved lost, every LedgerRequest answered
+        answer = nodes[out.peer].receive(out.frame, now=5.0, route=b"r1")
+        assert answer is not None
+        fresh.receive(answer, now=5.0)
+    assert not fresh.recovering
+    assert fresh.announcing
+    assert [(o.peer, decode(o.frame)) for o in fresh.announcements(ADDRESS)] == [
+        (0, Moved(src=1, edge=0, address=ADDRESS)),
+        (2, Moved(src=1, edge=1, address=ADDRESS)),
+    ]
+    # Node 0's request reaches it (at its new address): node 0 needs no more telling.
+    out = nodes[0].initiate(0, now=6.0)
+    assert out is not None
+    assert fresh.receive(out.frame, now=6.0, route=b"r0") is not None
+    assert [o.peer for o in fresh.announcements(ADDRESS)] == [2]
+    assert fresh.announcing
+
+
 def moved(src: int = 1, edge: int = 0, address: str = ADDRESS) -> bytes:
     return encode(Moved(src=src, edge=edge, address=address))
 
