@@ -84,8 +84,10 @@ neighbour for its ledger on the shared edge (``LedgerRequest``), sets its own to
 exchanges above the highest the neighbour has seen, and takes the latest of those times as
 its ``L``. Until every edge is recovered it neither initiates nor applies (it Nacks).
 Before each LedgerRequest it may send a ``Moved`` with its address (it may have come back on
-another one): the neighbour checks it, and hands it out of :meth:`Exchanger.take_moved` for
-its transport to send there from now on; a route, never state (:mod:`gossip.recovery`).
+another one), and then again (:meth:`Exchanger.announcements`) to each neighbour whose requests
+have not reached it yet: the neighbour checks it, and hands it out of
+:meth:`Exchanger.take_moved` for its transport to send there from now on; a route, never
+state (:mod:`gossip.recovery`).
 
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
 :mod:`gossip.protocol`); :class:`Exchanger` looks them up and carries them out: this module

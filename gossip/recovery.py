@@ -10,7 +10,8 @@ neighbour has seen, so that none is taken for a repeat of an old one.
 A restarted node may come back on another address (a new port, a new container). Before each
 LedgerRequest it sends a :class:`~gossip.wire.Moved` with its address, on the same connection,
 so the neighbour has learnt it by the time it answers: the neighbour then sends its requests
-there (its retries too). The address is only a route: the exchanges, their numbers and their
+there (its retries too). A Moved may be lost while its LedgerRequest is not, so the node
+announces its address again until a request of each neighbour has reached it. The address is only a route: the exchanges, their numbers and their
 answers are unchanged, so a move cannot apply or lose one. Who may announce an address: the
 node at the other end of the named edge, as the frame's ``src`` says; with CurveZMQ that
 ``src`` must be the key the connection was authenticated with (so only the node itself can
