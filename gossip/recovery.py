@@ -13,10 +13,11 @@ so the neighbour has learnt it by the time it answers: the neighbour then sends 
 there (its retries too). A Moved may be lost while its LedgerRequest is not, so the node
 announces its address again until a request of each neighbour has reached it. The address is
 only a route: the exchanges, their numbers and their answers are unchanged, so a move cannot
-apply or lose one. Who may announce an address: the node at the other end of the named edge, as the frame's ``src`` says; with CurveZMQ that
-``src`` must be the key the connection was authenticated with (so only the node itself can
-move its edges; the new connection then checks the same key again), while without keys
-anyone who can reach the neighbour can redirect its edge (insecure gives that up).
+apply or lose one. Who may announce an address: the node at the other end of the named edge,
+as the frame's ``src`` says; with CurveZMQ that ``src`` must be the key the connection was
+authenticated with (so only the node itself can move its edges; the new connection then checks
+the same key again), while without keys anyone who can reach the neighbour can redirect its
+edge (insecure gives that up).
 """
 
 from __future__ import annotations
