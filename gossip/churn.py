@@ -15,7 +15,7 @@ rows), then the activations go on with the new view's edges and parameters.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -108,7 +108,7 @@ def run_churn(
     changes: Sequence[Change],
     t_end: float,
     rng: np.random.Generator,
-    grid: Sequence[float],
+    grid: Iterable[float],
 ) -> ChurnRun:
     """Run gossip from view 0 with ``values`` (one per member, in member order) to ``t_end``.
 
@@ -168,11 +168,12 @@ def run_churn(
             int(np.searchsorted(cumulative, rng.random() * cumulative[-1])), len(view.edges) - 1
         )
         u, v = view.edges[k]
+        edge = view.ids[k]
         xu, _ = ledgers[u].state_values(t)
         xv, _ = ledgers[v].state_values(t)
         dx, dz = edge_flow_values(xu, xv, view.c)
-        ledgers[u].add_values(k, dx, dz, t)
-        ledgers[v].add_values(k, dx, dz, t, sign=-1.0)
+        ledgers[u].add_values(edge, dx, dz, t)
+        ledgers[v].add_values(edge, dx, dz, t, sign=-1.0)
         run.jumps.append((t, view.number, u, v))
     while marks and marks[0] <= t_end:
         _record(run, view, ledgers, marks.pop(0))

@@ -95,30 +95,37 @@ class View:
     members : tuple of int
         The members' ids, sorted.
     edges : tuple of (int, int)
-        The graph's edges as sorted id pairs, sorted; edge k of the view is ``edges[k]``.
+        The graph's edges as sorted id pairs, sorted.
+    ids : tuple of int
+        Each edge's stable id (its index in the nodes' ledgers and messages): an edge keeps
+        its id from view to view, a new edge gets ``next_id``; ids are never reused.
     probs : tuple of float
         ``P_e`` of each edge (uniform), summing to 1.
     algorithm : Algorithm
         RG or ARG.
     eta, c, theta : float
         The parameters recomputed from this graph (:func:`gossip.params.gossip_params`).
+    next_id : int
+        The id the next new edge gets.
     """
 
     number: int
     start: float
     members: tuple[int, ...]
     edges: tuple[Pair, ...]
+    ids: tuple[int, ...]
     probs: tuple[float, ...]
     algorithm: Algorithm
     eta: float
     c: float
     theta: float
+    next_id: int
 
     def edge_index(self, u: int, v: int) -> int:
-        """Return the index of edge {u, v} in this view, or raise TopologyError."""
+        """Return the stable id of edge {u, v} in this view, or raise TopologyError."""
         pair = (min(u, v), max(u, v))
         try:
-            return self.edges.index(pair)
+            return self.ids[self.edges.index(pair)]
         except ValueError:
             raise TopologyError(
                 f"no edge {pair} in membership view {self.number}; its edges: "
@@ -126,12 +133,16 @@ class View:
             ) from None
 
     def incident(self, node: int) -> list[tuple[int, int]]:
-        """Return ``(edge_index, peer)`` for every edge of ``node`` in this view."""
+        """Return ``(edge_id, peer)`` for every edge of ``node`` in this view."""
         out = []
-        for k, (a, b) in enumerate(self.edges):
+        for k, (a, b) in zip(self.ids, self.edges, strict=True):
             if node in (a, b):
                 out.append((k, b if a == node else a))
         return out
+
+    def prob(self, edge_id: int) -> float:
+        """Return ``P_e`` of the edge with stable id ``edge_id``."""
+        return self.probs[self.ids.index(edge_id)]
 
     def as_dict(self) -> dict[str, object]:
         """Return the view as a JSON-ready dict (what the coordinator publishes)."""
@@ -140,6 +151,8 @@ class View:
             "start": self.start,
             "members": list(self.members),
             "edges": [list(e) for e in self.edges],
+            "ids": list(self.ids),
+            "next_id": self.next_id,
             "algorithm": self.algorithm.value,
             "eta": self.eta,
             "c": self.c,
@@ -163,8 +176,12 @@ def make_view(
     members: Iterable[int],
     edges: Iterable[Sequence[int]],
     algorithm: Algorithm | str = Algorithm.ARG,
+    previous: View | None = None,
 ) -> View:
     """Return the view of ``members`` joined by ``edges``, its parameters recomputed.
+
+    Edges of ``previous`` keep their ids; new ones are numbered from ``previous.next_id``
+    (from 0, in sorted order, without ``previous``: then ids are the bootstrap's indices).
 
     The graph quantities (``mu_gossip``, ``R_max``) come from :mod:`gossip.spectral`, the
     parameters from :func:`gossip.params.gossip_params`, as at bootstrap.
@@ -196,7 +213,26 @@ def make_view(
     quantities = graph_quantities(topology)
     params = gossip_params(algo, quantities.mu_gossip, quantities.r_max)
     probs = tuple(float(p) for p in topology.probs)  # same sorted order: relabel is monotone
-    return View(number, float(start), ids, pairs, probs, algo, params.eta, params.c, params.theta)
+    known = {} if previous is None else dict(zip(previous.edges, previous.ids, strict=True))
+    next_id = 0 if previous is None else previous.next_id
+    edge_ids = []
+    for pair in pairs:
+        if pair not in known:
+            known[pair], next_id = next_id, next_id + 1
+        edge_ids.append(known[pair])
+    return View(
+        number,
+        float(start),
+        ids,
+        pairs,
+        tuple(edge_ids),
+        probs,
+        algo,
+        params.eta,
+        params.c,
+        params.theta,
+        next_id,
+    )
 
 
 def first_view(
@@ -221,7 +257,7 @@ def leave_view(view: View, node: int, start: float) -> View:
     _check_start(view, start)
     members = [m for m in view.members if m != node]
     edges = [e for e in view.edges if node not in e]
-    return make_view(view.number + 1, start, members, edges, view.algorithm)
+    return make_view(view.number + 1, start, members, edges, view.algorithm, view)
 
 
 def join_view(view: View, node: int, neighbors: Iterable[int], start: float) -> View:
@@ -243,7 +279,7 @@ def join_view(view: View, node: int, neighbors: Iterable[int], start: float) -> 
         )
     _check_start(view, start)
     edges = [*view.edges, *((p, node) for p in peers)]
-    return make_view(view.number + 1, start, [*view.members, node], edges, view.algorithm)
+    return make_view(view.number + 1, start, [*view.members, node], edges, view.algorithm, view)
 
 
 def attach_neighbors(view: View, k: int, rng: np.random.Generator) -> list[int]:
@@ -302,7 +338,7 @@ def carry_ledger(ledger: Ledger, old: View, new: View, node: int) -> tuple[Ledge
     """Return ``node``'s ledger in view ``new``, and the :class:`Switch` made.
 
     Every row is mixed with the old ``eta`` to ``T_e = new.start``; the rows of edges kept
-    move to their new index and mix with the new ``eta`` from there; the rows of edges to
+    (same id) mix with the new ``eta`` from there; the rows of edges to
     members that left are dropped whole, ``x`` and ``z`` parts together (the settlement rule
     of the module header); new edges start at zero. The node's own row is its initial value.
 
@@ -332,7 +368,7 @@ def carry_ledger(ledger: Ledger, old: View, new: View, node: int) -> tuple[Ledge
     for k, peer in old_edges:
         pair = (min(node, peer), max(node, peer))
         if pair in new.edges:  # kept; an edge to a leaver is settled by not carrying it
-            carried.set_edge_total(new.edge_index(*pair), ledger.edge_total(k, t_e), t_e)
+            carried.set_edge_total(k, ledger.edge_total(k, t_e), t_e)
     return carried, Switch(old, new, node)
 
 

@@ -227,3 +227,14 @@ def test_view_quantities_match_the_reference_line() -> None:
     assert v1.eta > v0.eta
     assert len(v1.members) == 29
     assert v1.as_dict()["number"] == 1
+
+
+def test_edges_keep_their_ids_across_views_and_new_ones_are_never_reused() -> None:
+    v0 = line(4)  # edges (0,1) (1,2) (2,3): ids 0, 1, 2 as at bootstrap
+    assert v0.ids == (0, 1, 2)
+    v1 = leave_view(v0, 3, 1.0)
+    assert v1.ids == (0, 1)
+    v2 = join_view(v1, 7, [0, 2], 2.0)
+    assert v2.edge_index(0, 1) == 0
+    assert v2.edge_index(1, 2) == 1
+    assert sorted([v2.edge_index(0, 7), v2.edge_index(2, 7)]) == [3, 4]  # 2 was the leaver's
