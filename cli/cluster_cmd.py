@@ -21,6 +21,7 @@ from cli._cluster_options import (
     DashRuns,
     DashToken,
     Data,
+    DeadAfter,
     Dim,
     Graph,
     JsonOut,
@@ -88,6 +89,7 @@ def coordinator(
         typer.Option(envvar=env("start_delay"), help="Seconds from bootstrap to t = 0."),
     ] = 1.5,
     timeout: Timeout = None,
+    dead_after: DeadAfter = None,
     keep_running: Annotated[
         bool,
         typer.Option(envvar=env("keep_running"), help="Never stop the nodes; measure forever."),
@@ -149,6 +151,7 @@ def coordinator(
         register_timeout=register_timeout,
         start_delay=start_delay,
         run_timeout=timeout,
+        dead_after=dead_after,
         keep_running=keep_running,
         weighted=weighted,
         resume=resume,

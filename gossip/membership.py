@@ -72,10 +72,12 @@ __all__ = [
     "admit",
     "attach_neighbors",
     "carry_ledger",
+    "carry_to",
     "first_view",
     "join_view",
     "leave_view",
     "make_view",
+    "view_from_dict",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -152,12 +154,49 @@ class View:
             "members": list(self.members),
             "edges": [list(e) for e in self.edges],
             "ids": list(self.ids),
+            "probs": list(self.probs),
             "next_id": self.next_id,
             "algorithm": self.algorithm.value,
             "eta": self.eta,
             "c": self.c,
             "theta": self.theta,
         }
+
+
+def view_from_dict(data: object) -> View:
+    """Return the :class:`View` of :meth:`View.as_dict`'s dict (what a node receives).
+
+    Raises
+    ------
+    ProtocolError
+        A field is missing or malformed.
+    """
+    try:
+        assert isinstance(data, dict)
+        edges = tuple((int(a), int(b)) for a, b in data["edges"])
+        ids = tuple(int(k) for k in data["ids"])
+        probs = tuple(float(p) for p in data["probs"])
+        view = View(
+            number=int(data["number"]),
+            start=float(data["start"]),
+            members=tuple(int(m) for m in data["members"]),
+            edges=edges,
+            ids=ids,
+            probs=probs,
+            algorithm=parse_algorithm(str(data["algorithm"])),
+            eta=float(data["eta"]),
+            c=float(data["c"]),
+            theta=float(data["theta"]),
+            next_id=int(data["next_id"]),
+        )
+    except (AssertionError, KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"a membership view message is malformed: {exc!r}") from None
+    if not (len(edges) == len(ids) == len(probs) and np.isfinite([view.start, view.eta]).all()):
+        raise ProtocolError(
+            f"membership view {view.number}: {len(edges)} edges, {len(ids)} ids and "
+            f"{len(probs)} probabilities must match, start and eta be finite"
+        )
+    return view
 
 
 def _pairs(edges: Iterable[Sequence[int]]) -> tuple[Pair, ...]:
@@ -363,13 +402,20 @@ def carry_ledger(ledger: Ledger, old: View, new: View, node: int) -> tuple[Ledge
             f"ledger edges {list(ledger.edges)} are not node {node}'s edges in view "
             f"{old.number}: {[k for k, _ in old_edges]}"
         )
+    return carry_to(ledger, new, node), Switch(old, new, node)
+
+
+def carry_to(ledger: Ledger, new: View, node: int) -> Ledger:
+    """Return ``node``'s ledger in view ``new``: :func:`carry_ledger` without the old view's
+    checks, for a node that knows only its own edges (edge ids are never reused, so a row
+    whose id is still ``node``'s in ``new`` is the same edge)."""
     t_e = new.start
-    carried = Ledger(ledger.initial, [k for k, _ in new.incident(node)], new.eta, t0=t_e)
-    for k, peer in old_edges:
-        pair = (min(node, peer), max(node, peer))
-        if pair in new.edges:  # kept; an edge to a leaver is settled by not carrying it
+    edges = [k for k, _ in new.incident(node)]
+    carried = Ledger(ledger.initial, edges, new.eta, t0=t_e)
+    for k in ledger.edges:
+        if k in edges:  # kept; an edge to a leaver is settled by not carrying it
             carried.set_edge_total(k, ledger.edge_total(k, t_e), t_e)
-    return carried, Switch(old, new, node)
+    return carried
 
 
 class Admission(StrEnum):

@@ -238,3 +238,15 @@ def test_edges_keep_their_ids_across_views_and_new_ones_are_never_reused() -> No
     assert v2.edge_index(0, 1) == 0
     assert v2.edge_index(1, 2) == 1
     assert sorted([v2.edge_index(0, 7), v2.edge_index(2, 7)]) == [3, 4]  # 2 was the leaver's
+
+
+def test_a_view_goes_through_its_dict_and_a_bad_one_is_refused() -> None:
+    from gossip.membership import view_from_dict
+
+    v1 = join_view(leave_view(line(5), 4, 1.0), 9, [0, 3], 2.0)
+    assert view_from_dict(v1.as_dict()) == v1
+    bad = {**v1.as_dict(), "ids": [0]}
+    with pytest.raises(ProtocolError, match="must match"):
+        view_from_dict(bad)
+    with pytest.raises(ProtocolError, match="malformed"):
+        view_from_dict({"number": 1})

@@ -1,0 +1,162 @@
+"""The coordinator's side of churn: leave requests and dead nodes become membership views.
+
+A request ``{"cmd": "leave", "name": NAME}`` (or ``"node": ID``) on
+``gossip/<cluster>/membership`` (``gossip node --leave`` sends it), or a node silent for
+``dead_after`` seconds, removes that node: the coordinator computes the next view
+(:func:`gossip.membership.leave_view`: the graph without the node, its quantities and
+parameters recomputed as at bootstrap) starting at ``T_e``, a shared time ``lead`` seconds
+ahead, and publishes ``{"cmd": "view", "run", "epoch", "view", "change"}`` on the control topic,
+repeated every second until a few seconds after ``T_e`` (nodes ignore repeats). From then on
+the node counts as departed: the error is measured on the other members, to the mean of their
+initial values (:class:`coordinator.state.ClusterState`'s ``departed``). Each change, or a
+refused one (the survivors would be disconnected, an unknown name), is one event of the
+dashboard's membership timeline. ("View": a *membership epoch*; ``epoch`` is the run's
+time origin.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+from coordinator.mqtt_link import MqttLink
+from coordinator.registry import Plan
+from coordinator.state import ClusterState
+from gossip.errors import GossipError
+from gossip.membership import View, leave_view, make_view
+
+__all__ = ["LEAD", "RESEND", "Churn"]
+
+log = logging.getLogger(__name__)
+
+LEAD = 1.0
+"""Seconds between a change and its view's start: time for the command to reach every node."""
+
+RESEND = 1.0
+"""Seconds between two copies of the latest view command."""
+
+_RESEND_FOR = 5.0  # seconds after T_e during which the latest view is still repeated
+
+
+class Churn:
+    """Membership changes of one run (see the module docstring).
+
+    Parameters
+    ----------
+    plan : Plan
+        The run's settings (topology, rate, algorithm).
+    state : ClusterState
+        Where departures and events go.
+    link : MqttLink or None
+        Where views are published.
+    dead_after : float or None
+        Seconds without a report after which a node is declared dead (``None``: never).
+    lead : float
+        Seconds from a change to its view's start.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        state: ClusterState,
+        link: MqttLink | None,
+        dead_after: float | None = None,
+        lead: float = LEAD,
+    ) -> None:
+        self.plan = plan
+        self.state = state
+        self.link = link
+        self.dead_after = dead_after
+        self.lead = lead
+        self.view: View | None = None
+        self._command: dict[str, Any] | None = None
+        self._resend_at = math.inf
+        self._resend_until = -math.inf
+
+    def _current(self) -> View:
+        if self.view is None:
+            edges = [(int(u), int(v)) for u, v in self.plan.topology.edges]
+            self.view = make_view(
+                0, 0.0, range(self.plan.expected), edges, self.plan.params.algorithm
+            )
+        return self.view
+
+    def on_request(self, payload: bytes, now: float) -> None:
+        """Take a leave request (never raises: a bad one is logged and shown as refused)."""
+        try:
+            request = json.loads(payload)
+        except ValueError:
+            self._event("refused", now, detail=f"not JSON: {payload[:80]!r}")
+            return
+        if not isinstance(request, dict) or request.get("cmd") != "leave":
+            self._event("refused", now, detail=f"unknown request {request!r:.80}; valid: leave")
+            return
+        node = request.get("node")
+        name = request.get("name")
+        if isinstance(name, str):
+            node = self.state.registered.get(name)
+            if node is None:
+                known = ", ".join(sorted(self.state.registered)[:8])
+                self._event("refused", now, name=name, detail=f"no node {name!r}; nodes: {known}")
+                return
+        if not isinstance(node, int):
+            self._event("refused", now, detail=f"a leave names a node or a name: {request!r:.80}")
+            return
+        self.remove(node, "leave", now)
+
+    def remove(self, node: int, kind: str, now: float) -> View | None:
+        """Publish the view without ``node`` (``kind``: leave or dead); ``None`` if refused."""
+        if self.state.epoch is None or node in self.state.departed:
+            return None
+        current = self._current()
+        start = max(self.plan.rate * (now + self.lead - self.state.epoch), current.start + 1e-9)
+        try:
+            new = leave_view(current, node, start)
+        except GossipError as exc:
+            self._event("refused", now, node=node, detail=str(exc))
+            return None
+        self.view = new
+        self.state.departed.add(node)
+        self.state.view_eta = new.eta
+        self._command = {
+            "cmd": "view",
+            "run": self.state.run_id,
+            "epoch": self.state.epoch,
+            "view": new.as_dict(),
+            "change": {"kind": kind, "node": node},
+        }
+        self._event(kind, now, node=node, view=new.number, t=new.start, members=len(new.members))
+        self._resend_at = now
+        self._resend_until = self.state.epoch + new.start / self.plan.rate + _RESEND_FOR
+        self.tick(now)
+        return new
+
+    def tick(self, now: float) -> None:
+        """Repeat the latest view command while it may still be missed; declare the dead."""
+        command, link = self._command, self.link
+        due = self._resend_at <= now <= self._resend_until
+        if command is not None and link is not None and due:
+            link.publish(link.topics["control"], command)
+            self._resend_at = now + RESEND
+        if self.dead_after is None or self.state.phase != "running":
+            return
+        for k, view in list(self.state.nodes.items()):
+            silent = now - view.received
+            if k not in self.state.departed and not view.final and silent > self.dead_after:
+                log.warning("node %d silent for %.1f s: declared dead", k, silent)
+                self.remove(k, "dead", now)
+
+    def _event(self, kind: str, now: float, **fields: Any) -> None:
+        name = fields.pop("name", None)
+        node = fields.get("node")
+        if name is None and isinstance(node, int):
+            name = next((n for n, k in self.state.registered.items() if k == node), None)
+        epoch = self.state.epoch
+        t_now = None if epoch is None else self.plan.rate * (now - epoch)
+        event = {"kind": kind, "wall": now, "t_now": t_now, "name": name, **fields}
+        self.state.churn.append(event)
+        self.state.message = f"membership: {kind} {name or node or ''} {fields.get('detail', '')}"
+        self.state.touch()
+        log.info("membership event: %s", event)
