@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -62,9 +63,12 @@ async def spawn_node(coordinator: str, name: str, log: Path) -> asyncio.subproce
         )
 
 
-async def _until(predicate: object, within: float) -> None:
+async def _until(predicate: Callable[[], object], within: float) -> None:
+    """Wait for ``predicate()`` to hold (a count or an event, never a fixed time)."""
     async with asyncio.timeout(within):
-        while not predicate():  # type: ignore[operator]
+        while True:
+            if predicate():
+                return
             await asyncio.sleep(0.05)
 
 
