@@ -74,6 +74,7 @@ class Churn:
         self._command: dict[str, Any] | None = None
         self._resend_at = math.inf
         self._resend_until = -math.inf
+        self._kept: set[int] = set()  # silent nodes that could not be removed: asked once
 
     def _current(self) -> View:
         if self.view is None:
@@ -144,9 +145,11 @@ class Churn:
             return
         for k, view in list(self.state.nodes.items()):
             silent = now - view.received
-            if k not in self.state.departed and not view.final and silent > self.dead_after:
+            gone = k in self.state.departed or k in self._kept
+            if not gone and not view.final and silent > self.dead_after:
                 log.warning("node %d silent for %.1f s: declared dead", k, silent)
-                self.remove(k, "dead", now)
+                if self.remove(k, "dead", now) is None:
+                    self._kept.add(k)
 
     def _event(self, kind: str, now: float, **fields: Any) -> None:
         name = fields.pop("name", None)
