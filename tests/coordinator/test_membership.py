@@ -15,9 +15,8 @@ from gossip.membership import view_from_dict
 class Outbox:
     """Stands in for the MQTT link: keeps what would be published."""
 
-    topics = {"control": "gossip/t/control"}
-
     def __init__(self) -> None:
+        self.topics = {"control": "gossip/t/control"}
         self.sent: list[tuple[str, dict[str, object]]] = []
 
     def publish(self, topic: str, payload: dict[str, object], qos: int = 1) -> None:
@@ -89,7 +88,7 @@ def test_two_leaves_make_two_views_and_a_repeat_is_ignored() -> None:
 
 
 def test_a_silent_node_is_declared_dead() -> None:
-    churn, out = _churn(dead_after=2.0)
+    churn, _ = _churn(dead_after=2.0)
     for k in range(5):
         churn.state.nodes[k] = NodeView(node=k, received=1000.0 if k == 3 else 1009.0)
     churn.tick(1010.0)
