@@ -168,6 +168,13 @@ def node(
             "node --name out of the cluster for good; the others converge to their own mean.",
         ),
     ] = False,
+    join: Annotated[
+        bool,
+        typer.Option(
+            help="Join a running cluster with --value: the coordinator attaches this node to "
+            "random members and the mean moves to include its value.",
+        ),
+    ] = False,
     broker: Annotated[
         str | None,
         typer.Option(envvar="GOSSIP_BROKER", help="With --leave: the run's MQTT broker URL."),
@@ -190,6 +197,8 @@ def node(
         if leave:
             _leave(broker, cluster, name, mqtt_ca)
             raise typer.Exit(0)
+        if join and value is None:
+            raise ConfigError("--join needs --value: a joining node brings its own value")
         level = getattr(logging, log_level.upper(), None)
         if not isinstance(level, int):
             raise ConfigError(

@@ -114,6 +114,8 @@ class EpsRule:
         Returns ``None`` while eps is not (yet) confirmed; once it returns a point, the caller
         records it as reached (further calls may return points again).
         """
+        if self._first is not None and self._first.times.shape != ev.times.shape:
+            self._first, self._count = None, 0  # the membership changed: start again
         if ev.stopped or not ev.point.error <= self.eps:  # ``not <=``: NaN also resets
             self._first, self._count = None, 0
             return None
@@ -161,7 +163,8 @@ class ReportBook:
         message; it never raises.
         """
         try:
-            report = parse_report(topic, payload, self.prefix, self.plan.expected, self.plan.dim)
+            ids = max(self.plan.expected, len(self.state.initial))  # joined nodes included
+            report = parse_report(topic, payload, self.prefix, ids, self.plan.dim)
         except ProtocolError as exc:
             self.bad += 1
             self.state.message = f"ignored a bad report: {exc}"
@@ -204,7 +207,8 @@ class ReportBook:
         plan = self.plan
         # Only the current members: a node that left is measured no more (coordinator.membership).
         departed = self.state.departed
-        ids = [k for k in range(plan.expected) if k not in departed]
+        everyone = max(plan.expected, len(self.state.initial))  # joined nodes have ids past n
+        ids = [k for k in range(everyone) if k not in departed]
         histories = [self._snaps.get(k) for k in ids]
         if not self.state.initial or any(h is None or not h for h in histories):
             return None
@@ -212,7 +216,8 @@ class ReportBook:
         latest = [h[-1] for h in present]
         chosen = latest
         # The cut's edges index nodes by id: without departures only (the latest reports then).
-        cut = None if departed else consistent_cut(present, plan.topology.edges)
+        churned = bool(departed) or everyone != plan.expected
+        cut = None if churned else consistent_cut(present, plan.topology.edges)
         if cut is not None:
             candidate = [h[i] for h, i in zip(present, cut, strict=True)]
             # At high rates some exchange is always in flight, and the latest consistent cut

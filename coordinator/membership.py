@@ -19,15 +19,19 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from typing import Any
 
+import numpy as np
+
 from coordinator.mqtt_link import MqttLink
-from coordinator.registry import Plan
+from coordinator.registry import Assignment, Known, Outcome, Plan, Refused
 from coordinator.state import ClusterState
 from gossip.errors import GossipError
-from gossip.membership import View, leave_view, make_view
+from gossip.membership import View, attach_neighbors, join_view, leave_view, make_view
+from gossip.wire import Bootstrap, Neighbor, Register
 
-__all__ = ["LEAD", "RESEND", "Churn"]
+__all__ = ["ATTACH", "LEAD", "RESEND", "Churn"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +40,9 @@ LEAD = 1.0
 
 RESEND = 1.0
 """Seconds between two copies of the latest view command."""
+
+ATTACH = 2
+"""Members a joining node is attached to, drawn at random (seeded by the run and its id)."""
 
 _RESEND_FOR = 5.0  # seconds after T_e during which the latest view is still repeated
 
@@ -75,6 +82,8 @@ class Churn:
         self._resend_at = math.inf
         self._resend_until = -math.inf
         self._kept: set[int] = set()  # silent nodes that could not be removed: asked once
+        self._joined: dict[str, Bootstrap] = {}  # by name: a repeated registration gets it back
+        self._addresses: dict[int, str] = {}  # joined nodes' addresses, by id
 
     def _current(self) -> View:
         if self.view is None:
@@ -118,21 +127,95 @@ class Churn:
         except GossipError as exc:
             self._event("refused", now, node=node, detail=str(exc))
             return None
-        self.view = new
         self.state.departed.add(node)
+        self._event(kind, now, node=node, view=new.number, t=new.start, members=len(new.members))
+        self._publish(new, {"kind": kind, "node": node}, now, {})
+        return new
+
+    def join(self, msg: Register, address: str | None, assignment: Assignment | None) -> Outcome:
+        """Answer a registration under a new name after the bootstrap: the node joins.
+
+        It gets the next id, is attached to :data:`ATTACH` random members, and its Bootstrap
+        carries the next view's parameters; the view (with its address) goes to the others.
+        A restarted joiner (same name) gets the same Bootstrap back.
+        """
+        if msg.name in self._joined:
+            return Known(self._joined[msg.name])
+        now = time.time()
+        why = ""
+        epoch = self.state.epoch
+        if assignment is None or epoch is None:
+            why = "the run has not started"
+        elif address is None:
+            why = f"address {msg.address!r} has a wildcard host; bind a specific address"
+        elif msg.value is None or len(msg.value) != self.plan.dim:
+            why = f"a joining node needs its --value ({self.plan.dim} number(s)), got {msg.value}"
+        elif self.plan.security is not None or self.plan.task is not None:
+            why = "joins are for insecure gossip runs only (no --keys, no --problem)"
+        if why or assignment is None or epoch is None or address is None or msg.value is None:
+            self._event("refused", now, name=msg.name, detail=f"join refused: {why}")
+            return Refused(f"cannot join: {why}")
+        current = self._current()
+        node = max(self.plan.expected, len(self.state.initial))
+        rng = np.random.default_rng([node, int(assignment.epoch)])
+        peers = attach_neighbors(current, min(ATTACH, len(current.members)), rng)
+        start = max(self.plan.rate * (now + self.lead - epoch), current.start + 1e-9)
+        new = join_view(current, node, peers, start)
+        addresses = {**dict(enumerate(assignment.addresses)), **self._addresses, node: address}
+        neighbors = tuple(
+            Neighbor(peer, addresses[peer], edge, new.prob(edge))
+            for edge, peer in new.incident(node)
+        )
+        boot = Bootstrap(
+            node_id=node,
+            cluster=self.plan.cluster,
+            algorithm=new.algorithm.value,
+            eta=new.eta,
+            c=new.c,
+            theta=new.theta,
+            epoch=assignment.epoch,
+            rate=self.plan.rate,
+            neighbors=neighbors,
+            initial_value=tuple(msg.value),
+            broker=self.plan.broker,
+            metrics_period=self.plan.metrics_period,
+            dim=self.plan.dim,
+            n=len(new.members),
+        )
+        self._joined[msg.name] = boot
+        self._addresses[node] = address
+        self.state.initial.append(tuple(msg.value))
+        self.state.registered[msg.name] = node
+        self._publish(new, {"kind": "join", "node": node}, now, {str(node): address})
+        self._event(
+            "join",
+            now,
+            node=node,
+            name=msg.name,
+            view=new.number,
+            t=new.start,
+            members=len(new.members),
+            detail=f"attached to {peers}",
+        )
+        return Known(boot)
+
+    def _publish(
+        self, new: View, change: dict[str, Any], now: float, addresses: dict[str, str]
+    ) -> None:
+        assert self.state.epoch is not None
+        self.view = new
         self.state.view_eta = new.eta
         self._command = {
             "cmd": "view",
             "run": self.state.run_id,
             "epoch": self.state.epoch,
             "view": new.as_dict(),
-            "change": {"kind": kind, "node": node},
+            "change": change,
+            "addresses": {**{str(k): a for k, a in self._addresses.items()}, **addresses},
         }
-        self._event(kind, now, node=node, view=new.number, t=new.start, members=len(new.members))
         self._resend_at = now
         self._resend_until = self.state.epoch + new.start / self.plan.rate + _RESEND_FOR
         self.tick(now)
-        return new
 
     def tick(self, now: float) -> None:
         """Repeat the latest view command while it may still be missed; declare the dead."""

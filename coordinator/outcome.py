@@ -31,7 +31,8 @@ def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> Final
     report's t. The mass drift is always measured forward, at the latter.
     """
     present = _present(state, plan)
-    if len(present) != plan.expected - len(state.departed) or not state.initial:
+    everyone = max(plan.expected, len(state.initial))  # joined nodes included
+    if len(present) != everyone - len(state.departed) or not state.initial:
         return None
     t = np.array([v.t for v in present], dtype=np.float64)
     x = np.array([v.x for v in present], dtype=np.float64)
@@ -103,5 +104,6 @@ def run_summary(
 
 def _present(state: ClusterState, plan: Plan) -> list[NodeView]:
     # The members only: the nodes that left are not part of the outcome.
-    ids = (k for k in range(plan.expected) if k not in state.departed)
+    everyone = max(plan.expected, len(state.initial))
+    ids = (k for k in range(everyone) if k not in state.departed)
     return [state.nodes[k] for k in ids if k in state.nodes]

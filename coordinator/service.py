@@ -105,6 +105,9 @@ class Coordinator:
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
         self.churn = Churn(plan, state, None, dead_after=config.dead_after)
+        self.registry.on_join = lambda msg, address: self.churn.join(
+            msg, address, self.registry.assignment
+        )
         if config.broker:
             sec = plan.security
             url = config.broker if sec is None else sec.coordinator_broker(config.broker)
@@ -367,7 +370,7 @@ class Coordinator:
         """Whether every member has sent its final report (departed nodes are not waited for)."""
         gone = self.state.departed
         finals = sum(v.final for k, v in self.state.nodes.items() if k not in gone)
-        return finals >= self.plan.expected - len(gone)
+        return finals >= max(self.plan.expected, len(self.state.initial)) - len(gone)
 
     def _finish(self, reason: str) -> RunSummary:
         state = self.state

@@ -7,6 +7,10 @@ The rules (which rows are settled, why a jump never mixes two views) are in
   coordinator publishes it, and repeats it, after a leave) names the next view and its start
   ``T_e`` (units of t; a "membership epoch", not the run's ``epoch`` E, which only checks that
   the command is for this run);
+* a joining node's address comes with the view that adds it: its new neighbours connect to
+  it before ``T_e``; the joiner itself starts as a restarted node does (it asks its neighbours
+  for their ledgers on the new edges, all zero, answered once they have switched, and so
+  starts with its value and zero flows, after ``T_e``);
 * a node that is not a member of it leaves: it stops as on ``{"cmd": "stop"}`` (it starts
   nothing more, its exchanges in flight settle, then it Nacks, publishes its final report and
   exits);
@@ -59,6 +63,7 @@ class NodeMembership:
         self.left = False
         self._next: View | None = None
         self._wake = asyncio.Event()
+        self._addresses: dict[int, str] = {}  # joined nodes' addresses, from the view commands
 
     def on_command(self, command: dict[str, Any]) -> None:
         """Take a control command; act on a view command for this run (never raises)."""
@@ -75,9 +80,14 @@ class NodeMembership:
         pending = self._next.number if self._next is not None else self.number
         if view.number <= pending or self.left:
             return  # a repeat of one we have
-        if view.number != pending + 1:
-            log.warning("membership view %d skips views after %d: ignored", view.number, pending)
-            return
+        if view.number != pending + 1 and self.number != 0:
+            # A node that joined starts in view 0 of its own, then learns the view it joined.
+            log.warning("membership view %d skips views after %d", view.number, pending)
+        addresses = command.get("addresses")
+        if isinstance(addresses, dict):
+            for peer, address in addresses.items():
+                if isinstance(address, str) and str(peer).isdigit():
+                    self._addresses[int(peer)] = address
         if self.node.problem is not None:
             log.warning("membership views are for gossip runs, not optimization: ignored")
             return
@@ -100,6 +110,15 @@ class NodeMembership:
             view = self._next
             if view is None:
                 continue
+            me = node.boot.node_id
+            known = {n.peer_id for n in node.boot.neighbors}
+            joiners = {
+                peer: self._addresses[peer]
+                for _, peer in view.incident(me)
+                if peer not in known and peer in self._addresses
+            }
+            if joiners:  # a new neighbour: connect before its edge opens at T_e
+                await node.transport.connect(joiners)
             delay = node.timebase.wall(view.start) - node.clock()
             if delay > 0:
                 await asyncio.sleep(delay)

@@ -44,7 +44,9 @@ def _config(broker: RunningBroker, tmp_path: Path, **over: object) -> Coordinato
     return CoordinatorConfig(**base)  # type: ignore[arg-type]
 
 
-async def spawn_node(coordinator: str, name: str, log: Path) -> asyncio.subprocess.Process:
+async def spawn_node(
+    coordinator: str, name: str, log: Path, *more: str
+) -> asyncio.subprocess.Process:
     """A real ``gossip node`` process on loopback; its log goes to ``log``."""
     with log.open("ab") as err:
         return await asyncio.create_subprocess_exec(
@@ -58,6 +60,7 @@ async def spawn_node(coordinator: str, name: str, log: Path) -> asyncio.subproce
             name,
             "--host",
             "127.0.0.1",
+            *more,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=err,
         )
@@ -163,3 +166,44 @@ async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
     assert summary.reached, coord.state.message
     _check_survivors(coord, 7, config.until)
     assert coord.state.churn[0]["kind"] == "dead"
+
+
+async def test_a_node_joins_a_running_cluster_and_the_mean_moves_to_include_it(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    config = _config(mosquitto, tmp_path)
+    coord = Coordinator(config)
+    procs = []
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            for k in range(8):
+                log = tmp_path / f"n{k}.log"
+                procs.append(await spawn_node(config.bind, f"n{k}", log))
+            await _until(lambda: coord.state.activations() > 80, 60)
+            log = tmp_path / "joiner.log"
+            procs.append(await spawn_node(config.bind, "joiner", log, "--join", "--value", "8"))
+            await _until(lambda: coord.state.churn, 20)
+            summary = await run
+        async with asyncio.timeout(30):
+            codes = [await p.wait() for p in procs]
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+    state = coord.state
+    event = state.churn[0]
+    assert event["kind"] == "join", event
+    assert event["node"] == 8
+    assert codes == [0] * 9
+    assert summary is not None
+    assert summary.reached, state.message
+    assert state.final is not None
+    assert state.final.complete
+    values = np.array(state.final.values)
+    assert values.shape[0] == 9
+    # onehot 1 at node 0 plus the joiner's 8: the sum is 9 and the mean 1 (it was 1/8).
+    assert abs(values.sum() - 9.0) <= 1e-9 * 9
+    assert np.allclose(values, 1.0, atol=1e-3)
+    assert state.final.error <= config.until
