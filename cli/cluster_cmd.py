@@ -90,6 +90,13 @@ def coordinator(
     ] = 1.5,
     timeout: Timeout = None,
     dead_after: DeadAfter = None,
+    allow_joins: Annotated[
+        bool,
+        typer.Option(
+            envvar=env("allow_joins"),
+            help="Attach nodes that register after the start (gossip node --join --value X).",
+        ),
+    ] = False,
     keep_running: Annotated[
         bool,
         typer.Option(envvar=env("keep_running"), help="Never stop the nodes; measure forever."),
@@ -152,6 +159,7 @@ def coordinator(
         start_delay=start_delay,
         run_timeout=timeout,
         dead_after=dead_after,
+        allow_joins=allow_joins,
         keep_running=keep_running,
         weighted=weighted,
         resume=resume,

@@ -68,6 +68,9 @@ class CoordinatorConfig:
     dead_after : float or None
         Declare a node dead after this many seconds without a report, and remove it from the
         membership (:mod:`coordinator.membership`); ``None``: never.
+    allow_joins : bool
+        After the bootstrap, attach a node registering under a new name with its value
+        (``gossip node --join``) instead of refusing it.
     weighted : bool
         Edge probabilities proportional to edge weights (``file:`` topologies).
     resume : bool
@@ -105,6 +108,7 @@ class CoordinatorConfig:
     run_timeout: float | None = None
     keep_running: bool = False
     dead_after: float | None = None
+    allow_joins: bool = False
     weighted: bool = False
     resume: bool = True
     dashboard_port: int | None = None

@@ -105,9 +105,10 @@ class Coordinator:
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
         self.churn = Churn(plan, state, None, dead_after=config.dead_after)
-        self.registry.on_join = lambda msg, address: self.churn.join(
-            msg, address, self.registry.assignment
-        )
+        if config.allow_joins:
+            self.registry.on_join = lambda msg, address: self.churn.join(
+                msg, address, self.registry.assignment
+            )
         if config.broker:
             sec = plan.security
             url = config.broker if sec is None else sec.coordinator_broker(config.broker)

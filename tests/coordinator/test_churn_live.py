@@ -171,7 +171,7 @@ async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
 async def test_a_node_joins_a_running_cluster_and_the_mean_moves_to_include_it(
     mosquitto: RunningBroker, tmp_path: Path
 ) -> None:
-    config = _config(mosquitto, tmp_path)
+    config = _config(mosquitto, tmp_path, allow_joins=True)
     coord = Coordinator(config)
     procs = []
     try:

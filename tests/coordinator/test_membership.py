@@ -9,7 +9,9 @@ import pytest
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.membership import Churn
 from coordinator.records import NodeView
+from coordinator.registry import Assignment, Known, Refused
 from gossip.membership import view_from_dict
+from gossip.wire import Register
 
 
 class Outbox:
@@ -103,3 +105,43 @@ def test_a_silent_node_is_declared_dead() -> None:
     assert churn2.state.departed == {0}
     assert churn2.state.churn[-1]["kind"] == "dead"
     assert out2.sent[-1][1]["change"] == {"kind": "dead", "node": 0}
+
+
+def _assignment(n: int) -> Assignment:
+    return Assignment(
+        "r",
+        1000.0,
+        tuple(f"n{k}" for k in range(n)),
+        tuple(f"tcp://127.0.0.1:{7000 + k}" for k in range(n)),
+        tuple((0.0,) for _ in range(n)),
+    )
+
+
+def test_a_join_gets_the_next_id_a_bootstrap_of_the_next_view_and_the_same_on_a_retry() -> None:
+    churn, out = _churn()
+    churn.state.initial = [(1.0,), (0.0,), (0.0,), (0.0,), (0.0,)]
+    msg = Register("j", "tcp://127.0.0.1:7100", (4.0,), 1)
+    first = churn.join(msg, "tcp://127.0.0.1:7100", _assignment(5))
+    assert isinstance(first, Known)
+    boot = first.bootstrap
+    assert boot.node_id == 5
+    assert boot.initial_value == (4.0,)
+    assert len(boot.neighbors) == 2
+    view = view_from_dict(out.sent[-1][1]["view"])
+    assert view.members == (0, 1, 2, 3, 4, 5)
+    assert boot.eta == view.eta
+    assert {n.edge_index for n in boot.neighbors} == {e for e, _ in view.incident(5)}
+    assert out.sent[-1][1]["addresses"] == {"5": "tcp://127.0.0.1:7100"}
+    assert churn.state.initial[-1] == (4.0,)
+    assert churn.state.registered["j"] == 5
+    again = churn.join(msg, "tcp://127.0.0.1:7100", _assignment(5))
+    assert again == first
+    assert len(out.sent) == 1
+
+
+def test_a_join_without_a_value_is_refused() -> None:
+    churn, out = _churn()
+    answer = churn.join(Register("j", "tcp://127.0.0.1:7100", None, 1), "x", _assignment(5))
+    assert isinstance(answer, Refused)
+    assert "--value" in answer.reason
+    assert out.sent == []
