@@ -20,7 +20,7 @@ from coordinator.broker import RunningBroker
 from coordinator.procs import free_port
 from coordinator.service import Coordinator, CoordinatorConfig
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _config(broker: RunningBroker, tmp_path: Path, **over: object) -> CoordinatorConfig:
@@ -36,9 +36,9 @@ def _config(broker: RunningBroker, tmp_path: Path, **over: object) -> Coordinato
         "json_path": tmp_path / "run.json",
         "metrics_period": 0.05,
         "start_delay": 0.5,
-        "register_timeout": 30.0,
+        "register_timeout": 90.0,
         "stop_timeout": 15.0,
-        "run_timeout": 120.0,
+        "run_timeout": 200.0,
     }
     base.update(over)
     return CoordinatorConfig(**base)  # type: ignore[arg-type]
@@ -123,11 +123,11 @@ async def test_a_node_leaves_for_good_and_the_survivors_converge_to_their_mean(
             for k in range(8):
                 log = tmp_path / f"n{k}.log"
                 procs.append(await spawn_node(config.bind, f"n{k}", log))
-            await _until(lambda: coord.state.activations() > 80, 60)
+            await _until(lambda: coord.state.activations() > 80, 120)
             assert await _leave(mosquitto, config.cluster, "n7") == 0
-            await _until(lambda: coord.state.departed, 10)
+            await _until(lambda: coord.state.departed, 30)
             summary = await run
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(90):
             codes = [await p.wait() for p in procs]
     finally:
         for p in procs:
@@ -154,9 +154,9 @@ async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
             for k in range(8):
                 log = tmp_path / f"n{k}.log"
                 procs.append(await spawn_node(config.bind, f"n{k}", log))
-            await _until(lambda: coord.state.activations() > 80, 60)
+            await _until(lambda: coord.state.activations() > 80, 120)
             procs[7].kill()  # kill -9: no final report, no goodbye
-            await _until(lambda: coord.state.departed, 20)
+            await _until(lambda: coord.state.departed, 30)
             summary = await run
     finally:
         for p in procs:
@@ -181,12 +181,12 @@ async def test_a_node_joins_a_running_cluster_and_the_mean_moves_to_include_it(
             for k in range(8):
                 log = tmp_path / f"n{k}.log"
                 procs.append(await spawn_node(config.bind, f"n{k}", log))
-            await _until(lambda: coord.state.activations() > 80, 60)
+            await _until(lambda: coord.state.activations() > 80, 120)
             log = tmp_path / "joiner.log"
             procs.append(await spawn_node(config.bind, "joiner", log, "--join", "--value", "8"))
-            await _until(lambda: coord.state.churn, 20)
+            await _until(lambda: coord.state.churn, 60)
             summary = await run
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(90):
             codes = [await p.wait() for p in procs]
     finally:
         for p in procs:
