@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,8 @@ class Churn:
         Seconds without a report after which a node is declared dead (``None``: never).
     lead : float
         Seconds from a change to its view's start.
+    on_event : callable(event), optional
+        Called with every membership event (the coordinator writes it to the metrics file).
     """
 
     def __init__(
@@ -71,12 +74,14 @@ class Churn:
         link: MqttLink | None,
         dead_after: float | None = None,
         lead: float = LEAD,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.plan = plan
         self.state = state
         self.link = link
         self.dead_after = dead_after
         self.lead = lead
+        self.on_event = on_event
         self.view: View | None = None
         self._command: dict[str, Any] | None = None
         self._resend_at = math.inf
@@ -243,6 +248,8 @@ class Churn:
         t_now = None if epoch is None else self.plan.rate * (now - epoch)
         event = {"kind": kind, "wall": now, "t_now": t_now, "name": name, **fields}
         self.state.churn.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
         self.state.message = f"membership: {kind} {name or node or ''} {fields.get('detail', '')}"
         self.state.touch()
         log.info("membership event: %s", event)

@@ -104,7 +104,15 @@ class Coordinator:
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
-        self.churn = Churn(plan, state, None, dead_after=config.dead_after)
+        self.churn = Churn(
+            plan,
+            state,
+            None,
+            dead_after=config.dead_after,
+            on_event=lambda e: self.log.write(
+                "membership", event=e["kind"], **{k: v for k, v in e.items() if k != "kind"}
+            ),
+        )
         if config.allow_joins:
             self.registry.on_join = lambda msg, address: self.churn.join(
                 msg, address, self.registry.assignment
@@ -398,6 +406,8 @@ class Coordinator:
             "nodes": self.plan.expected,
             "eps": self.config.until,
         }
+        if state.churn:
+            record["membership"] = list(state.churn)
         if state.optimization is not None:
             record["algorithm"] = "acd"
             record["optimization"] = state.optimization.summary()

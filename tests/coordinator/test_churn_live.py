@@ -9,6 +9,7 @@ the final states equals the survivors' initial sum to 1e-9).
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -139,6 +140,10 @@ async def test_a_node_leaves_for_good_and_the_survivors_converge_to_their_mean(
     _check_survivors(coord, 7, config.until)
     assert coord.state.churn[0]["name"] == "n7"
     assert coord.state.churn[0]["view"] == 1
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["membership"][0]["kind"] == "leave"
+    lines = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert [ln["event"] for ln in lines if ln["kind"] == "membership"] == ["leave"]
 
 
 async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
