@@ -161,6 +161,28 @@ def node(
         Path | None,
         typer.Option(envvar="GOSSIP_MQTT_CA", help="CA (PEM) of an mqtts:// broker."),
     ] = None,
+    leave: Annotated[
+        bool,
+        typer.Option(
+            help="Do not run a node: ask the coordinator (through --broker) to take the running "
+            "node --name out of the cluster for good; the others converge to their own mean.",
+        ),
+    ] = False,
+    join: Annotated[
+        bool,
+        typer.Option(
+            help="Join a running cluster with --value: the coordinator attaches this node to "
+            "random members and the mean moves to include its value.",
+        ),
+    ] = False,
+    broker: Annotated[
+        str | None,
+        typer.Option(envvar="GOSSIP_BROKER", help="With --leave: the run's MQTT broker URL."),
+    ] = None,
+    cluster: Annotated[
+        str,
+        typer.Option(envvar="GOSSIP_CLUSTER", help="With --leave: the cluster name."),
+    ] = "gossip",
 ) -> None:
     """Run one node: register with the coordinator, gossip with the neighbours it assigns,
     publish state on MQTT, and stop cleanly on {"cmd": "stop"}, SIGTERM or Ctrl-C."""
@@ -172,6 +194,11 @@ def node(
     from node.host import host_configs, run_host_sync
 
     with reported_errors():
+        if leave:
+            _leave(broker, cluster, name, mqtt_ca)
+            raise typer.Exit(0)
+        if join and value is None:
+            raise ConfigError("--join needs --value: a joining node brings its own value")
         level = getattr(logging, log_level.upper(), None)
         if not isinstance(level, int):
             raise ConfigError(
@@ -219,3 +246,19 @@ def node(
         )
         code = run_host_sync(host_configs(config, nodes_per_process))
     raise typer.Exit(code)
+
+
+def _leave(broker: str | None, cluster: str, name: str | None, ca: Path | None) -> None:
+    """Send the leave request of ``gossip node --leave``."""
+    import asyncio
+
+    from gossip.errors import ConfigError
+    from node.membership import request_leave
+
+    if not broker or not name:
+        raise ConfigError(
+            f"--leave needs --broker (the run's MQTT broker) and --name (the node), got "
+            f"broker={broker!r}, name={name!r}"
+        )
+    asyncio.run(request_leave(broker, cluster, name, None if ca is None else str(ca)))
+    typer.echo(f"asked the coordinator of cluster {cluster!r} to remove {name}")

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
@@ -280,6 +280,8 @@ class Registry:
     _records: dict[str, _Record] = field(default_factory=dict)
     _assignment: Assignment | None = None
     _bootstraps: dict[str, Bootstrap] = field(default_factory=dict)
+    on_join: Callable[[Register, str | None], Outcome] | None = None
+    """After the bootstrap, what answers a new name (a join, :mod:`coordinator.membership`)."""
 
     @property
     def bootstrapped(self) -> bool:
@@ -334,6 +336,8 @@ class Registry:
             known = self._bootstraps.get(msg.name)
             if known is not None:
                 return self._register_again(msg, known, peer_host)
+            if self.on_join is not None:
+                return self.on_join(msg, self._resolve(msg.address, peer_host))
             return Refused(
                 f"name {msg.name!r} is not part of this cluster: all {self.plan.expected} nodes "
                 f"registered already ({_preview(self._assignment.names)})"

@@ -105,7 +105,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import GossipError, ProtocolError
+from gossip.errors import GossipError, LocalError, ProtocolError
 from gossip.initiating import ExchangeValue, Initiator
 from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
@@ -116,6 +116,7 @@ from gossip.protocol import (
     STUCK_RETRIES,
     Action,
     Counters,
+    EdgeState,
     Event,
     Link,
     Outgoing,
@@ -257,6 +258,52 @@ class Exchanger(Initiator):
         super().close()
         self._serve_deferred(math.nan)  # closed: each gets a Nack
 
+    # --- membership views -----------------------------------------------------------------------
+    def switch_view(self, ledger: Ledger, links: Sequence[Link], c: float, start: float) -> int:
+        """Go on in the next membership view from time ``start`` (:mod:`gossip.membership`).
+
+        ``ledger`` is :func:`gossip.membership.carry_ledger`'s (the settled edges dropped,
+        the new ``eta`` from ``start``). Kept edges keep their sequence numbers, caches and
+        pending exchanges (a late reply of the old view is placed exactly); a settled edge is
+        forgotten, so anything on it later is rejected and counted, never applied. From here
+        on a request at ``T < start`` is refused (``L >= start``). Returns the exchanges
+        dropped with the settled edges (counted as failed: harmless, their rows are gone).
+
+        Raises
+        ------
+        LocalError
+            The node is engaged (switch when it is free), or the links and ledger differ.
+        """
+        if self._engaged is not None:
+            raise LocalError("switch_view needs a free node; it is engaged in an exchange")
+        if sorted(link.edge for link in links) != sorted(ledger.edges):
+            raise LocalError(
+                f"links {[link.edge for link in links]} and ledger edges {list(ledger.edges)} "
+                "differ"
+            )
+        dropped = 0
+        edges: dict[int, EdgeState] = {}
+        for link in links:
+            state = self._edges.get(link.edge)
+            if state is not None and state.link.peer == link.peer:
+                state.link = link  # new P_e and step, same numbering
+                edges[link.edge] = state
+            else:
+                edges[link.edge] = EdgeState(link)
+        for edge, state in self._edges.items():
+            if edge not in edges:
+                dropped += len(state.pending)
+                self._in_flight -= len(state.pending)
+                for key in [k for k in self._deferred if k[0] == edge]:
+                    del self._deferred[key]
+        self._edges = edges
+        self._old_eta, self._old_start = self.eta, self._view_start
+        self.ledger, self.eta, self.c = ledger, ledger.eta, float(c)
+        self._view_start, self.horizon = float(start), math.inf
+        self._last = max(self._last, float(start))
+        self.counters.failed += dropped
+        return dropped
+
     # --- recovery -------------------------------------------------------------------------------
     def ledger_requests(self, address: str = "") -> list[Outgoing]:
         """Return a LedgerRequest for every edge not yet recovered (re-send them until done).
@@ -370,6 +417,8 @@ class Exchanger(Initiator):
     def _standing(self, msg: Request) -> Standing:
         if not self.open or self._unrecovered:
             return Standing.CLOSED
+        if msg.t >= self.horizon:  # of a membership view we have not switched to yet
+            return Standing.BUSY
         if not self.exclusive:
             return Standing.FREE
         if msg.t < self._last:

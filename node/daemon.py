@@ -17,7 +17,9 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
 * ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered,
   each request preceded by its address (``Moved``): it may have come back on another one, and
   a neighbour that gets it sends there from then on (:meth:`Node._follow_moves`);
-* ``node-mqtt``    -- reports and the control topic (only with a broker).
+* ``node-mqtt``    -- reports and the control topic (only with a broker);
+* ``node-membership`` -- switches to the membership views the coordinator announces
+  (:mod:`node.membership`).
 
 Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating (activations still owed are
 dropped); keep serving normally for
@@ -45,6 +47,7 @@ from gossip.ledger import Ledger
 from gossip.wire import Bootstrap
 from node.clock import PoissonClock
 from node.config import NodeConfig
+from node.membership import NodeMembership
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.transport import Transport
@@ -135,7 +138,9 @@ class Node:
             rng=None if seed is None else seed + 1,  # back-off pauses: not the clock's stream
             **extra,
         )
+        self.seed = seed
         self.ticks = PoissonClock(links, np.random.default_rng(seed))
+        self.membership = NodeMembership(self)  # membership views: node.membership
         self.stop_requested = asyncio.Event()
         self._bounced = asyncio.Event()  # set when a Busy queued an activation to start later
         self.final: dict[str, Any] | None = None
@@ -208,6 +213,7 @@ class Node:
                 tasks.append(tg.create_task(mqtt.run(), name="node-mqtt"))
             if self.exchanger.recovering:
                 tasks.append(tg.create_task(self._recover(), name="node-recover"))
+            tasks.append(tg.create_task(self.membership.run(), name="node-membership"))
             ticks = tg.create_task(self._tick(), name="node-ticks")
             await self.stop_requested.wait()
             ticks.cancel()

@@ -195,6 +195,8 @@ def _mqtt_for(nodes: Sequence[Node], ca: Path | None = None) -> NodeMqtt | None:
     )
     for node in nodes[1:]:
         mqtt.add(node.boot.node_id, node.report, node.request_stop)
+    for node in nodes:
+        mqtt.on_command(node.membership.on_command)
     return mqtt
 
 
