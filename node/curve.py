@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import zmq
 import zmq.asyncio
@@ -103,7 +104,7 @@ class PeerAuthenticator(AsyncioAuthenticator):
     a server's own domain and allow-list.
     """
 
-    _running: dict[int, PeerAuthenticator] = {}  # context address -> its handler
+    _running: ClassVar[dict[int, PeerAuthenticator]] = {}  # context address -> its handler
 
     def __init__(self, context: zmq.Context[zmq.Socket[bytes]] | zmq.asyncio.Context) -> None:
         # The ZAP handler is per context: shadow the sockets' context so that an asyncio
