@@ -174,6 +174,7 @@ def node(
 ) -> None:
     """Run one node: register with the coordinator, gossip with the neighbours it assigns,
     publish state on MQTT, and stop cleanly on {"cmd": "stop"}, SIGTERM or Ctrl-C."""
+    import dataclasses
     import logging
 
     from gossip.errors import ConfigError
@@ -201,6 +202,7 @@ def node(
             )
         if host is not None:
             bind, advertise = f"tcp://{host}:0", advertise or host
+        explicit_name = name is not None and keys_pool is None
         name = name or default_node_name()
         lease = None
         if keys_pool is not None:
@@ -244,7 +246,13 @@ def node(
             data=data,
         )
         try:
-            code = run_host_sync(host_configs(config, nodes_per_process, keys))
+            if keys is not None and len(keys) == 1 and explicit_name:
+                # One node named explicitly: its name is kept (the coordinator refuses a name
+                # its key does not own, and says so); otherwise a node is named after its key.
+                configs = [dataclasses.replace(config, keys=keys[0])]
+            else:
+                configs = host_configs(config, nodes_per_process, keys)
+            code = run_host_sync(configs)
         finally:
             if lease is not None:
                 lease.release()
