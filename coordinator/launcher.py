@@ -102,7 +102,8 @@ class UpConfig:
     broker : str or None
         ``mqtt://host:port`` of an external broker; ``None``: an embedded one.
     embedded : {"auto", "mosquitto", "amqtt"}
-        Which embedded broker (``auto``: mosquitto if installed, else amqtt).
+        Which embedded broker (``auto``: mosquitto if installed, else amqtt, which only an
+        insecure run may use).
     timeout : float
         Seconds after the start of t before the run is stopped as not converged.
     node_args : tuple of str
@@ -328,14 +329,10 @@ async def _run_up(
     async with broker_for(config.broker, config.embedded, config.host, auth) as broker:
         if plan.security is not None and not broker.access_controlled:
             # Our passwords mean nothing to this broker: use the URL's credentials as they are.
+            # (An external one: broker_for refuses amqtt in a secure run.)
             plan = dataclasses.replace(
                 plan, security=dataclasses.replace(plan.security, mqtt_secret="")
             )
-            if broker.kind == "amqtt":
-                log.warning(
-                    "the in-process amqtt broker has no passwords or ACL: MQTT is NOT access "
-                    "controlled (exchanges still are); install mosquitto for a secure broker"
-                )
         port = free_port(config.host)
         bind = f"tcp://{config.host}:{port}"
         coord_config = dataclasses.replace(
