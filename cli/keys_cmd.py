@@ -87,9 +87,6 @@ def init(
             return
         names = [f"node-{k}" for k in range(count)]
         root = directory / "pool" if pool else None
-        if root is not None:
-            root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            root.chmod(0o700)
         init_keys(directory, names, zmq.curve_keypair, force=force, node_root=root)
         secret = load_mqtt_secret(directory / COORDINATOR / "mqtt.secret")
         passwd, acl = write_mosquitto_auth(directory / "mqtt", secret, count)

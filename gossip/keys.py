@@ -161,6 +161,8 @@ def init_keys(
             "needs its new key)"
         )
     _private_dir(directory)
+    if node_root is not None:
+        _private_dir(node_root)
 
     def make(name: str, coordinator: str) -> Identity:
         public, secret = keypair()

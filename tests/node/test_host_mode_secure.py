@@ -127,7 +127,8 @@ async def test_host_mode_is_secure_by_default_and_forged_src_fails(tmp_path: Pat
         if not run.done():
             run.cancel()
     assert summary.stop_reason == "reached"
-    assert summary.mass_drift_rel is not None and summary.mass_drift_rel < 1e-9
+    assert summary.mass_drift_rel is not None
+    assert summary.mass_drift_rel < 1e-9
     # Each node was named after its own key, host-0 holding node-0 .. node-3.
     assert sorted(state.nodes[k].name for k in range(8)) == sorted(f"node-{k}" for k in range(8))
     final = final_of(tmp_path / "host-0.log", 3)
