@@ -291,6 +291,21 @@ def test_outsiders_get_no_exchange_answered_and_publish_no_state(
     _check_secure(compose_project, get_json(base + "/api/state"))
 
 
+def test_host_mode_containers_claim_a_key_per_node(compose_project: ComposeProject) -> None:
+    # GOSSIP_NODES_PER_CONTAINER=4: two containers of four nodes, each node with its own key.
+    _configure(compose_project)
+    compose_project.env["GOSSIP_NODES_PER_CONTAINER"] = "4"
+    compose_project.compose("up", "--detach", "--no-build", "--scale", "node=2")
+    snap = _final(compose_project, timeout=240)
+    _check_exact_average(snap)
+    assert sorted(snap["registered"]) == sorted(f"node-{k}" for k in range(N))
+    claimed = []
+    for node in compose_project.containers("node"):
+        line = next(x for x in node.logs().decode().splitlines() if "CURVE: claimed" in x)
+        claimed += line.split("key(s) ")[1].split(" from ")[0].split(", ")
+    assert sorted(claimed) == sorted(f"node-{k}" for k in range(N))
+
+
 def test_insecure_opt_out_says_so_and_still_reaches_eps(compose_project: ComposeProject) -> None:
     _configure(compose_project)
     compose_project.env["GOSSIP_INSECURE"] = "1"
