@@ -307,7 +307,9 @@ def test_host_mode_containers_claim_a_key_per_node(compose_project: ComposeProje
 
 
 def test_insecure_opt_out_says_so_and_still_reaches_eps(compose_project: ComposeProject) -> None:
-    _configure(compose_project)
+    # Rate 100: ARG at the default 200/s has diverged here once on a loaded machine, with or
+    # without keys; the start-up figure does not depend on the rate.
+    _configure(compose_project, rate=100)
     compose_project.env["GOSSIP_INSECURE"] = "1"
     started = time.monotonic()
     compose_project.compose("up", "--detach", "--no-build", "--scale", f"node={N}")
