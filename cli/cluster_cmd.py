@@ -180,9 +180,14 @@ def coordinator(
         coord = Coordinator(config, state, plan)
         from coordinator.broker import redact_broker_url
 
+        secured = (
+            f"CurveZMQ, {len(plan.security.allowed)} node keys allowed"
+            if plan.security is not None
+            else "insecure"
+        )
         typer.echo(
             f"coordinator: {graph} ({plan.expected} nodes), {plan.params.algorithm.value}, "
-            f"rate {rate:g}/s, eps {until:g}; registration on {bind}, metrics "
+            f"rate {rate:g}/s, eps {until:g}; registration on {bind} ({secured}), metrics "
             f"{redact_broker_url(broker) or 'off'}",
             err=True,
         )

@@ -72,7 +72,8 @@ def up(
         str,
         typer.Option(
             envvar=env("embedded_broker"),
-            help="auto (mosquitto if installed, else in-process amqtt), mosquitto or amqtt.",
+            help="auto (mosquitto if installed, else in-process amqtt), mosquitto or amqtt; "
+            "amqtt has no passwords or ACL, so only --insecure runs may use it.",
         ),
     ] = "auto",
     metrics_file: MetricsFile = Path("gossip-run.jsonl"),

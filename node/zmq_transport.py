@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import zmq
 
 from gossip.errors import ConfigError, TransportError
-from node.curve import CurveKeys, PeerAuthenticator, curve_client, curve_server
+from node.curve import CurveKeys, PeerAuthenticator, PeerGate, curve_client, curve_server
 from node.transport import FrameHandler, Incoming, Transport, TransportStats
 
 __all__ = ["ZmqTransport", "advertised_address"]
@@ -127,16 +127,16 @@ class ZmqTransport(Transport):
         self._ctx: zmq.Context[zmq.Socket[bytes]] = context or zmq.Context()
         self._keys = keys
         self._peer_keys: dict[int, str] = {}
-        self._auth: PeerAuthenticator | None = None
+        self._auth: PeerGate | None = None
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.SNDHWM, _HWM)
         self._router.setsockopt(zmq.RCVHWM, _HWM)
         if keys is not None:
             # Before the bind: a CURVE server without its ZAP handler admits any key.
-            self._auth = PeerAuthenticator(self._ctx)
-            self._auth.start()
-            curve_server(self._router, keys)
+            # One ZAP handler per context; this server gets a domain (allow-list) of its own.
+            self._auth = PeerAuthenticator.for_context(self._ctx).gate()
+            curve_server(self._router, keys, self._auth.domain)
         try:
             if bind.startswith("tcp://") and bind.rsplit(":", 1)[-1] in ("0", "*"):
                 host = urlsplit(bind).hostname or "0.0.0.0"
@@ -148,7 +148,7 @@ class ZmqTransport(Transport):
         except zmq.ZMQError as exc:
             self._router.close(0)
             if self._auth is not None:
-                self._auth.stop()
+                self._auth.close()
             if self._own_context:
                 self._ctx.term()
             raise ConfigError(
@@ -400,6 +400,6 @@ class ZmqTransport(Transport):
         self._unwatch(self._router)
         self._router.close(0)
         if self._auth is not None:
-            self._auth.stop()
+            self._auth.close()
         if self._own_context:
             self._ctx.term()
