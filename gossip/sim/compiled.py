@@ -138,4 +138,3 @@ def run_block_compiled(spec: BlockSpec, report: Callable[[int], None] | None = N
         if report is not None:
             report(int(done))
     return errors
-

@@ -79,11 +79,11 @@ def seed_words(value: int) -> NDArray[np.uint64]:
     return np.array(words or [0], dtype=np.uint64)
 
 
-@intrinsic
-def _mul_add_128(typingctx: Any, hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> Any:
+def _typed_mul_add_128(typingctx: Any, hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> Any:
     """``(hi, lo) * PCG_MULT + (inc_hi, inc_lo)`` modulo 2**128, as one LLVM i128 multiply-add."""
-    u64 = types.uint64
-    sig = types.UniTuple(u64, 2)(u64, u64, u64, u64)
+    u64: Any = types.uint64
+    pair: Any = types.UniTuple
+    sig = pair(u64, 2)(u64, u64, u64, u64)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         wide = ir.IntType(128)
@@ -100,6 +100,9 @@ def _mul_add_128(typingctx: Any, hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> 
         return context.make_tuple(builder, signature.return_type, [out_hi, out_lo])
 
     return sig, codegen
+
+
+_mul_add_128: Any = intrinsic(_typed_mul_add_128)
 
 
 @njit(cache=True, inline="always")
@@ -181,6 +184,8 @@ def pcg_seed(words: NDArray[np.uint64], rng: NDArray[np.uint64]) -> None:
 @njit(cache=True, inline="always")
 def pcg_next(rng: NDArray[np.uint64]) -> np.uint64:
     """The next 64 random bits of PCG64 (step, then the XSL-RR output of the new state)."""
+    hi: np.uint64
+    lo: np.uint64
     hi, lo = _mul_add_128(rng[0], rng[1], rng[2], rng[3])
     rng[0] = hi
     rng[1] = lo
@@ -217,7 +222,7 @@ def standard_exponential(rng: NDArray[np.uint64]) -> float:
     bits = pcg_next(rng) >> _U3
     idx = int(bits & _UFF)
     bits >>= _U8
-    x = float(bits) * _WE[idx]
+    x: float = float(bits) * _WE[idx]
     if bits < _KE[idx]:
         return x  # 98.9% of draws
-    return _exponential_tail(rng, idx, x)
+    return float(_exponential_tail(rng, idx, x))
