@@ -59,6 +59,7 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
     last = np.empty(n, dtype=np.float64)
     rng = np.empty(4, dtype=np.uint64)
     times = np.empty(BATCH, dtype=np.float64)
+    edges = np.empty(BATCH, dtype=np.int64)
     events = 0
     for r in range(errors.shape[0]):
         pcg_seed(seed_state(seed, first_run + r), rng)
@@ -89,15 +90,22 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
             in_window = 0
             while in_window < count and times[in_window] < end:
                 in_window += 1
+            # The window's edges, all drawn now (the uniforms follow the gaps in the stream, as
+            # NumPy draws them): the event loop below then has no random-number dependency.
+            if edges.shape[0] < in_window:
+                edges = np.empty(in_window + BATCH, dtype=np.int64)
+            for m in range(in_window):
+                scaled = next_double(rng) * n_edges
+                e = min(int(scaled), n_edges - 1)
+                if not uniform and (scaled - e) >= accept[e]:
+                    e = alias[e]
+                edges[m] = e
             j = 0
             for i in range(bounds[w, 0], bounds[w, 1]):
                 g = sweep[i]
                 while j < in_window and times[j] <= g:
                     t = times[j]
-                    scaled = next_double(rng) * n_edges
-                    e = min(int(scaled), n_edges - 1)
-                    if not uniform and (scaled - e) >= accept[e]:
-                        e = alias[e]
+                    e = edges[j]
                     a = end_u[e]
                     b = end_v[e]
                     if tracks_z:
@@ -135,9 +143,6 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
                     errors[r, col] = _error(x, z, last, g, rate, tracks_z, mean, n, d)
                     col += 1
             events += j
-            # The window's remaining edge draws (after the horizon) keep the stream as NumPy's.
-            for _ in range(j, in_window):
-                next_double(rng)
     return events
 
 
