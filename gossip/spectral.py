@@ -325,7 +325,7 @@ def _sparse(
         rhs[u[start:stop], cols] += 1.0
         rhs[v[start:stop], cols] -= 1.0
         rhs = rhs[1:]
-        sol = lu.solve(rhs)
+        sol = _solve(lu, rhs)
         r_eff[start:stop] = np.einsum("ij,ij->j", rhs, sol)
     return mu, r_eff / scale
 
@@ -346,22 +346,41 @@ def _projected(
     """
     rng = np.random.default_rng(seed)
     root = np.sqrt(weights)
+    # B^T as a sparse (n, |E|) matrix: +1 at (u_e, e), -1 at (v_e, e); one product per block
+    # instead of np.add.at, which is ten times slower.
+    from scipy.sparse import csr_array
+
+    edge = np.arange(len(u))
+    incidence = csr_array(
+        (
+            np.concatenate((np.ones(len(u)), -np.ones(len(u)))),
+            (np.concatenate((u, v)), np.concatenate((edge, edge))),
+        ),
+        shape=(n, len(u)),
+    )
     total = np.zeros(len(u), dtype=np.float64)
     for start in range(0, k, _BLOCK):
         rows = min(_BLOCK, k - start)
         signs = rng.integers(0, 2, size=(len(u), rows), dtype=np.int8) * 2.0 - 1.0
         load = signs * (root / math.sqrt(k))[:, None]  # (Q W^1/2)^T, edge by edge
         # B^T (Q W^1/2)^T: +row at u, -row at v; its columns sum to 0 (L's range).
-        rhs = np.zeros((n, rows), dtype=np.float64)
-        np.add.at(rhs, u, load)
-        np.add.at(rhs, v, -load)
+        rhs = np.asarray(incidence @ load)
         # Grounded at node 0 (Z row 0 = 0): a solution up to a constant, which the
         # differences below cancel.
         sol = np.zeros((n, rows), dtype=np.float64)
-        sol[1:] = lu.solve(rhs[1:])
+        sol[1:] = _solve(lu, rhs[1:])
         gap = sol[u] - sol[v]
         total += np.einsum("ij,ij->i", gap, gap)
     return total
+
+
+def _solve(lu: Any, rhs: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``lu.solve(rhs)`` one column at a time: SuperLU's own multi-column solve is 4-6 times
+    slower than this loop (grid:100x100, 64 columns: 0.3 s against 0.06 s of CPU)."""
+    sol = np.empty(rhs.shape, dtype=np.float64, order="F")
+    for j in range(rhs.shape[1]):
+        sol[:, j] = lu.solve(np.ascontiguousarray(rhs[:, j]))
+    return sol
 
 
 def _second_eigenvalue(scaled: scipy.sparse.csc_array, linalg: ModuleType) -> float:
