@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ __all__ = [
     "algorithm_summary",
     "check_output_path",
     "plot_gossip_figure",
+    "prepare_plotting",
     "t_eps",
     "write_csv",
     "write_json",
@@ -129,6 +131,34 @@ def _finite(value: Any) -> Any:
     return value
 
 
+_preparing: threading.Thread | None = None
+_preparing_lock = threading.Lock()
+
+
+def prepare_plotting() -> None:
+    """Start importing matplotlib and loading its font in a background thread, and return.
+
+    That is about half a second of CPU that a caller can overlap with a simulation (the
+    compiled kernel releases the GIL); :func:`plot_gossip_figure` waits for it to finish.
+    """
+    global _preparing
+    with _preparing_lock:
+        if _preparing is None:
+            # Not a daemon: an early exit waits for it rather than stopping it inside an import.
+            _preparing = threading.Thread(target=_warm, name="gossip-plot-warm-up")
+            _preparing.start()
+
+
+def _warm() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(1, 1))
+    FigureCanvasAgg(fig)
+    fig.text(0.5, 0.5, "10\u2070")  # loads the default font
+    fig.canvas.draw()
+
+
 def plot_gossip_figure(
     path: Path,
     panels: Sequence[tuple[str, Mapping[str, SimulationResult]]],
@@ -140,6 +170,10 @@ def plot_gossip_figure(
     column shows, per algorithm, the mean over runs (thick), its 5% and 95% quantiles (shaded
     band, thin edges) and the theorem's bound ``factor * e0 * exp(-theta t)`` (dashed).
     """
+    with _preparing_lock:
+        preparing = _preparing
+    if preparing is not None:
+        preparing.join()  # never import matplotlib from two threads at once
     # Figure and the Agg canvas directly, not pyplot (a third of a second to import), and no
     # mathtext (its parser takes as long to build): the labels are plain Unicode.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
