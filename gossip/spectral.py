@@ -74,6 +74,7 @@ EXACT_LIMIT = 4000
 """Largest node count for which ``method="auto"`` computes every ``R_eff`` exactly."""
 
 _BLOCK = 256  # right-hand sides per sparse solve: bounds memory to n * 256 floats
+_PROJECTED_VALUES = 1 << 24  # most values (edges x rows) of one JL block's temporaries
 _THREADED_SOLVE = 1_000_000  # values (nodes x columns) above which the solves share threads
 
 
@@ -345,7 +346,8 @@ def _projected(
     """JL estimates of ``R_eff`` on every edge: ``|Z (e_u - e_v)|^2``, ``Z = Q W^1/2 B L^+``.
 
     ``weights`` are the (scaled) ``P_e`` of the factorised Laplacian; ``Q`` has ``k`` rows of
-    random signs over ``sqrt(k)``, drawn and solved ``_BLOCK`` rows at a time.
+    random signs over ``sqrt(k)``, drawn and solved ``_BLOCK`` rows at a time (fewer on a graph
+    of more than ``_PROJECTED_VALUES / _BLOCK`` edges).
     """
     rng = np.random.default_rng(seed)
     root = np.sqrt(weights)
@@ -362,8 +364,11 @@ def _projected(
         shape=(n, len(u)),
     )
     total = np.zeros(len(u), dtype=np.float64)
-    for start in range(0, k, _BLOCK):
-        rows = min(_BLOCK, k - start)
+    # Fewer rows per block on a large graph: each (|E|, rows) temporary stays under 128 MB
+    # (grid:316x316 peaked at 2.8 GB with 256 rows). Small graphs keep their 256-row blocks.
+    block = max(1, min(_BLOCK, _PROJECTED_VALUES // len(u)))
+    for start in range(0, k, block):
+        rows = min(block, k - start)
         signs = rng.integers(0, 2, size=(len(u), rows), dtype=np.int8) * 2.0 - 1.0
         load = signs * (root / math.sqrt(k))[:, None]  # (Q W^1/2)^T, edge by edge
         # B^T (Q W^1/2)^T: +row at u, -row at v; its columns sum to 0 (L's range).
@@ -372,7 +377,7 @@ def _projected(
         # differences below cancel.
         sol = np.zeros((n, rows), dtype=np.float64)
         sol[1:] = _solve(lu, rhs[1:])
-        gap = sol[u] - sol[v]
+        gap = incidence.T @ sol  # row e: sol[u_e] - sol[v_e]
         total += np.einsum("ij,ij->i", gap, gap)
     return total
 
