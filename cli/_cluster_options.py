@@ -19,6 +19,7 @@ __all__ = [
     "DashRuns",
     "DashToken",
     "Data",
+    "DeadAfter",
     "Dim",
     "Graph",
     "JsonOut",
@@ -105,6 +106,14 @@ Split = Annotated[
     typer.Option(
         envvar=env("split"),
         help="With --problem: how the data is cut, iid:SEED (default iid:0) or label:SEED.",
+    ),
+]
+DeadAfter = Annotated[
+    float | None,
+    typer.Option(
+        envvar=env("dead_after"),
+        help="Declare a node dead after this many seconds without a report: it leaves the "
+        "membership, its neighbours settle their edges with it (default: never).",
     ),
 ]
 Timeout = Annotated[

@@ -21,6 +21,7 @@ from cli._cluster_options import (
     DashRuns,
     DashToken,
     Data,
+    DeadAfter,
     Dim,
     Graph,
     JsonOut,
@@ -88,6 +89,14 @@ def coordinator(
         typer.Option(envvar=env("start_delay"), help="Seconds from bootstrap to t = 0."),
     ] = 1.5,
     timeout: Timeout = None,
+    dead_after: DeadAfter = None,
+    allow_joins: Annotated[
+        bool,
+        typer.Option(
+            envvar=env("allow_joins"),
+            help="Attach nodes that register after the start (gossip node --join --value X).",
+        ),
+    ] = False,
     keep_running: Annotated[
         bool,
         typer.Option(envvar=env("keep_running"), help="Never stop the nodes; measure forever."),
@@ -149,6 +158,8 @@ def coordinator(
         register_timeout=register_timeout,
         start_delay=start_delay,
         run_timeout=timeout,
+        dead_after=dead_after,
+        allow_joins=allow_joins,
         keep_running=keep_running,
         weighted=weighted,
         resume=resume,
@@ -169,9 +180,14 @@ def coordinator(
         coord = Coordinator(config, state, plan)
         from coordinator.broker import redact_broker_url
 
+        secured = (
+            f"CurveZMQ, {len(plan.security.allowed)} node keys allowed"
+            if plan.security is not None
+            else "insecure"
+        )
         typer.echo(
             f"coordinator: {graph} ({plan.expected} nodes), {plan.params.algorithm.value}, "
-            f"rate {rate:g}/s, eps {until:g}; registration on {bind}, metrics "
+            f"rate {rate:g}/s, eps {until:g}; registration on {bind} ({secured}), metrics "
             f"{redact_broker_url(broker) or 'off'}",
             err=True,
         )

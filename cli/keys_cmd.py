@@ -19,12 +19,43 @@ keys_app = typer.Typer(
 app.add_typer(keys_app, name="keys")
 
 
+def _node_count(nodes: int | None, graph: str | None) -> int:
+    from gossip.errors import ConfigError
+
+    if nodes is not None:  # before --graph, which may come from the environment
+        if nodes < 1:
+            raise ConfigError(f"--nodes must be >= 1, got {nodes}")
+        return nodes
+    if graph is None:
+        raise ConfigError("give the number of nodes: --nodes N, or --graph SPEC (grid:4x4)")
+    from gossip.topology import parse_topology
+
+    return int(parse_topology(graph).n)
+
+
 @keys_app.command()
 def init(
     directory: Annotated[
         Path, typer.Option("--dir", help="Where to write the keys (created 0700).")
     ],
-    nodes: Annotated[int, typer.Option(help="Number of nodes: node-0 .. node-(N-1).")],
+    nodes: Annotated[
+        int | None, typer.Option(help="Number of nodes: node-0 .. node-(N-1).")
+    ] = None,
+    graph: Annotated[
+        str | None,
+        typer.Option(envvar="GOSSIP_GRAPH", help="Or: as many nodes as this graph has."),
+    ] = None,
+    pool: Annotated[
+        bool,
+        typer.Option(
+            help="Put the node key pairs in DIR/pool, a pool that `gossip node --keys-pool "
+            "DIR/pool` claims from (containers), and mark DIR/*/ready when done."
+        ),
+    ] = False,
+    if_missing: Annotated[
+        bool,
+        typer.Option(help="Keep the keys already in --dir if they are for as many nodes."),
+    ] = False,
     force: Annotated[bool, typer.Option(help="Replace the keys already in --dir.")] = False,
 ) -> None:
     """Create a cluster's keys: the coordinator's (with the allow-list of the nodes' public
@@ -38,16 +69,31 @@ def init(
 
     from coordinator.mqtt_auth import write_mosquitto_auth
     from gossip.errors import ConfigError
-    from gossip.keys import COORDINATOR, init_keys, load_mqtt_secret
+    from gossip.keys import COORDINATOR, init_keys, load_allow_list, load_mqtt_secret
 
     with reported_errors():
-        if nodes < 1:
-            raise ConfigError(f"--nodes must be >= 1, got {nodes}")
-        names = [f"node-{k}" for k in range(nodes)]
-        init_keys(directory, names, zmq.curve_keypair, force=force)
+        count = _node_count(nodes, graph)
+        subdirs = (COORDINATOR, "pool", "mqtt") if pool else ()
+        if if_missing and (directory / COORDINATOR / "secret.key").exists():
+            have = len(load_allow_list(directory / COORDINATOR / "allow.json"))
+            if have != count:
+                raise ConfigError(
+                    f"{directory} holds keys for {have} nodes, not {count}: remove them to "
+                    "provision new ones (compose: `docker compose down -v`), or pass --force"
+                )
+            for sub in subdirs:
+                (directory / sub / "ready").touch()
+            typer.echo(f"kept the keys for the coordinator and {count} nodes in {directory}/")
+            return
+        names = [f"node-{k}" for k in range(count)]
+        root = directory / "pool" if pool else None
+        init_keys(directory, names, zmq.curve_keypair, force=force, node_root=root)
         secret = load_mqtt_secret(directory / COORDINATOR / "mqtt.secret")
-        passwd, acl = write_mosquitto_auth(directory / "mqtt", secret, nodes)
+        passwd, acl = write_mosquitto_auth(directory / "mqtt", secret, count)
+        for sub in subdirs:  # last: what waits for the keys waits for these
+            (directory / sub / "ready").touch()
+        where = f"{root}/" if root is not None else f"{directory}/node-*"
         typer.echo(
-            f"wrote keys for the coordinator and {nodes} nodes in {directory}/ "
-            f"(secrets 0600); mosquitto: {passwd}, {acl}"
+            f"wrote keys for the coordinator and {count} nodes (node keys in {where}, secrets "
+            f"0600); mosquitto: {passwd}, {acl}"
         )

@@ -150,20 +150,53 @@ def node(
         str, typer.Option(envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.")
     ] = "info",
     keys: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
             envvar="GOSSIP_KEYS",
             help="This node's key directory (gossip keys init: DIR/node-K): CurveZMQ on every "
-            "socket; the name defaults to the key's. Without it the node is insecure.",
+            "socket; the node is named after its key. Host mode: once per node. Without keys "
+            "the node is insecure.",
+        ),
+    ] = None,
+    keys_pool: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GOSSIP_KEYS_POOL",
+            help="Claim this process's key pair(s) from a pool (gossip keys init --pool: "
+            "DIR/pool), one per node, held while it runs; a restart with the same --name gets "
+            "the same keys back. For identical replicas (docker compose --scale).",
         ),
     ] = None,
     mqtt_ca: Annotated[
         Path | None,
         typer.Option(envvar="GOSSIP_MQTT_CA", help="CA (PEM) of an mqtts:// broker."),
     ] = None,
+    leave: Annotated[
+        bool,
+        typer.Option(
+            help="Do not run a node: ask the coordinator (through --broker) to take the running "
+            "node --name out of the cluster for good; the others converge to their own mean.",
+        ),
+    ] = False,
+    join: Annotated[
+        bool,
+        typer.Option(
+            help="Join a running cluster with --value: the coordinator attaches this node to "
+            "random members and the mean moves to include its value.",
+        ),
+    ] = False,
+    broker: Annotated[
+        str | None,
+        typer.Option(envvar="GOSSIP_BROKER", help="With --leave: the run's MQTT broker URL."),
+    ] = None,
+    cluster: Annotated[
+        str,
+        typer.Option(envvar="GOSSIP_CLUSTER", help="With --leave: the cluster name."),
+    ] = "gossip",
 ) -> None:
     """Run one node: register with the coordinator, gossip with the neighbours it assigns,
     publish state on MQTT, and stop cleanly on {"cmd": "stop"}, SIGTERM or Ctrl-C."""
+    import dataclasses
     import logging
 
     from gossip.errors import ConfigError
@@ -172,6 +205,11 @@ def node(
     from node.host import host_configs, run_host_sync
 
     with reported_errors():
+        if leave:
+            _leave(broker, cluster, name, mqtt_ca)
+            raise typer.Exit(0)
+        if join and value is None:
+            raise ConfigError("--join needs --value: a joining node brings its own value")
         level = getattr(logging, log_level.upper(), None)
         if not isinstance(level, int):
             raise ConfigError(
@@ -191,11 +229,29 @@ def node(
             )
         if host is not None:
             bind, advertise = f"tcp://{host}:0", advertise or host
-        if keys is not None:
-            from gossip.keys import load_identity
+        explicit_name = name is not None and keys_pool is None
+        name = name or default_node_name()
+        lease = None
+        if keys_pool is not None:
+            if keys:
+                raise ConfigError("give --keys or --keys-pool, not both")
+            from node.keypool import claim_keys
 
-            name = name or load_identity(keys).name  # a clear error now if the key is bad
-        else:
+            claimants = (
+                [name]
+                if nodes_per_process == 1
+                else [f"{name}-{i}" for i in range(nodes_per_process)]
+            )
+            lease = claim_keys(keys_pool, claimants)
+            keys = lease.keys
+            logging.getLogger("node").info(
+                "CURVE: claimed key(s) %s from the pool %s for %s",
+                ", ".join(k.name for k in keys),
+                keys_pool,
+                name,
+            )
+        if not keys:
+            keys = None
             logging.getLogger("node").warning(
                 "no --keys: this node's exchanges are not authenticated (insecure)"
             )
@@ -212,10 +268,35 @@ def node(
             register_timeout=register_timeout,
             seed=seed,
             max_in_flight=max_in_flight or None,
-            name=name or default_node_name(),
-            keys=keys,
+            name=name,
             mqtt_ca=mqtt_ca,
             data=data,
         )
-        code = run_host_sync(host_configs(config, nodes_per_process))
+        try:
+            if keys is not None and len(keys) == 1 and explicit_name:
+                # One node named explicitly: its name is kept (the coordinator refuses a name
+                # its key does not own, and says so); otherwise a node is named after its key.
+                configs = [dataclasses.replace(config, keys=keys[0])]
+            else:
+                configs = host_configs(config, nodes_per_process, keys)
+            code = run_host_sync(configs)
+        finally:
+            if lease is not None:
+                lease.release()
     raise typer.Exit(code)
+
+
+def _leave(broker: str | None, cluster: str, name: str | None, ca: Path | None) -> None:
+    """Send the leave request of ``gossip node --leave``."""
+    import asyncio
+
+    from gossip.errors import ConfigError
+    from node.membership import request_leave
+
+    if not broker or not name:
+        raise ConfigError(
+            f"--leave needs --broker (the run's MQTT broker) and --name (the node), got "
+            f"broker={broker!r}, name={name!r}"
+        )
+    asyncio.run(request_leave(broker, cluster, name, None if ca is None else str(ca)))
+    typer.echo(f"asked the coordinator of cluster {cluster!r} to remove {name}")

@@ -72,7 +72,8 @@ def up(
         str,
         typer.Option(
             envvar=env("embedded_broker"),
-            help="auto (mosquitto if installed, else in-process amqtt), mosquitto or amqtt.",
+            help="auto (mosquitto if installed, else in-process amqtt), mosquitto or amqtt; "
+            "amqtt has no passwords or ACL, so only --insecure runs may use it.",
         ),
     ] = "auto",
     metrics_file: MetricsFile = Path("gossip-run.jsonl"),
@@ -128,6 +129,14 @@ def up(
             "each; one crash more fails the run.",
         ),
     ] = 3,
+    restart_on_new_address: Annotated[
+        bool,
+        typer.Option(
+            envvar=env("restart_on_new_address"),
+            help="Restart a crashed node process on a fresh port, as DHCP or a new container "
+            "would: it tells its neighbours its new address as it recovers.",
+        ),
+    ] = False,
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
     dashboard_token: DashToken = "",
@@ -216,7 +225,7 @@ def up(
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
         config = dataclasses.replace(config, log_dir=logs)
-        sup = Supervision(max_restarts)
+        sup = Supervision(max_restarts, new_address=restart_on_new_address)
         try:
             summary, state = asyncio.run(_up(config, quiet, prepared, sup))
         except BaseException as exc:

@@ -6,7 +6,11 @@
 2. ``mosquitto`` on the PATH (or in ``/usr/sbin``): a child process listening on a free loopback
    port, with a generated configuration (anonymous access, no persistence) in a temporary
    directory;
-3. otherwise an in-process amqtt broker on a free loopback port.
+3. otherwise an in-process amqtt broker on a free loopback port, anonymous: only for
+   ``gossip up --insecure``. A secure run without mosquitto is refused with the fix
+   (``apt-get install mosquitto``, ``--broker`` or ``--insecure``) rather than given an amqtt
+   that anyone on the host could publish to: amqtt's password and topic plugins would be a
+   second access-control implementation to keep equal to mosquitto's ACL, for a fallback.
 
 Each is an async context manager that yields a :class:`RunningBroker` once the broker accepts
 TCP connections, and stops it (and frees its port) on exit, whatever the exit path.
@@ -299,12 +303,13 @@ async def broker_for(
     host : str
         Loopback address for an embedded broker.
     auth : MosquittoAuth, optional
-        Password file and ACL for an embedded mosquitto (amqtt ignores them: anonymous).
+        Password file and ACL for an embedded mosquitto: a secure run. amqtt is then refused.
 
     Raises
     ------
     ConfigError
-        A bad URL or kind, or ``kind="mosquitto"`` without the binary.
+        A bad URL or kind, ``kind="mosquitto"`` without the binary, or ``auth`` (a secure run)
+        without mosquitto.
     TransportError
         The broker does not accept connections.
     """
@@ -320,6 +325,14 @@ async def broker_for(
         raise ConfigError(
             "--embedded-broker mosquitto: no mosquitto binary found (apt-get install mosquitto), "
             "or use auto/amqtt"
+        )
+    if binary is None and auth is not None:
+        # amqtt gets no passwords or ACL from us (see the module header): rather than run a
+        # "secure" cluster whose MQTT anyone on the host can write to, refuse.
+        raise ConfigError(
+            "a secure run needs mosquitto for the MQTT passwords and ACL, and the in-process "
+            "amqtt broker has neither: install it (apt-get install mosquitto), give an "
+            "access-controlled broker with --broker, or pass --insecure"
         )
     if binary is not None:
         async with mosquitto_broker(binary, host, auth=auth) as running:

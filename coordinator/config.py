@@ -65,6 +65,12 @@ class CoordinatorConfig:
         Stop (without having reached eps) this many seconds after the epoch.
     keep_running : bool
         Never send the stop command; measure until cancelled.
+    dead_after : float or None
+        Declare a node dead after this many seconds without a report, and remove it from the
+        membership (:mod:`coordinator.membership`); ``None``: never.
+    allow_joins : bool
+        After the bootstrap, attach a node registering under a new name with its value
+        (``gossip node --join``) instead of refusing it.
     weighted : bool
         Edge probabilities proportional to edge weights (``file:`` topologies).
     resume : bool
@@ -101,6 +107,8 @@ class CoordinatorConfig:
     stop_timeout: float = 10.0
     run_timeout: float | None = None
     keep_running: bool = False
+    dead_after: float | None = None
+    allow_joins: bool = False
     weighted: bool = False
     resume: bool = True
     dashboard_port: int | None = None
@@ -129,6 +137,8 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     """
     _positive("--rate", config.rate)
     _positive("--until", config.until)
+    if config.dead_after is not None:
+        _positive("--dead-after", config.dead_after)
     _positive("--metrics-period", config.metrics_period)
     _positive("--register-timeout", config.register_timeout)
     if config.dim < 1:

@@ -114,6 +114,8 @@ class EpsRule:
         Returns ``None`` while eps is not (yet) confirmed; once it returns a point, the caller
         records it as reached (further calls may return points again).
         """
+        if self._first is not None and self._first.times.shape != ev.times.shape:
+            self._first, self._count = None, 0  # the membership changed: start again
         if ev.stopped or not ev.point.error <= self.eps:  # ``not <=``: NaN also resets
             self._first, self._count = None, 0
             return None
@@ -161,7 +163,8 @@ class ReportBook:
         message; it never raises.
         """
         try:
-            report = parse_report(topic, payload, self.prefix, self.plan.expected, self.plan.dim)
+            ids = max(self.plan.expected, len(self.state.initial))  # joined nodes included
+            report = parse_report(topic, payload, self.prefix, ids, self.plan.dim)
         except ProtocolError as exc:
             self.bad += 1
             self.state.message = f"ignored a bad report: {exc}"
@@ -202,13 +205,19 @@ class ReportBook:
         reported or before the epoch.
         """
         plan = self.plan
-        histories = [self._snaps.get(k) for k in range(plan.expected)]
+        # Only the current members: a node that left is measured no more (coordinator.membership).
+        departed = self.state.departed
+        everyone = max(plan.expected, len(self.state.initial))  # joined nodes have ids past n
+        ids = [k for k in range(everyone) if k not in departed]
+        histories = [self._snaps.get(k) for k in ids]
         if not self.state.initial or any(h is None or not h for h in histories):
             return None
         present = [h for h in histories if h is not None]
         latest = [h[-1] for h in present]
         chosen = latest
-        cut = consistent_cut(present, plan.topology.edges)
+        # The cut's edges index nodes by id: without departures only (the latest reports then).
+        churned = bool(departed) or everyone != plan.expected
+        cut = None if churned else consistent_cut(present, plan.topology.edges)
         if cut is not None:
             candidate = [h[i] for h, i in zip(present, cut, strict=True)]
             # At high rates some exchange is always in flight, and the latest consistent cut
@@ -222,11 +231,12 @@ class ReportBook:
             return None  # before the epoch: nothing has happened yet
         x = np.array([s.x for s in chosen], dtype=np.float64)
         z = np.array([s.z for s in chosen], dtype=np.float64)
-        initial = np.array(self.state.initial, dtype=np.float64)
+        initial = np.array([self.state.initial[k] for k in ids], dtype=np.float64)
+        eta = plan.params.eta if self.state.view_eta is None else self.state.view_eta
         # The cut's reports were taken at different times and each misses the jumps after its
         # own time: labelling the cut with the median of those times (mixing the others back or
         # forward, exact either way) balances the jumps it misses against those it has early.
-        est = estimate(t, x, z, initial, plan.params.eta, at=float(np.median(t)))
+        est = estimate(t, x, z, initial, eta, at=float(np.median(t)))
         if self.state.optimization is not None:  # the error is sum_v |x_v - x*|^2 there
             est = measure_optimization(self.state.optimization, chosen, est, time.time())
         spread = float(t.max() - t.min())
@@ -235,5 +245,5 @@ class ReportBook:
             point,
             times=t,
             fresh=spread <= 3.0 * plan.rate * plan.metrics_period,
-            stopped=any(v.final for v in self.state.nodes.values()),
+            stopped=any(v.final for k, v in self.state.nodes.items() if k not in departed),
         )

@@ -14,7 +14,8 @@ Theory of operation
   output goes to ``<log_dir>/node-<k>.log``.
 * Host mode (``nodes_per_process`` K > 1): the N nodes run as ceil(N / K) processes
   ``host-<j>`` (``gossip node --nodes-per-process``, :mod:`node.host`), logging to
-  ``<log_dir>/host-<j>.log``; their nodes are named ``host-<j>-<i>``.
+  ``<log_dir>/host-<j>.log``; their nodes are named ``host-<j>-<i>``, or, secure, after the
+  keys ``node-<k>`` the host's nodes get (host j the next K of them, in order).
 * Restart policy (:mod:`coordinator.supervise`): each process gets a fixed port chosen here
   (``--bind tcp://HOST:PORT``; host mode: node i of the process on PORT+i). A process that
   exits with an error before the run is over is started again under the same name on the same
@@ -25,8 +26,8 @@ Theory of operation
   restarts, an error, Ctrl-C), with ``failure``, ``restarts`` and ``events``.
 * Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.keys.init_keys`), CurveZMQ
   on every ZeroMQ socket, and, with the embedded mosquitto, a password per role and an ACL
-  (:mod:`coordinator.mqtt_auth`). ``secure=False`` (``gossip up --insecure``) turns it all off;
-  so does host mode, which does not support CurveZMQ yet (it says so, loudly).
+  (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process has its own key and
+  ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``) turns it all off.
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
   (SIGTERM to its process group, then SIGKILL) and the broker shut down before
   :func:`run_up` returns or raises; nodes that got the stop command exit by themselves first.
@@ -101,7 +102,8 @@ class UpConfig:
     broker : str or None
         ``mqtt://host:port`` of an external broker; ``None``: an embedded one.
     embedded : {"auto", "mosquitto", "amqtt"}
-        Which embedded broker (``auto``: mosquitto if installed, else amqtt).
+        Which embedded broker (``auto``: mosquitto if installed, else amqtt, which only an
+        insecure run may use).
     timeout : float
         Seconds after the start of t before the run is stopped as not converged.
     node_args : tuple of str
@@ -317,12 +319,6 @@ async def _run_up(
     sup: Supervision,
 ) -> RunSummary:
     auth = None
-    if config.secure and config.nodes_per_process > 1:
-        log.warning(
-            "host mode (--nodes-per-process > 1) does not support CurveZMQ yet: this run's "
-            "exchanges and MQTT are NOT authenticated"
-        )
-        config = dataclasses.replace(config, secure=False)
     if config.secure:
         keys = config.log_dir / "keys"
         init_keys(keys, [f"node-{k}" for k in range(plan.expected)], zmq.curve_keypair, force=True)
@@ -333,14 +329,10 @@ async def _run_up(
     async with broker_for(config.broker, config.embedded, config.host, auth) as broker:
         if plan.security is not None and not broker.access_controlled:
             # Our passwords mean nothing to this broker: use the URL's credentials as they are.
+            # (An external one: broker_for refuses amqtt in a secure run.)
             plan = dataclasses.replace(
                 plan, security=dataclasses.replace(plan.security, mqtt_secret="")
             )
-            if broker.kind == "amqtt":
-                log.warning(
-                    "the in-process amqtt broker has no passwords or ACL: MQTT is NOT access "
-                    "controlled (exchanges still are); install mosquitto for a secure broker"
-                )
         port = free_port(config.host)
         bind = f"tcp://{config.host}:{port}"
         coord_config = dataclasses.replace(
@@ -388,6 +380,7 @@ def _slots(config: UpConfig, plan: Plan, bind: str, taken: set[int]) -> list[_Sl
     sizes = host_sizes(plan.expected, config.nodes_per_process)
     hosted = config.nodes_per_process > 1
     slots = []
+    first = 0  # the first node key of host j: hosts take the keys node-0 .. node-(N-1) in order
     for j, size in enumerate(sizes):
         name = f"host-{j}" if hosted else f"node-{j}"
         port = free_port_block(config.host, size)
@@ -399,8 +392,10 @@ def _slots(config: UpConfig, plan: Plan, bind: str, taken: set[int]) -> list[_Sl
             # Each node reads the data itself before registering (node.problem.preload),
             # so that no node's clock starts while it is still loading.
             extra += ["--data", plan.task.data]
-        if plan.security is not None:
-            extra += ["--keys", str(config.log_dir / "keys" / name)]
+        if plan.security is not None:  # one key pair per node, host mode included
+            for k in range(first, first + size) if hosted else (j,):
+                extra += ["--keys", str(config.log_dir / "keys" / f"node-{k}")]
+        first += size
         command = node_command(bind, name, config.host, extra, port)
         slots.append(_Slot(name, port, command, config.log_dir / f"{name}.log"))
     return slots
@@ -408,7 +403,7 @@ def _slots(config: UpConfig, plan: Plan, bind: str, taken: set[int]) -> list[_Sl
 
 async def _run_nodes(
     coordinator: Coordinator,
-    slots: Sequence[_Slot],
+    slots: list[_Slot],
     procs: list[Child],
     start: Callable[[_Slot], Awaitable[Child]],
     sup: Supervision,
@@ -441,7 +436,7 @@ async def _first(event: asyncio.Event, run: asyncio.Task[RunSummary | None]) -> 
 
 
 async def _supervise_nodes(
-    slots: Sequence[_Slot],
+    slots: list[_Slot],
     procs: list[Child],
     start: Callable[[_Slot], Awaitable[Child]],
     state: ClusterState,
@@ -469,6 +464,9 @@ async def _supervise_nodes(
                         f"{sup.restarts.get(slot.name, 0)} restart(s), the most --max-restarts "
                         f"{sup.max_restarts} allows (log: {slot.log})\n{tail}"
                     )
+                moved = sup.restart_command(slot.command)  # None: on its own address
+                if moved is not None:  # as DHCP or a new container would: another port
+                    slots[k] = slot = dataclasses.replace(slot, port=moved[0], command=moved[1])
                 count = sup.restarted(slot.name, code)
                 print(
                     f"restart: {slot.name} exited with code {code} during the run; restarting "

@@ -40,7 +40,7 @@ _BACKOFF_MAX = 5.0
 
 def topics(cluster: str) -> dict[str, str]:
     """Return the topic names of ``cluster``: ``prefix``, ``state`` (wildcard), ``status``,
-    ``control``.
+    ``control``, ``membership``.
 
     Examples
     --------
@@ -53,6 +53,7 @@ def topics(cluster: str) -> dict[str, str]:
         "state": f"{prefix}/node/+/state",
         "status": f"{prefix}/coordinator/status",
         "control": f"{prefix}/control",
+        "membership": f"{prefix}/membership",  # leave requests (coordinator.membership)
     }
 
 
@@ -146,6 +147,7 @@ class MqttLink:
                 ) as client:
                     await client.subscribe(self.topics["state"], qos=0)
                     await client.subscribe(self.topics["status"], qos=1)
+                    await client.subscribe(self.topics["membership"], qos=1)
                     if not first:
                         self._status.reconnects += 1
                     first = False

@@ -31,13 +31,14 @@ def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> Final
     report's t. The mass drift is always measured forward, at the latter.
     """
     present = _present(state, plan)
-    if len(present) != plan.expected or not state.initial:
+    everyone = max(plan.expected, len(state.initial))  # joined nodes included
+    if len(present) != everyone - len(state.departed) or not state.initial:
         return None
     t = np.array([v.t for v in present], dtype=np.float64)
     x = np.array([v.x for v in present], dtype=np.float64)
     z = np.array([v.z for v in present], dtype=np.float64)
-    initial = np.array(state.initial, dtype=np.float64)
-    eta = plan.params.eta
+    initial = np.array([state.initial[v.node] for v in present], dtype=np.float64)
+    eta = plan.params.eta if state.view_eta is None else state.view_eta
     # Mixed forward to the latest final report: exact, and the mass is exact.
     est = estimate(t, x, z, initial, eta)
     # After the stop no node jumps any more, it only mixes its own pair: the error the run was
@@ -102,4 +103,7 @@ def run_summary(
 
 
 def _present(state: ClusterState, plan: Plan) -> list[NodeView]:
-    return [state.nodes[k] for k in range(plan.expected) if k in state.nodes]
+    # The members only: the nodes that left are not part of the outcome.
+    everyone = max(plan.expected, len(state.initial))
+    ids = (k for k in range(everyone) if k not in state.departed)
+    return [state.nodes[k] for k in ids if k in state.nodes]

@@ -8,7 +8,8 @@ waiting node at once. A frame that does not decode, or is not a Register, gets a
 naming the problem, and never changes the registry.
 
 The server keeps running after the bootstrap so that a restarted node, registering again under
-its name, gets its Bootstrap back.
+its name, gets its Bootstrap back; if it came back on another address, the registry records it
+and ``on_readdress`` is told (the coordinator republishes its retained assignment).
 
 Secured (``bound_socket(..., secret=..., allowed=...)``): the ROUTER is a CurveZMQ server whose
 ZAP handler admits only the allow-list's public keys and labels each connection with the name
@@ -30,7 +31,7 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 from zmq.utils import z85
 
-from coordinator.registry import Known, Ready, Refused, Registry, Waiting
+from coordinator.registry import Known, Readdressed, Ready, Refused, Registry, Waiting
 from gossip.errors import ProtocolError, TransportError
 from gossip.wire import Register, RegisterError, decode, encode
 
@@ -136,12 +137,15 @@ async def serve_registrations(
     on_change: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.time,
     authenticated: bool = False,
+    on_readdress: Callable[[Readdressed], None] = lambda outcome: None,
 ) -> None:
     """Answer registrations on ``sock`` until cancelled.
 
     ``on_ready`` is called once, when the expected count is reached, before the Bootstraps go
     out; ``on_change`` after every accepted registration. ``authenticated``: the socket is a
     CURVE server (:func:`bound_socket` with keys); refuse a name that is not the key's.
+    ``on_readdress`` when a restarted node registered another address, before its Bootstrap
+    goes out.
     """
     # Routing envelope (identity plus any delimiter frames) of the latest message under each
     # name: the node's current socket, since a restarted node has a new identity.
@@ -180,6 +184,11 @@ async def serve_registrations(
             log.warning("refused %s: %s", msg.name, outcome.reason)
             await _send(sock, envelope, encode(RegisterError(outcome.reason)))
         elif isinstance(outcome, Known):
+            stats.bootstraps_sent += 1
+            await _send(sock, envelope, encode(outcome.bootstrap))
+        elif isinstance(outcome, Readdressed):
+            log.info("%s is now at %s (was %s)", msg.name, msg.address, outcome.previous)
+            on_readdress(outcome)
             stats.bootstraps_sent += 1
             await _send(sock, envelope, encode(outcome.bootstrap))
         elif isinstance(outcome, Waiting):

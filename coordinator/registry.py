@@ -13,7 +13,12 @@ it every few seconds until they get an answer. The registry has two states:
     :class:`~gossip.wire.Bootstrap` and answers all of them at once (:class:`Ready`).
 ``bootstrapped``
     A registration under a known name gets that name's Bootstrap again, unchanged
-    (:class:`Known`): a restarted node gets its id back. An unknown name is refused.
+    (:class:`Known`): a restarted node gets its id back. If it registers another address (it
+    came back on a new port, or in a new container) the registry records it and rebuilds the
+    Bootstraps, so that a neighbour restarted later is sent there (:class:`Readdressed`; the
+    caller republishes the assignment). The old incarnation is taken for dead: a live node
+    cannot register, since its name's key is its own in a secured cluster. An unknown name,
+    or an address another node has, is refused.
 
 A registration is refused (:class:`Refused`, sent as :class:`~gossip.wire.RegisterError`) when
 its name is empty, its address is not ``tcp://host:port``, its address is taken by another
@@ -30,8 +35,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -49,6 +54,7 @@ __all__ = [
     "Known",
     "Outcome",
     "Plan",
+    "Readdressed",
     "Ready",
     "Refused",
     "Registry",
@@ -187,13 +193,23 @@ class Known:
 
 
 @dataclass(frozen=True, slots=True)
+class Readdressed:
+    """Already bootstrapped, now at another address: answer with ``bootstrap`` and publish
+    ``assignment`` (it holds the new address; it was ``previous``)."""
+
+    bootstrap: Bootstrap
+    assignment: Assignment
+    previous: str
+
+
+@dataclass(frozen=True, slots=True)
 class Refused:
     """Answer with a RegisterError carrying ``reason``."""
 
     reason: str
 
 
-Outcome: TypeAlias = Waiting | Ready | Known | Refused
+Outcome: TypeAlias = Waiting | Ready | Known | Readdressed | Refused
 
 
 def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
@@ -264,6 +280,8 @@ class Registry:
     _records: dict[str, _Record] = field(default_factory=dict)
     _assignment: Assignment | None = None
     _bootstraps: dict[str, Bootstrap] = field(default_factory=dict)
+    on_join: Callable[[Register, str | None], Outcome] | None = None
+    """After the bootstrap, what answers a new name (a join, :mod:`coordinator.membership`)."""
 
     @property
     def bootstrapped(self) -> bool:
@@ -317,7 +335,9 @@ class Registry:
         if self._assignment is not None:
             known = self._bootstraps.get(msg.name)
             if known is not None:
-                return Known(known)
+                return self._register_again(msg, known, peer_host)
+            if self.on_join is not None:
+                return self.on_join(msg, self._resolve(msg.address, peer_host))
             return Refused(
                 f"name {msg.name!r} is not part of this cluster: all {self.plan.expected} nodes "
                 f"registered already ({_preview(self._assignment.names)})"
@@ -345,6 +365,31 @@ class Registry:
         return self._complete(now)
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _register_again(
+        self, msg: Register, known: Bootstrap, peer_host: str | None
+    ) -> Known | Readdressed | Refused:
+        # A restarted node: same id, same bootstrap, perhaps a new address (a new port, a new
+        # container). Its value is ignored: the run's initial values are fixed.
+        assignment = self._assignment
+        assert assignment is not None
+        if _ADDRESS.match(msg.address) is None:
+            return Refused(
+                f"address {msg.address!r} is not valid; expected tcp://host:port, "
+                "e.g. tcp://127.0.0.1:7000"
+            )
+        address = self._resolve(msg.address, peer_host)
+        previous = assignment.addresses[known.node_id]
+        if address is None or address == previous:
+            return Known(known)  # a wildcard we cannot resolve: the address it had
+        for name, other in zip(assignment.names, assignment.addresses, strict=True):
+            if other == address and name != msg.name:
+                return Refused(f"address {address!r} is already registered by node {name!r}")
+        addresses = list(assignment.addresses)
+        addresses[known.node_id] = address
+        self.restore(replace(assignment, addresses=tuple(addresses)))
+        assert self._assignment is not None
+        return Readdressed(self._bootstraps[msg.name], self._assignment, previous)
 
     def _check(self, msg: Register) -> str:
         if not msg.name.strip() or len(msg.name) > 200:

@@ -44,12 +44,13 @@ from coordinator._groups import single_error
 from coordinator.broker import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.evaluation import EpsRule, ReportBook
+from coordinator.membership import Churn
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
 from coordinator.outcome import final_result, run_summary
 from coordinator.records import RunSummary
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
-from coordinator.registry import Assignment, Plan, Ready, Registry
+from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
 from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
 from coordinator.status import resumable, run_header, status_record
@@ -103,6 +104,19 @@ class Coordinator:
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
+        self.churn = Churn(
+            plan,
+            state,
+            None,
+            dead_after=config.dead_after,
+            on_event=lambda e: self.log.write(
+                "membership", event=e["kind"], **{k: v for k, v in e.items() if k != "kind"}
+            ),
+        )
+        if config.allow_joins:
+            self.registry.on_join = lambda msg, address: self.churn.join(
+                msg, address, self.registry.assignment
+            )
         if config.broker:
             sec = plan.security
             url = config.broker if sec is None else sec.coordinator_broker(config.broker)
@@ -119,6 +133,7 @@ class Coordinator:
                 tls=url.startswith("mqtts://"),
                 ca=config.mqtt_ca,
             )
+            self.churn.link = self._link
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -168,6 +183,7 @@ class Coordinator:
                                 self._on_ready,
                                 self._on_registered,
                                 authenticated=sec is not None,
+                                on_readdress=self._on_readdressed,
                             ),
                             name="registrar",
                         )
@@ -233,6 +249,11 @@ class Coordinator:
             self.state.message = f"{len(self.state.registered)} of {self.plan.expected} registered"
             self.state.touch()
 
+    def _on_readdressed(self, outcome: Readdressed) -> None:
+        # The retained assignment must name the new address: a coordinator that resumes the
+        # run, and the neighbours it bootstraps again, would use the dead one.
+        self._publish_status()
+
     def _on_ready(self, ready: Ready) -> None:
         self._adopt(ready.assignment)
         self.state.set_phase(
@@ -266,6 +287,9 @@ class Coordinator:
                 self._retained = payload or None
                 self._retained_seen.set()
             return
+        if topic == self._topics["membership"]:
+            self.churn.on_request(payload, time.time())
+            return
         self.reports.ingest(topic, payload)
 
     # -- supervision ---------------------------------------------------------------------------
@@ -280,6 +304,7 @@ class Coordinator:
         rule = EpsRule(self.config.until)
         while not stop_reason:
             await asyncio.sleep(period)
+            self.churn.tick(time.time())
             if self.reports.take_fresh():
                 evaluated = self.reports.evaluate()
                 if evaluated is not None:
@@ -342,7 +367,7 @@ class Coordinator:
         deadline = now + self.config.stop_timeout
         resend = now
         while now < deadline:
-            if sum(v.final for v in self.state.nodes.values()) >= self.plan.expected:
+            if self._finals_in():
                 break
             if now >= resend:
                 # Re-sent until every node has answered: a node that was reconnecting to the
@@ -355,6 +380,12 @@ class Coordinator:
         self._publish_status(summary)
         await self._drain()
         return summary
+
+    def _finals_in(self) -> bool:
+        """Whether every member has sent its final report (departed nodes are not waited for)."""
+        gone = self.state.departed
+        finals = sum(v.final for k, v in self.state.nodes.items() if k not in gone)
+        return finals >= max(self.plan.expected, len(self.state.initial)) - len(gone)
 
     def _finish(self, reason: str) -> RunSummary:
         state = self.state
@@ -381,6 +412,8 @@ class Coordinator:
             "nodes": self.plan.expected,
             "eps": self.config.until,
         }
+        if state.churn:
+            record["membership"] = list(state.churn)
         if state.optimization is not None:
             record["algorithm"] = "acd"
             record["optimization"] = state.optimization.summary()

@@ -132,6 +132,14 @@ class ClusterState:
     optimization : OptTracker or None
         An optimization run's task and figures (``None`` for gossip runs); the ``error`` of
         its history is then ``sum_v |x_v - x*|^2``.
+    departed : set of int
+        Ids of the nodes that left (or were declared dead): the error and the final result
+        are measured on the other members only, to the mean of their initial values.
+    view_eta : float or None
+        The mixing rate of the current membership view (``None``: the bootstrap's).
+    churn : list of dict
+        The membership events, in order (``kind``: leave, dead, refused; ``view``, ``t``,
+        ``wall``, ``node``, ``name``, ``members``, ``detail``): the dashboard's timeline.
     """
 
     graph: str
@@ -159,6 +167,9 @@ class ClusterState:
     alive_timeout: float = 3.0
     revision: int = 0
     optimization: OptTracker | None = None
+    departed: set[int] = field(default_factory=set)
+    view_eta: float | None = None
+    churn: list[dict[str, Any]] = field(default_factory=list)
 
     # -- updates -------------------------------------------------------------------------------
 
@@ -333,4 +344,5 @@ class ClusterState:
             "optimization": (
                 None if self.optimization is None else self.optimization.as_dict(history_limit)
             ),
+            "membership": {"departed": sorted(self.departed), "events": list(self.churn)},
         }

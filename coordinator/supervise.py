@@ -2,8 +2,10 @@
 
 A node process that dies during the run is started again under the same name, on the same
 address (so it recovers its exact state from its neighbours' ledgers), up to ``max_restarts``
-times per process. :class:`Supervision` counts the restarts and keeps a list of events (each
-restart, the failure that ended the run); :func:`run_record` turns them, with what the
+times per process; with ``new_address`` on a fresh port instead (:func:`moved_command`), as a
+node restarted by DHCP or in a new container would be: it tells its neighbours where it is.
+:class:`Supervision` counts the restarts and keeps a list of events (each restart, the failure
+that ended the run); :func:`run_record` turns them, with what the
 coordinator knew, into the ``--json`` record, which is written whether the run reached eps,
 failed or was interrupted.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from coordinator.runlog import write_json
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
 
-__all__ = ["Supervision", "free_port_block", "run_record", "write_record"]
+__all__ = ["Supervision", "free_port_block", "moved_command", "run_record", "write_record"]
 
 
 @dataclass(slots=True)
@@ -40,12 +43,15 @@ class Supervision:
         restart, ``{"event": "failure", "message", "wall"}`` for what ended a failed run.
     failure : str or None
         Why the run failed (``None`` while it has not).
+    new_address : bool
+        Restart a process on a fresh port rather than its own (see :func:`moved_command`).
     """
 
     max_restarts: int = 3
     restarts: dict[str, int] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     failure: str | None = None
+    new_address: bool = False
 
     def __post_init__(self) -> None:
         if self.max_restarts < 0:
@@ -64,6 +70,11 @@ class Supervision:
              "wall": time.time()}
         )  # fmt: skip
         return count
+
+    def restart_command(self, command: Sequence[str]) -> tuple[int, list[str]] | None:
+        """The port and command to restart a process with on a new address (``new_address``,
+        see :func:`moved_command`); ``None``: restart it as it was, on its address."""
+        return moved_command(command) if self.new_address else None
 
     def failed(self, message: str) -> None:
         """Record what ended the run (the first failure wins)."""
@@ -90,6 +101,39 @@ def free_port_block(host: str, size: int, attempts: int = 50) -> int:
         if all(_is_free(host, base + i) for i in range(1, size)):
             return base
     raise ConfigError(f"found no {size} consecutive free ports on {host} in {attempts} tries")
+
+
+def moved_command(command: Sequence[str]) -> tuple[int, list[str]]:
+    """Return a fresh port and ``command`` (a ``gossip node`` command) bound there instead,
+    on the same host.
+
+    The new port block is disjoint from the old one (``--bind tcp://HOST:PORT``, and
+    ``--nodes-per-process`` ports from it in host mode), which the dead process just freed.
+
+    Raises
+    ------
+    ConfigError
+        ``command`` has no ``--bind``, or no free port block was found.
+
+    Examples
+    --------
+    >>> port, cmd = moved_command(["node", "--bind", "tcp://127.0.0.1:1"])
+    >>> cmd[2] == f"tcp://127.0.0.1:{port}" and port != 1
+    True
+    """
+    out = list(command)
+    if "--bind" not in out[:-1]:
+        raise ConfigError(f"cannot move a node command without --bind: {out!r}")
+    at = out.index("--bind") + 1
+    host, _, old_port = out[at].removeprefix("tcp://").rpartition(":")
+    old = int(old_port)
+    size = int(out[out.index("--nodes-per-process") + 1]) if "--nodes-per-process" in out else 1
+    for _ in range(50):
+        port = free_port_block(host, size)
+        if port + size <= old or port >= old + size:
+            out[at] = f"tcp://{host}:{port}"
+            return port, out
+    raise ConfigError(f"found no free port block on {host} apart from port {old}")
 
 
 def _is_free(host: str, port: int) -> bool:

@@ -83,6 +83,11 @@ neighbour for its ledger on the shared edge (``LedgerRequest``), sets its own to
 (``LedgerReply``, taken at a time after every jump the neighbour made), numbers its next
 exchanges above the highest the neighbour has seen, and takes the latest of those times as
 its ``L``. Until every edge is recovered it neither initiates nor applies (it Nacks).
+Before each LedgerRequest it may send a ``Moved`` with its address (it may have come back on
+another one), and then again (:meth:`Exchanger.announcements`) to each neighbour whose requests
+have not reached it yet: the neighbour checks it, and hands it out of
+:meth:`Exchanger.take_moved` for its transport to send there from now on; a route, never
+state (:mod:`gossip.recovery`).
 
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
 :mod:`gossip.protocol`); :class:`Exchanger` looks them up and carries them out: this module
@@ -100,7 +105,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import GossipError, ProtocolError
+from gossip.errors import GossipError, LocalError, ProtocolError
 from gossip.initiating import ExchangeValue, Initiator
 from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
@@ -111,6 +116,7 @@ from gossip.protocol import (
     STUCK_RETRIES,
     Action,
     Counters,
+    EdgeState,
     Event,
     Link,
     Outgoing,
@@ -118,12 +124,13 @@ from gossip.protocol import (
     Standing,
     TimeBase,
 )
-from gossip.recovery import apply_ledger_reply, ledger_reply
+from gossip.recovery import apply_ledger_reply, check_moved, ledger_reply
 from gossip.wire import (
     Busy,
     LedgerReply,
     LedgerRequest,
     Message,
+    Moved,
     Nack,
     Reply,
     Request,
@@ -232,6 +239,12 @@ class Exchanger(Initiator):
         # Requests waiting for our exchange to settle, by (edge, seq), with their routes.
         self._deferred: dict[tuple[int, int], tuple[Request, bytes | None]] = {}
         self._released: list[tuple[bytes | None, bytes]] = []
+        # Neighbours' new addresses (peer id -> tcp://host:port), for take_moved(); checked
+        # by the caller after each receive() (an empty dict is false: one test per frame).
+        self.moved: dict[int, str] = {}
+        # Edges whose neighbour may still send to an address we had before a restart: until a
+        # request of theirs reaches us (proof that they send where we are), we announce ours.
+        self._unheard: set[int] = set(self._edges) if recover else set()
 
     def take_released(self) -> list[tuple[bytes | None, bytes]]:
         """Return (and forget) the answers to deferred requests, with the routes given to
@@ -245,14 +258,90 @@ class Exchanger(Initiator):
         super().close()
         self._serve_deferred(math.nan)  # closed: each gets a Nack
 
+    # --- membership views -----------------------------------------------------------------------
+    def switch_view(self, ledger: Ledger, links: Sequence[Link], c: float, start: float) -> int:
+        """Go on in the next membership view from time ``start`` (:mod:`gossip.membership`).
+
+        ``ledger`` is :func:`gossip.membership.carry_ledger`'s (the settled edges dropped,
+        the new ``eta`` from ``start``). Kept edges keep their sequence numbers, caches and
+        pending exchanges (a late reply of the old view is placed exactly); a settled edge is
+        forgotten, so anything on it later is rejected and counted, never applied. From here
+        on a request at ``T < start`` is refused (``L >= start``). Returns the exchanges
+        dropped with the settled edges (counted as failed: harmless, their rows are gone).
+
+        Raises
+        ------
+        LocalError
+            The node is engaged (switch when it is free), or the links and ledger differ.
+        """
+        if self._engaged is not None:
+            raise LocalError("switch_view needs a free node; it is engaged in an exchange")
+        if sorted(link.edge for link in links) != sorted(ledger.edges):
+            raise LocalError(
+                f"links {[link.edge for link in links]} and ledger edges {list(ledger.edges)} "
+                "differ"
+            )
+        dropped = 0
+        edges: dict[int, EdgeState] = {}
+        for link in links:
+            state = self._edges.get(link.edge)
+            if state is not None and state.link.peer == link.peer:
+                state.link = link  # new P_e and step, same numbering
+                edges[link.edge] = state
+            else:
+                edges[link.edge] = EdgeState(link)
+        for edge, state in self._edges.items():
+            if edge not in edges:
+                dropped += len(state.pending)
+                self._in_flight -= len(state.pending)
+                for key in [k for k in self._deferred if k[0] == edge]:
+                    del self._deferred[key]
+        self._edges = edges
+        self._old_eta, self._old_start = self.eta, self._view_start
+        self.ledger, self.eta, self.c = ledger, ledger.eta, float(c)
+        self._view_start, self.horizon = float(start), math.inf
+        self._last = max(self._last, float(start))
+        self.counters.failed += dropped
+        return dropped
+
     # --- recovery -------------------------------------------------------------------------------
-    def ledger_requests(self) -> list[Outgoing]:
-        """Return a LedgerRequest for every edge not yet recovered (re-send them until done)."""
+    def ledger_requests(self, address: str = "") -> list[Outgoing]:
+        """Return a LedgerRequest for every edge not yet recovered (re-send them until done).
+
+        With ``address`` (where this node is reachable now) each is preceded by a ``Moved``
+        announcing it, so that a neighbour that knew an older address learns this one before
+        it answers.
+        """
+        out = []
+        for e, s in self._edges.items():
+            if not s.recovered:
+                if address and e in self._unheard:
+                    moved = Moved(src=self.node_id, edge=e, address=address)
+                    out.append(Outgoing(s.link.peer, encode(moved)))
+                out.append(Outgoing(s.link.peer, encode(LedgerRequest(src=self.node_id, edge=e))))
+        return out
+
+    @property
+    def announcing(self) -> bool:
+        """Whether a neighbour has not yet sent a request since this node (re)started: it may
+        still send to an older address (see :meth:`announcements`)."""
+        return bool(self._unheard)
+
+    def announcements(self, address: str) -> list[Outgoing]:
+        """Return a ``Moved`` with ``address`` for every neighbour not heard from since the
+        restart: a lost one, or one whose LedgerRequest was answered while it was lost, would
+        leave that neighbour sending to the old address. Re-send them until
+        :attr:`announcing` is False (or the neighbour is given up on)."""
         return [
-            Outgoing(s.link.peer, encode(LedgerRequest(src=self.node_id, edge=e)))
-            for e, s in self._edges.items()
-            if not s.recovered
+            Outgoing(self._edges[e].link.peer, encode(Moved(self.node_id, e, address)))
+            for e in sorted(self._unheard)
         ]
+
+    def take_moved(self) -> dict[int, str]:
+        """Return (and forget) the neighbours' new addresses announced since the last call
+        (peer id -> ``tcp://host:port``): send to each peer there from now on."""
+        out, self.moved = self.moved, {}
+        return out
 
     def give_up_recovery(self) -> list[int]:
         """Stop waiting for the edges not yet recovered (their ledgers stay as they are).
@@ -310,6 +399,9 @@ class Exchanger(Initiator):
         if isinstance(message, LedgerReply):
             self._on_ledger_reply(message, now)
             return None
+        if isinstance(message, Moved):
+            self._on_moved(message, route)
+            return None
         raise ProtocolError(f"a {message.TYPE} message is not part of the exchange protocol")
 
     def _check_time(self, t: float, now: float) -> None:
@@ -325,6 +417,8 @@ class Exchanger(Initiator):
     def _standing(self, msg: Request) -> Standing:
         if not self.open or self._unrecovered:
             return Standing.CLOSED
+        if msg.t >= self.horizon:  # of a membership view we have not switched to yet
+            return Standing.BUSY
         if not self.exclusive:
             return Standing.FREE
         if msg.t < self._last:
@@ -354,6 +448,8 @@ class Exchanger(Initiator):
 
     def _on_request(self, msg: Request, now: float, route: bytes | None) -> bytes | None:
         state = self._edge_from(msg.src, msg.edge)
+        if self._unheard:
+            self._unheard.discard(msg.edge)  # they reach us where we are: no more Moved
         self._check_dim("u", msg.u)
         if not msg.ack < msg.seq <= msg.ack + SEQ_WINDOW:
             # An honest initiator numbers each request after its own watermark, and at most
@@ -419,6 +515,14 @@ class Exchanger(Initiator):
         state = self._edge_from(msg.src, msg.edge)
         t = max(self.timebase.t(now), self._last)  # after every jump of ours
         return encode(ledger_reply(self.node_id, self.ledger, state, t))
+
+    def _on_moved(self, msg: Moved, route: bytes | None) -> None:
+        state = self._edge_from(msg.src, msg.edge)
+        if route is None:
+            # A Moved is sent as a request (to our server), never as an answer on a
+            # connection of ours, which the move is about to replace.
+            raise ProtocolError("a moved message must come as a request, not as an answer")
+        self.moved[state.link.peer] = check_moved(msg)
 
     def _on_ledger_reply(self, msg: LedgerReply, now: float) -> None:
         state = self._edge_from(msg.src, msg.edge)

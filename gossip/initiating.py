@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError, LocalError, ProtocolError
 from gossip.ledger import Ledger
+from gossip.mixing import mix_values
 from gossip.protocol import (
     INITIATOR_TRANSITIONS,
     SEQ_WINDOW,
@@ -94,7 +95,10 @@ class Initiator:
         self.initiating = True
         self._edges = {link.edge: EdgeState(link, recovered=not recover) for link in links}
         self._unrecovered = len(self._edges) if recover else 0
-        self._deadlines = RetrySchedule(lambda edge, seq: self._edges[edge].pending.get(seq))
+        # An edge may be gone (settled at a view switch): its stale deadlines are skipped.
+        self._deadlines = RetrySchedule(
+            lambda edge, seq: s.pending.get(seq) if (s := self._edges.get(edge)) else None
+        )
         self._in_flight = 0  # exchanges started here and pending, all edges
         self._engaged: Pending | None = None  # the exchange holding the lock
         self._last = -math.inf  # L: the latest time of a jump applied here
@@ -103,6 +107,12 @@ class Initiator:
         self._value = exchange_value
         self._rng = np.random.default_rng(node_id if rng is None else rng)
         self._backoff = float(backoff)
+        # Membership views (gossip.membership): jumps of the current view have T < horizon;
+        # the previous view's eta and interval place its late replies exactly.
+        self.horizon = math.inf
+        self._view_start = -math.inf
+        self._old_eta = self.eta
+        self._old_start = -math.inf
 
     # --- introspection --------------------------------------------------------------------------
     @property
@@ -195,7 +205,9 @@ class Initiator:
         return started[0] if started else None
 
     def _startable(self, edge: int) -> bool:
-        state = self._edges[edge]
+        state = self._edges.get(edge)
+        if state is None:  # a tick of an edge settled at a view switch
+            return False
         limit = self.max_in_flight
         return not (
             state.stuck
@@ -213,6 +225,9 @@ class Initiator:
             return None
         state = self._edges[activation.edge]
         t = max(self.timebase.t(now), self._last, activation.not_before)
+        if t >= self.horizon:  # of the next view: the node switches first (gossip.membership)
+            self.counters.skipped += 1
+            return None
         seq = state.next_seq
         request = Request(
             src=self.node_id,
@@ -378,7 +393,16 @@ class Initiator:
                 f"reply to exchange {msg.seq} on edge {msg.edge} has t={msg.t!r}; the request's "
                 f"was {pending.t!r}"
             )
-        self.ledger.add_values(msg.edge, msg.dx, msg.dz, pending.t)  # raises before any change
+        if pending.t < self._view_start:  # of the previous view (gossip.membership.Switch)
+            if pending.t < self._old_start:
+                raise ProtocolError(
+                    f"reply to exchange {msg.seq} on edge {msg.edge} at t={pending.t!r} is two "
+                    "membership views old; not applied"
+                )
+            dx, dz = mix_values(msg.dx, msg.dz, self._old_eta, self._view_start - pending.t)
+            self.ledger.add_values(msg.edge, dx, dz, self._view_start)
+        else:
+            self.ledger.add_values(msg.edge, msg.dx, msg.dz, pending.t)  # raises before change
         self._last = max(self._last, pending.t)
         state.activations += 1
         self._timer.sample(now - pending.first_sent, retried=pending.phase is not Phase.SENT)

@@ -129,11 +129,18 @@ def write_identity(directory: Path, identity: Identity) -> None:
 
 
 def init_keys(
-    directory: Path, names: list[str], keypair: KeyPair, *, force: bool = False
+    directory: Path,
+    names: list[str],
+    keypair: KeyPair,
+    *,
+    force: bool = False,
+    node_root: Path | None = None,
 ) -> dict[str, Identity]:
     """Create the key material of a cluster of ``names`` under ``directory`` (see the header).
 
-    Returns every identity by name (the coordinator's under :data:`COORDINATOR`).
+    Returns every identity by name (the coordinator's under :data:`COORDINATOR`). The node key
+    directories go under ``node_root`` if given (a key pool, :mod:`node.keypool`), else
+    under ``directory``.
 
     Raises
     ------
@@ -154,6 +161,8 @@ def init_keys(
             "needs its new key)"
         )
     _private_dir(directory)
+    if node_root is not None:
+        _private_dir(node_root)
 
     def make(name: str, coordinator: str) -> Identity:
         public, secret = keypair()
@@ -165,7 +174,7 @@ def init_keys(
     write_identity(directory / COORDINATOR, coord)
     for name in names:
         out[name] = make(name, coord.public)
-        write_identity(directory / name, out[name])
+        write_identity((node_root or directory) / name, out[name])
     allow = {name: out[name].public for name in names}
     _write(directory / COORDINATOR / "allow.json", json.dumps(allow, indent=1) + "\n", 0o644)
     _write(directory / COORDINATOR / "mqtt.secret", secrets.token_hex(32) + "\n", 0o600)

@@ -164,6 +164,7 @@ class Counters:
     deferred: int = 0  # requests from higher ids that waited for our exchange to settle
     released: int = 0  # stuck exchanges whose lock was released (their jump may be inexact)
     forged: int = 0  # frames whose src is not the node authenticated on their connection
+    moved: int = 0  # neighbours' edges re-routed: they came back on another address
 
     def as_dict(self) -> dict[str, int]:
         """Return the counters as a plain dict."""

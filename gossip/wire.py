@@ -25,6 +25,7 @@ Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
 * :class:`Nack`     -- the server did not and never will apply exchange ``(edge, seq)``
   (it is closed or recovering)
 * :class:`LedgerRequest` / :class:`LedgerReply` -- a neighbour's cumulative flow on an edge
+* :class:`Moved`    -- a restarted node's address, so that its neighbours send to it there
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
 :class:`Neighbor` entries) and :class:`RegisterError`.
@@ -58,6 +59,7 @@ __all__ = [
     "LedgerReply",
     "LedgerRequest",
     "Message",
+    "Moved",
     "Nack",
     "Neighbor",
     "Register",
@@ -172,6 +174,20 @@ class LedgerReply:
 
 
 @dataclass(frozen=True, slots=True)
+class Moved:
+    """Node -> neighbour: reach me at ``address`` (``tcp://host:port``) on ``edge`` from now on.
+
+    Sent by a restarted node, which may have come back on another address, before each of its
+    LedgerRequests. It changes only where the neighbour sends its requests, never the state.
+    """
+
+    TYPE: ClassVar[str] = "moved"
+    src: int
+    edge: int
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
 class Register:
     """Node -> coordinator: I am ``name``, reachable at ``address``; optionally my own value."""
 
@@ -246,6 +262,7 @@ Message: TypeAlias = (
     | Nack
     | LedgerRequest
     | LedgerReply
+    | Moved
     | Register
     | Bootstrap
     | RegisterError
@@ -261,6 +278,7 @@ _CLASSES: tuple[type[Any], ...] = (
     Register,
     Bootstrap,
     RegisterError,
+    Moved,
 )
 MESSAGE_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in _CLASSES)
 """The valid values of the ``type`` field."""
@@ -407,6 +425,7 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
         LedgerReply,
         {"src": _int, "edge": _int, "seq": _int, "t": _float, "fx": _floats, "fz": _floats},
     ),
+    Moved.TYPE: (Moved, {"src": _int, "edge": _int, "address": _str}),
     Register.TYPE: (
         Register,
         {"name": _str, "address": _str, "value": _optional_floats, "pid": _int},

@@ -1,27 +1,36 @@
 """CurveZMQ for the node's sockets: its key pair, and who may connect (ZAP).
 
 Ironhouse: both ends of every connection are authenticated. A node's ROUTER is a CURVE server
-whose ZAP handler (:class:`PeerAuthenticator`, pyzmq's asyncio authenticator) admits only the
-public keys of its neighbours and labels each connection with the neighbour's node id (ZAP
-``User-Id``), which every frame received on it carries. A node's DEALER to a neighbour is a
-CURVE client that knows the neighbour's public key, so its answers can only come from that
-neighbour. The authenticator must run before the ROUTER binds: a CURVE server without a ZAP
-handler would admit any client key.
+that admits only the public keys of its neighbours and labels each connection with the
+neighbour's node id (ZAP ``User-Id``), which every frame received on it carries. A node's
+DEALER to a neighbour is a CURVE client that knows the neighbour's public key, so its answers
+can only come from that neighbour.
+
+ZeroMQ allows one ZAP handler per context, and host mode (:mod:`node.host`) runs several nodes,
+each a CURVE server with its own neighbours, on one context. So the handler
+(:class:`PeerAuthenticator`, pyzmq's asyncio authenticator) is shared by every server of a
+context, and each server gets a ZAP domain of its own (``gossip-<n>``) with its own allow-list
+(:class:`PeerGate`): a key admitted by one node of the process is not admitted by another. The
+handler must run before a ROUTER binds: a CURVE server without a ZAP handler would admit any
+client key.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import zmq
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
-from zmq.utils import z85
 
 from gossip.keys import Identity
 
-__all__ = ["CurveKeys", "PeerAuthenticator", "curve_client", "curve_server"]
+__all__ = ["CurveKeys", "PeerAuthenticator", "PeerGate", "curve_client", "curve_server"]
+
+_domains = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +46,11 @@ class CurveKeys:
         return cls(identity.public, identity.secret)
 
 
-def curve_server(sock: zmq.Socket[bytes], keys: CurveKeys) -> None:
-    """Make ``sock`` a CURVE server with ``keys`` (call before it binds)."""
+def curve_server(sock: zmq.Socket[bytes], keys: CurveKeys, domain: str = "gossip") -> None:
+    """Make ``sock`` a CURVE server with ``keys``, checked in ZAP ``domain`` (before it binds)."""
     sock.setsockopt(zmq.CURVE_SERVER, 1)
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.secret.encode("ascii"))
-    sock.setsockopt(zmq.ZAP_DOMAIN, b"gossip")
+    sock.setsockopt(zmq.ZAP_DOMAIN, domain.encode("ascii"))
 
 
 def curve_client(
@@ -53,33 +62,90 @@ def curve_client(
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.secret.encode("ascii"))
 
 
-class PeerAuthenticator(AsyncioAuthenticator):
-    """ZAP handler admitting only known public keys, each labelled with its user id.
+class PeerGate:
+    """Who may connect to one CURVE server: its ZAP domain and its allow-list.
 
-    ``allowed`` maps Z85 public keys to the ``User-Id`` of their connections (a node id as
-    text, or a node name for the coordinator). It can be replaced at any time with
-    :meth:`set_allowed`; connections already admitted stay open.
+    Made by :meth:`PeerAuthenticator.gate`; ``close()`` hands it back. ``denied`` counts the
+    handshakes this gate refused.
     """
+
+    def __init__(self, auth: PeerAuthenticator, domain: str) -> None:
+        self.domain = domain
+        self.denied = 0
+        self._auth = auth
+        self._users: dict[bytes, str] = {}
+
+    def set_allowed(self, allowed: Mapping[str, str]) -> None:
+        """Admit exactly these keys (Z85 public key -> user id) from now on.
+
+        Connections already admitted stay open.
+        """
+        self._users = {key.encode("ascii"): user for key, user in allowed.items()}
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        """ZAP credentials callback: is the Z85 ``key`` admitted by this gate?"""
+        user = self._users.get(key)
+        if user is None:
+            self.denied += 1
+            return False
+        self._auth.last_user = user
+        return True
+
+    def close(self) -> None:
+        """Stop admitting anyone here; the last gate of a context stops its ZAP handler."""
+        self._users = {}
+        self._auth.release(self)
+
+
+class PeerAuthenticator(AsyncioAuthenticator):
+    """The ZAP handler of one zmq context, shared by every CURVE server of that context.
+
+    Use :meth:`for_context` to get (and start) the context's handler, and :meth:`gate` to get
+    a server's own domain and allow-list.
+    """
+
+    _running: ClassVar[dict[int, PeerAuthenticator]] = {}  # context address -> its handler
 
     def __init__(self, context: zmq.Context[zmq.Socket[bytes]] | zmq.asyncio.Context) -> None:
         # The ZAP handler is per context: shadow the sockets' context so that an asyncio
         # socket serves it whatever kind of context the sockets use.
         super().__init__(zmq.asyncio.Context.shadow(context.underlying))
-        self._users: dict[bytes, str] = {}  # not _allowed: the base class uses that name
-        self.denied = 0
-        self.configure_curve_callback("gossip", self)
+        self._key = context.underlying
+        self._gates: set[PeerGate] = set()
+        self.last_user = ""
 
-    def set_allowed(self, allowed: Mapping[str, str]) -> None:
-        """Admit exactly these keys (Z85 public key -> user id) from now on."""
-        self._users = {key.encode("ascii"): user for key, user in allowed.items()}
+    @classmethod
+    def for_context(
+        cls, context: zmq.Context[zmq.Socket[bytes]] | zmq.asyncio.Context
+    ) -> PeerAuthenticator:
+        """The running handler of ``context``, started now if it has none yet."""
+        auth = cls._running.get(context.underlying)
+        if auth is None:
+            auth = cls(context)
+            auth.start()
+            cls._running[context.underlying] = auth
+        return auth
 
-    def callback(self, domain: str, key: bytes) -> bool:
-        """ZAP credentials callback: is the Z85 ``key`` admitted?"""
-        ok = key in self._users
-        if not ok:
-            self.denied += 1
-        return ok
+    def gate(self) -> PeerGate:
+        """A new ZAP domain of this handler, admitting nobody until ``set_allowed``."""
+        gate = PeerGate(self, f"gossip-{next(_domains)}")
+        self._gates.add(gate)
+        self.configure_curve_callback(gate.domain, gate)
+        return gate
+
+    def release(self, gate: PeerGate) -> None:
+        """Forget ``gate``; stop the handler once it has no gate left."""
+        self._gates.discard(gate)
+        self.credentials_providers.pop(gate.domain, None)
+        if not self._gates:
+            self.stop()
+            if PeerAuthenticator._running.get(self._key) is self:
+                del PeerAuthenticator._running[self._key]
 
     def curve_user_id(self, client_public_key: bytes) -> str:
-        """The user id of an admitted binary public key."""
-        return self._users.get(z85.encode(client_public_key), "")
+        """The user id of the key the gate just admitted.
+
+        pyzmq calls this right after the gate's ``callback`` admitted the key, with no await in
+        between, so ``last_user`` is that gate's label for it.
+        """
+        return self.last_user

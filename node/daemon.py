@@ -14,8 +14,12 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
   exchange, or the tick waits for the node's lock); a late tick fires late, none is dropped;
 * ``node-retry``   -- re-send requests whose timeout passed, start refused activations whose
   back-off pause is over;
-* ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered;
-* ``node-mqtt``    -- reports and the control topic (only with a broker).
+* ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered,
+  each request preceded by its address (``Moved``): it may have come back on another one, and
+  a neighbour that gets it sends there from then on (:meth:`Node._follow_moves`);
+* ``node-mqtt``    -- reports and the control topic (only with a broker);
+* ``node-membership`` -- switches to the membership views the coordinator announces
+  (:mod:`node.membership`).
 
 Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating (activations still owed are
 dropped); keep serving normally for
@@ -37,11 +41,13 @@ from typing import Any
 
 import numpy as np
 
+from gossip.errors import GossipError
 from gossip.exchange import Counters, Exchanger, Link, TimeBase
 from gossip.ledger import Ledger
 from gossip.wire import Bootstrap
 from node.clock import PoissonClock
 from node.config import NodeConfig
+from node.membership import NodeMembership
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.transport import Transport
@@ -132,7 +138,9 @@ class Node:
             rng=None if seed is None else seed + 1,  # back-off pauses: not the clock's stream
             **extra,
         )
+        self.seed = seed
         self.ticks = PoissonClock(links, np.random.default_rng(seed))
+        self.membership = NodeMembership(self)  # membership views: node.membership
         self.stop_requested = asyncio.Event()
         self._bounced = asyncio.Event()  # set when a Busy queued an activation to start later
         self.final: dict[str, Any] | None = None
@@ -205,6 +213,7 @@ class Node:
                 tasks.append(tg.create_task(mqtt.run(), name="node-mqtt"))
             if self.exchanger.recovering:
                 tasks.append(tg.create_task(self._recover(), name="node-recover"))
+            tasks.append(tg.create_task(self.membership.run(), name="node-membership"))
             ticks = tg.create_task(self._tick(), name="node-ticks")
             await self.stop_requested.wait()
             ticks.cancel()
@@ -248,6 +257,8 @@ class Node:
         transport, ex = self.transport, self.exchanger
         bounced = ex.counters.bounced
         answer = ex.receive(data, self.clock(), route, sender)
+        if ex.moved:  # a restarted neighbour announced its address
+            self._follow_moves()
         if answer and route is not None:  # b"" (DEFERRED): answered later
             transport.answer(route, answer)
         for out in ex.take_outgoing():  # waiting ticks, started once our lock is free
@@ -255,6 +266,20 @@ class Node:
         self._send_released()
         if ex.counters.bounced != bounced:
             self._bounced.set()  # a refused activation to start after a pause: re-arm
+
+    def _follow_moves(self) -> None:
+        """Send to each neighbour that announced another address there from now on."""
+        ex = self.exchanger
+        for peer, address in ex.take_moved().items():
+            try:
+                moved = self.transport.move(peer, address)
+            except GossipError as exc:  # unreachable address, or no key for the peer
+                ex.counters.rejected += 1
+                log.warning("neighbour %d announced address %r: %s", peer, address, exc)
+                continue
+            if moved:
+                ex.counters.moved += 1
+                log.info("neighbour %d is now at %s", peer, address)
 
     async def _tick(self) -> None:
         transport, ex, clock, tb = self.transport, self.exchanger, self.clock, self.timebase
@@ -304,21 +329,29 @@ class Node:
             await asyncio.wait_for(self._bounced.wait(), seconds)
 
     async def _recover(self) -> None:
-        ex = self.exchanger
+        ex, address = self.exchanger, self.transport.address
         give_up = self.clock() + _RECOVER_GIVE_UP
         while ex.recovering:
             if self.clock() > give_up:
                 edges = ex.give_up_recovery()
                 log.warning("no ledger from the neighbours on edges %s: gossiping on", edges)
-                return
-            for out in ex.ledger_requests():
+                break
+            for out in ex.ledger_requests(address):
                 self.transport.send(out.peer, out.frame)
             resend_at = self.clock() + _RECOVER_EVERY
             while self.clock() < resend_at:
                 if not ex.recovering:
                     break
                 await asyncio.sleep(0.01)  # replies usually come within a millisecond
-        log.info("recovered the ledger from the neighbours")
+        else:
+            log.info("recovered the ledger from the neighbours")
+        # A neighbour whose Moved was lost (its LedgerRequest was not) would send to our old
+        # address for good: announce it until each neighbour's requests reach us here.
+        give_up = self.clock() + _RECOVER_GIVE_UP
+        while ex.announcing and self.clock() < give_up:
+            for out in ex.announcements(address):
+                self.transport.send(out.peer, out.frame)
+            await asyncio.sleep(_RECOVER_EVERY)
 
 
 async def run_node(config: NodeConfig) -> int:

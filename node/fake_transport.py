@@ -71,6 +71,12 @@ class FakeTransport(Transport):
         """Remember the peers' addresses."""
         self._peers.update(peers)
 
+    def move(self, peer: int, address: str) -> bool:
+        """Send to ``peer`` at ``address`` from now on."""
+        changed = self._peers.get(peer) != address
+        self._peers[peer] = address
+        return changed
+
     def send(self, peer: int, data: bytes) -> None:
         """Deliver a request to ``peer``, with our address as the route back."""
         address = self._peers.get(peer)

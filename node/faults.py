@@ -100,6 +100,10 @@ class FaultyTransport(Transport):
         """Connect the inner transport."""
         await self.inner.connect(peers)
 
+    def move(self, peer: int, address: str) -> bool:
+        """Move the peer in the inner transport (frames held back keep their old route)."""
+        return self.inner.move(peer, address)
+
     def _emit(self, deliver: object, *args: object) -> None:
         f = self.faults
         rng = self._rng

@@ -5,12 +5,18 @@
 the coordinator like any node), so nothing about the protocol changes, and nodes of one
 process still talk to each other over real sockets. What they share is what costs memory and
 start-up time per process rather than per node: the Python interpreter and its imports, one
-ZeroMQ context (one I/O thread), one event loop and one MQTT connection that carries every
-node's reports (:class:`node.mqtt.NodeMqtt` with several members).
+ZeroMQ context (one I/O thread), one event loop and, insecure, one MQTT connection that carries
+every node's reports (:class:`node.mqtt.NodeMqtt` with several members; secure, each node has
+its own broker account and connection, so the ACL still keeps it to its own state topic).
 
 Names and addresses: node i of a host named ``NAME`` is ``NAME-i``; with a fixed port
 (``--bind tcp://HOST:PORT``) node i binds ``PORT + i``, so a restarted host gets its nodes'
 addresses back. A host of one node keeps the name and address as given.
+
+Security: with keys (``--keys`` once per node, or ``--keys-pool``) every node of the process has
+its own CURVE key pair, registers with it under its key's name, and its ROUTER has a ZAP domain
+of its own that admits only that node's neighbours (:mod:`node.curve`); the process's one ZAP
+handler serves them all.
 
 Crash semantics: a host process that dies takes its K nodes with it. Restarted with the same
 name (and addresses), each of its nodes re-registers, gets its id back and rebuilds its exact
@@ -56,11 +62,15 @@ __all__ = ["host_configs", "run_host", "run_host_sync"]
 log = logging.getLogger(__name__)
 
 
-def host_configs(config: NodeConfig, count: int) -> list[NodeConfig]:
+def host_configs(
+    config: NodeConfig, count: int, keys: Sequence[Path] | None = None
+) -> list[NodeConfig]:
     """Return the configurations of the ``count`` nodes of a host started with ``config``.
 
     Node i is named ``NAME-i``, binds ``PORT + i`` if ``config.bind`` has a fixed port, and
-    seeds its clock with ``seed + i``; one node keeps ``config`` as it is.
+    seeds its clock with ``seed + i``; one node keeps ``config`` as it is. With ``keys`` (one
+    key directory per node) node i is secure with ``keys[i]`` and named after its key, the
+    only name the coordinator accepts from it.
 
     Examples
     --------
@@ -70,6 +80,18 @@ def host_configs(config: NodeConfig, count: int) -> list[NodeConfig]:
     """
     if count < 1:
         raise ConfigError(f"--nodes-per-process must be >= 1, got {count}")
+    if keys is not None:
+        if len(keys) != count:
+            raise ConfigError(
+                f"{count} node(s) per process need as many key directories, got {len(keys)}: "
+                "give --keys once per node, or --keys-pool"
+            )
+        names = [load_identity(key).name for key in keys]  # a clear error now if one is bad
+        configs = host_configs(dataclasses.replace(config, keys=None), count)
+        return [
+            dataclasses.replace(c, name=name, keys=key)
+            for c, name, key in zip(configs, names, keys, strict=True)
+        ]
     if count == 1:
         return [config]
     parts = urlsplit(config.bind)
@@ -117,9 +139,9 @@ async def _register_all(
     configs: Sequence[NodeConfig],
     transports: Sequence[Transport],
     context: zmq.asyncio.Context,
-    identity: Identity | None = None,
+    identities: Sequence[Identity | None],
 ) -> list[Bootstrap]:
-    """Register every node at once (each on its own DEALER); return their bootstraps."""
+    """Register every node at once (each on its own DEALER, with its own key if secure)."""
     async with asyncio.TaskGroup() as tg:
         jobs = [
             tg.create_task(
@@ -134,7 +156,7 @@ async def _register_all(
                 ),
                 name=f"register-{config.name}",
             )
-            for config, transport in zip(configs, transports, strict=True)
+            for config, transport, identity in zip(configs, transports, identities, strict=True)
         ]
         log.info("registering %d node(s) with %s", len(jobs), configs[0].coordinator)
     return [job.result() for job in jobs]
@@ -176,26 +198,43 @@ def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: async
     return node
 
 
-def _mqtt_for(nodes: Sequence[Node], ca: Path | None = None) -> NodeMqtt | None:
-    """One MQTT connection reporting every node of the process (None: no broker)."""
-    first = nodes[0].boot
-    broker = parse_broker(first.broker)
-    if broker is None:
-        return None
-    if ca is not None:
-        broker = dataclasses.replace(broker, ca=str(ca))
-    mqtt = NodeMqtt(
-        broker,
-        first.cluster,
-        first.node_id,
-        nodes[0].report,
-        first.metrics_period,
-        nodes[0].request_stop,
-        epoch=first.epoch,
-    )
-    for node in nodes[1:]:
-        mqtt.add(node.boot.node_id, node.report, node.request_stop)
-    return mqtt
+def _mqtt_links(nodes: Sequence[Node], ca: Path | None = None) -> list[NodeMqtt | None]:
+    """The MQTT connection of each node: one per distinct broker account.
+
+    Insecure, every node's bootstrap has the same broker URL, so one connection reports them
+    all. Secure, each node has its own account (``node-<id>``), and the broker's ACL lets it
+    publish only its own state: then each node keeps a connection of its own.
+    """
+    links: dict[str, NodeMqtt | None] = {}
+    out: list[NodeMqtt | None] = []
+    for node in nodes:
+        boot = node.boot
+        if boot.broker in links:
+            link = links[boot.broker]
+            if link is not None:
+                link.add(boot.node_id, node.report, node.request_stop)
+            out.append(link)
+            continue
+        broker = parse_broker(boot.broker)
+        if broker is not None and ca is not None:
+            broker = dataclasses.replace(broker, ca=str(ca))
+        link = None
+        if broker is not None:
+            link = NodeMqtt(
+                broker,
+                boot.cluster,
+                boot.node_id,
+                node.report,
+                boot.metrics_period,
+                node.request_stop,
+                epoch=boot.epoch,
+            )
+        links[boot.broker] = link
+        out.append(link)
+    for node, link in zip(nodes, out, strict=True):
+        if link is not None:
+            link.on_command(node.membership.on_command)
+    return out
 
 
 async def run_host(configs: Sequence[NodeConfig]) -> int:
@@ -217,18 +256,20 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # CurveZMQ (--keys): one key is one node, so a host of several nodes cannot use it yet.
-    identity = load_identity(configs[0].keys) if configs[0].keys is not None else None
-    if identity is not None and len(configs) > 1:
-        raise ConfigError("--keys needs one node per process (--nodes-per-process 1)")
-    keys = None if identity is None else CurveKeys.of(identity)
+    # CurveZMQ: every node of the process has its own key pair and its own ZAP domain
+    # (node.curve), so each admits only its own neighbours.
+    if len({config.keys is None for config in configs}) > 1:
+        raise ConfigError("either every node of a host has keys (--keys) or none has")
+    identities = [None if c.keys is None else load_identity(c.keys) for c in configs]
+    secure = identities[0] is not None
     # One context, so one zmq I/O thread, for every socket of the process.
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
         async with contextlib.AsyncExitStack() as stack:
             transports: list[Transport] = []
             inners: list[ZmqTransport] = []
-            for config in configs:
+            for config, identity in zip(configs, identities, strict=True):
+                keys = None if identity is None else CurveKeys.of(identity)
                 inner = ZmqTransport(
                     config.bind, config.advertise, toward=config.coordinator, context=ctx, keys=keys
                 )
@@ -240,10 +281,10 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
                 )
                 transports.append(await stack.enter_async_context(transport))
             actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
-            boots = await _until_stopped(_register_all(configs, transports, actx, identity), stop)
+            boots = await _until_stopped(_register_all(configs, transports, actx, identities), stop)
             if boots is None:
                 return 0
-            if keys is not None:  # admit the neighbours' keys only, each as its node id
+            if secure:  # each node admits its own neighbours' keys only, each as its node id
                 for inner, boot in zip(inners, boots, strict=True):
                     inner.trust({n.peer_id: n.key for n in boot.neighbors})
             nodes = [
@@ -254,15 +295,18 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
             # collector's generations, so that collections stay short during the run.
             gc.collect()
             gc.freeze()
-            mqtt = _mqtt_for(nodes, configs[0].mqtt_ca)
+            mqtts = _mqtt_links(nodes, configs[0].mqtt_ca)
             async with asyncio.TaskGroup() as tg:
-                link = None if mqtt is None else tg.create_task(mqtt.run(), name="host-mqtt")
+                distinct = {id(m): m for m in mqtts if m is not None}.values()
+                links = [
+                    tg.create_task(m.run(), name=f"host-mqtt-{i}") for i, m in enumerate(distinct)
+                ]
                 runs = [
                     tg.create_task(node.run(mqtt, run_mqtt=False), name=f"node-{node.boot.node_id}")
-                    for node in nodes
+                    for node, mqtt in zip(nodes, mqtts, strict=True)
                 ]
                 codes = [await run for run in runs]
-                if link is not None:
+                for link in links:
                     link.cancel()
             for node in nodes:
                 sys.stdout.write(json.dumps(node.final) + "\n")

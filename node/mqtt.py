@@ -166,6 +166,8 @@ class NodeMqtt:
         self._members: list[tuple[str, Callable[[], dict[str, Any]], Callable[[], None]]] = []
         self.add(node_id, snapshot, on_stop)
         self._client: aiomqtt.Client | None = None
+        # Other commands of the control topic (membership views: node.membership).
+        self._handlers: list[Callable[[dict[str, Any]], None]] = []
         self.published = 0
         self.reconnects = 0
 
@@ -174,6 +176,10 @@ class NodeMqtt:
     ) -> None:
         """Report one more node of this process on this connection (host mode)."""
         self._members.append((state_topic(self.cluster, node_id), snapshot, on_stop))
+
+    def on_command(self, handler: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``handler`` with every control command other than stop (a JSON object)."""
+        self._handlers.append(handler)
 
     def _on_stop(self) -> None:
         for _, _, on_stop in self._members:
@@ -247,6 +253,9 @@ class NodeMqtt:
                     self._on_stop()
             elif isinstance(command, dict) and command.get("cmd") == "stop":
                 self._on_stop()
+            elif isinstance(command, dict):
+                for handler in self._handlers:
+                    handler(command)
 
     async def publish_final(self, payload: dict[str, Any], within: float = 3.0) -> bool:
         """Publish the final report (QoS 1), on the live connection or a fresh one.

@@ -66,6 +66,14 @@ class Transport(ABC):
         """Open the way to each peer's server (``peer id -> address``); may be called again."""
 
     @abstractmethod
+    def move(self, peer: int, address: str) -> bool:
+        """Send to ``peer`` at ``address`` from now on (it came back there); return whether
+        that changed its address. Frames queued for the old one may be dropped (the
+        protocol's retries cover them); frames sent from now on, retries included, go to the
+        new one. Synchronous: called from the frame handler.
+        """
+
+    @abstractmethod
     def send(self, peer: int, data: bytes) -> None:
         """Send a frame to ``peer``'s server, without blocking; drop it if it cannot go now."""
 

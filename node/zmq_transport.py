@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import zmq
 
 from gossip.errors import ConfigError, TransportError
-from node.curve import CurveKeys, PeerAuthenticator, curve_client, curve_server
+from node.curve import CurveKeys, PeerAuthenticator, PeerGate, curve_client, curve_server
 from node.transport import FrameHandler, Incoming, Transport, TransportStats
 
 __all__ = ["ZmqTransport", "advertised_address"]
@@ -127,16 +127,16 @@ class ZmqTransport(Transport):
         self._ctx: zmq.Context[zmq.Socket[bytes]] = context or zmq.Context()
         self._keys = keys
         self._peer_keys: dict[int, str] = {}
-        self._auth: PeerAuthenticator | None = None
+        self._auth: PeerGate | None = None
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.SNDHWM, _HWM)
         self._router.setsockopt(zmq.RCVHWM, _HWM)
         if keys is not None:
             # Before the bind: a CURVE server without its ZAP handler admits any key.
-            self._auth = PeerAuthenticator(self._ctx)
-            self._auth.start()
-            curve_server(self._router, keys)
+            # One ZAP handler per context; this server gets a domain (allow-list) of its own.
+            self._auth = PeerAuthenticator.for_context(self._ctx).gate()
+            curve_server(self._router, keys, self._auth.domain)
         try:
             if bind.startswith("tcp://") and bind.rsplit(":", 1)[-1] in ("0", "*"):
                 host = urlsplit(bind).hostname or "0.0.0.0"
@@ -148,7 +148,7 @@ class ZmqTransport(Transport):
         except zmq.ZMQError as exc:
             self._router.close(0)
             if self._auth is not None:
-                self._auth.stop()
+                self._auth.close()
             if self._own_context:
                 self._ctx.term()
             raise ConfigError(
@@ -215,35 +215,52 @@ class ZmqTransport(Transport):
     async def connect(self, peers: Mapping[int, str]) -> None:
         """Connect a DEALER to each peer's ROUTER (again, if its address changed)."""
         for peer, address in peers.items():
-            if self._addresses.get(peer) == address:
-                continue
-            old = self._dealers.pop(peer, None)
-            if old is not None:
-                self._unwatch(old)
-                self._peer_of.pop(old, None)
-                old.close(0)
-            dealer = self._ctx.socket(zmq.DEALER)
-            dealer.setsockopt(zmq.LINGER, 0)
-            dealer.setsockopt(zmq.SNDHWM, _HWM)
-            dealer.setsockopt(zmq.RCVHWM, _HWM)
-            if self._keys is not None:
-                key = self._peer_keys.get(peer)
-                if key is None:
-                    dealer.close(0)
-                    raise ConfigError(f"no public key for peer {peer}: call trust() first")
-                curve_client(dealer, self._keys, key)
-            try:
-                dealer.connect(address)
-            except zmq.ZMQError as exc:
+            self.move(peer, address)
+
+    def move(self, peer: int, address: str) -> bool:
+        """Connect ``peer``'s DEALER to ``address`` instead (see :meth:`Transport.move`).
+
+        A new DEALER, not a disconnect and connect of the old one: frames the old one still
+        queued for the dead address are dropped with it rather than sent to the new one
+        (the protocol re-sends what is still pending), and answers to the old connection
+        cannot come in on the new one. ``self._dealers[peer]`` is replaced at once, so every
+        later send, retries included, goes to the new address.
+
+        Raises
+        ------
+        ConfigError
+            Secure transport and no key for ``peer`` (see :meth:`trust`).
+        TransportError
+            zmq cannot connect to ``address`` (malformed).
+        """
+        if self._addresses.get(peer) == address:
+            return False
+        dealer = self._ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.setsockopt(zmq.SNDHWM, _HWM)
+        dealer.setsockopt(zmq.RCVHWM, _HWM)
+        if self._keys is not None:
+            key = self._peer_keys.get(peer)
+            if key is None:
                 dealer.close(0)
-                raise TransportError(
-                    f"cannot connect to peer {peer} at {address!r}: {exc}"
-                ) from None
-            self._dealers[peer] = dealer
-            self._peer_of[dealer] = peer
-            self._addresses[peer] = address
-            self._watch(dealer)
-            self._drain_dealer(dealer)  # its FD may already have consumed its edge
+                raise ConfigError(f"no public key for peer {peer}: call trust() first")
+            curve_client(dealer, self._keys, key)
+        try:
+            dealer.connect(address)
+        except zmq.ZMQError as exc:
+            dealer.close(0)  # the old route, if any, stays as it was
+            raise TransportError(f"cannot connect to peer {peer} at {address!r}: {exc}") from None
+        old = self._dealers.pop(peer, None)
+        if old is not None:
+            self._unwatch(old)
+            self._peer_of.pop(old, None)
+            old.close(0)
+        self._dealers[peer] = dealer
+        self._peer_of[dealer] = peer
+        self._addresses[peer] = address
+        self._watch(dealer)
+        self._drain_dealer(dealer)  # its FD may already have consumed its edge
+        return True
 
     def send(self, peer: int, data: bytes) -> None:
         """Queue ``data`` on the DEALER to ``peer``; drop it if the queue is full."""
@@ -383,6 +400,6 @@ class ZmqTransport(Transport):
         self._unwatch(self._router)
         self._router.close(0)
         if self._auth is not None:
-            self._auth.stop()
+            self._auth.close()
         if self._own_context:
             self._ctx.term()

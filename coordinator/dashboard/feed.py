@@ -42,7 +42,7 @@ from coordinator.dashboard.runs import RunArchive
 from coordinator.dashboard.views import cluster_counters, node_row
 from coordinator.state import ClusterState
 
-__all__ = ["ACTIVITY_TAU", "Client", "Feed", "activity_levels"]
+__all__ = ["ACTIVITY_TAU", "Client", "Feed", "activity_levels", "membership_events"]
 
 _log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class Feed:
         self._counts: NDArray[np.float64] | None = None
         self._levels: list[int] = []
         self._last_tick: float | None = None
+        self._membership = 0  # membership events already sent
 
     @property
     def edge_levels(self) -> list[int]:
@@ -184,6 +185,9 @@ class Feed:
         }
         if levels_changed or reset:
             batch["edges"] = self._levels
+        if len(state.churn) != self._membership or reset:
+            self._membership = len(state.churn)
+            batch["membership"] = membership_events(state)
         if self.on_tick is not None:
             self.on_tick()
         if self.clients:
@@ -237,6 +241,14 @@ class Feed:
             self._levels = levels
             return True
         return False
+
+
+def membership_events(state: ClusterState) -> list[dict[str, Any]]:
+    """Return the membership events (joins, leaves, dead nodes, views) as JSON-safe dicts."""
+    return [
+        {k: (_num(v) if isinstance(v, float) else v) for k, v in event.items()}
+        for event in state.churn
+    ]
 
 
 def _num(value: float) -> float | None:

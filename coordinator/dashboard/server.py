@@ -42,7 +42,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator.dashboard.band import BandKeeper
-from coordinator.dashboard.feed import Client, Feed
+from coordinator.dashboard.feed import Client, Feed, membership_events
 from coordinator.dashboard.layout import GraphLayout, graph_layout
 from coordinator.dashboard.metrics import make_registry
 from coordinator.dashboard.runs import RunArchive, RunRecord
@@ -268,6 +268,7 @@ class Dashboard:
             "nodes": [node_row(state.nodes[k]) for k in sorted(state.nodes)],
             "layout": layout.as_dict() if layout is not None else None,
             "edge_levels": self.feed.edge_levels,
+            "membership": membership_events(state),
             "live_run": self.archive.live.run_id if self.archive.live is not None else "",
             "runs": runs,
             # Optimization runs: the task (x*, parameters) and [t, distance, gap, consensus,

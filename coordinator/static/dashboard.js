@@ -104,6 +104,7 @@
       buildGraph(snap);
       buildTable(snap);
       buildRuns(snap);
+      drawMembership(snap.membership || []);
       updateCounters(snap.summary, snap.counters);
       loading = false;
       if (source && source.readyState === EventSource.CLOSED) setTimeout(connect, 2000);
@@ -426,6 +427,29 @@
     if (counters.message) badge.title = counters.message;
   }
 
+  // ---- membership: joins, leaves, declared-dead nodes and the views (membership epochs) -----
+
+  function drawMembership(events) {
+    // Rare (a few events per run): the table is rewritten whole.
+    const body = document.querySelector("#membership-table tbody");
+    dash.membership = events.length;
+    setText($("membership-note"), events.length ? events.length + " event(s)" :
+      "no joins or leaves");
+    body.replaceChildren(...events.map((e) => {
+      const tr = document.createElement("tr");
+      tr.className = "membership-" + e.kind;
+      const when = e.wall ? new Date(e.wall * 1000).toISOString().slice(11, 19) : "–";
+      const cells = [when, e.kind, e.name || (e.node ?? "–"), e.view ?? "–",
+        e.t === undefined ? "–" : fmt(e.t), e.members ?? "–", e.detail || ""];
+      for (const c of cells) {
+        const td = document.createElement("td");
+        td.textContent = String(c);
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+  }
+
   // ---- live batches ------------------------------------------------------------------------
 
   function applyBatch(batch) {
@@ -459,6 +483,7 @@
     }
     newIds.forEach(ensureRow);
     if (batch.edges) p.edges = batch.edges;
+    if (batch.membership) drawMembership(batch.membership);
     p.counters = [batch.summary, batch.counters];
     if (batch.walls[1] !== null) p.walls.push([...batch.walls, ...batch.arrivals]);
     requestAnimationFrame(draw);

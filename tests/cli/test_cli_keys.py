@@ -120,3 +120,28 @@ async def test_gossip_up_insecure_still_works_and_says_so(tmp_path: Path) -> Non
     assert summary["mass_drift_rel"] <= 1e-9
     assert not (logs / "keys").exists()
     assert "not authenticated" in (logs / "node-0.log").read_text()
+
+
+def test_keys_init_pool_for_a_graph_kept_if_present_and_claimed_by_nodes(tmp_path: Path) -> None:
+    keys, runner = tmp_path / "keys", CliRunner()
+    init = ["keys", "init", "--dir", str(keys), "--graph", "cycle:3", "--pool", "--if-missing"]
+    first = runner.invoke(app, init)
+    assert first.exit_code == 0, first.output
+    assert sorted(p.name for p in (keys / "pool").iterdir()) == [
+        "node-0", "node-1", "node-2", "ready"
+    ]  # fmt: skip
+    for sub in ("coordinator", "mqtt"):
+        assert (keys / sub / "ready").is_file()
+    secret = (keys / "coordinator" / "secret.key").read_text()
+    kept = runner.invoke(app, init)  # the compose service at every `up`
+    assert kept.exit_code == 0
+    assert "kept" in kept.output
+    assert (keys / "coordinator" / "secret.key").read_text() == secret
+    other = runner.invoke(app, [*init[:5], "cycle:5", *init[6:]])
+    assert other.exit_code == 2
+    assert "holds keys for 3 nodes, not 5" in other.output
+    # A host of 4 nodes cannot claim from a pool of 3: said before anything starts.
+    node = ["node", "--coordinator", "tcp://127.0.0.1:9", "--keys-pool", str(keys / "pool")]
+    exhausted = runner.invoke(app, [*node, "--nodes-per-process", "4", "--name", "h"])
+    assert exhausted.exit_code == 2
+    assert "exhausted" in exhausted.output

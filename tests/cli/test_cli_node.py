@@ -22,6 +22,8 @@ from gossip.wire import Register, RegisterError, decode, encode
         (["--log-level", "loud"], "--log-level must be"),
         (["--nodes-per-process", "0"], "--nodes-per-process must be >= 1"),
         (["--nodes-per-process", "2", "--bind", "tcp://127.0.0.1:65535"], "past 65535"),
+        (["--leave", "--name", "n1"], "--leave needs --broker"),
+        (["--leave", "--name", "n1", "--broker", "http://x"], "broker must be mqtt://"),
     ],
 )
 def test_bad_options_are_clear_errors(args: list[str], needle: str) -> None:

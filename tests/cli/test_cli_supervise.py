@@ -168,3 +168,41 @@ async def test_a_node_that_crashes_more_than_max_restarts_fails_the_run_with_its
     assert record["final_error"] is not None  # where the run was when it failed
     assert "failed" in stdout.decode()
     assert "node-4 exited" in stdout.decode()
+
+
+@pytest.mark.parametrize("security", [(), ("--insecure",)], ids=["curve", "insecure"])
+async def test_a_node_restarted_on_a_new_address_is_followed_by_its_neighbours(
+    tmp_path: Path, security: tuple[str, ...]
+) -> None:
+    proc = await _up(
+        tmp_path,
+        *("--graph", "grid:3x3", "--rate", "30", "--until", "1e-9", "--timeout", "120"),
+        "--restart-on-new-address",
+        *security,
+    )
+    try:
+        await _kill_mid_run(tmp_path, proc, "node-4")  # the centre: four neighbours
+        _, stderr = await asyncio.wait_for(proc.communicate(), 180)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    err = stderr.decode()
+    assert proc.returncode == 0, err[-3000:]
+    record: dict[str, Any] = json.loads((tmp_path / "run.json").read_text())
+    assert record["reached"] is True
+    assert record["mass_drift_rel"] <= 1e-9
+    assert record["restarts"] == {"node-4": 1}
+    logs = tmp_path / "logs"
+    text = (logs / "node-4.log").read_text()
+    addresses = [a for _, _, a in re.findall(r"node (\d+) \((\S+), (tcp://[^)]+)\)", text)]
+    assert len(addresses) == 2, text[-2000:]
+    assert addresses[0] != addresses[1]
+    final = json.loads(text.strip().splitlines()[-1])
+    assert final["address"] == addresses[1]
+    # Its neighbours' requests reached it at the new address, each neighbour moved its edge.
+    assert final["counters"]["served"] > 0
+    assert final["counters"]["rejected"] == 0
+    for name in ("node-1", "node-3", "node-5", "node-7"):
+        report = json.loads((logs / f"{name}.log").read_text().strip().splitlines()[-1])
+        assert report["counters"]["moved"] == 1, name
+        assert report["counters"]["forged"] == 0, name

@@ -22,6 +22,7 @@ from coordinator.launcher import UpConfig, run_up
 from coordinator.records import RunSummary
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
+from gossip.errors import ConfigError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -38,6 +39,7 @@ async def _run(
     node_args: tuple[str, ...] = (),
     cluster: str = "gossip",
     give_up: float = 90.0,
+    secure: bool = True,
 ) -> tuple[RunSummary, ClusterState]:
     coord = CoordinatorConfig(
         graph=graph,
@@ -57,6 +59,7 @@ async def _run(
         embedded=embedded,  # type: ignore[arg-type]
         timeout=give_up,
         node_args=node_args,
+        secure=secure,
     )
     holder: dict[str, ClusterState] = {}
 
@@ -213,6 +216,11 @@ async def test_rg_converges_and_arg_is_faster_in_t_on_a_line(tmp_path: Path) -> 
 
 
 async def test_in_process_amqtt_fallback(tmp_path: Path) -> None:
-    summary, state = await _run(tmp_path, graph="line:4", embedded="amqtt", rate=100.0)
+    # amqtt has no passwords or ACL here: a secure run refuses it, naming both ways out.
+    with pytest.raises(ConfigError, match=r"apt-get install mosquitto.*--insecure"):
+        await _run(tmp_path / "secure", graph="line:4", embedded="amqtt")
+    summary, state = await _run(
+        tmp_path, graph="line:4", embedded="amqtt", rate=100.0, secure=False
+    )
     assert state.broker.kind == "amqtt"
     _check_exact_end(summary, state, 1e-6)

@@ -9,6 +9,7 @@ from coordinator.registry import (
     Assignment,
     Known,
     Plan,
+    Readdressed,
     Ready,
     Refused,
     Registry,
@@ -143,6 +144,40 @@ def test_restore_rebuilds_identical_bootstraps() -> None:
     assert isinstance(again, Known)
     assert again.bootstrap == out.bootstraps["n2"]
     assert build_bootstraps(plan, out.assignment)[2] == out.bootstraps["n2"]
+
+
+def test_a_node_restarted_on_a_new_address_is_recorded_there_for_its_neighbours() -> None:
+    plan = _plan()
+    reg = Registry(plan, "run-1")
+    for k in range(3):
+        out = reg.register(_reg(f"n{k}", 7000 + k), now=0.0)
+    assert isinstance(out, Ready)
+    moved = reg.register(_reg("n1", 7101, (9.0,)), now=50.0)
+    assert isinstance(moved, Readdressed)
+    assert moved.previous == "tcp://127.0.0.1:7001"
+    # Same id, same everything (its value is the run's, not the one it sent again) ...
+    assert moved.bootstrap == out.bootstraps["n1"]
+    assert moved.assignment.addresses == (
+        "tcp://127.0.0.1:7000",
+        "tcp://127.0.0.1:7101",
+        "tcp://127.0.0.1:7002",
+    )
+    assert moved.assignment.epoch == out.assignment.epoch
+    # ... and a neighbour restarted later is sent to the new address.
+    later = reg.register(_reg("n0", 7000), now=60.0)
+    assert isinstance(later, Known)
+    assert [nb.address for nb in later.bootstrap.neighbors] == ["tcp://127.0.0.1:7101"]
+    # A coordinator that resumes from the published assignment knows it too.
+    other = Registry(plan, "ignored")
+    other.restore(Assignment.from_dict(moved.assignment.as_dict()))
+    assert isinstance(other.register(_reg("n1", 7101), now=70.0), Known)
+    # Another node's address is still refused, and a wildcard takes the sender's IP.
+    taken = reg.register(_reg("n2", 7000), now=80.0)
+    assert isinstance(taken, Refused)
+    assert "'n0'" in taken.reason
+    wild = reg.register(Register("n2", "tcp://0.0.0.0:7202", None, 1), 90.0, "10.0.0.8")
+    assert isinstance(wild, Readdressed)
+    assert wild.assignment.addresses[2] == "tcp://10.0.0.8:7202"
 
 
 def test_natural_key_orders_numbers_numerically() -> None:

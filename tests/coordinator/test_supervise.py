@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from coordinator.records import RunSummary
 from coordinator.state import ClusterState
-from coordinator.supervise import Supervision, free_port_block, run_record
+from coordinator.supervise import Supervision, free_port_block, moved_command, run_record
 from gossip.errors import ConfigError
 
 
@@ -81,3 +81,22 @@ def test_a_port_block_is_free_and_bindable() -> None:
     finally:
         for sock in socks:
             sock.close()
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_a_moved_command_binds_a_free_block_apart_from_the_old_one(size: int) -> None:
+    old = free_port_block("127.0.0.1", size)
+    extra = ["--nodes-per-process", str(size)] if size > 1 else []
+    command = ["node", "--name", "n", "--bind", f"tcp://127.0.0.1:{old}", *extra]
+    port, moved = moved_command(command)
+    assert moved == [*command[:4], f"tcp://127.0.0.1:{port}", *extra]
+    assert not set(range(port, port + size)) & set(range(old, old + size))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", port))
+    with pytest.raises(ConfigError, match="without --bind"):
+        moved_command(["node", "--name", "n"])
+    # The policy moves a process only when asked to.
+    assert Supervision().restart_command(command) is None
+    again = Supervision(new_address=True).restart_command(command)
+    assert again is not None
+    assert again[1][4] == f"tcp://127.0.0.1:{again[0]}"

@@ -28,3 +28,21 @@ def test_nodes_per_container_sets_the_node_commands_nodes_per_process() -> None:
     )
     assert result.exit_code == 2
     assert "--nodes-per-process must be >= 1, got 0" in result.output
+
+
+def test_each_service_mounts_only_its_own_keys() -> None:
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+
+    def volumes(service: str) -> set[str]:
+        return {v.split(":")[0] for v in services[service].get("volumes", []) if "keys" in v}
+
+    # Nodes never see the coordinator's secret key or the MQTT secret; the broker only hashes.
+    assert volumes("keys") == {"keys-coordinator", "keys-pool", "keys-mqtt"}
+    assert volumes("coordinator") == {"keys-coordinator"}
+    assert volumes("node") == {"keys-pool"}
+    assert volumes("mosquitto") == {"keys-mqtt"}
+    assert services["node"]["environment"]["GOSSIP_KEYS_POOL"] == "/keys/pool"
+    assert services["coordinator"]["environment"]["GOSSIP_KEYS"] == "/keys/coordinator"
+    # Secure unless GOSSIP_INSECURE is set, in every service that reads it.
+    for service in ("keys", "mosquitto", "coordinator", "node"):
+        assert services[service]["environment"]["GOSSIP_INSECURE"] == "${GOSSIP_INSECURE:-0}"

@@ -20,6 +20,7 @@ from gossip.wire import (
     LedgerReply,
     LedgerRequest,
     Message,
+    Moved,
     Nack,
     Neighbor,
     Register,
@@ -57,6 +58,7 @@ EXAMPLES: list[Message] = [
     Register(name="n2", address="tcp://127.0.0.1:5001", value=None, pid=1),
     BOOT,
     RegisterError(reason="name already taken"),
+    Moved(src=5, edge=2, address="tcp://10.0.0.9:7002"),
 ]
 
 

@@ -25,6 +25,7 @@ from gossip.wire import (
     LedgerReply,
     LedgerRequest,
     Message,
+    Moved,
     Nack,
     Neighbor,
     Register,
@@ -98,6 +99,7 @@ messages: st.SearchStrategy[Message] = st.one_of(
     st.builds(Busy, src=ints, edge=ints, seq=ints, t=finite),
     st.builds(Nack, src=ints, edge=ints, seq=ints, reason=text),
     st.builds(LedgerRequest, src=ints, edge=ints),
+    st.builds(Moved, src=ints, edge=ints, address=text),
     pairs().flatmap(
         lambda p: st.builds(
             LedgerReply, src=ints, edge=ints, seq=ints, t=finite, fx=st.just(p[0]), fz=st.just(p[1])
@@ -216,7 +218,8 @@ def _types_with_same_fields(message: Message) -> set[str]:
     body = _body(message)
     keys = set(body) - {"v", "type"}
     others = set()
-    for cls in (Request, Reply, Busy, Nack, LedgerRequest, LedgerReply, Register, RegisterError):
+    classes = (Request, Reply, Busy, Nack, LedgerRequest, LedgerReply, Moved, Register)
+    for cls in (*classes, RegisterError):
         if set(cls.__dataclass_fields__) == keys:
             others.add(cls.TYPE)
     return others

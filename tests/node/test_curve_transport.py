@@ -83,3 +83,35 @@ async def test_an_unknown_key_or_a_plain_socket_never_gets_a_frame_in() -> None:
             assert b.stats.received == 1
         finally:
             ctx.destroy(linger=0)
+
+
+async def test_servers_sharing_a_context_each_admit_only_their_own_neighbours() -> None:
+    # Host mode: one context, hence one ZAP handler, for several nodes' ROUTERs.
+    ka, kb, kx = keypair(), keypair(), keypair()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        async with (
+            ZmqTransport("tcp://127.0.0.1:0", keys=ka, context=ctx) as a,
+            ZmqTransport("tcp://127.0.0.1:0", keys=kb, context=ctx) as b,
+            ZmqTransport("tcp://127.0.0.1:0", keys=kx) as x,
+        ):
+            a.trust({7: kx.public})  # x is a's neighbour, not b's
+            b.trust({8: ka.public})
+            x.trust({1: ka.public, 2: kb.public})
+            await x.connect({1: a.address, 2: b.address})
+            x.send(2, b"to b")  # refused: b does not know x's key
+            x.send(1, b"to a")
+            got = await asyncio.wait_for(a.recv(), 10)
+            assert (got.data, got.sender) == (b"to a", 7)
+            async with asyncio.timeout(30):  # x's handshake reaches b's gate, is refused
+                while b.denied == 0:  # noqa: ASYNC110 -- a count in the gate: no event
+                    await asyncio.sleep(0.01)
+            assert (a.denied, b.stats.received) == (0, 0)
+            # b's own neighbour gets in on the shared handler, labelled with b's id for it.
+            a.trust({7: kx.public, 8: kb.public})
+            await a.connect({8: b.address})
+            a.send(8, b"a to b")
+            got = await asyncio.wait_for(b.recv(), 10)
+            assert (got.data, got.sender) == (b"a to b", 8)
+    finally:
+        ctx.term()

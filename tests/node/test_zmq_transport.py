@@ -33,6 +33,28 @@ async def test_requests_and_answers_arrive_in_order_even_before_anyone_receives(
         assert server.stats.received == 50
 
 
+async def test_a_moved_peer_gets_every_later_frame_at_its_new_address() -> None:
+    async with (
+        ZmqTransport("tcp://127.0.0.1:0") as client,
+        ZmqTransport("tcp://127.0.0.1:0") as old,
+        ZmqTransport("tcp://127.0.0.1:0") as new,
+    ):
+        await client.connect({3: old.address})
+        client.send(3, b"before")
+        assert (await asyncio.wait_for(old.recv(), 10)).data == b"before"
+        assert client.move(3, old.address) is False  # the same address: nothing to do
+        assert client.move(3, new.address) is True
+        for i in range(20):
+            client.send(3, i.to_bytes(2, "big"))
+        got = [await asyncio.wait_for(new.recv(), 10) for _ in range(20)]
+        assert [int.from_bytes(r.data, "big") for r in got] == list(range(20))
+        route = got[0].route
+        assert route is not None
+        new.answer(route, b"answer")  # answers come back on the new connection
+        assert (await asyncio.wait_for(client.recv(), 10)).data == b"answer"
+        assert old.stats.received == 1
+
+
 async def test_a_socket_with_work_pending_does_not_spin_the_event_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,0 +1,255 @@
+"""The coordinator's side of churn: leave requests and dead nodes become membership views.
+
+A request ``{"cmd": "leave", "name": NAME}`` (or ``"node": ID``) on
+``gossip/<cluster>/membership`` (``gossip node --leave`` sends it), or a node silent for
+``dead_after`` seconds, removes that node: the coordinator computes the next view
+(:func:`gossip.membership.leave_view`: the graph without the node, its quantities and
+parameters recomputed as at bootstrap) starting at ``T_e``, a shared time ``lead`` seconds
+ahead, and publishes ``{"cmd": "view", "run", "epoch", "view", "change"}`` on the control topic,
+repeated every second until a few seconds after ``T_e`` (nodes ignore repeats). From then on
+the node counts as departed: the error is measured on the other members, to the mean of their
+initial values (:class:`coordinator.state.ClusterState`'s ``departed``). Each change, or a
+refused one (the survivors would be disconnected, an unknown name), is one event of the
+dashboard's membership timeline. ("View": a *membership epoch*; ``epoch`` is the run's
+time origin.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from coordinator.mqtt_link import MqttLink
+from coordinator.registry import Assignment, Known, Outcome, Plan, Refused
+from coordinator.state import ClusterState
+from gossip.errors import GossipError
+from gossip.membership import View, attach_neighbors, join_view, leave_view, make_view
+from gossip.wire import Bootstrap, Neighbor, Register
+
+__all__ = ["ATTACH", "LEAD", "RESEND", "Churn"]
+
+log = logging.getLogger(__name__)
+
+LEAD = 1.0
+"""Seconds between a change and its view's start: time for the command to reach every node."""
+
+RESEND = 1.0
+"""Seconds between two copies of the latest view command."""
+
+ATTACH = 2
+"""Members a joining node is attached to, drawn at random (seeded by the run and its id)."""
+
+_RESEND_FOR = 5.0  # seconds after T_e during which the latest view is still repeated
+
+
+class Churn:
+    """Membership changes of one run (see the module docstring).
+
+    Parameters
+    ----------
+    plan : Plan
+        The run's settings (topology, rate, algorithm).
+    state : ClusterState
+        Where departures and events go.
+    link : MqttLink or None
+        Where views are published.
+    dead_after : float or None
+        Seconds without a report after which a node is declared dead (``None``: never).
+    lead : float
+        Seconds from a change to its view's start.
+    on_event : callable(event), optional
+        Called with every membership event (the coordinator writes it to the metrics file).
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        state: ClusterState,
+        link: MqttLink | None,
+        dead_after: float | None = None,
+        lead: float = LEAD,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.state = state
+        self.link = link
+        self.dead_after = dead_after
+        self.lead = lead
+        self.on_event = on_event
+        self.view: View | None = None
+        self._command: dict[str, Any] | None = None
+        self._resend_at = math.inf
+        self._resend_until = -math.inf
+        self._kept: set[int] = set()  # silent nodes that could not be removed: asked once
+        self._joined: dict[str, Bootstrap] = {}  # by name: a repeated registration gets it back
+        self._addresses: dict[int, str] = {}  # joined nodes' addresses, by id
+
+    def _current(self) -> View:
+        if self.view is None:
+            edges = [(int(u), int(v)) for u, v in self.plan.topology.edges]
+            self.view = make_view(
+                0, 0.0, range(self.plan.expected), edges, self.plan.params.algorithm
+            )
+        return self.view
+
+    def on_request(self, payload: bytes, now: float) -> None:
+        """Take a leave request (never raises: a bad one is logged and shown as refused)."""
+        try:
+            request = json.loads(payload)
+        except ValueError:
+            self._event("refused", now, detail=f"not JSON: {payload[:80]!r}")
+            return
+        if not isinstance(request, dict) or request.get("cmd") != "leave":
+            self._event("refused", now, detail=f"unknown request {request!r:.80}; valid: leave")
+            return
+        node = request.get("node")
+        name = request.get("name")
+        if isinstance(name, str):
+            node = self.state.registered.get(name)
+            if node is None:
+                known = ", ".join(sorted(self.state.registered)[:8])
+                self._event("refused", now, name=name, detail=f"no node {name!r}; nodes: {known}")
+                return
+        if not isinstance(node, int):
+            self._event("refused", now, detail=f"a leave names a node or a name: {request!r:.80}")
+            return
+        self.remove(node, "leave", now)
+
+    def remove(self, node: int, kind: str, now: float) -> View | None:
+        """Publish the view without ``node`` (``kind``: leave or dead); ``None`` if refused."""
+        if self.state.epoch is None or node in self.state.departed:
+            return None
+        current = self._current()
+        start = max(self.plan.rate * (now + self.lead - self.state.epoch), current.start + 1e-9)
+        try:
+            new = leave_view(current, node, start)
+        except GossipError as exc:
+            self._event("refused", now, node=node, detail=str(exc))
+            return None
+        self.state.departed.add(node)
+        self._event(kind, now, node=node, view=new.number, t=new.start, members=len(new.members))
+        self._publish(new, {"kind": kind, "node": node}, now, {})
+        return new
+
+    def join(self, msg: Register, address: str | None, assignment: Assignment | None) -> Outcome:
+        """Answer a registration under a new name after the bootstrap: the node joins.
+
+        It gets the next id, is attached to :data:`ATTACH` random members, and its Bootstrap
+        carries the next view's parameters; the view (with its address) goes to the others.
+        A restarted joiner (same name) gets the same Bootstrap back.
+        """
+        if msg.name in self._joined:
+            return Known(self._joined[msg.name])
+        now = time.time()
+        why = ""
+        epoch = self.state.epoch
+        if assignment is None or epoch is None:
+            why = "the run has not started"
+        elif address is None:
+            why = f"address {msg.address!r} has a wildcard host; bind a specific address"
+        elif msg.value is None or len(msg.value) != self.plan.dim:
+            why = f"a joining node needs its --value ({self.plan.dim} number(s)), got {msg.value}"
+        elif self.plan.security is not None or self.plan.task is not None:
+            why = "joins are for insecure gossip runs only (no --keys, no --problem)"
+        if why or assignment is None or epoch is None or address is None or msg.value is None:
+            self._event("refused", now, name=msg.name, detail=f"join refused: {why}")
+            return Refused(f"cannot join: {why}")
+        current = self._current()
+        node = max(self.plan.expected, len(self.state.initial))
+        rng = np.random.default_rng([node, int(assignment.epoch)])
+        peers = attach_neighbors(current, min(ATTACH, len(current.members)), rng)
+        start = max(self.plan.rate * (now + self.lead - epoch), current.start + 1e-9)
+        new = join_view(current, node, peers, start)
+        addresses = {**dict(enumerate(assignment.addresses)), **self._addresses, node: address}
+        neighbors = tuple(
+            Neighbor(peer, addresses[peer], edge, new.prob(edge))
+            for edge, peer in new.incident(node)
+        )
+        boot = Bootstrap(
+            node_id=node,
+            cluster=self.plan.cluster,
+            algorithm=new.algorithm.value,
+            eta=new.eta,
+            c=new.c,
+            theta=new.theta,
+            epoch=assignment.epoch,
+            rate=self.plan.rate,
+            neighbors=neighbors,
+            initial_value=tuple(msg.value),
+            broker=self.plan.broker,
+            metrics_period=self.plan.metrics_period,
+            dim=self.plan.dim,
+            n=len(new.members),
+        )
+        self._joined[msg.name] = boot
+        self._addresses[node] = address
+        self.state.initial.append(tuple(msg.value))
+        self.state.registered[msg.name] = node
+        self._publish(new, {"kind": "join", "node": node}, now, {str(node): address})
+        self._event(
+            "join",
+            now,
+            node=node,
+            name=msg.name,
+            view=new.number,
+            t=new.start,
+            members=len(new.members),
+            detail=f"attached to {peers}",
+        )
+        return Known(boot)
+
+    def _publish(
+        self, new: View, change: dict[str, Any], now: float, addresses: dict[str, str]
+    ) -> None:
+        assert self.state.epoch is not None
+        self.view = new
+        self.state.view_eta = new.eta
+        self._command = {
+            "cmd": "view",
+            "run": self.state.run_id,
+            "epoch": self.state.epoch,
+            "view": new.as_dict(),
+            "change": change,
+            "addresses": {**{str(k): a for k, a in self._addresses.items()}, **addresses},
+        }
+        self._resend_at = now
+        self._resend_until = self.state.epoch + new.start / self.plan.rate + _RESEND_FOR
+        self.tick(now)
+
+    def tick(self, now: float) -> None:
+        """Repeat the latest view command while it may still be missed; declare the dead."""
+        command, link = self._command, self.link
+        due = self._resend_at <= now <= self._resend_until
+        if command is not None and link is not None and due:
+            link.publish(link.topics["control"], command)
+            self._resend_at = now + RESEND
+        if self.dead_after is None or self.state.phase != "running":
+            return
+        for k, view in list(self.state.nodes.items()):
+            silent = now - view.received
+            gone = k in self.state.departed or k in self._kept
+            if not gone and not view.final and silent > self.dead_after:
+                log.warning("node %d silent for %.1f s: declared dead", k, silent)
+                if self.remove(k, "dead", now) is None:
+                    self._kept.add(k)
+
+    def _event(self, kind: str, now: float, **fields: Any) -> None:
+        name = fields.pop("name", None)
+        node = fields.get("node")
+        if name is None and isinstance(node, int):
+            name = next((n for n, k in self.state.registered.items() if k == node), None)
+        epoch = self.state.epoch
+        t_now = None if epoch is None else self.plan.rate * (now - epoch)
+        event = {"kind": kind, "wall": now, "t_now": t_now, "name": name, **fields}
+        self.state.churn.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+        self.state.message = f"membership: {kind} {name or node or ''} {fields.get('detail', '')}"
+        self.state.touch()
+        log.info("membership event: %s", event)

@@ -1,0 +1,197 @@
+"""A running node's side of churn: membership views from the coordinator, switched at T_e.
+
+The rules (which rows are settled, why a jump never mixes two views) are in
+:mod:`gossip.membership`; this module only carries them out on a live node:
+
+* a ``{"cmd": "view", "epoch": E, "view": {...}}`` command on the control topic (the
+  coordinator publishes it, and repeats it, after a leave) names the next view and its start
+  ``T_e`` (units of t; a "membership epoch", not the run's ``epoch`` E, which only checks that
+  the command is for this run);
+* a joining node's address comes with the view that adds it: its new neighbours connect to
+  it before ``T_e``; the joiner itself starts as a restarted node does (it asks its neighbours
+  for their ledgers on the new edges, all zero, answered once they have switched, and so
+  starts with its value and zero flows, after ``T_e``);
+* a node that is not a member of it leaves: it stops as on ``{"cmd": "stop"}`` (it starts
+  nothing more, its exchanges in flight settle, then it Nacks, publishes its final report and
+  exits);
+* a member sets the exchanger's horizon to ``T_e`` at once (no jump at ``T >= T_e`` in the old
+  view), and at its first free moment after ``T_e`` carries its ledger over
+  (:func:`gossip.membership.carry_to`), switches the exchanger
+  (:meth:`gossip.exchange.Exchanger.switch_view`) and its Poisson clock to the new edges.
+
+Only gossip runs (not optimization runs, whose steps depend on the data) follow views.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gossip.errors import GossipError
+from gossip.exchange import Link
+from gossip.membership import View, carry_to, view_from_dict
+from node.clock import PoissonClock
+
+if TYPE_CHECKING:
+    from node.daemon import Node
+
+__all__ = ["NodeMembership", "request_leave"]
+
+log = logging.getLogger(__name__)
+
+_FREE_POLL = 0.001  # seconds between two looks at the lock while waiting to switch
+
+
+class NodeMembership:
+    """The membership view of one node, and its switches (see the module header).
+
+    Attributes
+    ----------
+    number : int
+        The node's current view (0: the bootstrap graph).
+    left : bool
+        Whether a view without this node came: the node is leaving.
+    """
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.number = 0
+        self.left = False
+        self._next: View | None = None
+        self._wake = asyncio.Event()
+        self._addresses: dict[int, str] = {}  # joined nodes' addresses, from the view commands
+
+    def on_command(self, command: dict[str, Any]) -> None:
+        """Take a control command; act on a view command for this run (never raises)."""
+        if command.get("cmd") != "view":
+            return
+        epoch = command.get("epoch")
+        if not isinstance(epoch, int | float) or abs(epoch - self.node.boot.epoch) > 1e-6:
+            return  # another run's
+        try:
+            view = view_from_dict(command.get("view"))
+        except GossipError as exc:
+            log.warning("ignored a membership view: %s", exc)
+            return
+        pending = self._next.number if self._next is not None else self.number
+        if view.number <= pending or self.left:
+            return  # a repeat of one we have
+        if view.number != pending + 1 and self.number != 0:
+            # A node that joined starts in view 0 of its own, then learns the view it joined.
+            log.warning("membership view %d skips views after %d", view.number, pending)
+        addresses = command.get("addresses")
+        if isinstance(addresses, dict):
+            for peer, address in addresses.items():
+                if isinstance(address, str) and str(peer).isdigit():
+                    self._addresses[int(peer)] = address
+        if self.node.problem is not None:
+            log.warning("membership views are for gossip runs, not optimization: ignored")
+            return
+        me = self.node.boot.node_id
+        if me not in view.members:
+            log.info("membership view %d does not have node %d: leaving", view.number, me)
+            self.left = True
+            self.node.request_stop()
+            return
+        self.node.exchanger.horizon = view.start  # before T_e: no jump of the old view past it
+        self._next = view
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Switch to each announced view at its start, once the node is free (a task)."""
+        node = self.node
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            view = self._next
+            if view is None:
+                continue
+            me = node.boot.node_id
+            known = {n.peer_id for n in node.boot.neighbors}
+            joiners = {
+                peer: self._addresses[peer]
+                for _, peer in view.incident(me)
+                if peer not in known and peer in self._addresses
+            }
+            if joiners:  # a new neighbour: connect before its edge opens at T_e
+                await node.transport.connect(joiners)
+            delay = node.timebase.wall(view.start) - node.clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            while True:  # switch between two exchanges, never in one
+                if not node.exchanger.engaged:
+                    break
+                await asyncio.sleep(_FREE_POLL)
+            self.switch(view)
+
+    def switch(self, view: View) -> None:
+        """Carry the ledger over to ``view`` and go on with its edges and parameters."""
+        node, me = self.node, self.node.boot.node_id
+        ex = node.exchanger
+        ledger = carry_to(ex.ledger, view, me)
+        links = [Link(e, peer, view.prob(e)) for e, peer in view.incident(me)]
+        dropped = ex.switch_view(ledger, links, view.c, view.start)
+        seed = [view.number, me, 0 if node.seed is None else node.seed]
+        node.ticks = PoissonClock(links, np.random.default_rng(seed))
+        self.number = view.number
+        if self._next is view:
+            self._next = None
+        log.info(
+            "membership view %d from t=%.1f: %d edges, eta=%.3g (%d exchanges settled)",
+            view.number,
+            view.start,
+            len(links),
+            view.eta,
+            dropped,
+        )
+
+    @property
+    def pending_start(self) -> float:
+        """``T_e`` of the announced view not switched to yet (``inf``: none)."""
+        return self._next.start if self._next is not None else math.inf
+
+
+async def request_leave(broker_url: str, cluster: str, name: str, ca: str | None = None) -> None:
+    """Ask the coordinator to take node ``name`` out of the membership (``gossip node --leave``).
+
+    Publishes ``{"cmd": "leave", "name": name}`` on ``gossip/<cluster>/membership`` (QoS 1).
+
+    Raises
+    ------
+    ConfigError
+        ``broker_url`` is not an ``mqtt://`` or ``mqtts://`` URL.
+    TransportError
+        The broker cannot be reached within 5 seconds.
+    """
+    import dataclasses
+    import json
+
+    import aiomqtt
+
+    from gossip.errors import ConfigError, TransportError
+    from node.mqtt import parse_broker
+
+    broker = parse_broker(broker_url)
+    if broker is None:
+        raise ConfigError(f"--broker must be mqtt://HOST:PORT or mqtts://..., got {broker_url!r}")
+    if ca is not None:
+        broker = dataclasses.replace(broker, ca=ca)
+    payload = json.dumps({"cmd": "leave", "name": name})
+    try:
+        async with (
+            asyncio.timeout(5.0),
+            aiomqtt.Client(
+                broker.host,
+                broker.port,
+                username=broker.username,
+                password=broker.password,
+                tls_params=aiomqtt.TLSParameters(ca_certs=broker.ca) if broker.tls else None,
+            ) as client,
+        ):
+            await client.publish(f"gossip/{cluster}/membership", payload, qos=1)
+    except (TimeoutError, aiomqtt.MqttError) as exc:
+        raise TransportError(f"cannot send the leave request to {broker_url}: {exc}") from exc

@@ -1,0 +1,214 @@
+"""Churn on a live cluster: real ``gossip node`` processes, a real mosquitto, the coordinator.
+
+A node leaves mid-run (``gossip node --leave``), or is killed and declared dead: the
+coordinator publishes the next membership view, the neighbours settle their edges with it at
+``T_e``, and the survivors converge to the mean of *their* initial values, exactly (the sum of
+the final states equals the survivors' initial sum to 1e-9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coordinator.broker import RunningBroker
+from coordinator.procs import free_port
+from coordinator.service import Coordinator, CoordinatorConfig
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _config(broker: RunningBroker, tmp_path: Path, **over: object) -> CoordinatorConfig:
+    base: dict[str, object] = {
+        "graph": "line:8",
+        "broker": broker.url,
+        "bind": f"tcp://127.0.0.1:{free_port()}",
+        "rate": 60.0,
+        "values": "onehot",
+        "until": 1e-8,
+        "cluster": f"t{free_port()}",
+        "metrics_file": tmp_path / "run.jsonl",
+        "json_path": tmp_path / "run.json",
+        "metrics_period": 0.05,
+        "start_delay": 0.5,
+        "register_timeout": 90.0,
+        "stop_timeout": 15.0,
+        "run_timeout": 200.0,
+    }
+    base.update(over)
+    return CoordinatorConfig(**base)  # type: ignore[arg-type]
+
+
+async def spawn_node(
+    coordinator: str, name: str, log: Path, *more: str
+) -> asyncio.subprocess.Process:
+    """A real ``gossip node`` process on loopback; its log goes to ``log``."""
+    with log.open("ab") as err:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "cli.app",
+            "node",
+            "--coordinator",
+            coordinator,
+            "--name",
+            name,
+            "--host",
+            "127.0.0.1",
+            *more,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=err,
+        )
+
+
+async def _until(predicate: Callable[[], object], within: float) -> None:
+    """Wait for ``predicate()`` to hold (a count or an event, never a fixed time)."""
+    async with asyncio.timeout(within):
+        while True:
+            if predicate():
+                return
+            await asyncio.sleep(0.05)
+
+
+async def _leave(broker: RunningBroker, cluster: str, name: str) -> int:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cli.app",
+        "node",
+        "--coordinator",
+        "tcp://127.0.0.1:1",  # unused with --leave
+        "--leave",
+        "--name",
+        name,
+        "--broker",
+        broker.url,
+        "--cluster",
+        cluster,
+    )
+    return await proc.wait()
+
+
+def _check_survivors(coord: Coordinator, leaver: int, eps: float) -> None:
+    state = coord.state
+    assert state.departed == {leaver}
+    assert state.final is not None, state.message
+    assert state.final.complete, state.message
+    values = np.array(state.final.values)
+    assert values.shape[0] == 7
+    # onehot: node 0 holds 1, the leaver 0; the survivors' initial sum is 1, their mean 1/7
+    # (the whole cluster's was 1/8): the leaver's share of the flows was settled exactly.
+    assert abs(values.sum() - 1.0) <= 1e-9
+    assert state.final.error <= eps
+    assert np.allclose(values, 1 / 7, atol=1e-3)
+    kinds = [e["kind"] for e in state.churn]
+    assert kinds[0] in ("leave", "dead")
+
+
+async def test_a_node_leaves_for_good_and_the_survivors_converge_to_their_mean(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    config = _config(mosquitto, tmp_path)
+    coord = Coordinator(config)
+    procs = []
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            for k in range(8):
+                log = tmp_path / f"n{k}.log"
+                procs.append(await spawn_node(config.bind, f"n{k}", log))
+            await _until(lambda: coord.state.activations() > 80, 120)
+            assert await _leave(mosquitto, config.cluster, "n7") == 0
+            await _until(lambda: coord.state.departed, 30)
+            summary = await run
+        async with asyncio.timeout(90):
+            codes = [await p.wait() for p in procs]
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+    assert codes == [0] * 8  # the leaver stopped cleanly too
+    assert summary is not None
+    assert summary.reached, coord.state.message
+    _check_survivors(coord, 7, config.until)
+    assert coord.state.churn[0]["name"] == "n7"
+    assert coord.state.churn[0]["view"] == 1
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["membership"][0]["kind"] == "leave"
+    lines = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert [ln["event"] for ln in lines if ln["kind"] == "membership"] == ["leave"]
+
+
+async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    config = _config(mosquitto, tmp_path, dead_after=1.0)
+    coord = Coordinator(config)
+    procs = []
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            for k in range(8):
+                log = tmp_path / f"n{k}.log"
+                procs.append(await spawn_node(config.bind, f"n{k}", log))
+            await _until(lambda: coord.state.activations() > 80, 120)
+            procs[7].kill()  # kill -9: no final report, no goodbye
+            await _until(lambda: coord.state.departed, 30)
+            summary = await run
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+    assert summary is not None
+    assert summary.reached, coord.state.message
+    _check_survivors(coord, 7, config.until)
+    assert coord.state.churn[0]["kind"] == "dead"
+
+
+async def test_a_node_joins_a_running_cluster_and_the_mean_moves_to_include_it(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    config = _config(mosquitto, tmp_path, allow_joins=True)
+    coord = Coordinator(config)
+    procs = []
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            for k in range(8):
+                log = tmp_path / f"n{k}.log"
+                procs.append(await spawn_node(config.bind, f"n{k}", log))
+            await _until(lambda: coord.state.activations() > 80, 120)
+            log = tmp_path / "joiner.log"
+            procs.append(await spawn_node(config.bind, "joiner", log, "--join", "--value", "8"))
+            await _until(lambda: coord.state.churn, 60)
+            summary = await run
+        async with asyncio.timeout(90):
+            codes = [await p.wait() for p in procs]
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+    state = coord.state
+    event = state.churn[0]
+    assert event["kind"] == "join", event
+    assert event["node"] == 8
+    assert codes == [0] * 9
+    assert summary is not None
+    assert summary.reached, state.message
+    assert state.final is not None
+    assert state.final.complete
+    values = np.array(state.final.values)
+    assert values.shape[0] == 9
+    # onehot 1 at node 0 plus the joiner's 8: the sum is 9 and the mean 1 (it was 1/8).
+    assert abs(values.sum() - 9.0) <= 1e-9 * 9
+    assert np.allclose(values, 1.0, atol=1e-3)
+    assert state.final.error <= config.until

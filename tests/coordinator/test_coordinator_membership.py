@@ -1,0 +1,147 @@
+"""The coordinator's membership changes without a broker: views, refusals, dead nodes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coordinator.config import CoordinatorConfig, prepare
+from coordinator.membership import Churn
+from coordinator.records import NodeView
+from coordinator.registry import Assignment, Known, Refused
+from gossip.membership import view_from_dict
+from gossip.wire import Register
+
+
+class Outbox:
+    """Stands in for the MQTT link: keeps what would be published."""
+
+    def __init__(self) -> None:
+        self.topics = {"control": "gossip/t/control"}
+        self.sent: list[tuple[str, dict[str, object]]] = []
+
+    def publish(self, topic: str, payload: dict[str, object], qos: int = 1) -> None:
+        self.sent.append((topic, payload))
+
+
+def _churn(graph: str = "line:5", dead_after: float | None = None) -> tuple[Churn, Outbox]:
+    state, plan = prepare(CoordinatorConfig(graph=graph, rate=100.0, values="onehot"))
+    state.epoch = 1000.0
+    state.run_id = "r"
+    state.phase = "running"
+    state.registered = {f"n{k}": k for k in range(plan.expected)}
+    out = Outbox()
+    return Churn(plan, state, out, dead_after=dead_after), out  # type: ignore[arg-type]
+
+
+def test_a_leave_publishes_the_next_view_ahead_of_now_and_repeats_it() -> None:
+    churn, out = _churn()
+    churn.on_request(json.dumps({"cmd": "leave", "name": "n4"}).encode(), now=1010.0)
+    assert churn.state.departed == {4}
+    topic, command = out.sent[0]
+    assert topic == "gossip/t/control"
+    assert command["cmd"] == "view"
+    assert command["epoch"] == 1000.0
+    view = view_from_dict(command["view"])
+    assert view.number == 1
+    assert view.members == (0, 1, 2, 3)
+    assert view.start == pytest.approx(100.0 * (1010.0 + 1.0 - 1000.0))  # LEAD seconds ahead
+    assert churn.state.view_eta == view.eta
+    churn.tick(1010.5)
+    assert len(out.sent) == 1  # not yet: once a second
+    churn.tick(1011.1)
+    assert len(out.sent) == 2
+    churn.tick(1100.0)
+    assert len(out.sent) == 2  # long after T_e: no more
+    assert churn.state.churn[0]["kind"] == "leave"
+    assert churn.state.churn[0]["name"] == "n4"
+
+
+@pytest.mark.parametrize(
+    ("payload", "detail"),
+    [
+        (b"not json", "not JSON"),
+        (json.dumps({"cmd": "jump"}).encode(), "valid: leave"),
+        (json.dumps({"cmd": "leave", "name": "nope"}).encode(), "no node 'nope'"),
+        (json.dumps({"cmd": "leave", "name": "n2"}).encode(), "disconnected"),
+        (json.dumps({"cmd": "leave"}).encode(), "names a node"),
+    ],
+)
+def test_bad_or_impossible_leaves_are_refused_and_shown(payload: bytes, detail: str) -> None:
+    churn, out = _churn()
+    churn.on_request(payload, now=1010.0)
+    assert out.sent == []
+    assert churn.state.departed == set()
+    event = churn.state.churn[-1]
+    assert event["kind"] == "refused"
+    assert detail in str(event["detail"])
+
+
+def test_two_leaves_make_two_views_and_a_repeat_is_ignored() -> None:
+    churn, out = _churn("grid:3x3")
+    churn.on_request(json.dumps({"cmd": "leave", "node": 8}).encode(), now=1001.0)
+    churn.on_request(json.dumps({"cmd": "leave", "node": 8}).encode(), now=1001.5)
+    churn.on_request(json.dumps({"cmd": "leave", "name": "n0"}).encode(), now=1002.0)
+    views = [view_from_dict(c["view"]) for _, c in out.sent]
+    assert [v.number for v in views] == [1, 2]
+    assert views[1].start > views[0].start
+    assert churn.state.departed == {0, 8}
+
+
+def test_a_silent_node_is_declared_dead() -> None:
+    churn, _ = _churn(dead_after=2.0)
+    for k in range(5):
+        churn.state.nodes[k] = NodeView(node=k, received=1000.0 if k == 3 else 1009.0)
+    churn.tick(1010.0)
+    assert churn.state.departed == set()  # node 3 is silent, but n3 is the line's middle...
+    assert churn.state.churn[-1]["kind"] == "refused"  # ... so it cannot be removed
+    churn.tick(1011.0)
+    assert len(churn.state.churn) == 1  # refused once, not at every tick
+    churn2, out2 = _churn(dead_after=2.0)
+    for k in range(5):
+        churn2.state.nodes[k] = NodeView(node=k, received=1000.0 if k == 0 else 1009.0)
+    churn2.tick(1010.0)
+    assert churn2.state.departed == {0}
+    assert churn2.state.churn[-1]["kind"] == "dead"
+    assert out2.sent[-1][1]["change"] == {"kind": "dead", "node": 0}
+
+
+def _assignment(n: int) -> Assignment:
+    return Assignment(
+        "r",
+        1000.0,
+        tuple(f"n{k}" for k in range(n)),
+        tuple(f"tcp://127.0.0.1:{7000 + k}" for k in range(n)),
+        tuple((0.0,) for _ in range(n)),
+    )
+
+
+def test_a_join_gets_the_next_id_a_bootstrap_of_the_next_view_and_the_same_on_a_retry() -> None:
+    churn, out = _churn()
+    churn.state.initial = [(1.0,), (0.0,), (0.0,), (0.0,), (0.0,)]
+    msg = Register("j", "tcp://127.0.0.1:7100", (4.0,), 1)
+    first = churn.join(msg, "tcp://127.0.0.1:7100", _assignment(5))
+    assert isinstance(first, Known)
+    boot = first.bootstrap
+    assert boot.node_id == 5
+    assert boot.initial_value == (4.0,)
+    assert len(boot.neighbors) == 2
+    view = view_from_dict(out.sent[-1][1]["view"])
+    assert view.members == (0, 1, 2, 3, 4, 5)
+    assert boot.eta == view.eta
+    assert {n.edge_index for n in boot.neighbors} == {e for e, _ in view.incident(5)}
+    assert out.sent[-1][1]["addresses"] == {"5": "tcp://127.0.0.1:7100"}
+    assert churn.state.initial[-1] == (4.0,)
+    assert churn.state.registered["j"] == 5
+    again = churn.join(msg, "tcp://127.0.0.1:7100", _assignment(5))
+    assert again == first
+    assert len(out.sent) == 1
+
+
+def test_a_join_without_a_value_is_refused() -> None:
+    churn, out = _churn()
+    answer = churn.join(Register("j", "tcp://127.0.0.1:7100", None, 1), "x", _assignment(5))
+    assert isinstance(answer, Refused)
+    assert "--value" in answer.reason
+    assert out.sent == []
