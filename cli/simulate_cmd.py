@@ -109,7 +109,7 @@ def simulate_cmd(
     """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
     from gossip.errors import ConfigError
     from gossip.params import parse_algorithm
-    from gossip.report import FIGURE_SUFFIXES, check_output_path
+    from gossip.report import FIGURE_SUFFIXES, check_output_path, prepare_plotting
 
     started = time.perf_counter()
     with reported_errors():
@@ -128,6 +128,7 @@ def simulate_cmd(
             raise ConfigError(f"--eps must be a finite number > 0, got {eps!r}")
         if plot is not None:
             check_output_path(plot, FIGURE_SUFFIXES)
+            prepare_plotting()  # in the background, while the kernel runs
         for path in (csv_path, json_path):
             if path is not None:
                 check_output_path(path)
@@ -160,7 +161,7 @@ def gossip_figure(
 ) -> None:
     """Reproduce the paper's gossip figure: line 30, grid 15x15, complete 10; RG vs ARG."""
     from gossip.errors import ConfigError
-    from gossip.report import plot_gossip_figure, write_csv, write_json
+    from gossip.report import plot_gossip_figure, prepare_plotting, write_csv, write_json
 
     started = time.perf_counter()
     with reported_errors():
@@ -177,6 +178,7 @@ def gossip_figure(
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"cannot create --out directory {str(out)!r}: {exc}") from None
+        prepare_plotting()  # in the background, while the kernel runs
         panels = []
         summaries = {}
         for spec, title, t_end in PAPER_GRAPHS:

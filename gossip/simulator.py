@@ -60,6 +60,7 @@ _BLOCK_VALUES = 4_000_000  # most node values (runs x nodes x d) held per block:
 _PARALLEL_EVENTS = (
     2_000_000  # below this many activations, worker start-up costs more than it saves
 )
+_BLOCKS_PER_THREAD = 4  # blocks per compiled-kernel thread (see simulate)
 _THREADED_EVENTS = 200_000  # the same for the compiled kernel's threads, which start at once
 
 
@@ -185,7 +186,10 @@ def simulate(
     compiled = _use_compiled(engine)
 
     sweep, record = _sweep_grid(grid)
-    blocks = _blocks(runs, workers, max(1, _BLOCK_VALUES // values.size))
+    # Threads take blocks from one queue: several per thread even out a thread that is slowed
+    # down (a shared machine), at no cost since the kernel spends nothing per block.
+    split = _BLOCKS_PER_THREAD if compiled else 1
+    blocks = _blocks(runs, workers, max(1, _BLOCK_VALUES // values.size), split)
     specs = [
         BlockSpec(
             n=topology.n,
@@ -282,10 +286,10 @@ def _sweep_grid(grid: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
     return points[order], record[order]
 
 
-def _blocks(runs: int, workers: int | None, most: int) -> list[tuple[int, int]]:
-    """Split runs into near-equal contiguous blocks: one per worker (or CPU) at least, and of at
-    most ``min(most, MAX_BLOCK)`` runs each."""
-    wanted = workers if workers is not None else (os.cpu_count() or 1)
+def _blocks(runs: int, workers: int | None, most: int, split: int = 1) -> list[tuple[int, int]]:
+    """Split runs into near-equal contiguous blocks: ``split`` per worker (or CPU) at least, and
+    of at most ``min(most, MAX_BLOCK)`` runs each."""
+    wanted = split * (workers if workers is not None else (os.cpu_count() or 1))
     count = max(wanted, math.ceil(runs / min(most, MAX_BLOCK)))
     count = min(count, runs)
     edges = np.linspace(0, runs, count + 1).round().astype(int)

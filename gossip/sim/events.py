@@ -93,6 +93,9 @@ class EdgeSampler:
         scaled = np.asarray(probs, dtype=np.float64) * n
         accept = np.ones(n, dtype=np.float64)
         alias = np.arange(n, dtype=np.int64)
+        uniform = bool(np.allclose(probs, 1.0 / n, rtol=1e-12, atol=0.0))
+        if uniform:  # every column is its own edge; skip the O(n) Python loop below
+            return cls(accept, alias, uniform)
         small = [i for i in range(n) if scaled[i] < 1.0]
         large = [i for i in range(n) if scaled[i] >= 1.0]
         while small and large:
@@ -101,7 +104,6 @@ class EdgeSampler:
             scaled[big] -= 1.0 - scaled[s]
             (small if scaled[big] < 1.0 else large).append(big)
         # Whatever is left has mass 1 up to rounding and keeps its own column.
-        uniform = bool(np.allclose(probs, 1.0 / n, rtol=1e-12, atol=0.0))
         return cls(accept, alias, uniform)
 
     def sample(self, u: NDArray[np.float64]) -> NDArray[np.int64]:

@@ -1,0 +1,172 @@
+"""The compiled sweep (numba): a group of runs, one activation per loop turn, O(1) each.
+
+Imported only by :func:`gossip.sim.compiled._load` (it imports numba at the top). How it works
+and why it gives the NumPy engine's numbers: :mod:`gossip.sim.compiled`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from gossip.sim.events import _SPARE_SD, CHUNK_T
+from gossip.sim.streams import next_double, pcg_seed, seed_state, standard_exponential
+
+__all__ = ["BATCH", "sweep_runs"]
+
+BATCH = max(1, int(CHUNK_T + _SPARE_SD * math.sqrt(CHUNK_T) + 16.0))  # as events.draw_chunk
+"""Gaps drawn at a time in a window (the NumPy engine draws the same batches)."""
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+
+@njit(cache=True, nogil=True)
+def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no objects
+    seed: NDArray[np.uint64],
+    first_run: int,
+    initial: FloatArray,
+    end_u: IntArray,
+    end_v: IntArray,
+    accept: FloatArray,
+    alias: IntArray,
+    uniform: bool,
+    eta: float,
+    c: float,
+    sweep: FloatArray,
+    record: NDArray[np.bool_],
+    bounds: IntArray,
+    starts: FloatArray,
+    mean: FloatArray,
+    errors: FloatArray,
+) -> int:
+    """Simulate runs ``first_run ..`` (one per row of ``errors``); return the activations.
+
+    ``seed`` holds the seed's 32-bit words; ``initial`` is ``(n, d)``; window w covers sweep
+    points ``bounds[w, 0] .. bounds[w, 1] - 1`` and starts at ``starts[w]``; run r's errors at
+    the recorded points go to ``errors[r]``.
+    """
+    n, d = initial.shape
+    n_edges = accept.shape[0]
+    tracks_z = eta != 0.0 or c != 0.0  # plain gossip: z never feeds back, mixing is identity
+    rate = -2.0 * eta  # as gossip.mixing.decay: (-2 eta) tau
+    flat = initial.ravel()
+    x = np.empty(n * d, dtype=np.float64)
+    z = np.empty(n * d, dtype=np.float64)
+    last = np.empty(n, dtype=np.float64)
+    rng = np.empty(4, dtype=np.uint64)
+    times = np.empty(BATCH, dtype=np.float64)
+    edges = np.empty(BATCH, dtype=np.int64)
+    events = 0
+    for r in range(errors.shape[0]):
+        pcg_seed(seed_state(seed, first_run + r), rng)
+        x[:] = flat
+        z[:] = flat
+        last[:] = 0.0
+        col = 0
+        for w in range(bounds.shape[0]):
+            start = starts[w]
+            end = start + CHUNK_T
+            # The gaps: batches of standard exponentials, each batch's cumulative sum added to
+            # the last time so far (as events.draw_chunk), until the window is covered.
+            count = 0
+            base = start
+            while True:
+                if count + BATCH > times.shape[0]:
+                    grown = np.empty(times.shape[0] + BATCH, dtype=np.float64)
+                    grown[:count] = times[:count]
+                    times = grown
+                acc = 0.0
+                for k in range(BATCH):
+                    acc += standard_exponential(rng)
+                    times[count + k] = base + acc
+                count += BATCH
+                base = times[count - 1]
+                if base >= end:
+                    break
+            in_window = 0
+            while in_window < count and times[in_window] < end:
+                in_window += 1
+            # The window's edges, all drawn now (the uniforms follow the gaps in the stream, as
+            # NumPy draws them): the event loop below then has no random-number dependency.
+            if edges.shape[0] < in_window:
+                edges = np.empty(in_window + BATCH, dtype=np.int64)
+            for m in range(in_window):
+                scaled = next_double(rng) * n_edges
+                e = min(int(scaled), n_edges - 1)
+                if not uniform and (scaled - e) >= accept[e]:
+                    e = alias[e]
+                edges[m] = e
+            j = 0
+            for i in range(bounds[w, 0], bounds[w, 1]):
+                g = sweep[i]
+                while j < in_window and times[j] <= g:
+                    t = times[j]
+                    e = edges[j]
+                    a = end_u[e]
+                    b = end_v[e]
+                    if tracks_z:
+                        fa = math.exp(rate * (t - last[a]))
+                        fb = math.exp(rate * (t - last[b]))
+                        last[a] = t
+                        last[b] = t
+                        for k in range(d):
+                            ia = a * d + k
+                            ib = b * d + k
+                            hs = 0.5 * (x[ia] + z[ia])
+                            hd = 0.5 * (x[ia] - z[ia]) * fa
+                            xa = hs + hd
+                            za = hs - hd
+                            hs = 0.5 * (x[ib] + z[ib])
+                            hd = 0.5 * (x[ib] - z[ib]) * fb
+                            xb = hs + hd
+                            zb = hs - hd
+                            gap = xb - xa
+                            x[ia] = xa + 0.5 * gap
+                            z[ia] = za + c * gap
+                            gap = xa - xb
+                            x[ib] = xb + 0.5 * gap
+                            z[ib] = zb + c * gap
+                    else:
+                        for k in range(d):
+                            ia = a * d + k
+                            ib = b * d + k
+                            xa = x[ia]
+                            xb = x[ib]
+                            x[ia] = xa + 0.5 * (xb - xa)
+                            x[ib] = xb + 0.5 * (xa - xb)
+                    j += 1
+                if record[i]:
+                    errors[r, col] = _error(x, z, last, g, rate, tracks_z, mean, n, d)
+                    col += 1
+            events += j
+    return events
+
+
+@njit(cache=True, nogil=True)
+def _error(
+    x: FloatArray,
+    z: FloatArray,
+    last: FloatArray,
+    g: float,
+    rate: float,
+    tracks_z: bool,
+    mean: FloatArray,
+    n: int,
+    d: int,
+) -> float:
+    """``sum_v 1/2 |x_v(g) - mean|^2``, every node mixed to g on the fly (the state is kept)."""
+    total = 0.0
+    for v in range(n):
+        f = math.exp(rate * (g - last[v])) if tracks_z else 1.0
+        for k in range(d):
+            xv = x[v * d + k]
+            if tracks_z:
+                zv = z[v * d + k]
+                xv = 0.5 * (xv + zv) + 0.5 * (xv - zv) * f
+            gap = xv - mean[k]
+            total += gap * gap
+    return 0.5 * total
