@@ -106,7 +106,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gossip.errors import GossipError, LocalError, ProtocolError
-from gossip.initiating import ExchangeValue, Initiator
+from gossip.initiating import ExchangeValue
 from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
 from gossip.protocol import (
@@ -124,7 +124,7 @@ from gossip.protocol import (
     Standing,
     TimeBase,
 )
-from gossip.recovery import apply_ledger_reply, check_moved, ledger_reply
+from gossip.recovery import Recovering
 from gossip.wire import (
     Busy,
     LedgerReply,
@@ -163,7 +163,7 @@ DEFERRED = b""
 its answer comes later from :meth:`Exchanger.take_released`, with the route given."""
 
 
-class Exchanger(Initiator):
+class Exchanger(Recovering):
     """One node's side of every exchange: what to send, and what to do with what arrives.
 
     Parameters
@@ -239,12 +239,7 @@ class Exchanger(Initiator):
         # Requests waiting for our exchange to settle, by (edge, seq), with their routes.
         self._deferred: dict[tuple[int, int], tuple[Request, bytes | None]] = {}
         self._released: list[tuple[bytes | None, bytes]] = []
-        # Neighbours' new addresses (peer id -> tcp://host:port), for take_moved(); checked
-        # by the caller after each receive() (an empty dict is false: one test per frame).
-        self.moved: dict[int, str] = {}
-        # Edges whose neighbour may still send to an address we had before a restart: until a
-        # request of theirs reaches us (proof that they send where we are), we announce ours.
-        self._unheard: set[int] = set(self._edges) if recover else set()
+        self._start_recovery(recover)
 
     def take_released(self) -> list[tuple[bytes | None, bytes]]:
         """Return (and forget) the answers to deferred requests, with the routes given to
@@ -304,57 +299,6 @@ class Exchanger(Initiator):
         self.counters.failed += dropped
         return dropped
 
-    # --- recovery -------------------------------------------------------------------------------
-    def ledger_requests(self, address: str = "") -> list[Outgoing]:
-        """Return a LedgerRequest for every edge not yet recovered (re-send them until done).
-
-        With ``address`` (where this node is reachable now) each is preceded by a ``Moved``
-        announcing it, so that a neighbour that knew an older address learns this one before
-        it answers.
-        """
-        out = []
-        for e, s in self._edges.items():
-            if not s.recovered:
-                if address and e in self._unheard:
-                    moved = Moved(src=self.node_id, edge=e, address=address)
-                    out.append(Outgoing(s.link.peer, encode(moved)))
-                out.append(Outgoing(s.link.peer, encode(LedgerRequest(src=self.node_id, edge=e))))
-        return out
-
-    @property
-    def announcing(self) -> bool:
-        """Whether a neighbour has not yet sent a request since this node (re)started: it may
-        still send to an older address (see :meth:`announcements`)."""
-        return bool(self._unheard)
-
-    def announcements(self, address: str) -> list[Outgoing]:
-        """Return a ``Moved`` with ``address`` for every neighbour not heard from since the
-        restart: a lost one, or one whose LedgerRequest was answered while it was lost, would
-        leave that neighbour sending to the old address. Re-send them until
-        :attr:`announcing` is False (or the neighbour is given up on)."""
-        return [
-            Outgoing(self._edges[e].link.peer, encode(Moved(self.node_id, e, address)))
-            for e in sorted(self._unheard)
-        ]
-
-    def take_moved(self) -> dict[int, str]:
-        """Return (and forget) the neighbours' new addresses announced since the last call
-        (peer id -> ``tcp://host:port``): send to each peer there from now on."""
-        out, self.moved = self.moved, {}
-        return out
-
-    def give_up_recovery(self) -> list[int]:
-        """Stop waiting for the edges not yet recovered (their ledgers stay as they are).
-
-        For a neighbour that never answers. The sums are exact only if that neighbour's
-        ledger on the edge was zero. Returns the edges given up on.
-        """
-        edges = [e for e, s in self._edges.items() if not s.recovered]
-        for e in edges:
-            self._edges[e].recovered = True
-        self._unrecovered = 0
-        return edges
-
     # --- receiving ------------------------------------------------------------------------------
     def receive(
         self, frame: bytes, now: float, route: bytes | None = None, sender: int | None = None
@@ -403,16 +347,6 @@ class Exchanger(Initiator):
             self._on_moved(message, route)
             return None
         raise ProtocolError(f"a {message.TYPE} message is not part of the exchange protocol")
-
-    def _check_time(self, t: float, now: float) -> None:
-        # Only the future is dangerous: moving a flow back from far ahead multiplies by
-        # exp(+2 eta tau). A time far in the past (an old retry) is merely late, and exact.
-        t_now = self.timebase.t(now)
-        if t - t_now > self.max_skew_t:
-            raise ProtocolError(
-                f"field 't' = {t!r} is ahead of our time {t_now!r} by more than the max skew "
-                f"{self.max_skew_t!r} (units of t)"
-            )
 
     def _standing(self, msg: Request) -> Standing:
         if not self.open or self._unrecovered:
@@ -509,28 +443,3 @@ class Exchanger(Initiator):
         state.max_seen = max(state.max_seen, msg.seq)
         state.cache[msg.seq] = answer
         return answer
-
-    # --- recovery -------------------------------------------------------------------------------
-    def _on_ledger_request(self, msg: LedgerRequest, now: float) -> bytes:
-        state = self._edge_from(msg.src, msg.edge)
-        t = max(self.timebase.t(now), self._last)  # after every jump of ours
-        return encode(ledger_reply(self.node_id, self.ledger, state, t))
-
-    def _on_moved(self, msg: Moved, route: bytes | None) -> None:
-        state = self._edge_from(msg.src, msg.edge)
-        if route is None:
-            # A Moved is sent as a request (to our server), never as an answer on a
-            # connection of ours, which the move is about to replace.
-            raise ProtocolError("a moved message must come as a request, not as an answer")
-        self.moved[state.link.peer] = check_moved(msg)
-
-    def _on_ledger_reply(self, msg: LedgerReply, now: float) -> None:
-        state = self._edge_from(msg.src, msg.edge)
-        if state.recovered:
-            self.counters.duplicates += 1
-            return
-        self._check_dim("fx", msg.fx)
-        self._check_time(msg.t, now)
-        apply_ledger_reply(self.ledger, state, msg)
-        self._unrecovered -= 1
-        self._last = max(self._last, msg.t)

@@ -27,12 +27,13 @@ import re
 import numpy as np
 
 from gossip.errors import ProtocolError
+from gossip.initiating import Initiator
 from gossip.jumps import Flow
 from gossip.ledger import Ledger
-from gossip.protocol import EdgeState
-from gossip.wire import LedgerReply, Moved
+from gossip.protocol import EdgeState, Outgoing
+from gossip.wire import LedgerReply, LedgerRequest, Moved, encode
 
-__all__ = ["apply_ledger_reply", "check_moved", "ledger_reply"]
+__all__ = ["Recovering", "apply_ledger_reply", "check_moved", "ledger_reply"]
 
 # tcp://host:port, host a name, an IPv4 or a bracketed IPv6 address (no wildcard: a neighbour
 # cannot connect to one).
@@ -91,3 +92,105 @@ def check_moved(msg: Moved) -> str:
             f"port in 1..65535 (or mem://NAME in memory), got {address!r}"
         )
     return address
+
+
+class Recovering(Initiator):
+    """The recovery half of a node's :class:`~gossip.exchange.Exchanger` (module header):
+    ledger requests and replies, and the ``Moved`` announcements of a restarted node."""
+
+    max_skew_t: float
+    # Neighbours' new addresses (peer id -> tcp://host:port), for take_moved(); checked by the
+    # caller after each receive() (an empty dict is false: one test per frame).
+    moved: dict[int, str]
+    # Edges whose neighbour may still send to an address we had before a restart: until a
+    # request of theirs reaches us (proof that they send where we are), we announce ours.
+    _unheard: set[int]
+
+    def _start_recovery(self, recover: bool) -> None:
+        self.moved = {}
+        self._unheard = set(self._edges) if recover else set()
+
+    def ledger_requests(self, address: str = "") -> list[Outgoing]:
+        """Return a LedgerRequest for every edge not yet recovered (re-send them until done).
+
+        With ``address`` (where this node is reachable now) each is preceded by a ``Moved``
+        announcing it, so that a neighbour that knew an older address learns this one before
+        it answers.
+        """
+        out = []
+        for e, s in self._edges.items():
+            if not s.recovered:
+                if address and e in self._unheard:
+                    moved = Moved(src=self.node_id, edge=e, address=address)
+                    out.append(Outgoing(s.link.peer, encode(moved)))
+                out.append(Outgoing(s.link.peer, encode(LedgerRequest(src=self.node_id, edge=e))))
+        return out
+
+    @property
+    def announcing(self) -> bool:
+        """Whether a neighbour has not yet sent a request since this node (re)started: it may
+        still send to an older address (see :meth:`announcements`)."""
+        return bool(self._unheard)
+
+    def announcements(self, address: str) -> list[Outgoing]:
+        """Return a ``Moved`` with ``address`` for every neighbour not heard from since the
+        restart: a lost one, or one whose LedgerRequest was answered while it was lost, would
+        leave that neighbour sending to the old address. Re-send them until
+        :attr:`announcing` is False (or the neighbour is given up on)."""
+        return [
+            Outgoing(self._edges[e].link.peer, encode(Moved(self.node_id, e, address)))
+            for e in sorted(self._unheard)
+        ]
+
+    def take_moved(self) -> dict[int, str]:
+        """Return (and forget) the neighbours' new addresses announced since the last call
+        (peer id -> ``tcp://host:port``): send to each peer there from now on."""
+        out, self.moved = self.moved, {}
+        return out
+
+    def give_up_recovery(self) -> list[int]:
+        """Stop waiting for the edges not yet recovered (their ledgers stay as they are).
+
+        For a neighbour that never answers. The sums are exact only if that neighbour's
+        ledger on the edge was zero. Returns the edges given up on.
+        """
+        edges = [e for e, s in self._edges.items() if not s.recovered]
+        for e in edges:
+            self._edges[e].recovered = True
+        self._unrecovered = 0
+        return edges
+
+    # --- answers -------------------------------------------------------------------------------
+    def _on_ledger_request(self, msg: LedgerRequest, now: float) -> bytes:
+        state = self._edge_from(msg.src, msg.edge)
+        t = max(self.timebase.t(now), self._last)  # after every jump of ours
+        return encode(ledger_reply(self.node_id, self.ledger, state, t))
+
+    def _on_moved(self, msg: Moved, route: bytes | None) -> None:
+        state = self._edge_from(msg.src, msg.edge)
+        if route is None:
+            # A Moved is sent as a request (to our server), never as an answer on a
+            # connection of ours, which the move is about to replace.
+            raise ProtocolError("a moved message must come as a request, not as an answer")
+        self.moved[state.link.peer] = check_moved(msg)
+
+    def _on_ledger_reply(self, msg: LedgerReply, now: float) -> None:
+        state = self._edge_from(msg.src, msg.edge)
+        if state.recovered:
+            self.counters.duplicates += 1
+            return
+        self._check_dim("fx", msg.fx)
+        self._check_time(msg.t, now)
+        apply_ledger_reply(self.ledger, state, msg)
+        self._unrecovered -= 1
+        self._last = max(self._last, msg.t)
+
+    def _check_time(self, t: float, now: float) -> None:
+        # Only the future is dangerous: moving a flow back from far ahead multiplies by
+        # exp(+2 eta tau). A time far in the past (an old retry) is merely late, and exact.
+        t_now = self.timebase.t(now)
+        if t - t_now > self.max_skew_t:
+            raise ProtocolError(
+                f"field 't' = {t!r} is ahead of our time {t_now!r} by more than the max skew "
+                f"{self.max_skew_t!r} (units of t)"
+            )

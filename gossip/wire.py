@@ -39,14 +39,25 @@ True
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeAlias
 
 import msgpack
 
 from gossip.errors import ProtocolError
+from gossip.wire_checks import (
+    MAX_DIM,
+    MAX_INT,
+    Checker,
+    Floats,
+    floats,
+    integer,
+    number,
+    optional_floats,
+    positive,
+    string,
+)
 
 __all__ = [
     "MAX_DIM",
@@ -75,16 +86,6 @@ VERSION = 2
 
 MAX_FRAME = 1 << 20
 """Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""
-
-MAX_DIM = 1 << 14
-"""Largest vector accepted (values, flows)."""
-
-MAX_INT = (1 << 63) - 1
-"""Largest integer accepted (ids, sequence numbers): a node increments sequence numbers taken
-from a peer (recovery numbers its exchanges after them), and the result must still fit
-msgpack's 64 bits, and a signed int64 on any other implementation."""
-
-Floats: TypeAlias = tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,54 +319,6 @@ def encode(message: Message) -> bytes:
 
 # --- decoding and validation ---------------------------------------------------------------
 
-Checker: TypeAlias = Callable[[str, Any], Any]
-
-
-def _int(name: str, value: Any) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_INT:
-        raise ProtocolError(
-            f"field {name!r} must be an integer >= 0 and <= {MAX_INT}, got {value!r}"
-        )
-    return value
-
-
-def _float(name: str, value: Any) -> float:
-    if type(value) not in (float, int):
-        raise ProtocolError(f"field {name!r} must be a number, got {type(value).__name__}")
-    out = float(value)
-    if not math.isfinite(out):
-        raise ProtocolError(f"field {name!r} must be finite, got {out!r}")
-    return out
-
-
-def _str(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ProtocolError(f"field {name!r} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _floats(name: str, value: Any) -> Floats:
-    if not isinstance(value, list) or not value or len(value) > MAX_DIM:
-        raise ProtocolError(
-            f"field {name!r} must be a list of 1 to {MAX_DIM} finite numbers, got "
-            f"{type(value).__name__}{'' if not isinstance(value, list) else f' of {len(value)}'}"
-        )
-    if not all(type(item) is float for item in value):  # ints are numbers too: slow path
-        for i, item in enumerate(value):
-            if type(item) not in (float, int):
-                raise ProtocolError(
-                    f"field {name!r}[{i}] must be a number, got {type(item).__name__}"
-                )
-    out = tuple(map(float, value))
-    if not all(map(math.isfinite, out)):
-        i = next(i for i, f in enumerate(out) if not math.isfinite(f))
-        raise ProtocolError(f"field {name!r}[{i}] must be finite, got {out[i]!r}")
-    return out
-
-
-def _optional_floats(name: str, value: Any) -> Floats | None:
-    return None if value is None else _floats(name, value)
-
 
 def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
     if not isinstance(value, list):
@@ -378,27 +331,20 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
                 f"field {where!r} must be [peer_id, address, edge_index, prob, step, key], "
                 f"got {item!r}"
             )
-        prob = _float(f"{where}.prob", item[3])
+        prob = number(f"{where}.prob", item[3])
         if not 0.0 < prob <= 1.0:
             raise ProtocolError(f"field {where + '.prob'!r} must be in (0, 1], got {prob!r}")
         out.append(
             Neighbor(
-                _int(f"{where}.peer_id", item[0]),
-                _str(f"{where}.address", item[1]),
-                _int(f"{where}.edge_index", item[2]),
+                integer(f"{where}.peer_id", item[0]),
+                string(f"{where}.address", item[1]),
+                integer(f"{where}.edge_index", item[2]),
                 prob,
-                _positive(f"{where}.step", item[4]),
-                _str(f"{where}.key", item[5]) if len(item) == 6 else "",
+                positive(f"{where}.step", item[4]),
+                string(f"{where}.key", item[5]) if len(item) == 6 else "",
             )
         )
     return tuple(out)
-
-
-def _positive(name: str, value: Any) -> float:
-    out = _float(name, value)
-    if out <= 0:
-        raise ProtocolError(f"field {name!r} must be > 0, got {out!r}")
-    return out
 
 
 # The schema of every message, as data: field name -> checker. Field order follows the class.
@@ -406,53 +352,53 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
     Request.TYPE: (
         Request,
         {
-            "src": _int,
-            "edge": _int,
-            "seq": _int,
-            "ack": _int,
-            "t": _float,
-            "u": _floats,
+            "src": integer,
+            "edge": integer,
+            "seq": integer,
+            "ack": integer,
+            "t": number,
+            "u": floats,
         },
     ),
     Reply.TYPE: (
         Reply,
-        {"src": _int, "edge": _int, "seq": _int, "t": _float, "dx": _floats, "dz": _floats},
+        {"src": integer, "edge": integer, "seq": integer, "t": number, "dx": floats, "dz": floats},
     ),
-    Busy.TYPE: (Busy, {"src": _int, "edge": _int, "seq": _int, "t": _float}),
-    Nack.TYPE: (Nack, {"src": _int, "edge": _int, "seq": _int, "reason": _str}),
-    LedgerRequest.TYPE: (LedgerRequest, {"src": _int, "edge": _int}),
+    Busy.TYPE: (Busy, {"src": integer, "edge": integer, "seq": integer, "t": number}),
+    Nack.TYPE: (Nack, {"src": integer, "edge": integer, "seq": integer, "reason": string}),
+    LedgerRequest.TYPE: (LedgerRequest, {"src": integer, "edge": integer}),
     LedgerReply.TYPE: (
         LedgerReply,
-        {"src": _int, "edge": _int, "seq": _int, "t": _float, "fx": _floats, "fz": _floats},
+        {"src": integer, "edge": integer, "seq": integer, "t": number, "fx": floats, "fz": floats},
     ),
-    Moved.TYPE: (Moved, {"src": _int, "edge": _int, "address": _str}),
+    Moved.TYPE: (Moved, {"src": integer, "edge": integer, "address": string}),
     Register.TYPE: (
         Register,
-        {"name": _str, "address": _str, "value": _optional_floats, "pid": _int},
+        {"name": string, "address": string, "value": optional_floats, "pid": integer},
     ),
     Bootstrap.TYPE: (
         Bootstrap,
         {
-            "node_id": _int,
-            "cluster": _str,
-            "algorithm": _str,
-            "eta": _float,
-            "c": _float,
-            "theta": _float,
-            "epoch": _float,
-            "rate": _positive,
+            "node_id": integer,
+            "cluster": string,
+            "algorithm": string,
+            "eta": number,
+            "c": number,
+            "theta": number,
+            "epoch": number,
+            "rate": positive,
             "neighbors": _neighbors,
-            "initial_value": _floats,
-            "broker": _str,
-            "metrics_period": _positive,
-            "dim": _int,
-            "problem": _str,
-            "data": _str,
-            "split": _str,
-            "n": _int,
+            "initial_value": floats,
+            "broker": string,
+            "metrics_period": positive,
+            "dim": integer,
+            "problem": string,
+            "data": string,
+            "split": string,
+            "n": integer,
         },
     ),
-    RegisterError.TYPE: (RegisterError, {"reason": _str}),
+    RegisterError.TYPE: (RegisterError, {"reason": string}),
 }
 
 # Vectors that must have the same length within one message.
