@@ -136,11 +136,13 @@ async def test_gossip_up_in_host_mode_runs_the_nodes_in_fewer_processes(tmp_path
     summary = json.loads(out.read_text())
     assert summary["reached"] is True
     assert summary["mass_drift_rel"] <= 1e-9
-    # Five nodes as two processes of 3 and 2 nodes, each node registered under its own name.
+    # Five nodes as two processes of 3 and 2 nodes, each node registered under its own name
+    # (secure by default: the name of its own key, node-K).
     texts = {p.name: p.read_text() for p in logs.glob("host-*.log")}
     assert sorted(texts) == ["host-0.log", "host-1.log"]
-    assert len(re.findall(r"node \d+ \(host-0-\d", texts["host-0.log"])) == 3
-    assert len(re.findall(r"node \d+ \(host-1-\d", texts["host-1.log"])) == 2
+    names = [set(re.findall(r"node \d+ \((node-\d+),", texts[f"host-{i}.log"])) for i in (0, 1)]
+    assert [len(n) for n in names] == [3, 2]
+    assert names[0] | names[1] == {f"node-{k}" for k in range(5)}
 
 
 async def test_gossip_up_that_cannot_reach_eps_exits_1_with_a_message(tmp_path: Path) -> None:

@@ -70,7 +70,9 @@ async def _run(
     return summary, holder["state"]
 
 
-def _check_exact_end(summary: RunSummary, state: ClusterState, until: float) -> None:
+def _check_exact_end(
+    summary: RunSummary, state: ClusterState, until: float, margin: float = 3.0
+) -> None:
     """Reached eps; the final states, mixed to a common t, conserve the sum to 1e-9."""
     assert summary.reached, state.message
     assert state.final is not None
@@ -82,7 +84,7 @@ def _check_exact_end(summary: RunSummary, state: ClusterState, until: float) -> 
     assert summary.final_error is not None
     # The stop comes one report period after the error went below eps; ARG's error is not
     # monotone, so allow a small margin on the final value.
-    assert summary.final_error <= 3 * until
+    assert summary.final_error <= margin * until
     assert summary.activations > 0
 
 
@@ -196,7 +198,10 @@ async def test_grid_under_drops_duplicates_and_delays_stays_exact(tmp_path: Path
         rate=100.0,
         node_args=("--fault", "drop=0.1,dup=0.1,delay=0.1"),
     )
-    _check_exact_end(summary, state, 1e-6)
+    # A dropped frame lands its jump one retry timeout late (rtt p99 ~0.5 s here, 50 units of
+    # t), and ARG's error swings up for a while after a late jump: between the eps report and
+    # the stop the error has been seen at 6.7 eps (CI, one run in several). The sum stays exact.
+    _check_exact_end(summary, state, 1e-6, margin=20.0)
     retried = sum(v.counters.get("retried", 0) for v in state.nodes.values())
     duplicates = sum(v.counters.get("duplicates", 0) for v in state.nodes.values())
     assert retried > 0, "drops must have forced retries"
