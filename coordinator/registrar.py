@@ -15,6 +15,10 @@ Secured (``bound_socket(..., secret=..., allowed=...)``): the ROUTER is a CurveZ
 ZAP handler admits only the allow-list's public keys and labels each connection with the name
 the key is listed under; a registration under any other name is refused. The coordinator
 then sends each node its neighbours' public keys in the bootstrap.
+
+A :class:`~gossip.wire.Leave` (``gossip node --leave``) goes to ``on_leave`` with the name of
+the key it came with; the coordinator takes it only for that key's own node, echoes it back,
+or answers a RegisterError saying why not (a forged one is also counted, ``forged_leaves``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ The rules (which rows are settled, why a jump never mixes two views) are in
   (:func:`gossip.membership.carry_to`), switches the exchanger
   (:meth:`gossip.exchange.Exchanger.switch_view`) and its Poisson clock to the new edges.
 
+Secured (CurveZMQ), the view command also carries the joiners' public keys (``keys``): a node
+admits a joining neighbour's key before connecting to it, and at each switch its ZAP
+allow-list becomes exactly its new neighbours' keys, so a leaver or a dead node is refused from
+then on.
+
 Only gossip runs (not optimization runs, whose steps depend on the data) follow views.
 """
 

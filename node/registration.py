@@ -8,7 +8,9 @@ which is how a restarted node gets its id back (contract C2).
 With ``keys`` the registration goes over CurveZMQ: the node checks the coordinator's public key,
 and the coordinator admits only the keys of its allow-list and accepts a registration only
 under the name its key is listed with. A handshake the coordinator refuses is reported at once
-(a socket monitor sees it), not as a registration timeout.
+(a socket monitor sees it), not as a registration timeout. The same socket carries a secured
+node's leave (:func:`request_leave_secure`, ``gossip node --leave --keys DIR``), which the
+coordinator takes only from the leaving node's own key.
 """
 
 from __future__ import annotations
