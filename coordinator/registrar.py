@@ -4,8 +4,8 @@ A node's DEALER sends one frame, an encoded :class:`~gossip.wire.Register` (an e
 frame before it, as REQ-style peers send, is accepted and echoed). The server decodes it, asks
 the registry, and answers with a :class:`~gossip.wire.Bootstrap` or a
 :class:`~gossip.wire.RegisterError`; a registration that completes the count makes it answer every
-waiting node at once. A frame that does not decode, or is not a Register, gets a RegisterError
-naming the problem, and never changes the registry.
+waiting node at once. A frame that does not decode, or is neither a Register nor a Leave, gets a
+RegisterError naming the problem, and never changes the registry.
 
 The server keeps running after the bootstrap so that a restarted node, registering again under
 its name, gets its Bootstrap back; if it came back on another address, the registry records it
