@@ -57,6 +57,13 @@ def init(
         typer.Option(help="Keep the keys already in --dir if they are for as many nodes."),
     ] = False,
     force: Annotated[bool, typer.Option(help="Replace the keys already in --dir.")] = False,
+    spare: Annotated[
+        int,
+        typer.Option(
+            help="Also this many spare node keys, node-N .. node-(N+S-1), in the allow-list and "
+            "the broker's ACL: for nodes joining the running cluster (gossip node --join)."
+        ),
+    ] = 0,
 ) -> None:
     """Create a cluster's keys: the coordinator's (with the allow-list of the nodes' public
     keys and the MQTT secret), one key pair per node, and mosquitto's passwd and ACL.
@@ -72,7 +79,9 @@ def init(
     from gossip.keys import COORDINATOR, init_keys, load_allow_list, load_mqtt_secret
 
     with reported_errors():
-        count = _node_count(nodes, graph)
+        if spare < 0:
+            raise ConfigError(f"--spare must be >= 0, got {spare}")
+        count = _node_count(nodes, graph) + spare
         subdirs = (COORDINATOR, "pool", "mqtt") if pool else ()
         if if_missing and (directory / COORDINATOR / "secret.key").exists():
             have = len(load_allow_list(directory / COORDINATOR / "allow.json"))
@@ -93,7 +102,8 @@ def init(
         for sub in subdirs:  # last: what waits for the keys waits for these
             (directory / sub / "ready").touch()
         where = f"{root}/" if root is not None else f"{directory}/node-*"
+        spares = f" ({spare} of them spare)" if spare else ""
         typer.echo(
-            f"wrote keys for the coordinator and {count} nodes (node keys in {where}, secrets "
-            f"0600); mosquitto: {passwd}, {acl}"
+            f"wrote keys for the coordinator and {count} nodes{spares} (node keys in {where}, "
+            f"secrets 0600); mosquitto: {passwd}, {acl}"
         )

@@ -175,7 +175,8 @@ def node(
         bool,
         typer.Option(
             help="Do not run a node: ask the coordinator (through --broker) to take the running "
-            "node --name out of the cluster for good; the others converge to their own mean.",
+            "node --name out of the cluster for good; the others converge to their own mean. "
+            "Secured run: with the node's --keys DIR/node-K, over CURVE to --coordinator.",
         ),
     ] = False,
     join: Annotated[
@@ -206,7 +207,10 @@ def node(
 
     with reported_errors():
         if leave:
-            _leave(broker, cluster, name, mqtt_ca)
+            if keys:
+                _leave_secure(coordinator, keys, name)
+            else:
+                _leave(broker, cluster, name, mqtt_ca)
             raise typer.Exit(0)
         if join and value is None:
             raise ConfigError("--join needs --value: a joining node brings its own value")
@@ -300,3 +304,24 @@ def _leave(broker: str | None, cluster: str, name: str | None, ca: Path | None) 
         )
     asyncio.run(request_leave(broker, cluster, name, None if ca is None else str(ca)))
     typer.echo(f"asked the coordinator of cluster {cluster!r} to remove {name}")
+
+
+def _leave_secure(coordinator: str, keys: list[Path], name: str | None) -> None:
+    """Send the leave request of ``gossip node --leave --keys DIR``, signed by that key."""
+    import asyncio
+
+    from gossip.errors import ConfigError
+    from gossip.keys import load_identity
+    from node.curve import CurveKeys
+    from node.registration import request_leave_secure
+
+    if len(keys) != 1:
+        raise ConfigError(
+            f"--leave takes one --keys directory (the leaving node's), got {len(keys)}"
+        )
+    identity = load_identity(keys[0])
+    name = name or identity.name
+    asyncio.run(
+        request_leave_secure(coordinator, name, CurveKeys.of(identity), identity.coordinator)
+    )
+    typer.echo(f"the coordinator at {coordinator} takes {name} out of the cluster")

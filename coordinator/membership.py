@@ -1,7 +1,9 @@
 """The coordinator's side of churn: leave requests and dead nodes become membership views.
 
 A request ``{"cmd": "leave", "name": NAME}`` (or ``"node": ID``) on
-``gossip/<cluster>/membership`` (``gossip node --leave`` sends it), or a node silent for
+``gossip/<cluster>/membership`` (``gossip node --leave`` sends it in an insecure run), a
+:class:`gossip.wire.Leave` over the registration socket (``gossip node --leave --keys DIR``:
+in a secured run, taken only from the leaving node's own CURVE key), or a node silent for
 ``dead_after`` seconds, removes that node: the coordinator computes the next view
 (:func:`gossip.membership.leave_view`: the graph without the node, its quantities and
 parameters recomputed as at bootstrap) starting at ``T_e``, a shared time ``lead`` seconds
@@ -10,7 +12,9 @@ repeated every second until a few seconds after ``T_e`` (nodes ignore repeats). 
 the node counts as departed: the error is measured on the other members, to the mean of their
 initial values (:class:`coordinator.state.ClusterState`'s ``departed``). Each change, or a
 refused one (the survivors would be disconnected, an unknown name), is one event of the
-dashboard's membership timeline. ("View": a *membership epoch*; ``epoch`` is the run's
+dashboard's membership timeline. In a secured run a joiner registers with a spare key of the
+allow-list (``gossip keys init --spare S``); the view carries its public key (``keys``) so that
+its new neighbours admit it. ("View": a *membership epoch*; ``epoch`` is the run's
 time origin.)
 """
 
@@ -89,6 +93,7 @@ class Churn:
         self._kept: set[int] = set()  # silent nodes that could not be removed: asked once
         self._joined: dict[str, Bootstrap] = {}  # by name: a repeated registration gets it back
         self._addresses: dict[int, str] = {}  # joined nodes' addresses, by id
+        self._keys: dict[int, str] = {}  # joined nodes' CURVE public keys, by id (secured)
 
     def _current(self) -> View:
         if self.view is None:
@@ -99,7 +104,11 @@ class Churn:
         return self.view
 
     def on_request(self, payload: bytes, now: float) -> None:
-        """Take a leave request (never raises: a bad one is logged and shown as refused)."""
+        """Take a leave request from MQTT (never raises: a bad one is logged, shown as refused).
+
+        In a secured cluster only the coordinator's own account may write this topic (the
+        broker's ACL): a node leaves over CURVE instead (:meth:`on_leave`).
+        """
         try:
             request = json.loads(payload)
         except ValueError:
@@ -111,18 +120,45 @@ class Churn:
         node = request.get("node")
         name = request.get("name")
         if isinstance(name, str):
-            node = self.state.registered.get(name)
-            if node is None:
-                known = ", ".join(sorted(self.state.registered)[:8])
-                self._event("refused", now, name=name, detail=f"no node {name!r}; nodes: {known}")
-                return
+            self._leave_named(name, now)
+            return
         if not isinstance(node, int):
             self._event("refused", now, detail=f"a leave names a node or a name: {request!r:.80}")
             return
         self.remove(node, "leave", now)
 
-    def remove(self, node: int, kind: str, now: float) -> View | None:
-        """Publish the view without ``node`` (``kind``: leave or dead); ``None`` if refused."""
+    def on_leave(self, name: str, sender: str | None, now: float) -> str | None:
+        """Take a :class:`gossip.wire.Leave` from the registrar: ``None`` if taken, else why not.
+
+        ``sender`` is the name of the CURVE key it came with (``None``: an insecure run); a
+        leave of another node than the sender's is refused and shown (a forged leave).
+        """
+        if sender is not None and sender != name:
+            why = f"asked with the key of {sender!r}: a node can only make itself leave"
+            self._event("refused", now, name=name, detail=f"forged leave: {why}")
+            return why
+        return self._leave_named(name, now)
+
+    def _leave_named(self, name: str, now: float) -> str | None:
+        node = self.state.registered.get(name)
+        if node is None:
+            known = ", ".join(sorted(self.state.registered)[:8])
+            why = f"no node {name!r}; nodes: {known}"
+            self._event("refused", now, name=name, detail=why)
+            return why
+        if self.state.epoch is None:
+            return "the run has not started"
+        if node in self.state.departed:
+            return None  # a repeated request: already out
+        refused: list[str] = []
+        self.remove(node, "leave", now, refused)
+        return refused[0] if refused else None
+
+    def remove(
+        self, node: int, kind: str, now: float, refused: list[str] | None = None
+    ) -> View | None:
+        """Publish the view without ``node`` (``kind``: leave or dead); ``None`` if refused
+        (the reason is appended to ``refused``)."""
         if self.state.epoch is None or node in self.state.departed:
             return None
         current = self._current()
@@ -131,6 +167,8 @@ class Churn:
             new = leave_view(current, node, start)
         except GossipError as exc:
             self._event("refused", now, node=node, detail=str(exc))
+            if refused is not None:
+                refused.append(str(exc))
             return None
         self.state.departed.add(node)
         self._event(kind, now, node=node, view=new.number, t=new.start, members=len(new.members))
@@ -155,8 +193,8 @@ class Churn:
             why = f"address {msg.address!r} has a wildcard host; bind a specific address"
         elif msg.value is None or len(msg.value) != self.plan.dim:
             why = f"a joining node needs its --value ({self.plan.dim} number(s)), got {msg.value}"
-        elif self.plan.security is not None or self.plan.task is not None:
-            why = "joins are for insecure gossip runs only (no --keys, no --problem)"
+        elif self.plan.task is not None:
+            why = "joins are for gossip runs only (no --problem)"
         if why or assignment is None or epoch is None or address is None or msg.value is None:
             self._event("refused", now, name=msg.name, detail=f"join refused: {why}")
             return Refused(f"cannot join: {why}")
@@ -167,8 +205,19 @@ class Churn:
         start = max(self.plan.rate * (now + self.lead - epoch), current.start + 1e-9)
         new = join_view(current, node, peers, start)
         addresses = {**dict(enumerate(assignment.addresses)), **self._addresses, node: address}
+        sec = self.plan.security
+        # Secured: the joiner's key is its name's in the allow-list (the registrar checked it
+        # came with that key); its neighbours get it in the view and admit it.
+        allowed = {} if sec is None else sec.allowed
+        names = {k: name for name, k in self.state.registered.items()}
         neighbors = tuple(
-            Neighbor(peer, addresses[peer], edge, new.prob(edge))
+            Neighbor(
+                peer,
+                addresses[peer],
+                edge,
+                new.prob(edge),
+                key=allowed.get(names.get(peer, ""), ""),
+            )
             for edge, peer in new.incident(node)
         )
         boot = Bootstrap(
@@ -182,13 +231,15 @@ class Churn:
             rate=self.plan.rate,
             neighbors=neighbors,
             initial_value=tuple(msg.value),
-            broker=self.plan.broker,
+            broker=self.plan.broker if sec is None else sec.node_broker(self.plan.broker, node),
             metrics_period=self.plan.metrics_period,
             dim=self.plan.dim,
             n=len(new.members),
         )
         self._joined[msg.name] = boot
         self._addresses[node] = address
+        if msg.name in allowed:
+            self._keys[node] = allowed[msg.name]
         self.state.initial.append(tuple(msg.value))
         self.state.registered[msg.name] = node
         self._publish(new, {"kind": "join", "node": node}, now, {str(node): address})
@@ -217,6 +268,7 @@ class Churn:
             "view": new.as_dict(),
             "change": change,
             "addresses": {**{str(k): a for k, a in self._addresses.items()}, **addresses},
+            "keys": {str(k): key for k, key in self._keys.items()},
         }
         self._resend_at = now
         self._resend_until = self.state.epoch + new.start / self.plan.rate + _RESEND_FOR

@@ -4,8 +4,8 @@ A node's DEALER sends one frame, an encoded :class:`~gossip.wire.Register` (an e
 frame before it, as REQ-style peers send, is accepted and echoed). The server decodes it, asks
 the registry, and answers with a :class:`~gossip.wire.Bootstrap` or a
 :class:`~gossip.wire.RegisterError`; a registration that completes the count makes it answer every
-waiting node at once. A frame that does not decode, or is not a Register, gets a RegisterError
-naming the problem, and never changes the registry.
+waiting node at once. A frame that does not decode, or is neither a Register nor a Leave, gets a
+RegisterError naming the problem, and never changes the registry.
 
 The server keeps running after the bootstrap so that a restarted node, registering again under
 its name, gets its Bootstrap back; if it came back on another address, the registry records it
@@ -15,6 +15,10 @@ Secured (``bound_socket(..., secret=..., allowed=...)``): the ROUTER is a CurveZ
 ZAP handler admits only the allow-list's public keys and labels each connection with the name
 the key is listed under; a registration under any other name is refused. The coordinator
 then sends each node its neighbours' public keys in the bootstrap.
+
+A :class:`~gossip.wire.Leave` (``gossip node --leave``) goes to ``on_leave`` with the name of
+the key it came with; the coordinator takes it only for that key's own node, echoes it back,
+or answers a RegisterError saying why not (a forged one is also counted, ``forged_leaves``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from zmq.utils import z85
 
 from coordinator.registry import Known, Readdressed, Ready, Refused, Registry, Waiting
 from gossip.errors import ProtocolError, TransportError
-from gossip.wire import Register, RegisterError, decode, encode
+from gossip.wire import Leave, Register, RegisterError, decode, encode
 
 __all__ = ["RegistrarStats", "bound_socket", "serve_registrations"]
 
@@ -49,6 +53,7 @@ class RegistrarStats:
     malformed: int = 0
     bootstraps_sent: int = 0
     impostors: int = 0  # registrations under another name than the key's
+    forged_leaves: int = 0  # leaves of a node asked with another node's key (in impostors too)
     last_refusal: str = ""
     waiting: dict[str, list[bytes]] = field(default_factory=dict)
 
@@ -138,6 +143,7 @@ async def serve_registrations(
     clock: Callable[[], float] = time.time,
     authenticated: bool = False,
     on_readdress: Callable[[Readdressed], None] = lambda outcome: None,
+    on_leave: Callable[[str, str | None], str | None] | None = None,
 ) -> None:
     """Answer registrations on ``sock`` until cancelled.
 
@@ -145,7 +151,10 @@ async def serve_registrations(
     out; ``on_change`` after every accepted registration. ``authenticated``: the socket is a
     CURVE server (:func:`bound_socket` with keys); refuse a name that is not the key's.
     ``on_readdress`` when a restarted node registered another address, before its Bootstrap
-    goes out.
+    goes out. ``on_leave(name, sender)`` takes a :class:`Leave` (``None``: done, else why it was
+    refused); ``sender`` is the name of the key it came with (``authenticated``; else ``None``),
+    which must be ``name``'s own: no other node can make a node leave. Without ``on_leave``
+    leaves are refused.
     """
     # Routing envelope (identity plus any delimiter frames) of the latest message under each
     # name: the node's current socket, since a restarted node has a new identity.
@@ -157,26 +166,29 @@ async def serve_registrations(
         payload = frames[-1]
         try:
             msg = decode(payload.bytes)
-            if not isinstance(msg, Register):
+            if not isinstance(msg, Register | Leave):
                 raise ProtocolError(
-                    f"the coordinator only accepts register messages, got {type(msg).TYPE!r}"
+                    f"the coordinator only accepts register and leave messages, got "
+                    f"{type(msg).TYPE!r}"
                 )
         except ProtocolError as exc:
             stats.malformed += 1
             stats.last_refusal = f"bad message: {exc}"
             await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
             continue
-        if authenticated:
-            user = _user_id(payload)
-            if user != msg.name:
-                stats.impostors += 1
-                stats.last_refusal = (
-                    f"name {msg.name!r} does not match this node's key, which the allow-list "
-                    f"names {user!r}; start the node with that key's directory (--keys)"
-                )
-                log.warning("refused %s: %s", msg.name, stats.last_refusal)
-                await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
-                continue
+        user = _user_id(payload) if authenticated else None
+        if isinstance(msg, Leave):
+            await _leave(sock, envelope, msg, user, stats, on_leave)
+            continue
+        if user is not None and user != msg.name:
+            stats.impostors += 1
+            stats.last_refusal = (
+                f"name {msg.name!r} does not match this node's key, which the allow-list "
+                f"names {user!r}; start the node with that key's directory (--keys)"
+            )
+            log.warning("refused %s: %s", msg.name, stats.last_refusal)
+            await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
+            continue
         outcome = registry.register(msg, clock(), _peer_host(payload))
         if isinstance(outcome, Refused):
             stats.refused += 1
@@ -204,6 +216,27 @@ async def serve_registrations(
                     await _send(sock, target, encode(boot))
             envelopes.clear()
             on_change()
+
+
+async def _leave(
+    sock: zmq.asyncio.Socket,
+    envelope: list[bytes],
+    msg: Leave,
+    user: str | None,
+    stats: RegistrarStats,
+    on_leave: Callable[[str, str | None], str | None] | None,
+) -> None:
+    """Answer a :class:`Leave`: echo it if taken, else a RegisterError saying why."""
+    if user is not None and user != msg.name:
+        stats.forged_leaves += 1  # another node's key (or a spare's) asked: counted, and said
+    why = "this coordinator takes no leaves" if on_leave is None else on_leave(msg.name, user)
+    if why is None:
+        await _send(sock, envelope, encode(msg))
+        return
+    stats.refused += 1
+    stats.last_refusal = f"leave of {msg.name!r} refused: {why}"
+    log.warning("%s", stats.last_refusal)
+    await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
 
 
 async def _send(sock: zmq.asyncio.Socket, envelope: list[bytes], payload: bytes) -> None:

@@ -184,6 +184,9 @@ class Coordinator:
                                 self._on_registered,
                                 authenticated=sec is not None,
                                 on_readdress=self._on_readdressed,
+                                on_leave=lambda name, sender: self.churn.on_leave(
+                                    name, sender, time.time()
+                                ),
                             ),
                             name="registrar",
                         )

@@ -28,7 +28,7 @@ Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
 * :class:`Moved`    -- a restarted node's address, so that its neighbours send to it there
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
-:class:`Neighbor` entries) and :class:`RegisterError`.
+:class:`Neighbor` entries) and :class:`RegisterError`; :class:`Leave` (a node leaving for good).
 
 Examples
 --------
@@ -67,6 +67,7 @@ __all__ = [
     "VERSION",
     "Bootstrap",
     "Busy",
+    "Leave",
     "LedgerReply",
     "LedgerRequest",
     "Message",
@@ -200,6 +201,18 @@ class Register:
 
 
 @dataclass(frozen=True, slots=True)
+class Leave:
+    """Node -> coordinator: take node ``name`` out of the cluster for good (``gossip node
+    --leave``); the coordinator echoes it back once the view without the node is published.
+
+    In a secured cluster it comes over CURVE and is taken only from ``name``'s own key.
+    """
+
+    TYPE: ClassVar[str] = "leave"
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Neighbor:
     """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e.
 
@@ -265,6 +278,7 @@ Message: TypeAlias = (
     | LedgerReply
     | Moved
     | Register
+    | Leave
     | Bootstrap
     | RegisterError
 )
@@ -280,6 +294,7 @@ _CLASSES: tuple[type[Any], ...] = (
     Bootstrap,
     RegisterError,
     Moved,
+    Leave,
 )
 MESSAGE_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in _CLASSES)
 """The valid values of the ``type`` field."""
@@ -399,6 +414,7 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
         },
     ),
     RegisterError.TYPE: (RegisterError, {"reason": string}),
+    Leave.TYPE: (Leave, {"name": string}),
 }
 
 # Vectors that must have the same length within one message.

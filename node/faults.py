@@ -100,6 +100,15 @@ class FaultyTransport(Transport):
         """Connect the inner transport."""
         await self.inner.connect(peers)
 
+    @property
+    def secure(self) -> bool:
+        """Whether the inner transport is secure."""
+        return self.inner.secure
+
+    def trust(self, peer_keys: Mapping[int, str]) -> None:
+        """Admit these peers on the inner transport."""
+        self.inner.trust(peer_keys)
+
     def move(self, peer: int, address: str) -> bool:
         """Move the peer in the inner transport (frames held back keep their old route)."""
         return self.inner.move(peer, address)

@@ -19,6 +19,11 @@ The rules (which rows are settled, why a jump never mixes two views) are in
   (:func:`gossip.membership.carry_to`), switches the exchanger
   (:meth:`gossip.exchange.Exchanger.switch_view`) and its Poisson clock to the new edges.
 
+Secured (CurveZMQ), the view command also carries the joiners' public keys (``keys``): a node
+admits a joining neighbour's key before connecting to it, and at each switch its ZAP
+allow-list becomes exactly its new neighbours' keys, so a leaver or a dead node is refused from
+then on.
+
 Only gossip runs (not optimization runs, whose steps depend on the data) follow views.
 """
 
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -64,6 +70,9 @@ class NodeMembership:
         self._next: View | None = None
         self._wake = asyncio.Event()
         self._addresses: dict[int, str] = {}  # joined nodes' addresses, from the view commands
+        # Secured: the public keys of the neighbours (bootstrap) and of joiners (views).
+        self._keys: dict[int, str] = {n.peer_id: n.key for n in node.boot.neighbors if n.key}
+        self._trusted_now: set[int] | None = None  # admitted since the last switch
 
     def on_command(self, command: dict[str, Any]) -> None:
         """Take a control command; act on a view command for this run (never raises)."""
@@ -88,6 +97,11 @@ class NodeMembership:
             for peer, address in addresses.items():
                 if isinstance(address, str) and str(peer).isdigit():
                     self._addresses[int(peer)] = address
+        keys = command.get("keys")
+        if isinstance(keys, dict):
+            for peer, key in keys.items():
+                if isinstance(key, str) and key and str(peer).isdigit():
+                    self._keys[int(peer)] = key
         if self.node.problem is not None:
             log.warning("membership views are for gossip runs, not optimization: ignored")
             return
@@ -117,6 +131,10 @@ class NodeMembership:
                 for _, peer in view.incident(me)
                 if peer not in known and peer in self._addresses
             }
+            if joiners and node.transport.secure:
+                # Admit the joiners' keys (and still the old neighbours') before connecting.
+                old = {n: k for n, k in self._keys.items() if n in self._trusted()}
+                node.transport.trust({**old, **self._keys_of(joiners)})
             if joiners:  # a new neighbour: connect before its edge opens at T_e
                 await node.transport.connect(joiners)
             delay = node.timebase.wall(view.start) - node.clock()
@@ -137,6 +155,11 @@ class NodeMembership:
         dropped = ex.switch_view(ledger, links, view.c, view.start)
         seed = [view.number, me, 0 if node.seed is None else node.seed]
         node.ticks = PoissonClock(links, np.random.default_rng(seed))
+        if node.transport.secure:
+            # From T_e only the new neighbours' keys get in: a leaver's or a dead node's key
+            # is refused at its next handshake.
+            self._trusted_now = {peer for _, peer in view.incident(me)}
+            node.transport.trust(self._keys_of(self._trusted_now))
         self.number = view.number
         if self._next is view:
             self._next = None
@@ -148,6 +171,17 @@ class NodeMembership:
             view.eta,
             dropped,
         )
+
+    def _trusted(self) -> set[int]:
+        if self._trusted_now is None:
+            return {n.peer_id for n in self.node.boot.neighbors}
+        return self._trusted_now
+
+    def _keys_of(self, peers: Iterable[int]) -> dict[int, str]:
+        missing = sorted(p for p in peers if p not in self._keys)
+        if missing:  # never happens with a coordinator of this version: say it, admit the rest
+            log.warning("no public key for node(s) %s: they cannot connect", missing)
+        return {p: self._keys[p] for p in peers if p in self._keys}
 
     @property
     def pending_start(self) -> float:

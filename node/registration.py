@@ -8,7 +8,9 @@ which is how a restarted node gets its id back (contract C2).
 With ``keys`` the registration goes over CurveZMQ: the node checks the coordinator's public key,
 and the coordinator admits only the keys of its allow-list and accepts a registration only
 under the name its key is listed with. A handshake the coordinator refuses is reported at once
-(a socket monitor sees it), not as a registration timeout.
+(a socket monitor sees it), not as a registration timeout. The same socket carries a secured
+node's leave (:func:`request_leave_secure`, ``gossip node --leave --keys DIR``), which the
+coordinator takes only from the leaving node's own key.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from gossip.errors import ProtocolError, RemoteError, TransportError
-from gossip.wire import Bootstrap, Register, RegisterError, decode, encode
+from gossip.wire import Bootstrap, Leave, Register, RegisterError, decode, encode
 from node.curve import CurveKeys, curve_client
 
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
-__all__ = ["register"]
+__all__ = ["register", "request_leave_secure"]
 
 
 async def register(
@@ -52,6 +54,54 @@ async def register(
     TransportError
         No Bootstrap within ``give_up_after`` seconds, or the socket failed.
     """
+    reply = await _ask(
+        coordinator,
+        encode(request),
+        Bootstrap,
+        every,
+        give_up_after,
+        context,
+        keys,
+        coordinator_key,
+    )
+    assert isinstance(reply, Bootstrap)
+    return reply
+
+
+async def request_leave_secure(
+    coordinator: str,
+    name: str,
+    keys: CurveKeys,
+    coordinator_key: str,
+    *,
+    give_up_after: float = 10.0,
+) -> None:
+    """Ask the coordinator, over CURVE with node ``name``'s own keys, to take it out for good.
+
+    Raises
+    ------
+    RemoteError
+        The coordinator refused (another node's key, an unknown name, a leave that would cut
+        the graph; its reason is in the message), or refused the key.
+    TransportError
+        No answer within ``give_up_after`` seconds.
+    """
+    await _ask(
+        coordinator, encode(Leave(name)), Leave, 1.0, give_up_after, None, keys, coordinator_key
+    )
+
+
+async def _ask(
+    coordinator: str,
+    frame: bytes,
+    answer: type[Bootstrap] | type[Leave],
+    every: float,
+    give_up_after: float | None,
+    context: zmq.asyncio.Context | None,
+    keys: CurveKeys | None,
+    coordinator_key: str,
+) -> Bootstrap | Leave:
+    """Send ``frame`` every ``every`` seconds until an ``answer`` (or a refusal) comes."""
     ctx = context or zmq.asyncio.Context.instance()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -59,7 +109,6 @@ async def register(
     if keys is not None:
         curve_client(sock, keys, coordinator_key)
         monitor = sock.get_monitor_socket(_REFUSED)
-    frame = encode(request)
     deadline = None if give_up_after is None else time.monotonic() + give_up_after
     try:
         sock.connect(coordinator)
@@ -71,8 +120,8 @@ async def register(
             wait = every if deadline is None else min(every, deadline - time.monotonic())
             if wait <= 0:
                 raise TransportError(
-                    f"no bootstrap from the coordinator at {coordinator} within {give_up_after} s; "
-                    "is it running, and expecting this many nodes?"
+                    f"no {answer.TYPE} from the coordinator at {coordinator} within "
+                    f"{give_up_after} s; is it running, and expecting this many nodes?"
                 )
             if monitor is not None and await monitor.poll(timeout=0):
                 _refused(await monitor.recv_multipart(), coordinator)
@@ -82,10 +131,11 @@ async def register(
                     message = decode(reply)
                 except ProtocolError:
                     continue  # not from a coordinator we understand; keep asking
-                if isinstance(message, Bootstrap):
+                if isinstance(message, answer):
                     return message
                 if isinstance(message, RegisterError):
-                    raise RemoteError(f"the coordinator refused registration: {message.reason}")
+                    what = "registration" if answer is Bootstrap else "the request"
+                    raise RemoteError(f"the coordinator refused {what}: {message.reason}")
     except zmq.ZMQError as exc:
         raise TransportError(f"registration with {coordinator} failed: {exc}") from None
     finally:

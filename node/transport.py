@@ -19,6 +19,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from gossip.errors import ConfigError
+
 __all__ = ["FrameHandler", "Incoming", "Transport", "TransportStats"]
 
 FrameHandler = Callable[[bytes, "bytes | None", "int | None"], None]
@@ -93,6 +95,21 @@ class Transport(ABC):
         the transport's errors. The handler must not raise.
         """
         return False
+
+    @property
+    def secure(self) -> bool:
+        """Whether every connection is authenticated (then :meth:`trust` says by whom)."""
+        return False
+
+    def trust(self, peer_keys: Mapping[int, str]) -> None:
+        """Admit exactly these peers (node id -> public key) from now on (secure transports).
+
+        Raises
+        ------
+        ConfigError
+            This transport is not secure.
+        """
+        raise ConfigError(f"trust() needs a secure transport, not {type(self).__name__}")
 
     @abstractmethod
     async def aclose(self) -> None:

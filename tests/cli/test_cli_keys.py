@@ -145,3 +145,23 @@ def test_keys_init_pool_for_a_graph_kept_if_present_and_claimed_by_nodes(tmp_pat
     exhausted = runner.invoke(app, [*node, "--nodes-per-process", "4", "--name", "h"])
     assert exhausted.exit_code == 2
     assert "exhausted" in exhausted.output
+
+
+def test_spare_keys_are_in_the_allow_list_and_the_acl(tmp_path: Path) -> None:
+    from gossip.keys import load_allow_list
+
+    keys, runner = tmp_path / "keys", CliRunner()
+    bad = runner.invoke(app, ["keys", "init", "--dir", str(keys), "--nodes", "3", "--spare", "-1"])
+    assert bad.exit_code != 0
+    assert "--spare must be >= 0, got -1" in bad.output
+    result = runner.invoke(
+        app, ["keys", "init", "--dir", str(keys), "--nodes", "3", "--spare", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(load_allow_list(keys / "coordinator" / "allow.json")) == [
+        f"node-{k}" for k in range(5)
+    ]
+    assert (keys / "node-4" / "secret.key").exists()
+    acl = (keys / "mqtt" / "acl").read_text()
+    assert "user node-4\ntopic write gossip/+/node/4/state" in acl
+    assert "node-5" not in acl

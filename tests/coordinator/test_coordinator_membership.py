@@ -145,3 +145,40 @@ def test_a_join_without_a_value_is_refused() -> None:
     assert isinstance(answer, Refused)
     assert "--value" in answer.reason
     assert out.sent == []
+
+
+def test_a_leave_over_curve_is_taken_only_from_the_leaving_nodes_own_key() -> None:
+    churn, out = _churn()
+    why = churn.on_leave("n4", "n0", now=1010.0)  # n0's key asks n4 to leave
+    assert why is not None
+    assert "'n0'" in why
+    assert churn.state.departed == set()
+    assert out.sent == []
+    assert churn.state.churn[-1]["kind"] == "refused"
+    assert "forged" in churn.state.churn[-1]["detail"]
+    assert churn.on_leave("nope", "nope", now=1010.0) is not None  # unknown: refused
+    assert churn.on_leave("n2", "n2", now=1010.0) is not None  # would cut line:5: refused
+    assert churn.on_leave("n4", "n4", now=1010.0) is None
+    assert churn.state.departed == {4}
+    assert churn.on_leave("n4", "n4", now=1010.5) is None  # a retry: already out, no new view
+    assert len(out.sent) == 1
+    assert churn.on_leave("n3", None, now=1011.0) is None  # insecure run: no key to check
+    assert churn.state.departed == {3, 4}
+
+
+def test_a_secured_join_carries_the_keys_both_ways() -> None:
+    import dataclasses
+
+    from coordinator.security import Security
+
+    churn, out = _churn()
+    churn.state.initial = [(1.0,), (0.0,), (0.0,), (0.0,), (0.0,)]
+    allowed = {f"n{k}": f"key{k}" for k in range(5)} | {"spare": "keyS"}
+    security = Security("pub", "sec", allowed, mqtt_secret="s")
+    churn.plan = dataclasses.replace(churn.plan, security=security, broker="mqtt://h:1883")
+    answer = churn.join(Register("spare", "tcp://127.0.0.1:7100", (4.0,), 1), "x", _assignment(5))
+    assert isinstance(answer, Known)
+    boot = answer.bootstrap
+    assert {n.key for n in boot.neighbors} == {f"key{n.peer_id}" for n in boot.neighbors}
+    assert boot.broker.startswith("mqtt://node-5:")  # its own MQTT account
+    assert out.sent[-1][1]["keys"] == {"5": "keyS"}  # its new neighbours admit this key

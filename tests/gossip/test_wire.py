@@ -17,6 +17,7 @@ from gossip.wire import (
     VERSION,
     Bootstrap,
     Busy,
+    Leave,
     LedgerReply,
     LedgerRequest,
     Message,
@@ -59,6 +60,7 @@ EXAMPLES: list[Message] = [
     BOOT,
     RegisterError(reason="name already taken"),
     Moved(src=5, edge=2, address="tcp://10.0.0.9:7002"),
+    Leave(name="node-7"),
 ]
 
 
