@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing
 import os
 import queue
 from collections.abc import Callable
 from concurrent.futures import (
     FIRST_COMPLETED,
     Future,
-    ProcessPoolExecutor,
     ThreadPoolExecutor,
     wait,
 )
@@ -43,6 +41,7 @@ from gossip.params import GossipParams
 from gossip.sim.compiled import kernel_available, run_block_compiled
 from gossip.sim.engine import BlockSpec, run_block
 from gossip.sim.events import windows
+from gossip.sim.processes import run_blocks_in_processes
 from gossip.topology import Topology
 
 __all__ = ["ENGINES", "MAX_BLOCK", "SimulationResult", "simulate"]
@@ -216,7 +215,7 @@ def simulate(
     elif compiled:
         parts = _run_threads(specs, workers, progress)
     else:
-        parts = _run_parallel(specs, workers, progress)
+        parts = run_blocks_in_processes(run_block, specs, workers, progress)
     errors = np.concatenate(parts, axis=0) if grid.size else np.empty((runs, 0))
     gap = values - values.mean(axis=0)
     return SimulationResult(
@@ -335,55 +334,4 @@ def _run_threads(
         while pending:
             _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             drain()
-        return [f.result() for f in futures]
-
-
-_worker_queue: multiprocessing.queues.Queue[int] | None = None
-
-
-def _init_worker(q: multiprocessing.queues.Queue[int]) -> None:
-    global _worker_queue
-    _worker_queue = q
-
-
-def _worker_report(events: int) -> None:
-    if _worker_queue is not None:
-        _worker_queue.put(events)
-
-
-def _run_block_in_worker(spec: BlockSpec) -> FloatArray:
-    return run_block(spec, _worker_report)
-
-
-def _run_parallel(
-    specs: list[BlockSpec], workers: int, progress: Callable[[int], None] | None
-) -> list[FloatArray]:
-    # spawn, not fork: the caller may have threads (an event loop, a progress bar).
-    ctx = multiprocessing.get_context("spawn")
-    reports: multiprocessing.queues.Queue[int] = ctx.Queue()
-    done = 0
-
-    def drain(timeout: float) -> None:
-        nonlocal done
-        try:
-            events = reports.get(timeout=timeout)
-            while True:
-                done += events
-                events = reports.get_nowait()
-        except queue.Empty:
-            pass
-        if progress is not None:
-            progress(done)
-
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(reports,)
-    ) as pool:
-        futures: list[Future[FloatArray]] = [
-            pool.submit(_run_block_in_worker, spec) for spec in specs
-        ]
-        pending = set(futures)
-        while pending:
-            drain(0.2)
-            _, pending = wait(pending, timeout=0, return_when=FIRST_COMPLETED)
-        drain(0.0)
         return [f.result() for f in futures]

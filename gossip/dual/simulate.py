@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing
-import queue
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -24,6 +21,7 @@ from gossip.dual.params import DualParams
 from gossip.dual.result import OptimizationResult, bound_constant
 from gossip.errors import ConfigError
 from gossip.sim.events import windows
+from gossip.sim.processes import run_blocks_in_processes
 from gossip.topology import Topology
 
 __all__ = ["simulate_optimization", "sweep_grid"]
@@ -120,7 +118,7 @@ def simulate_optimization(
     if workers <= 1 or len(specs) == 1:
         parts = _run_inline(specs, progress)
     else:
-        parts = _run_parallel(specs, min(workers, len(specs)), progress)
+        parts = run_blocks_in_processes(run_dual_block, specs, min(workers, len(specs)), progress)
     return OptimizationResult(
         t_grid=grid,
         errors=np.concatenate([c.errors for c in parts]),
@@ -172,54 +170,3 @@ def _run_inline(
             progress(done)
 
     return [run_dual_block(spec, report) for spec in specs]
-
-
-_worker_queue: multiprocessing.queues.Queue[int] | None = None
-
-
-def _init_worker(q: multiprocessing.queues.Queue[int]) -> None:
-    global _worker_queue
-    _worker_queue = q
-
-
-def _worker_report(events: int) -> None:
-    if _worker_queue is not None:
-        _worker_queue.put(events)
-
-
-def _run_block_in_worker(spec: DualBlockSpec) -> BlockCurves:
-    return run_dual_block(spec, _worker_report)
-
-
-def _run_parallel(
-    specs: list[DualBlockSpec], workers: int, progress: Callable[[int], None] | None
-) -> list[BlockCurves]:
-    # spawn, not fork: the caller may have threads (a progress bar, an event loop).
-    ctx = multiprocessing.get_context("spawn")
-    reports: multiprocessing.queues.Queue[int] = ctx.Queue()
-    done = 0
-
-    def drain(timeout: float) -> None:
-        nonlocal done
-        try:
-            events = reports.get(timeout=timeout)
-            while True:
-                done += events
-                events = reports.get_nowait()
-        except queue.Empty:
-            pass
-        if progress is not None:
-            progress(done)
-
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(reports,)
-    ) as pool:
-        futures: list[Future[BlockCurves]] = [
-            pool.submit(_run_block_in_worker, spec) for spec in specs
-        ]
-        pending = set(futures)
-        while pending:
-            drain(0.2)
-            _, pending = wait(pending, timeout=0, return_when=FIRST_COMPLETED)
-        drain(0.0)
-        return [f.result() for f in futures]

@@ -1,0 +1,82 @@
+"""Blocks of simulated runs swept in worker processes, with progress counted in events.
+
+Both simulators (gossip's :mod:`gossip.simulator` and the optimizer's
+:mod:`gossip.dual.simulate`) split their runs into blocks and, with ``workers > 1`` and no
+compiled kernel, sweep the blocks in a pool of processes. Each block function reports the
+events it has simulated as it goes; the workers put those counts on one queue, which the
+parent drains into ``progress`` while it waits.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.queues
+import queue
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import TypeVar
+
+__all__ = ["BlockRunner", "run_blocks_in_processes"]
+
+Spec = TypeVar("Spec")
+Result = TypeVar("Result")
+
+BlockRunner = Callable[[Spec, Callable[[int], None]], Result]
+"""``run(spec, report)``: sweep one block, calling ``report(events)`` as events are done.
+It must be a module-level function (the workers import it by name)."""
+
+_worker_queue: multiprocessing.queues.Queue[int] | None = None
+
+
+def _init_worker(q: multiprocessing.queues.Queue[int]) -> None:
+    global _worker_queue
+    _worker_queue = q
+
+
+def _worker_report(events: int) -> None:
+    if _worker_queue is not None:
+        _worker_queue.put(events)
+
+
+def _run_in_worker(run: BlockRunner[Spec, Result], spec: Spec) -> Result:
+    return run(spec, _worker_report)
+
+
+def run_blocks_in_processes(
+    run: BlockRunner[Spec, Result],
+    specs: Sequence[Spec],
+    workers: int,
+    progress: Callable[[int], None] | None,
+) -> list[Result]:
+    """Return ``[run(spec, report) for spec in specs]``, computed in ``workers`` processes.
+
+    ``progress`` (if given) is called in this process with the total events done so far,
+    about five times a second and once at the end.
+    """
+    # spawn, not fork: the caller may have threads (an event loop, a progress bar).
+    ctx = multiprocessing.get_context("spawn")
+    reports: multiprocessing.queues.Queue[int] = ctx.Queue()
+    done = 0
+
+    def drain(timeout: float) -> None:
+        nonlocal done
+        try:
+            events = reports.get(timeout=timeout)
+            while True:
+                done += events
+                events = reports.get_nowait()
+        except queue.Empty:
+            pass
+        if progress is not None:
+            progress(done)
+
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(reports,)
+    ) as pool:
+        futures: list[Future[Result]] = [pool.submit(_run_in_worker, run, spec) for spec in specs]
+        pending = set(futures)
+        while pending:
+            drain(0.2)
+            _, pending = wait(pending, timeout=0, return_when=FIRST_COMPLETED)
+        drain(0.0)
+        return [f.result() for f in futures]
