@@ -42,6 +42,7 @@ from gossip.sim.compiled import kernel_available, run_block_compiled
 from gossip.sim.engine import BlockSpec, run_block
 from gossip.sim.events import windows
 from gossip.sim.processes import run_blocks_in_processes
+from gossip.sim.runs import ErrorsOverRuns
 from gossip.topology import Topology
 
 __all__ = ["ENGINES", "MAX_BLOCK", "SimulationResult", "simulate"]
@@ -64,7 +65,7 @@ _THREADED_EVENTS = 200_000  # the same for the compiled kernel's threads, which 
 
 
 @dataclass(frozen=True, eq=False)
-class SimulationResult:
+class SimulationResult(ErrorsOverRuns):
     """Errors of independent runs on a time grid.
 
     Attributes
@@ -89,25 +90,6 @@ class SimulationResult:
     initial_error: float
     seed: int
     engine: str = "numpy"
-
-    @property
-    def runs(self) -> int:
-        """Number of runs."""
-        return int(self.errors.shape[0])
-
-    def mean(self) -> FloatArray:
-        """Mean error over runs, per grid point."""
-        return np.asarray(self.errors.mean(axis=0), dtype=np.float64)
-
-    def quantile(self, q: float) -> FloatArray:
-        """The ``q``-quantile (0 <= q <= 1) of the error over runs, per grid point."""
-        if not 0.0 <= q <= 1.0:
-            raise ConfigError(f"quantile must be in [0, 1], got {q!r}")
-        return np.asarray(np.quantile(self.errors, q, axis=0), dtype=np.float64)
-
-    def median(self) -> FloatArray:
-        """Median error over runs, per grid point."""
-        return self.quantile(0.5)
 
     def bound(self) -> FloatArray:
         """The theorem's bound on the mean error: ``bound_factor * e0 * exp(-theta t)``."""

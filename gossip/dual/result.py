@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from gossip.dual.engine import BatchProblems
 from gossip.dual.params import DualAlgorithm, DualParams
-from gossip.errors import ConfigError
+from gossip.sim.runs import ErrorsOverRuns
 from gossip.spectral import DENSE_LIMIT, dense_laplacian
 from gossip.topology import Topology
 
@@ -30,7 +30,7 @@ FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True, eq=False)
-class OptimizationResult:
+class OptimizationResult(ErrorsOverRuns):
     """Measurements of independent runs on a time grid (units of t).
 
     Attributes
@@ -67,25 +67,6 @@ class OptimizationResult:
     n: int
     seed: int
     estimate: str = "y"
-
-    @property
-    def runs(self) -> int:
-        """Number of runs."""
-        return int(self.errors.shape[0])
-
-    def mean(self) -> FloatArray:
-        """Mean error over runs, per grid point."""
-        return np.asarray(self.errors.mean(axis=0), dtype=np.float64)
-
-    def quantile(self, q: float) -> FloatArray:
-        """The ``q``-quantile (0 <= q <= 1) of the error over runs, per grid point."""
-        if not 0.0 <= q <= 1.0:
-            raise ConfigError(f"quantile must be in [0, 1], got {q!r}")
-        return np.asarray(np.quantile(self.errors, q, axis=0), dtype=np.float64)
-
-    def median(self) -> FloatArray:
-        """Median error over runs, per grid point."""
-        return self.quantile(0.5)
 
     def bound(self) -> FloatArray:
         """The theorem's bound on the mean error, ``C exp(-theta t)`` (nan where there is none)."""
