@@ -41,8 +41,8 @@ from gossip.params import GossipParams
 from gossip.sim.compiled import kernel_available, run_block_compiled
 from gossip.sim.engine import BlockSpec, run_block
 from gossip.sim.events import windows
-from gossip.sim.processes import run_blocks_in_processes
 from gossip.sim.runs import ErrorsOverRuns
+from gossip.sim.sweep import run_blocks_in_processes, run_blocks_inline
 from gossip.topology import Topology
 
 __all__ = ["ENGINES", "MAX_BLOCK", "SimulationResult", "simulate"]
@@ -193,7 +193,7 @@ def simulate(
         workers = min(os.cpu_count() or 1, len(specs)) if expected_events > threshold else 1
     workers = min(workers, len(specs))
     if workers <= 1:
-        parts = _run_inline(specs, progress, run_block_compiled if compiled else run_block)
+        parts = run_blocks_inline(run_block_compiled if compiled else run_block, specs, progress)
     elif compiled:
         parts = _run_threads(specs, workers, progress)
     else:
@@ -275,22 +275,6 @@ def _blocks(runs: int, workers: int | None, most: int, split: int = 1) -> list[t
     count = min(count, runs)
     edges = np.linspace(0, runs, count + 1).round().astype(int)
     return [(int(a), int(b - a)) for a, b in itertools.pairwise(edges)]
-
-
-def _run_inline(
-    specs: list[BlockSpec],
-    progress: Callable[[int], None] | None,
-    run: Callable[[BlockSpec, Callable[[int], None] | None], FloatArray],
-) -> list[FloatArray]:
-    done = 0
-
-    def report(events: int) -> None:
-        nonlocal done
-        done += events
-        if progress is not None:
-            progress(done)
-
-    return [run(spec, report) for spec in specs]
 
 
 def _run_threads(

@@ -16,12 +16,12 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.dual.engine import BatchProblems, BlockCurves, DualBlockSpec, run_dual_block
+from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
 from gossip.dual.params import DualParams
 from gossip.dual.result import OptimizationResult, bound_constant
 from gossip.errors import ConfigError
 from gossip.sim.events import windows
-from gossip.sim.processes import run_blocks_in_processes
+from gossip.sim.sweep import run_blocks_in_processes, run_blocks_inline
 from gossip.topology import Topology
 
 __all__ = ["simulate_optimization", "sweep_grid"]
@@ -116,7 +116,7 @@ def simulate_optimization(
         for a, b in itertools.pairwise(cuts)
     ]
     if workers <= 1 or len(specs) == 1:
-        parts = _run_inline(specs, progress)
+        parts = run_blocks_inline(run_dual_block, specs, progress)
     else:
         parts = run_blocks_in_processes(run_dual_block, specs, min(workers, len(specs)), progress)
     return OptimizationResult(
@@ -156,17 +156,3 @@ def sweep_grid(grid: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
     record = np.concatenate((np.ones(grid.size, np.bool_), np.zeros(extra.size, np.bool_)))
     order = np.argsort(points, kind="stable")
     return points[order], record[order]
-
-
-def _run_inline(
-    specs: list[DualBlockSpec], progress: Callable[[int], None] | None
-) -> list[BlockCurves]:
-    done = 0
-
-    def report(events: int) -> None:
-        nonlocal done
-        done += events
-        if progress is not None:
-            progress(done)
-
-    return [run_dual_block(spec, report) for spec in specs]

@@ -1,8 +1,10 @@
-"""Blocks of simulated runs swept in worker processes, with progress counted in events.
+"""Blocks of simulated runs swept in this process or in worker processes, with progress
+counted in events.
 
 Both simulators (gossip's :mod:`gossip.simulator` and the optimizer's
-:mod:`gossip.dual.simulate`) split their runs into blocks and, with ``workers > 1`` and no
-compiled kernel, sweep the blocks in a pool of processes. Each block function reports the
+:mod:`gossip.dual.simulate`) split their runs into blocks and sweep them one after the other
+(:func:`run_blocks_inline`) or, with ``workers > 1`` and no compiled kernel, in a pool of
+processes (:func:`run_blocks_in_processes`). Each block function reports the
 events it has simulated as it goes; the workers put those counts on one queue, which the
 parent drains into ``progress`` while it waits.
 """
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import TypeVar
 
-__all__ = ["BlockRunner", "run_blocks_in_processes"]
+__all__ = ["BlockRunner", "run_blocks_in_processes", "run_blocks_inline"]
 
 Spec = TypeVar("Spec")
 Result = TypeVar("Result")
@@ -24,6 +26,25 @@ Result = TypeVar("Result")
 BlockRunner = Callable[[Spec, Callable[[int], None]], Result]
 """``run(spec, report)``: sweep one block, calling ``report(events)`` as events are done.
 It must be a module-level function (the workers import it by name)."""
+
+
+def run_blocks_inline(
+    run: BlockRunner[Spec, Result],
+    specs: Sequence[Spec],
+    progress: Callable[[int], None] | None,
+) -> list[Result]:
+    """Return ``[run(spec, report) for spec in specs]``, computed here, one after the other;
+    ``progress`` (if given) gets the total events done so far at each report."""
+    done = 0
+
+    def report(events: int) -> None:
+        nonlocal done
+        done += events
+        if progress is not None:
+            progress(done)
+
+    return [run(spec, report) for spec in specs]
+
 
 _worker_queue: multiprocessing.queues.Queue[int] | None = None
 
