@@ -16,33 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _churn import churn_config
 
 from coordinator.broker import RunningBroker
-from coordinator.procs import free_port
-from coordinator.service import Coordinator, CoordinatorConfig
+from coordinator.service import Coordinator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-def _config(broker: RunningBroker, tmp_path: Path, **over: object) -> CoordinatorConfig:
-    base: dict[str, object] = {
-        "graph": "line:8",
-        "broker": broker.url,
-        "bind": f"tcp://127.0.0.1:{free_port()}",
-        "rate": 60.0,
-        "values": "onehot",
-        "until": 1e-8,
-        "cluster": f"t{free_port()}",
-        "metrics_file": tmp_path / "run.jsonl",
-        "json_path": tmp_path / "run.json",
-        "metrics_period": 0.05,
-        "start_delay": 0.5,
-        "register_timeout": 90.0,
-        "stop_timeout": 15.0,
-        "run_timeout": 200.0,
-    }
-    base.update(over)
-    return CoordinatorConfig(**base)  # type: ignore[arg-type]
 
 
 async def spawn_node(
@@ -114,7 +93,7 @@ def _check_survivors(coord: Coordinator, leaver: int, eps: float) -> None:
 async def test_a_node_leaves_for_good_and_the_survivors_converge_to_their_mean(
     mosquitto: RunningBroker, tmp_path: Path
 ) -> None:
-    config = _config(mosquitto, tmp_path)
+    config = churn_config(mosquitto, tmp_path)
     coord = Coordinator(config)
     procs = []
     try:
@@ -149,7 +128,7 @@ async def test_a_node_leaves_for_good_and_the_survivors_converge_to_their_mean(
 async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
     mosquitto: RunningBroker, tmp_path: Path
 ) -> None:
-    config = _config(mosquitto, tmp_path, dead_after=1.0)
+    config = churn_config(mosquitto, tmp_path, dead_after=1.0)
     coord = Coordinator(config)
     procs = []
     try:
@@ -176,7 +155,7 @@ async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
 async def test_a_node_joins_a_running_cluster_and_the_mean_moves_to_include_it(
     mosquitto: RunningBroker, tmp_path: Path
 ) -> None:
-    config = _config(mosquitto, tmp_path, allow_joins=True)
+    config = churn_config(mosquitto, tmp_path, allow_joins=True)
     coord = Coordinator(config)
     procs = []
     try:

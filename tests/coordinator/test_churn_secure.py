@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import zmq
 import zmq.asyncio
+from _churn import churn_config
 from zmq.utils.monitor import recv_monitor_message
 
 from coordinator.broker import MosquittoAuth, RunningBroker, find_mosquitto, mosquitto_broker
@@ -62,25 +63,8 @@ async def secure_broker(keys: Path) -> AsyncIterator[RunningBroker]:
 
 
 def _config(broker: RunningBroker, keys: Path, tmp_path: Path, **over: object) -> CoordinatorConfig:
-    base: dict[str, object] = {
-        "graph": f"line:{_NODES}",
-        "broker": broker.url,
-        "bind": f"tcp://127.0.0.1:{free_port()}",
-        "keys": keys / COORDINATOR,
-        "rate": 60.0,
-        "values": "onehot",
-        "until": 1e-8,
-        "cluster": f"s{free_port()}",
-        "metrics_file": tmp_path / "run.jsonl",
-        "json_path": tmp_path / "run.json",
-        "metrics_period": 0.05,
-        "start_delay": 0.5,
-        "register_timeout": 90.0,
-        "stop_timeout": 15.0,
-        "run_timeout": 200.0,
-    }
-    base.update(over)
-    return CoordinatorConfig(**base)  # type: ignore[arg-type]
+    secure = {"graph": f"line:{_NODES}", "keys": keys / COORDINATOR, "cluster": f"s{free_port()}"}
+    return churn_config(broker, tmp_path, **{**secure, **over})
 
 
 async def _gossip(log: Path, *args: str) -> asyncio.subprocess.Process:
