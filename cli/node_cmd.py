@@ -74,9 +74,11 @@ def node(
     linger: Annotated[
         float,
         typer.Option(
-            envvar="GOSSIP_LINGER", help="On stop: seconds to answer retries after the final."
+            envvar="GOSSIP_LINGER",
+            help="On stop: the longest wait, in seconds, for the neighbours' goodbyes (they "
+            "come within a round trip or two; only a dead neighbour makes the node wait this).",
         ),
-    ] = 2.0,
+    ] = 10.0,
     register_timeout: Annotated[
         float | None,
         typer.Option(

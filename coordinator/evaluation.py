@@ -16,7 +16,10 @@ report periods of the others never fires. The rule is instead:
 
     eps is reached when ``confirm`` points in a row are ``<= eps``, no node has stopped, and
     the last of them uses, for every node, a later report than the first did (every node has
-    been seen again since); ``t_eps`` is the first point's t.
+    been seen again since); ``t_eps`` is the first point's t. After a membership change the
+    rule starts again, and only points at or after the new view's start count: the run never
+    stops on the error of the members it is leaving (the coordinator also takes no change
+    once it is stopping, so the final values are always those of one view).
 
 Every point is computed from one report per node mixed to one common t (never from a single
 node or a partial set: a node that never reported, or has not reported since, blocks the
@@ -108,15 +111,20 @@ class EpsRule:
         self._first: Evaluation | None = None  # the first point of the current run below eps
         self._count = 0  # points in the current run (only the first is kept: runs can be long)
 
-    def observe(self, ev: Evaluation) -> ErrorPoint | None:
+    def observe(self, ev: Evaluation, not_before: float = -math.inf) -> ErrorPoint | None:
         """Take the next evaluation; return the run's first point when eps is reached now.
+
+        ``not_before`` is the start (units of t) of the latest membership view: a point before
+        it measures the old members' mean, so it neither counts nor confirms (a run asked to
+        change must not stop on the error of the membership it is leaving).
 
         Returns ``None`` while eps is not (yet) confirmed; once it returns a point, the caller
         records it as reached (further calls may return points again).
         """
         if self._first is not None and self._first.times.shape != ev.times.shape:
             self._first, self._count = None, 0  # the membership changed: start again
-        if ev.stopped or not ev.point.error <= self.eps:  # ``not <=``: NaN also resets
+        before = ev.point.t < not_before
+        if before or ev.stopped or not ev.point.error <= self.eps:  # ``not <=``: NaN resets
             self._first, self._count = None, 0
             return None
         if self._first is None:

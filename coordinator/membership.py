@@ -161,6 +161,12 @@ class Churn:
         (the reason is appended to ``refused``)."""
         if self.state.epoch is None or node in self.state.departed:
             return None
+        if self.state.phase != "running":
+            why = _over(self.state.phase)
+            self._event("refused", now, node=node, detail=f"{kind} refused: {why}")
+            if refused is not None:
+                refused.append(why)
+            return None
         current = self._current()
         start = max(self.plan.rate * (now + self.lead - self.state.epoch), current.start + 1e-9)
         try:
@@ -189,6 +195,8 @@ class Churn:
         epoch = self.state.epoch
         if assignment is None or epoch is None:
             why = "the run has not started"
+        elif self.state.phase != "running":
+            why = _over(self.state.phase)
         elif address is None:
             why = f"address {msg.address!r} has a wildcard host; bind a specific address"
         elif msg.value is None or len(msg.value) != self.plan.dim:
@@ -261,6 +269,7 @@ class Churn:
         assert self.state.epoch is not None
         self.view = new
         self.state.view_eta = new.eta
+        self.state.unreach()  # a new mean to reach (only with keep_running can it be reached)
         self._command = {
             "cmd": "view",
             "run": self.state.run_id,
@@ -305,3 +314,11 @@ class Churn:
         self.state.message = f"membership: {kind} {name or node or ''} {fields.get('detail', '')}"
         self.state.touch()
         log.info("membership event: %s", event)
+
+
+def _over(phase: str) -> str:
+    """Why no membership change is taken in ``phase`` (the final reports are being taken)."""
+    return (
+        f"the run is {phase}: the final values are taken over the current members, "
+        "so the membership no longer changes (a node that wants out can just stop now)"
+    )

@@ -101,6 +101,7 @@ class Coordinator:
         self._retained_seen = asyncio.Event()
         self._pace = (0.0, 0)
         self._t_stop: float | None = None
+        self._asked_stop = ""
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
@@ -316,7 +317,8 @@ class Coordinator:
                     self.state.record(point, may_reach=False)
                     # One estimate can dip below eps (reports are not simultaneous; ARG's error
                     # is not monotone): the rule confirms it on later reports of every node.
-                    first = rule.observe(evaluated)
+                    view = self.churn.view
+                    first = rule.observe(evaluated, -math.inf if view is None else view.start)
                     if first is not None:
                         self.state.mark_reached(first.t, first.wall)
                     if self.state.phase == "running" and not evaluated.stopped:
@@ -335,9 +337,11 @@ class Coordinator:
                     if self.state.reached and not was:
                         self.log.write("reached", t_eps=self.state.t_eps, wall_s=point.wall - epoch)
                         self._publish_status()
-            if self.config.keep_running:
+            if self._asked_stop:
+                stop_reason = self._asked_stop
+            elif self.config.keep_running:
                 continue
-            if self.state.reached:
+            elif self.state.reached:
                 stop_reason = "reached"
             elif self._diverged():
                 stop_reason = "diverged"
@@ -351,6 +355,12 @@ class Coordinator:
             ):
                 stop_reason = "timeout"
         return await self._stop(stop_reason)
+
+    def request_stop(self, reason: str = "asked") -> None:
+        """Stop the run at the next metrics period, even with ``keep_running``: the nodes are
+        told to stop and their final reports taken, as when eps is reached (``reason`` goes to
+        the summary)."""
+        self._asked_stop = reason or "asked"
 
     def _diverged(self) -> bool:
         history = self.state.history

@@ -207,6 +207,12 @@ class ClusterState:
             self.wall_eps = wall
             self.touch()
 
+    def unreach(self) -> None:
+        """Forget that ``eps`` was reached: the membership changed, so the target did too."""
+        if self.reached:
+            self.reached, self.t_eps, self.wall_eps = False, None, None
+            self.touch()
+
     # -- derived values ------------------------------------------------------------------------
 
     @property

@@ -89,6 +89,9 @@ have not reached it yet: the neighbour checks it, and hands it out of
 :meth:`Exchanger.take_moved` for its transport to send there from now on; a route, never
 state (:mod:`gossip.recovery`).
 
+Stopping: a closed node exits only once its neighbours can no longer need its answers
+(:mod:`gossip.parting`).
+
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
 :mod:`gossip.protocol`); :class:`Exchanger` looks them up and carries them out: this module
 serves and receives, its base :class:`gossip.initiating.Initiator` initiates (steps 1 and 3).
@@ -109,6 +112,7 @@ from gossip.errors import GossipError, LocalError, ProtocolError
 from gossip.initiating import ExchangeValue
 from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
+from gossip.parting import Parting
 from gossip.protocol import (
     INITIATOR_TRANSITIONS,
     SEQ_WINDOW,
@@ -124,9 +128,9 @@ from gossip.protocol import (
     Standing,
     TimeBase,
 )
-from gossip.recovery import Recovering
 from gossip.wire import (
     Busy,
+    Done,
     LedgerReply,
     LedgerRequest,
     Message,
@@ -163,7 +167,7 @@ DEFERRED = b""
 its answer comes later from :meth:`Exchanger.take_released`, with the route given."""
 
 
-class Exchanger(Recovering):
+class Exchanger(Parting):
     """One node's side of every exchange: what to send, and what to do with what arrives.
 
     Parameters
@@ -240,6 +244,7 @@ class Exchanger(Recovering):
         self._deferred: dict[tuple[int, int], tuple[Request, bytes | None]] = {}
         self._released: list[tuple[bytes | None, bytes]] = []
         self._start_recovery(recover)
+        self._start_parting()
 
     def take_released(self) -> list[tuple[bytes | None, bytes]]:
         """Return (and forget) the answers to deferred requests, with the routes given to
@@ -346,6 +351,8 @@ class Exchanger(Recovering):
         if isinstance(message, Moved):
             self._on_moved(message, route)
             return None
+        if isinstance(message, Done):
+            return self._on_done(message, route)
         raise ProtocolError(f"a {message.TYPE} message is not part of the exchange protocol")
 
     def _standing(self, msg: Request) -> Standing:

@@ -26,6 +26,8 @@ Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
   (it is closed or recovering)
 * :class:`LedgerRequest` / :class:`LedgerReply` -- a neighbour's cumulative flow on an edge
 * :class:`Moved`    -- a restarted node's address, so that its neighbours send to it there
+* :class:`Done`     -- a stopping node's goodbye: nothing of ours is pending with you
+  (:mod:`gossip.parting`)
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
 :class:`Neighbor` entries) and :class:`RegisterError`; :class:`Leave` (a node leaving for good).
@@ -67,6 +69,7 @@ __all__ = [
     "VERSION",
     "Bootstrap",
     "Busy",
+    "Done",
     "Leave",
     "LedgerReply",
     "LedgerRequest",
@@ -190,6 +193,17 @@ class Moved:
 
 
 @dataclass(frozen=True, slots=True)
+class Done:
+    """Node -> neighbour: no exchange of mine on ``edge`` is pending; ``heard`` is 1 once I
+    have had the neighbour's own Done on it, else 0 (:mod:`gossip.parting`)."""
+
+    TYPE: ClassVar[str] = "done"
+    src: int
+    edge: int
+    heard: int
+
+
+@dataclass(frozen=True, slots=True)
 class Register:
     """Node -> coordinator: I am ``name``, reachable at ``address``; optionally my own value."""
 
@@ -277,6 +291,7 @@ Message: TypeAlias = (
     | LedgerRequest
     | LedgerReply
     | Moved
+    | Done
     | Register
     | Leave
     | Bootstrap
@@ -295,6 +310,7 @@ _CLASSES: tuple[type[Any], ...] = (
     RegisterError,
     Moved,
     Leave,
+    Done,
 )
 MESSAGE_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in _CLASSES)
 """The valid values of the ``type`` field."""
@@ -387,6 +403,7 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
         {"src": integer, "edge": integer, "seq": integer, "t": number, "fx": floats, "fz": floats},
     ),
     Moved.TYPE: (Moved, {"src": integer, "edge": integer, "address": string}),
+    Done.TYPE: (Done, {"src": integer, "edge": integer, "heard": integer}),
     Register.TYPE: (
         Register,
         {"name": string, "address": string, "value": optional_floats, "pid": integer},

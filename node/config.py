@@ -62,7 +62,9 @@ class NodeConfig:
     drain : float
         Seconds to keep serving normally after a stop, before refusing new exchanges.
     linger : float
-        Seconds to keep answering repeated requests after the final report, before exiting.
+        After the final report, the longest wait in seconds for every neighbour to be done
+        with this node's answers (:mod:`gossip.parting`; they say so within a round trip or
+        two, a dead neighbour never does).
     register_every : float
         Seconds between re-sent registrations while waiting for the bootstrap.
     register_timeout : float or None
@@ -102,7 +104,7 @@ class NodeConfig:
     timeout: float = 0.2
     max_timeout: float = 2.0
     drain: float = 0.5
-    linger: float = 2.0
+    linger: float = 10.0
     register_every: float = 2.0
     register_timeout: float | None = None
     seed: int | None = None

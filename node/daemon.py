@@ -24,8 +24,9 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
 Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating (activations still owed are
 dropped); keep serving normally for
 ``drain`` seconds while our own exchanges settle; then close (new requests get a Nack, repeated
-ones their cached answer), so the state is final; publish the final report; keep answering for
-``linger`` seconds so the neighbours' retries are answered; exit 0.
+ones their cached answer), so the state is final; publish the final report; keep answering
+until every neighbour is done with us and knows we are done with it (:mod:`gossip.parting`),
+at most ``linger`` seconds; exit 0.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 
 _RETRY_GRAIN = 0.01  # seconds; the retry task wakes at most this often (timeouts are longer)
 _RECOVER_EVERY = 0.5  # seconds between LedgerRequests while recovering
+_PART_EVERY = 0.1  # seconds between goodbyes (Done) to the neighbours that have not heard
+_PART_GRACE = 4 * _PART_EVERY  # seconds to keep answering goodbyes once parted
 _RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive neighbour
 # Seconds between two computations of the round-trip percentiles in the periodic reports: they
 # sort thousands of samples (the costliest part of a report), and move slowly.
@@ -100,7 +103,7 @@ class Node:
         timeout: float = 0.2,
         max_timeout: float = 2.0,
         drain: float = 0.5,
-        linger: float = 2.0,
+        linger: float = 10.0,
         seed: int | None = None,
         recover: bool | None = None,
         max_in_flight: int | None = None,
@@ -143,6 +146,7 @@ class Node:
         self.membership = NodeMembership(self)  # membership views: node.membership
         self.stop_requested = asyncio.Event()
         self._bounced = asyncio.Event()  # set when a Busy queued an activation to start later
+        self._parted = asyncio.Event()  # set when, stopping, every neighbour said goodbye
         self.final: dict[str, Any] | None = None
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
         self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
@@ -223,7 +227,7 @@ class Node:
             self.final = self.report(final=True)
             if mqtt is not None:
                 await mqtt.publish_final(self.final)
-            await asyncio.sleep(self.linger)
+            await self._part()
             for task in tasks:
                 task.cancel()
         return 0
@@ -240,6 +244,24 @@ class Node:
         abandoned = ex.abandon_all()
         if abandoned:
             log.warning("%d exchanges still unanswered at stop: counted as failed", abandoned)
+
+    async def _part(self) -> None:
+        """Answer repeated requests until the neighbours are done with us (the rule of
+        :mod:`gossip.parting`), for at most ``linger`` seconds (a dead one never says so)."""
+        ex, transport = self.exchanger, self.transport
+        deadline = self.clock() + self.linger
+        while not ex.parted and self.clock() < deadline:
+            for out in ex.goodbyes():
+                transport.send(out.peer, out.frame)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_PART_EVERY):
+                    await self._parted.wait()
+        if not ex.parted:
+            log.warning("stopped without every neighbour's goodbye (after %.1f s)", self.linger)
+            return
+        # Our last answer to a goodbye may be lost, and its sender re-sends: answer a few more
+        # (or it waits for its own deadline: slower, never wrong).
+        await asyncio.sleep(min(_PART_GRACE, max(0.0, deadline - self.clock())))
 
     async def _receive(self) -> None:
         # With a transport that hands frames straight to _on_frame (set in run), recv() only
@@ -266,6 +288,8 @@ class Node:
         self._send_released()
         if ex.counters.bounced != bounced:
             self._bounced.set()  # a refused activation to start after a pause: re-arm
+        if not ex.open and ex.parted:
+            self._parted.set()
 
     def _follow_moves(self) -> None:
         """Send to each neighbour that announced another address there from now on."""

@@ -1,13 +1,21 @@
 """The coordinator of the churn tests (test_churn_live, test_churn_secure): line:8 at 60/s,
-one-hot values to 1e-8, short timings; each test overrides what it needs."""
+one-hot values to 1e-8, short timings; each test overrides what it needs.
+
+The coordinator keeps running until the test has made its last membership change and the
+members of the last view have reached eps (:func:`stop_once_reached`): a loaded machine can
+take seconds to start a ``gossip node --leave`` process, and a run that reached eps before the
+change would stop before it (a change is refused once the run is stopping).
+"""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from coordinator.broker import RunningBroker
 from coordinator.procs import free_port
-from coordinator.service import CoordinatorConfig
+from coordinator.records import RunSummary
+from coordinator.service import Coordinator, CoordinatorConfig
 
 
 def churn_config(broker: RunningBroker, tmp_path: Path, **over: object) -> CoordinatorConfig:
@@ -26,7 +34,18 @@ def churn_config(broker: RunningBroker, tmp_path: Path, **over: object) -> Coord
         "start_delay": 0.5,
         "register_timeout": 90.0,
         "stop_timeout": 15.0,
-        "run_timeout": 200.0,
+        "keep_running": True,
     }
     base.update(over)
     return CoordinatorConfig(**base)  # type: ignore[arg-type]
+
+
+async def stop_once_reached(
+    coord: Coordinator, run: asyncio.Task[RunSummary | None], within: float = 120.0
+) -> RunSummary | None:
+    """After the test's last change: wait until the current view reaches eps, then stop."""
+    async with asyncio.timeout(within):
+        while not coord.state.reached:  # noqa: ASYNC110 -- the coordinator's state: no event
+            await asyncio.sleep(0.05)
+    coord.request_stop("reached")
+    return await run

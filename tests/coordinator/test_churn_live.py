@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _churn import churn_config
+from _churn import churn_config, stop_once_reached
 
 from coordinator.broker import RunningBroker
 from coordinator.service import Coordinator
@@ -106,7 +106,7 @@ async def test_a_node_leaves_for_good_and_the_survivors_converge_to_their_mean(
             await _until(lambda: coord.state.activations() > 80, 120)
             assert await _leave(mosquitto, config.cluster, "n7") == 0
             await _until(lambda: coord.state.departed, 30)
-            summary = await run
+            summary = await stop_once_reached(coord, run)
         async with asyncio.timeout(90):
             codes = [await p.wait() for p in procs]
     finally:
@@ -141,7 +141,7 @@ async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
             await _until(lambda: coord.state.activations() > 80, 120)
             procs[7].kill()  # kill -9: no final report, no goodbye
             await _until(lambda: coord.state.departed, 30)
-            summary = await run
+            summary = await stop_once_reached(coord, run)
     finally:
         for p in procs:
             if p.returncode is None:
@@ -169,7 +169,7 @@ async def test_a_node_joins_a_running_cluster_and_the_mean_moves_to_include_it(
             log = tmp_path / "joiner.log"
             procs.append(await spawn_node(config.bind, "joiner", log, "--join", "--value", "8"))
             await _until(lambda: coord.state.churn, 60)
-            summary = await run
+            summary = await stop_once_reached(coord, run)
         async with asyncio.timeout(90):
             codes = [await p.wait() for p in procs]
     finally:

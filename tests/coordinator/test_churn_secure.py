@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import zmq
 import zmq.asyncio
-from _churn import churn_config
+from _churn import churn_config, stop_once_reached
 from zmq.utils.monitor import recv_monitor_message
 
 from coordinator.broker import MosquittoAuth, RunningBroker, find_mosquitto, mosquitto_broker
@@ -185,7 +185,7 @@ async def test_only_a_nodes_own_key_makes_it_leave_and_the_survivors_converge(
             assert (
                 await _handshake(node6, server6, keys / "node-7") == zmq.EVENT_HANDSHAKE_FAILED_AUTH
             )
-            summary = await run
+            summary = await stop_once_reached(coord, run)
         async with asyncio.timeout(90):
             codes = [await p.wait() for p in procs]
     finally:
@@ -224,7 +224,7 @@ async def test_a_dead_node_goes_and_a_spare_key_joins_a_secured_cluster(
             joiner = await _spawn(config.bind, keys, 8, tmp_path, "--join", "--value", "8")
             procs.append(joiner)
             await _until(lambda: len(events) >= 2, 60)
-            summary = await run
+            summary = await stop_once_reached(coord, run)
         async with asyncio.timeout(90):
             codes = [await p.wait() for p in procs]
     finally:

@@ -182,3 +182,27 @@ def test_a_secured_join_carries_the_keys_both_ways() -> None:
     assert {n.key for n in boot.neighbors} == {f"key{n.peer_id}" for n in boot.neighbors}
     assert boot.broker.startswith("mqtt://node-5:")  # its own MQTT account
     assert out.sent[-1][1]["keys"] == {"5": "keyS"}  # its new neighbours admit this key
+
+
+@pytest.mark.parametrize("phase", ["stopping", "done"])
+def test_no_leave_join_or_death_is_taken_once_the_run_is_stopping(phase: str) -> None:
+    # The finals are taken over the current members: a change accepted now would start a view
+    # after the stop, and its leaver's mass would be missing from the survivors' final sum.
+    churn, out = _churn(dead_after=2.0)
+    churn.state.phase = phase  # type: ignore[assignment]
+    why = churn.on_leave("n4", "n4", now=1010.0)
+    assert why is not None
+    assert phase in why
+    answer = churn.join(Register("j", "tcp://127.0.0.1:7100", (4.0,), 1), "x", _assignment(5))
+    assert isinstance(answer, Refused)
+    assert phase in answer.reason
+    for k in range(5):
+        churn.state.nodes[k] = NodeView(node=k, received=1000.0 if k == 0 else 1009.0)
+    churn.tick(1010.0)
+    assert churn.state.departed == set()
+    assert out.sent == []
+    assert [e["kind"] for e in churn.state.churn] == ["refused", "refused"]
+    churn.state.phase = "running"
+    churn.state.nodes[0].received = 1011.0  # heard again: only the leave below changes views
+    assert churn.on_leave("n4", "n4", now=1011.0) is None  # the control: running, it is taken
+    assert churn.state.departed == {4}

@@ -250,6 +250,23 @@ def test_rule_needs_points_in_a_row_and_a_newer_report_of_every_node() -> None:
         assert again.t == 150.0
 
 
+def test_points_before_the_latest_views_start_neither_count_nor_confirm() -> None:
+    # A leave accepted at t=100 starts its view at T=160: the points until then measure the
+    # members being left, however small their error.
+    rule = EpsRule(EPS, confirm=2)
+    for t in (110.0, 130.0, 150.0):
+        assert rule.observe(_ev(1e-7, t, [t - 1, t - 1]), not_before=160.0) is None
+    assert rule.observe(_ev(1e-7, 160.0, [159.0, 159.0]), not_before=160.0) is None
+    first = rule.observe(_ev(1e-7, 170.0, [169.0, 169.0]), not_before=160.0)
+    assert first is not None
+    assert first.t == 160.0
+    # A point before the start also breaks a run that had begun under an earlier view.
+    rule = EpsRule(EPS, confirm=2)
+    assert rule.observe(_ev(1e-7, 100.0, [99.0, 99.0])) is None
+    assert rule.observe(_ev(1e-7, 110.0, [109.0, 109.0]), not_before=200.0) is None
+    assert rule.observe(_ev(1e-7, 210.0, [209.0, 209.0]), not_before=200.0) is None
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

@@ -32,7 +32,7 @@ async def run_cluster(
         if faults.active:
             transport = FaultyTransport(transport, faults, seed=v)
         nodes.append(
-            Node(boot, transport, timeout=0.05, max_timeout=0.4, drain=0.3, linger=0.5, seed=v)
+            Node(boot, transport, timeout=0.05, max_timeout=0.4, drain=0.3, linger=5.0, seed=v)
         )
     async with asyncio.TaskGroup() as tg:
         runs = [tg.create_task(node.run(), name=f"node-{v}") for v, node in enumerate(nodes)]

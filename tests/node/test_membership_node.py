@@ -49,7 +49,7 @@ async def test_a_leaver_stops_and_the_survivors_converge_to_their_own_mean(
         if faults.active:
             transport = FaultyTransport(transport, faults, seed=v)
         nodes.append(
-            Node(boot, transport, timeout=0.05, max_timeout=0.4, drain=0.3, linger=0.5, seed=v)
+            Node(boot, transport, timeout=0.05, max_timeout=0.4, drain=0.3, linger=5.0, seed=v)
         )
     view0 = first_view(topo.n, [(int(u), int(v)) for u, v in topo.edges])
     async with asyncio.TaskGroup() as tg:

@@ -1,0 +1,71 @@
+"""How a stopping node parts from its neighbours without losing half an exchange.
+
+The one rule (stated here): **a stopping node leaves only once no neighbour can still be
+waiting for its answer to an exchange it applied.** An exchange the node served is applied on
+its side at once, and on the initiator's only when the reply arrives. If the reply is lost the
+initiator re-sends the request, and the server's cache answers it again, but only while the
+server is there: a server that exits first leaves the initiator to count the exchange failed
+while the server kept its half, and the sums are off by one flow.
+
+So, once a node is closed (it starts nothing, and answers only repeated requests,
+:meth:`~gossip.exchange.Exchanger.close`), it sends a :class:`~gossip.wire.Done` on every edge
+on which nothing of its own is pending (:meth:`Parting.goodbyes`), again and again until the
+neighbour has heard it. A ``Done`` always means "no exchange I started on this edge is
+pending"; its ``heard`` field says "and I have had your Done". A node answers a Done on the
+edge's route with its own Done (``heard=1``) when nothing of its own is pending on that edge,
+whether it is stopping too or still running: a running neighbour that answers may start
+exchanges later, but this node Nacks them or is gone, and either way neither end applies them.
+
+A node has parted (:attr:`Parting.parted`) when, on every edge, it has had the neighbour's Done
+(no retry of the neighbour's can still come for an answer) and the neighbour has heard its own
+(the neighbour need not wait for it either). Then it may exit. A dead neighbour never answers:
+the node then exits at its own deadline (``linger``), and only that neighbour's exchanges can
+be off, as before this rule.
+"""
+
+from __future__ import annotations
+
+from gossip.protocol import Outgoing
+from gossip.recovery import Recovering
+from gossip.wire import Done, encode
+
+__all__ = ["Parting"]
+
+
+class Parting(Recovering):
+    """The parting half of a node's :class:`~gossip.exchange.Exchanger` (module header)."""
+
+    # Edges whose neighbour has said it has nothing pending with us, and edges whose neighbour
+    # has heard that we have nothing pending with it.
+    _done_from: set[int]
+    _heard_by: set[int]
+
+    def _start_parting(self) -> None:
+        self._done_from, self._heard_by = set(), set()
+
+    def goodbyes(self) -> list[Outgoing]:
+        """Return a Done for every edge whose neighbour has not heard ours yet (empty while
+        this node is open): send them, and again every so often, until :attr:`parted`."""
+        if self.open:
+            return []
+        return [
+            Outgoing(state.link.peer, encode(Done(self.node_id, e, int(e in self._done_from))))
+            for e, state in self._edges.items()
+            if e not in self._heard_by and not state.pending
+        ]
+
+    @property
+    def parted(self) -> bool:
+        """Whether this closed node may exit: on every edge the neighbour is done with it, and
+        has heard that it is done with the neighbour."""
+        edges = self._edges.keys()
+        return not self.open and edges <= self._done_from and edges <= self._heard_by
+
+    def _on_done(self, msg: Done, route: bytes | None) -> bytes | None:
+        state = self._edge_from(msg.src, msg.edge)
+        self._done_from.add(msg.edge)
+        if msg.heard:
+            self._heard_by.add(msg.edge)
+        if route is None or state.pending:
+            return None  # an answer, or ours are not settled yet: our own Done comes later
+        return encode(Done(self.node_id, msg.edge, 1))
