@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 _RETRY_GRAIN = 0.01  # seconds; the retry task wakes at most this often (timeouts are longer)
 _RECOVER_EVERY = 0.5  # seconds between LedgerRequests while recovering
-_PART_EVERY = 0.1  # seconds between goodbyes (Done) to the neighbours that have not heard
+_PART_EVERY = 0.1  # least seconds between goodbyes (Done) to neighbours that have not heard
 _PART_GRACE = 4 * _PART_EVERY  # seconds to keep answering goodbyes once parted
 _RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive neighbour
 # Seconds between two computations of the round-trip percentiles in the periodic reports: they
@@ -254,7 +254,9 @@ class Node:
             for out in ex.goodbyes():
                 transport.send(out.peer, out.frame)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(_PART_EVERY):
+                # Not faster than a retry of an exchange would be: a thousand nodes in one
+                # process must not flood each other with goodbyes.
+                async with asyncio.timeout(max(_PART_EVERY, ex.current_timeout())):
                     await self._parted.wait()
         if not ex.parted:
             log.warning("stopped without every neighbour's goodbye (after %.1f s)", self.linger)
