@@ -10,6 +10,7 @@ change would stop before it (a change is refused once the run is stopping).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from coordinator.broker import RunningBroker
@@ -44,8 +45,28 @@ async def stop_once_reached(
     coord: Coordinator, run: asyncio.Task[RunSummary | None], within: float = 120.0
 ) -> RunSummary | None:
     """After the test's last change: wait until the current view reaches eps, then stop."""
-    async with asyncio.timeout(within):
-        while not coord.state.reached:  # noqa: ASYNC110 -- the coordinator's state: no event
-            await asyncio.sleep(0.05)
+    await until(lambda: coord.state.reached, within)
     coord.request_stop("reached")
     return await run
+
+
+async def until(predicate: Callable[[], object], within: float) -> None:
+    """Wait for ``predicate()`` to hold (a count or an event, never a fixed time)."""
+    async with asyncio.timeout(within):
+        while not predicate():  # noqa: ASYNC110 -- the coordinator's state: no event to await
+            await asyncio.sleep(0.05)
+
+
+async def exit_codes(
+    procs: Sequence[asyncio.subprocess.Process], within: float = 90.0
+) -> list[int]:
+    """Wait for every node process to exit (they stop once the run is over): their codes."""
+    async with asyncio.timeout(within):
+        return [await p.wait() for p in procs]
+
+
+def kill_left(procs: Sequence[asyncio.subprocess.Process]) -> None:
+    """Kill the node processes still running (a failed test leaves none behind)."""
+    for p in procs:
+        if p.returncode is None:
+            p.kill()

@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _churn import churn_config, stop_once_reached
+from _churn import churn_config, exit_codes, kill_left, stop_once_reached, until
 
 from coordinator.broker import RunningBroker
 from coordinator.service import Coordinator
@@ -44,15 +43,6 @@ async def spawn_node(
             stdout=asyncio.subprocess.DEVNULL,
             stderr=err,
         )
-
-
-async def _until(predicate: Callable[[], object], within: float) -> None:
-    """Wait for ``predicate()`` to hold (a count or an event, never a fixed time)."""
-    async with asyncio.timeout(within):
-        while True:
-            if predicate():
-                return
-            await asyncio.sleep(0.05)
 
 
 async def _leave(broker: RunningBroker, cluster: str, name: str) -> int:
@@ -103,16 +93,13 @@ async def test_a_node_leaves_for_good_and_the_survivors_converge_to_their_mean(
             for k in range(8):
                 log = tmp_path / f"n{k}.log"
                 procs.append(await spawn_node(config.bind, f"n{k}", log))
-            await _until(lambda: coord.state.activations() > 80, 120)
+            await until(lambda: coord.state.activations() > 80, 120)
             assert await _leave(mosquitto, config.cluster, "n7") == 0
-            await _until(lambda: coord.state.departed, 30)
+            await until(lambda: coord.state.departed, 30)
             summary = await stop_once_reached(coord, run)
-        async with asyncio.timeout(90):
-            codes = [await p.wait() for p in procs]
+        codes = await exit_codes(procs)
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.kill()
+        kill_left(procs)
     assert codes == [0] * 8  # the leaver stopped cleanly too
     assert summary is not None
     assert summary.reached, coord.state.message
@@ -138,14 +125,12 @@ async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
             for k in range(8):
                 log = tmp_path / f"n{k}.log"
                 procs.append(await spawn_node(config.bind, f"n{k}", log))
-            await _until(lambda: coord.state.activations() > 80, 120)
+            await until(lambda: coord.state.activations() > 80, 120)
             procs[7].kill()  # kill -9: no final report, no goodbye
-            await _until(lambda: coord.state.departed, 30)
+            await until(lambda: coord.state.departed, 30)
             summary = await stop_once_reached(coord, run)
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.kill()
+        kill_left(procs)
     assert summary is not None
     assert summary.reached, coord.state.message
     _check_survivors(coord, 7, config.until)
@@ -165,17 +150,14 @@ async def test_a_node_joins_a_running_cluster_and_the_mean_moves_to_include_it(
             for k in range(8):
                 log = tmp_path / f"n{k}.log"
                 procs.append(await spawn_node(config.bind, f"n{k}", log))
-            await _until(lambda: coord.state.activations() > 80, 120)
+            await until(lambda: coord.state.activations() > 80, 120)
             log = tmp_path / "joiner.log"
             procs.append(await spawn_node(config.bind, "joiner", log, "--join", "--value", "8"))
-            await _until(lambda: coord.state.churn, 60)
+            await until(lambda: coord.state.churn, 60)
             summary = await stop_once_reached(coord, run)
-        async with asyncio.timeout(90):
-            codes = [await p.wait() for p in procs]
+        codes = await exit_codes(procs)
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.kill()
+        kill_left(procs)
     state = coord.state
     event = state.churn[0]
     assert event["kind"] == "join", event

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiomqtt
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import zmq
 import zmq.asyncio
-from _churn import churn_config, stop_once_reached
+from _churn import churn_config, exit_codes, kill_left, stop_once_reached, until
 from zmq.utils.monitor import recv_monitor_message
 
 from coordinator.broker import MosquittoAuth, RunningBroker, find_mosquitto, mosquitto_broker
@@ -95,13 +95,6 @@ async def _leave(coordinator: str, keys: Path, k: int, name: str, tmp_path: Path
     return await proc.wait()
 
 
-async def _until(predicate: Callable[[], object], within: float) -> None:
-    """Wait for ``predicate()`` to hold (a count or an event, never a fixed time)."""
-    async with asyncio.timeout(within):
-        while not predicate():  # noqa: ASYNC110 -- the coordinator's state: no event to await
-            await asyncio.sleep(0.05)
-
-
 async def _handshake(address: str, server: str, client: Path) -> int:
     """Connect to ``address`` (server key ``server``) with ``client``'s key: the zmq event."""
     ctx = zmq.asyncio.Context()
@@ -158,7 +151,7 @@ async def test_only_a_nodes_own_key_makes_it_leave_and_the_survivors_converge(
             await coord.bound.wait()
             for k in range(_NODES):
                 procs.append(await _spawn(config.bind, keys, k, tmp_path))
-            await _until(lambda: coord.state.activations() > 80, 120)
+            await until(lambda: coord.state.activations() > 80, 120)
             node6 = coord.state.nodes[6].address
             server6 = load_identity(keys / "node-6").public
             # Node 7 is node 6's neighbour: its key gets in (the control of the check below).
@@ -166,7 +159,7 @@ async def test_only_a_nodes_own_key_makes_it_leave_and_the_survivors_converge(
                 await _handshake(node6, server6, keys / "node-7") == zmq.EVENT_HANDSHAKE_SUCCEEDED
             )
             await _forge_over_mqtt(secure_broker, keys, config.cluster)
-            await _until(lambda: events, 30)
+            await until(lambda: events, 30)
             assert [e["kind"] for e in events] == ["refused"]
             assert "marker" in events[0]["detail"]  # node 1's leave never came through
             # Node 0's key asks node 7 to leave over CURVE: refused, said, counted.
@@ -178,20 +171,17 @@ async def test_only_a_nodes_own_key_makes_it_leave_and_the_survivors_converge(
             assert "forged" in events[-1]["detail"]
             # Node 7's own key: taken.
             assert await _leave(config.bind, keys, 7, "node-7", tmp_path) == 0
-            await _until(lambda: coord.state.departed, 30)
+            await until(lambda: coord.state.departed, 30)
             log6 = tmp_path / "node-6.log"
-            await _until(lambda: "membership view 1 from" in log6.read_text(), 60)
+            await until(lambda: "membership view 1 from" in log6.read_text(), 60)
             # Switched: node 6 no longer admits the leaver's key.
             assert (
                 await _handshake(node6, server6, keys / "node-7") == zmq.EVENT_HANDSHAKE_FAILED_AUTH
             )
             summary = await stop_once_reached(coord, run)
-        async with asyncio.timeout(90):
-            codes = [await p.wait() for p in procs]
+        codes = await exit_codes(procs)
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.kill()
+        kill_left(procs)
     assert codes == [0] * _NODES  # the leaver stopped cleanly too
     assert summary is not None
     assert summary.reached, coord.state.message
@@ -218,19 +208,16 @@ async def test_a_dead_node_goes_and_a_spare_key_joins_a_secured_cluster(
             await coord.bound.wait()
             for k in range(_NODES):
                 procs.append(await _spawn(config.bind, keys, k, tmp_path))
-            await _until(lambda: coord.state.activations() > 80, 120)
+            await until(lambda: coord.state.activations() > 80, 120)
             procs[7].kill()  # kill -9: no final report, no goodbye
-            await _until(lambda: coord.state.departed, 30)
+            await until(lambda: coord.state.departed, 30)
             joiner = await _spawn(config.bind, keys, 8, tmp_path, "--join", "--value", "8")
             procs.append(joiner)
-            await _until(lambda: len(events) >= 2, 60)
+            await until(lambda: len(events) >= 2, 60)
             summary = await stop_once_reached(coord, run)
-        async with asyncio.timeout(90):
-            codes = [await p.wait() for p in procs]
+        codes = await exit_codes(procs)
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.kill()
+        kill_left(procs)
     assert [e["kind"] for e in events] == ["dead", "join"], events
     assert events[1]["node"] == _NODES
     assert events[1]["name"] == "node-8"
