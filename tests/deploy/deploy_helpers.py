@@ -120,7 +120,9 @@ class ComposeProject:
         labels = [f"com.docker.compose.project={self.name}"]
         if service is not None:
             labels.append(f"com.docker.compose.service={service}")
-        return list(self.client.containers.list(all=True, filters={"label": labels}))
+        # A container removed between the listing and its inspection is simply gone.
+        filters = {"label": labels}
+        return list(self.client.containers.list(all=True, filters=filters, ignore_removed=True))
 
     def networks(self) -> list[Any]:
         """The project's networks."""

@@ -99,7 +99,8 @@ def remove_stack(client: Any, stack: str, timeout: float = 300, force_after: flo
             ["docker", "stack", "rm", stack], capture_output=True, text=True, timeout=120
         )
         said = (rm.stdout + rm.stderr).strip()[-600:]
-        containers = client.containers.list(all=True, filters=label)
+        # Swarm removes containers while we list them: a vanished one is simply gone.
+        containers = client.containers.list(all=True, filters=label, ignore_removed=True)
         networks = client.networks.list(filters=label)
         if not containers and not networks:
             break
