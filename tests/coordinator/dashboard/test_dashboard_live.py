@@ -8,10 +8,12 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.procs import free_port, spawn, stop_process
@@ -45,6 +47,20 @@ async def _wait_running(session: aiohttp.ClientSession, url: str, proc: object) 
     raise AssertionError("the cluster did not start reporting within 90 s")
 
 
+async def _wait_page(page: Any, condition: str, tmp_path: Path) -> None:
+    """Wait for ``condition`` in the page; if it never holds, say what the page and run saw."""
+    try:
+        await page.wait_for_function(condition, timeout=30_000)
+    except PlaywrightTimeout:
+        seen = await page.evaluate(
+            "window.__dash ? JSON.stringify({errors: window.__dash.errors, "
+            "snapshots: window.__dash.snapshots, graph: window.__dash.graphNodes()}) : 'no page'"
+        )
+        log = (tmp_path / "up.log").read_text(errors="replace")[-3000:]
+        message = f"{condition!r} never held; the page: {seen}; up.log:\n{log}"
+        raise AssertionError(message) from None
+
+
 async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
     need(CHROMIUM)
     need("mosquitto")
@@ -52,8 +68,10 @@ async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
     token = "live-test"
     argv = [
         sys.executable, "-m", "cli.app", "up",
-        "--graph", "grid:3x3", "--algorithm", "arg", "--rate", "200",
-        # Never reached: the run lasts until the test stops it (or the timeout).
+        # The run must outlast the test: ARG on grid:3x3 reaches the float floor (every x equal
+        # to the mean, error exactly 0, which is <= any eps) near t = 700-900, so at rate 10 it
+        # lasts over a minute of wall time from t = 0, whatever the machine's load.
+        "--graph", "grid:3x3", "--algorithm", "arg", "--rate", "10",
         "--until", "1e-300", "--timeout", "120",
         "--metrics-file", str(tmp_path / "run.jsonl"), "--log-dir", str(tmp_path / "logs"),
         "--dashboard-port", str(port), "--dashboard-token", token,
@@ -69,14 +87,11 @@ async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
             async with chromium_tab() as tab:
                 page = tab.page
                 await page.goto(f"{url}?token={token}")
-                await page.wait_for_function(
-                    "window.__dash && window.__dash.graphNodes() === 9", timeout=30_000
-                )
-                await page.wait_for_function("window.__dash.livePoints() >= 2", timeout=30_000)
+                nine = "window.__dash && window.__dash.graphNodes() === 9"
+                await _wait_page(page, nine, tmp_path)
+                await _wait_page(page, "window.__dash.livePoints() >= 2", tmp_path)
                 before = await page.evaluate("window.__dash.livePoints()")
-                await page.wait_for_function(
-                    f"window.__dash.livePoints() >= {before + 3}", timeout=30_000
-                )
+                await _wait_page(page, f"window.__dash.livePoints() >= {before + 3}", tmp_path)
                 rows = await page.locator("#nodes-table tbody tr").count()
                 assert rows == 9
                 assert await page.locator("#c-alive").inner_text() == "9 / 9"
