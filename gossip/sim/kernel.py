@@ -17,6 +17,9 @@ from gossip.sim.streams import next_double, pcg_seed, seed_state, standard_expon
 
 __all__ = ["BATCH", "sweep_runs"]
 
+REBASE = 30.0
+"""q's base time moves to an activation's time once ``exp(rate (t - q_base))`` is below e^-30."""
+
 BATCH = max(1, int(CHUNK_T + _SPARE_SD * math.sqrt(CHUNK_T) + 16.0))  # as events.draw_chunk
 """Gaps drawn at a time in a window (the NumPy engine draws the same batches)."""
 
@@ -54,18 +57,26 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
     tracks_z = eta != 0.0 or c != 0.0  # plain gossip: z never feeds back, mixing is identity
     rate = -2.0 * eta  # as gossip.mixing.decay: (-2 eta) tau
     flat = initial.ravel()
-    x = np.empty(n * d, dtype=np.float64)
-    z = np.empty(n * d, dtype=np.float64)
-    last = np.empty(n, dtype=np.float64)
+    # Plain gossip keeps x alone. Otherwise the state is (s, q) of gossip.sim.compiled: s = x + z
+    # (mixing leaves it alone) and q = (x - z) exp(-rate (t - q_base)), also constant under mixing.
+    x = np.empty(n * d, dtype=np.float64)  # x, or s
+    z = np.empty(n * d, dtype=np.float64)  # q
+    # A jump's gap x_b - x_a moves s_a by (1/2 + c) gap and x_a - z_a by (1/2 - c) gap.
+    to_s = 0.5 + c
+    to_q = 0.5 - c
     rng = np.empty(4, dtype=np.uint64)
     times = np.empty(BATCH, dtype=np.float64)
     edges = np.empty(BATCH, dtype=np.int64)
     events = 0
     for r in range(errors.shape[0]):
         pcg_seed(seed_state(seed, first_run + r), rng)
-        x[:] = flat
-        z[:] = flat
-        last[:] = 0.0
+        if tracks_z:
+            for i in range(n * d):
+                x[i] = 2.0 * flat[i]  # x = z: s = 2 x, q = 0
+                z[i] = 0.0
+        else:
+            x[:] = flat
+        q_base = 0.0
         col = 0
         for w in range(bounds.shape[0]):
             start = starts[w]
@@ -109,27 +120,27 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
                     a = end_u[e]
                     b = end_v[e]
                     if tracks_z:
-                        fa = math.exp(rate * (t - last[a]))
-                        fb = math.exp(rate * (t - last[b]))
-                        last[a] = t
-                        last[b] = t
+                        power = rate * (t - q_base)
+                        if power < -REBASE:
+                            # Move the base to t, so exp(power) never nears the float range.
+                            factor = math.exp(power)
+                            for slot in range(n * d):
+                                z[slot] *= factor
+                            q_base = t
+                            power = 0.0
+                        decayed = math.exp(power)  # one exp for both ends
+                        undo = 1.0 / decayed
                         for k in range(d):
                             ia = a * d + k
                             ib = b * d + k
-                            hs = 0.5 * (x[ia] + z[ia])
-                            hd = 0.5 * (x[ia] - z[ia]) * fa
-                            xa = hs + hd
-                            za = hs - hd
-                            hs = 0.5 * (x[ib] + z[ib])
-                            hd = 0.5 * (x[ib] - z[ib]) * fb
-                            xb = hs + hd
-                            zb = hs - hd
+                            xa = 0.5 * (x[ia] + z[ia] * decayed)
+                            xb = 0.5 * (x[ib] + z[ib] * decayed)
                             gap = xb - xa
-                            x[ia] = xa + 0.5 * gap
-                            z[ia] = za + c * gap
-                            gap = xa - xb
-                            x[ib] = xb + 0.5 * gap
-                            z[ib] = zb + c * gap
+                            x[ia] += to_s * gap
+                            x[ib] -= to_s * gap
+                            moved = to_q * gap * undo
+                            z[ia] += moved
+                            z[ib] -= moved
                     else:
                         for k in range(d):
                             ia = a * d + k
@@ -140,7 +151,7 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
                             x[ib] = xb + 0.5 * (xa - xb)
                     j += 1
                 if record[i]:
-                    errors[r, col] = _error(x, z, last, g, rate, tracks_z, mean, n, d)
+                    errors[r, col] = _error(x, z, q_base, g, rate, tracks_z, mean, n, d)
                     col += 1
             events += j
     return events
@@ -150,7 +161,7 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
 def _error(
     x: FloatArray,
     z: FloatArray,
-    last: FloatArray,
+    q_base: float,
     g: float,
     rate: float,
     tracks_z: bool,
@@ -158,15 +169,21 @@ def _error(
     n: int,
     d: int,
 ) -> float:
-    """``sum_v 1/2 |x_v(g) - mean|^2``, every node mixed to g on the fly (the state is kept)."""
+    """``sum_v 1/2 |x_v(g) - mean|^2``, every node's x read at g (the state is kept).
+
+    With z tracked, ``x`` and ``z`` hold s and q (see :func:`sweep_runs`): one exp for all nodes.
+    """
     total = 0.0
-    for v in range(n):
-        f = math.exp(rate * (g - last[v])) if tracks_z else 1.0
-        for k in range(d):
-            xv = x[v * d + k]
-            if tracks_z:
-                zv = z[v * d + k]
-                xv = 0.5 * (xv + zv) + 0.5 * (xv - zv) * f
-            gap = xv - mean[k]
-            total += gap * gap
+    if tracks_z:
+        decayed = math.exp(rate * (g - q_base))
+        for v in range(n):
+            for k in range(d):
+                i = v * d + k
+                gap = 0.5 * (x[i] + z[i] * decayed) - mean[k]
+                total += gap * gap
+    else:
+        for v in range(n):
+            for k in range(d):
+                gap = x[v * d + k] - mean[k]
+                total += gap * gap
     return 0.5 * total
