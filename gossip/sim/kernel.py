@@ -57,10 +57,11 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
     tracks_z = eta != 0.0 or c != 0.0  # plain gossip: z never feeds back, mixing is identity
     rate = -2.0 * eta  # as gossip.mixing.decay: (-2 eta) tau
     flat = initial.ravel()
-    # Plain gossip keeps x alone. Otherwise the state is (s, q) of gossip.sim.compiled: s = x + z
-    # (mixing leaves it alone) and q = (x - z) exp(-rate (t - q_base)), also constant under mixing.
-    x = np.empty(n * d, dtype=np.float64)  # x, or s
-    z = np.empty(n * d, dtype=np.float64)  # q
+    # Plain gossip keeps x alone. Otherwise a node's state is (s, q) of gossip.sim.compiled:
+    # s = x + z and q = (x - z) exp(-rate (t - q_base)), both constant under mixing.
+    x = np.empty(0 if tracks_z else n * d, dtype=np.float64)
+    s = np.empty(n * d if tracks_z else 0, dtype=np.float64)
+    q = np.empty(n * d if tracks_z else 0, dtype=np.float64)
     # A jump's gap x_b - x_a moves s_a by (1/2 + c) gap and x_a - z_a by (1/2 - c) gap.
     to_s = 0.5 + c
     to_q = 0.5 - c
@@ -71,9 +72,8 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
     for r in range(errors.shape[0]):
         pcg_seed(seed_state(seed, first_run + r), rng)
         if tracks_z:
-            for i in range(n * d):
-                x[i] = 2.0 * flat[i]  # x = z: s = 2 x, q = 0
-                z[i] = 0.0
+            s[:] = 2.0 * flat  # x = z at the start: s = 2 x, q = 0
+            q[:] = 0.0
         else:
             x[:] = flat
         q_base = 0.0
@@ -124,8 +124,7 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
                         if power < -REBASE:
                             # Move the base to t, so exp(power) never nears the float range.
                             factor = math.exp(power)
-                            for slot in range(n * d):
-                                z[slot] *= factor
+                            q *= factor
                             q_base = t
                             power = 0.0
                         decayed = math.exp(power)  # one exp for both ends
@@ -133,14 +132,14 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
                         for k in range(d):
                             ia = a * d + k
                             ib = b * d + k
-                            xa = 0.5 * (x[ia] + z[ia] * decayed)
-                            xb = 0.5 * (x[ib] + z[ib] * decayed)
+                            xa = 0.5 * (s[ia] + q[ia] * decayed)
+                            xb = 0.5 * (s[ib] + q[ib] * decayed)
                             gap = xb - xa
-                            x[ia] += to_s * gap
-                            x[ib] -= to_s * gap
+                            s[ia] += to_s * gap
+                            s[ib] -= to_s * gap
                             moved = to_q * gap * undo
-                            z[ia] += moved
-                            z[ib] -= moved
+                            q[ia] += moved
+                            q[ib] -= moved
                     else:
                         for k in range(d):
                             ia = a * d + k
@@ -151,39 +150,35 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
                             x[ib] = xb + 0.5 * (xa - xb)
                     j += 1
                 if record[i]:
-                    errors[r, col] = _error(x, z, q_base, g, rate, tracks_z, mean, n, d)
+                    if tracks_z:
+                        errors[r, col] = _error_mixed(s, q, math.exp(rate * (g - q_base)), mean)
+                    else:
+                        errors[r, col] = _error_plain(x, mean)
                     col += 1
             events += j
     return events
 
 
 @njit(cache=True, nogil=True)
-def _error(
-    x: FloatArray,
-    z: FloatArray,
-    q_base: float,
-    g: float,
-    rate: float,
-    tracks_z: bool,
-    mean: FloatArray,
-    n: int,
-    d: int,
-) -> float:
-    """``sum_v 1/2 |x_v(g) - mean|^2``, every node's x read at g (the state is kept).
-
-    With z tracked, ``x`` and ``z`` hold s and q (see :func:`sweep_runs`): one exp for all nodes.
-    """
+def _error_plain(x: FloatArray, mean: FloatArray) -> float:
+    """``sum_v 1/2 |x_v - mean|^2`` of plain gossip's ``x`` (``n * d``, node after node)."""
+    d = mean.shape[0]
     total = 0.0
-    if tracks_z:
-        decayed = math.exp(rate * (g - q_base))
-        for v in range(n):
-            for k in range(d):
-                i = v * d + k
-                gap = 0.5 * (x[i] + z[i] * decayed) - mean[k]
-                total += gap * gap
-    else:
-        for v in range(n):
-            for k in range(d):
-                gap = x[v * d + k] - mean[k]
-                total += gap * gap
+    for v in range(x.shape[0] // d):
+        for k in range(d):
+            gap = x[v * d + k] - mean[k]
+            total += gap * gap
+    return 0.5 * total
+
+
+@njit(cache=True, nogil=True)
+def _error_mixed(s: FloatArray, q: FloatArray, decayed: float, mean: FloatArray) -> float:
+    """``sum_v 1/2 |x_v - mean|^2`` with ``x = (s + q decayed) / 2``: every node read at one t."""
+    d = mean.shape[0]
+    total = 0.0
+    for v in range(s.shape[0] // d):
+        for k in range(d):
+            i = v * d + k
+            gap = 0.5 * (s[i] + q[i] * decayed) - mean[k]
+            total += gap * gap
     return 0.5 * total
