@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import numpy as np
 import psutil
@@ -41,11 +42,22 @@ async def test_cancelling_the_band_kills_its_child() -> None:
     grid = np.linspace(0.0, 5e6, 50)  # far more work than the test waits for
     me = psutil.Process()
     task = asyncio.create_task(compute_band(topo, params, initial, grid, runs=64))  # type: ignore[arg-type]
+
+    def band_children() -> list[psutil.Process]:
+        # Only the band's: earlier tests may have left other children (multiprocessing's
+        # resource tracker or forkserver live as long as this process).
+        found = []
+        for child in me.children():
+            with contextlib.suppress(psutil.Error):
+                if "coordinator.dashboard.band" in " ".join(child.cmdline()):
+                    found.append(child)
+        return found
+
     for _ in range(100):
         await asyncio.sleep(0.05)
-        if me.children():
+        if band_children():
             break
-    children = me.children()
+    children = band_children()
     assert children, "the band should run in a child process"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
