@@ -32,6 +32,7 @@ from cli._cluster_options import (
     env,
 )
 from cli._cluster_view import (
+    fell_behind,
     hold_dashboard,
     print_failure,
     print_summary,
@@ -221,6 +222,7 @@ def up(
         # node and no file behind.
         prepared = check_up(config)
         _check_node_args(config.node_args)
+        _warn_below_float_floor(until, prepared[1].values)
         hold_s = parse_hold(hold)
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
@@ -243,6 +245,8 @@ def up(
     if own_logs:
         shutil.rmtree(logs, ignore_errors=True)
     print_summary(summary, state, coord, sup)
+    if summary.kept_up is False:
+        warn(fell_behind(summary, coord.rate, prepared[0].expected))
     if metrics_file is not None:
         typer.echo(f"metrics: {metrics_file}", err=True)
     if hold_s > 0 and dashboard_port is not None:
@@ -259,6 +263,21 @@ def up(
             f"the error did not reach {until:g} within --timeout {timeout:g} s "
             f"(final error {summary.final_error}); try a longer --timeout or a lower --rate",
             code=1,
+        )
+
+
+def _warn_below_float_floor(until: float, values: Any) -> None:
+    """Warn when ``--until`` is below what float64 can hold near the mean of ``values``."""
+    from gossip.values import error_floor
+
+    if values is None:  # the nodes bring their own values (or an optimization run)
+        return
+    floor = error_floor(values)
+    if until < floor:
+        warn(
+            f"--until {until:g} is below the smallest error float64 can hold near these values' "
+            f"mean ({floor:.3g}, half a squared ulp): the run reaches it only if every value "
+            "becomes the mean exactly, by chance, and then stops with a measured error of 0."
         )
 
 

@@ -18,11 +18,11 @@ import math
 from pathlib import Path
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError
 
-__all__ = ["VALUE_KINDS", "initial_values"]
+__all__ = ["VALUE_KINDS", "error_floor", "initial_values"]
 
 VALUE_KINDS = ("onehot", "onehot:K", "gaussian:SEED", "uniform:SEED", "file:PATH")
 
@@ -130,3 +130,21 @@ def _read_file(path: Path, spec: str, n: int, dim: int) -> NDArray[np.float64]:
             f"({n})"
         )
     return np.array(rows, dtype=np.float64).reshape(n, dim)
+
+
+def error_floor(values: ArrayLike) -> float:
+    """Return the smallest non-zero error that float64 can hold near these values' mean.
+
+    Once gossip has brought every value to the mean, the values differ from it by rounding
+    only, one unit in the last place (ulp) of the values' size at the least: one node off by
+    one ulp is an error of ``ulp^2 / 2``. A target eps below this is reached only when every
+    value equals the mean *exactly* in float, which happens or not by chance.
+
+    Examples
+    --------
+    >>> error_floor([[1.0], [0.0], [0.0]])  # ulp(1) = 2^-52
+    2.465190328815662e-32
+    """
+    array = np.abs(np.asarray(values, dtype=np.float64))
+    scale = float(array.max()) if array.size else 0.0
+    return 0.5 * math.ulp(scale) ** 2 if scale > 0 else 0.0

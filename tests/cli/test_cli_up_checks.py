@@ -125,3 +125,21 @@ def test_a_graph_spec_in_a_table_title_is_printed_verbatim(tmp_path: Path) -> No
     result = _run(["graph", "info", f"file:{topo}"], tmp_path)
     assert result.returncode == 0, result.stderr
     assert "a:x:[bold]b.txt" in result.stdout.replace("\n", "")
+
+
+def test_an_eps_below_the_float_floor_of_the_values_is_warned_about(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cli.up_cmd import _warn_below_float_floor
+    from gossip.values import error_floor, initial_values
+
+    onehot = initial_values("onehot", 9)
+    floor = error_floor(onehot)
+    assert floor == 0.5 * 2.0**-104  # half the square of ulp(1) = 2^-52
+    _warn_below_float_floor(1e-300, onehot)
+    warned = capsys.readouterr().err
+    assert "--until 1e-300 is below" in warned
+    assert f"{floor:.3g}" in warned
+    _warn_below_float_floor(1e-6, onehot)
+    _warn_below_float_floor(1e-300, None)  # values come from the nodes: nothing to judge
+    assert capsys.readouterr().err == ""
