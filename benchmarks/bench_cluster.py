@@ -5,10 +5,14 @@ Run with ``python benchmarks/bench_cluster.py`` (about 2 to 4 minutes on two cor
 1. raw pyzmq DEALER/ROUTER between two processes: the round trip p50/p99 (one message in
    flight, asyncio client as in the nodes) and the capacity in round trips per second (30 in
    flight, as 30 nodes would have);
-2. the sustainable activation rate lambda* of a 30-node cluster: the highest rate (activations
-   per second, network-wide) at which the cluster keeps up (achieved >= 95% of asked) and its
-   error curve against t stays inside the simulator's 5-95% band (>= 80% of the points), with
-   its ratio to the raw capacity;
+2. the sustainable activation rate lambda* of a 30-node cluster (``--nodes-per-process`` for
+   host mode): the highest rate (activations per second, network-wide) at which the cluster
+   keeps up (achieved >= 95% of asked, and its jumps' median lag within a node's mean gap
+   between activations, :mod:`gossip.lateness`) and its error curve is one the model produces
+   (:meth:`coordinator.agreement.Agreement.typical` among 1000 of the simulator's own runs),
+   with its ratio to the raw capacity. The share of points inside the 5-95% band is printed
+   too; even the simulator's own runs have >= 80% of their points inside only 81% of the
+   time on line:30, so it is no criterion by itself;
 3. the exchange round trip p50/p99 in the cluster against raw, and the nodes' peak RSS;
 4. wall time to 1e-6 on line:30 for ARG against RG at the same rate.
 
@@ -31,7 +35,7 @@ import numpy as np
 import psutil
 from raw_zmq import REQUEST_FRAME, echo_dealer
 
-from coordinator.agreement import band_agreement
+from coordinator.agreement import Agreement, band_agreement
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
 from coordinator.records import RunSummary
@@ -108,6 +112,7 @@ async def cluster_run(
     give_up: float,
     period: float,
     node_args: tuple[str, ...] = (),
+    nodes_per_process: int = 1,
 ) -> tuple[RunSummary, ClusterState, float, float, tuple[float, float, int]]:
     """One ``gossip up`` run in this process; returns summary, state, wall seconds, peak RSS
     and the lock's traffic (:func:`lock_traffic`)."""
@@ -129,6 +134,7 @@ async def cluster_run(
             log_dir=Path(tmp),
             timeout=give_up,
             node_args=node_args,
+            nodes_per_process=nodes_per_process,
         )
         peak = [0.0]
         start = time.perf_counter()
@@ -143,7 +149,7 @@ async def cluster_run(
     return summary, holder["state"], wall, peak[0], traffic
 
 
-def agreement_of(state: ClusterState, until: float, runs: int) -> tuple[float, float]:
+def agreement_of(state: ClusterState, until: float, runs: int) -> Agreement:
     assert state.topology is not None
     assert state.params is not None
     ag = band_agreement(
@@ -155,8 +161,9 @@ def agreement_of(state: ClusterState, until: float, runs: int) -> tuple[float, f
         seed=0,
         t_min=0.02 * (state.t_eps or state.t),
         floor=until,
+        null_runs=1000,
     )
-    return ag.inside, ag.log_ratio_median
+    return ag
 
 
 async def main(argv: Sequence[str] | None = None) -> None:
@@ -166,7 +173,12 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--until", type=float, default=1e-6)
     parser.add_argument("--compare-rate", type=float, default=1000.0)
     parser.add_argument("--runs", type=int, default=100, help="simulator runs for the band")
-    parser.add_argument("--inside", type=float, default=0.8)
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=0.005,
+        help="a curve is the model's unless rarer than this among its own runs",
+    )
     parser.add_argument("--skip-compare", action="store_true")
     parser.add_argument(
         "--node-arg",
@@ -174,8 +186,15 @@ async def main(argv: Sequence[str] | None = None) -> None:
         default=[],
         help="extra argument for every node, repeatable (e.g. --node-arg=--retry-timeout=0.1)",
     )
+    parser.add_argument(
+        "--nodes-per-process",
+        type=int,
+        default=1,
+        help="host mode: nodes per OS process (default 1: one process per node)",
+    )
     args = parser.parse_args(argv)
     node_args = tuple(args.node_arg)
+    per_process = args.nodes_per_process
 
     raw = await raw_zmq()
     print("raw pyzmq DEALER/ROUTER, 2 processes, asyncio client")
@@ -186,8 +205,10 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
 
     print(
-        f"\nlambda* on {args.graph}, ARG to {args.until:g} (pass: achieved >= 95% of asked and "
-        f">= {args.inside:.0%} of the points inside the simulator's 5-95% band)"
+        f"\nlambda* on {args.graph}, {per_process} node(s) per process, ARG to {args.until:g} "
+        "(pass: achieved >= 95% of asked, kept up (median jump lag within a node's mean gap), "
+        "and "
+        f"a curve the model produces (p >= {args.alpha:g} among 1000 simulator runs))"
     )
     best = 0.0
     failures = 0
@@ -195,18 +216,28 @@ async def main(argv: Sequence[str] | None = None) -> None:
     rss_peak = 0.0
     for rate in (float(r) for r in args.rates.split(",")):
         summary, state, wall, rss, traffic = await cluster_run(
-            args.graph, "arg", rate, args.until, give_up=120.0, period=0.1, node_args=node_args
+            args.graph,
+            "arg",
+            rate,
+            args.until,
+            give_up=120.0,
+            period=0.1,
+            node_args=node_args,
+            nodes_per_process=per_process,
         )
         rss_peak = max(rss_peak, rss)
-        inside, offset = agreement_of(state, args.until, args.runs)
-        keeps_up = summary.rate_achieved >= 0.95 * rate
-        ok = summary.reached and keeps_up and inside >= args.inside
+        ag = agreement_of(state, args.until, args.runs)
+        keeps_up = summary.rate_achieved >= 0.95 * rate and summary.kept_up is not False
+        ok = summary.reached and keeps_up and ag.typical(args.alpha)
         rtts.append((rate, summary.rtt_p50_ms, summary.rtt_p99_ms))
         print(
             f"  rate {rate:7.0f}/s: achieved {summary.rate_achieved:7.0f}/s, t_eps "
-            f"{summary.t_eps or float('nan'):8.0f}, inside band {inside:4.0%}, median offset "
-            f"{offset:+.2f} decades, rtt p50/p99 {summary.rtt_p50_ms or 0:.2f}/"
-            f"{summary.rtt_p99_ms or 0:.2f} ms, refusals/activation {traffic[0]:.2f}, waits/"
+            f"{summary.t_eps or float('nan'):8.0f}, inside band {ag.inside:4.0%} (p "
+            f"{ag.p_inside:.3f}), median offset {ag.log_ratio_median:+.2f} decades (p "
+            f"{ag.p_offset:.3f}), rtt p50/p99 {summary.rtt_p50_ms or 0:.2f}/"
+            f"{summary.rtt_p99_ms or 0:.2f} ms, jump lag p50/p99 "
+            f"{summary.lag_p50 or 0:.2f}/{summary.lag_p99 or 0:.2f} t (kept up: "
+            f"{summary.kept_up}), refusals/activation {traffic[0]:.2f}, waits/"
             f"activation {traffic[1]:.2f}, released {traffic[2]}, wall {wall:.1f} s -> "
             f"{'ok' if ok else 'NO'}"
         )
@@ -235,7 +266,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
         walls = {}
         for algorithm in ("arg", "rg"):
             summary, state, wall, _, _ = await cluster_run(
-                "line:30", algorithm, rate, 1e-6, give_up=180.0, period=0.1, node_args=node_args
+                "line:30",
+                algorithm,
+                rate,
+                1e-6,
+                give_up=180.0,
+                period=0.1,
+                node_args=node_args,
+                nodes_per_process=per_process,
             )
             walls[algorithm] = summary.wall_s
             print(

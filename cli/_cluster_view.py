@@ -157,6 +157,20 @@ def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConf
     plain_console().print(table)
 
 
+def fell_behind(summary: RunSummary, rate: float, nodes: int) -> str:
+    """Say that the run's jumps ran late, by how much, and what to do about it."""
+    from gossip.lateness import KEEP_UP_GAPS, mean_gap
+
+    return (
+        f"the cluster fell behind --rate {rate:g}: a typical node's jumps came "
+        f"{summary.lag_p50 or 0.0:.3g} t after their ticks (median; p99 "
+        f"{summary.lag_p99 or 0.0:.3g} t), more than {KEEP_UP_GAPS:g} x the {mean_gap(nodes):.3g} "
+        "t between two activations of a node: they pile up. Its curve is then not the "
+        "simulator's, and accelerated gossip may diverge. Try a lower --rate, or "
+        "--nodes-per-process to share processes between nodes."
+    )
+
+
 def print_summary(
     summary: RunSummary,
     state: ClusterState,
@@ -183,6 +197,11 @@ def print_summary(
         (
             "round trip p50 / p99 (ms)",
             f"{num(summary.rtt_p50_ms, '.2f')} / {num(summary.rtt_p99_ms, '.2f')}",
+        ),
+        (
+            "jump lag p50 / p99 (t)",
+            f"{num(summary.lag_p50, '.2f')} / {num(summary.lag_p99, '.2f')}"
+            + {True: ": kept up", False: ": fell behind", None: ""}[summary.kept_up],
         ),
     ]
     if state.optimization is not None:

@@ -6,8 +6,21 @@ agrees with it when its measured error stays inside the simulator's 5%-95% band 
 every measured t: the cluster then runs the continuized process itself, whatever its rate.
 
 The measured points are estimates (reports are mixed forward to a common t without the jumps
-of the last report period, see :mod:`coordinator.metrics`), so the check allows a fraction of
-points outside the band and skips the start-up (``t < t_min``).
+of the last report period, see :mod:`coordinator.metrics`), so the check skips the start-up
+(``t < t_min``).
+
+**One run is judged against the model's own runs, not against a fixed share of points.** An
+error curve is strongly correlated in time: a run that is unlucky early stays off the band for
+a long stretch. Measured with the exact simulator itself (400 runs against a band of 100),
+only 81% of the model's runs on line:30 (ARG, onehot) have 80% of their points inside the
+5-95% band, 71% have 90%, and 8% of grid:4x4's runs have less than 60%. A fixed share would
+fail a perfect cluster that often. So the simulator also draws ``null_runs`` more runs,
+independent of the band's, and :class:`Agreement` places the live run among them (its
+percentiles, :attr:`Agreement.p_inside` and :attr:`Agreement.p_offset`):
+:meth:`Agreement.typical` says whether the live run is one the model itself produces, at a
+chosen false-alarm rate, on the two things a timing fault changes: the share of points inside
+the band, and the offset from the simulator's median (a cluster that falls behind drifts above
+it).
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coordinator.records import ErrorPoint
+from gossip.errors import ConfigError
 from gossip.params import GossipParams
 from gossip.topology import Topology
 
@@ -43,6 +57,13 @@ class Agreement:
     log_ratio_median : float
         Median of ``log10(error / median)``: the typical offset from the simulator's median
         (0 for a perfect agreement; > 0 means the cluster is slower).
+    p_inside : float
+        The share of the model's own runs (the null runs) with no more of their points inside
+        the band than the live run, counting the live run itself (a Monte Carlo p-value:
+        at least ``1 / (null runs + 1)``; NaN without null runs).
+    p_offset : float
+        The same, two-sided, for ``log_ratio_median``: twice the smaller share of null runs at
+        least as far on the same side of the median as the live run (at most 1).
     """
 
     t: NDArray[np.float64]
@@ -52,6 +73,29 @@ class Agreement:
     high: NDArray[np.float64]
     inside: float
     log_ratio_median: float
+    p_inside: float = float("nan")
+    p_offset: float = float("nan")
+
+    def typical(self, alpha: float = 0.005) -> bool:
+        """True if the live run is one the model produces: neither its share of points inside
+        the band nor its offset is rarer than ``alpha`` among the model's own runs.
+
+        A cluster that runs the model exactly fails this at most about ``2 * alpha`` of the
+        time. Without null runs, it falls back on ``inside >= 0.8``.
+        """
+        if not (0.0 < alpha < 1.0):
+            raise ConfigError(f"alpha must be in (0, 1), got {alpha!r}")
+        if np.isnan(self.p_inside) or np.isnan(self.p_offset):
+            return self.inside >= 0.8
+        return bool(self.p_inside >= alpha and self.p_offset >= alpha)
+
+    def verdict(self) -> str:
+        """One line: the share inside, the offset, and where they stand among the model's runs."""
+        return (
+            f"{self.inside:.0%} of {len(self.t)} points inside the band (p = {self.p_inside:.3f} "
+            f"among the model's runs), median offset {self.log_ratio_median:+.2f} decades "
+            f"(p = {self.p_offset:.3f})"
+        )
 
 
 def band_agreement(
@@ -65,6 +109,7 @@ def band_agreement(
     t_min: float = 0.0,
     floor: float = 0.0,
     quantiles: tuple[float, float] = (0.05, 0.95),
+    null_runs: int = 0,
 ) -> Agreement:
     """Compare ``history`` with the simulator's band for the same run.
 
@@ -75,7 +120,10 @@ def band_agreement(
     topology, params, initial
         The run's graph, parameters and initial values (``(n,)`` or ``(n, dim)``).
     runs, seed : int
-        Simulator runs and seed.
+        Simulator runs for the band, and their seed.
+    null_runs : int
+        More simulator runs (seed ``seed + 1``, independent of the band's) to place the live
+        run among (:attr:`Agreement.p_inside`, :meth:`Agreement.typical`); 0: none.
     t_min : float
         Ignore points before this t (start-up).
     floor : float
@@ -88,8 +136,12 @@ def band_agreement(
         return _empty()
     from gossip.simulator import simulate
 
-    result = simulate(topology, params, np.asarray(initial, dtype=np.float64), t_arr, runs, seed)
-    return _compare(t_arr, err, result.errors, quantiles)
+    values = np.asarray(initial, dtype=np.float64)
+    band = simulate(topology, params, values, t_arr, runs, seed).errors
+    null = (
+        simulate(topology, params, values, t_arr, null_runs, seed + 1).errors if null_runs else None
+    )
+    return _compare(t_arr, err, band, quantiles, null)
 
 
 def optimization_agreement(
@@ -103,17 +155,29 @@ def optimization_agreement(
     t_min: float = 0.0,
     floor: float = 0.0,
     quantiles: tuple[float, float] = (0.05, 0.95),
+    null_runs: int = 0,
+    workers: int = 1,
 ) -> Agreement:
     """:func:`band_agreement` for an optimization run: its ``sum_v |x_v - x*|^2`` against
-    the optimization simulator's band (``gossip.dual.simulate.simulate_optimization``) for the
-    same graph, problems (``ProblemSet``) and dual parameters (``DualParams``)."""
+    the optimization simulator's band (``gossip.dual.simulate.simulate_optimization``, on
+    ``workers`` processes) for the same graph, problems (``ProblemSet``) and dual parameters
+    (``DualParams``)."""
     t_arr, err = _measured(history, t_min, floor)
     if not t_arr.size:
         return _empty()
     from gossip.dual.simulate import simulate_optimization
 
-    result = simulate_optimization(topology, problems, dual, t_arr, runs, seed)
-    return _compare(t_arr, err, result.errors, quantiles)
+    band = simulate_optimization(
+        topology, problems, dual, t_arr, runs, seed, workers=workers
+    ).errors
+    null = (
+        simulate_optimization(
+            topology, problems, dual, t_arr, null_runs, seed + 1, workers=workers
+        ).errors
+        if null_runs
+        else None
+    )
+    return _compare(t_arr, err, band, quantiles, null)
 
 
 def _measured(
@@ -140,13 +204,40 @@ def _compare(
     err: NDArray[np.float64],
     errors: NDArray[np.float64],
     quantiles: tuple[float, float],
+    null: NDArray[np.float64] | None = None,
 ) -> Agreement:
     low = np.quantile(errors, quantiles[0], axis=0)
     high = np.quantile(errors, quantiles[1], axis=0)
     median = np.median(errors, axis=0)
+    inside, offset = _scores(err, low, median, high)
+    if null is None or not len(null):
+        return Agreement(t_arr, err, low, median, high, inside, offset)
+    scores = np.array([_scores(run, low, median, high) for run in null])
+    null_inside, null_offset = scores[:, 0], scores[:, 1]
+    count = len(null) + 1  # the live run counts among the runs it is compared with
+    p_inside = (np.count_nonzero(null_inside <= inside) + 1) / count
+    if np.isnan(offset):
+        p_offset = float("nan")
+    else:
+        finite = null_offset[np.isfinite(null_offset)]
+        above = (np.count_nonzero(finite >= offset) + 1) / (finite.size + 1)
+        below = (np.count_nonzero(finite <= offset) + 1) / (finite.size + 1)
+        p_offset = min(1.0, 2.0 * min(above, below))
+    return Agreement(
+        t_arr, err, low, median, high, inside, offset, float(p_inside), float(p_offset)
+    )
+
+
+def _scores(
+    err: NDArray[np.float64],
+    low: NDArray[np.float64],
+    median: NDArray[np.float64],
+    high: NDArray[np.float64],
+) -> tuple[float, float]:
+    """(share of points inside the band, median log10 offset from the median) of one curve."""
     inside = float(np.mean((err >= low) & (err <= high)))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.log10(err / median)
     finite = ratio[np.isfinite(ratio)]
     offset = float(np.median(finite)) if finite.size else float("nan")
-    return Agreement(t_arr, err, low, median, high, inside, offset)
+    return inside, offset

@@ -219,7 +219,8 @@ def parse_report(
     Returns a dict with ``node`` (int), ``name``, ``address``, ``t``, ``wall``, ``x``, ``y``
     (``()`` unless an optimization run's node reports its dual), ``z``,
     ``initial`` (tuples), ``final`` (bool), ``counters`` (str -> int), ``rtt_p50_ms``,
-    ``rtt_p99_ms`` (float or None) and ``edges`` (int -> int).
+    ``rtt_p99_ms``, ``lag_p50``, ``lag_p99`` (float or None: :mod:`gossip.lateness`) and
+    ``edges`` (int -> int).
 
     Raises
     ------
@@ -255,6 +256,8 @@ def parse_report(
     }
     rtt_raw = data.get("rtt_ms")
     rtt: dict[str, Any] = rtt_raw if isinstance(rtt_raw, dict) else {}
+    lag_raw = data.get("lag")  # absent from the reports of nodes older than gossip.lateness
+    lag: dict[str, Any] = lag_raw if isinstance(lag_raw, dict) else {}
     edges_raw = data.get("edges") or {}
     edges: dict[int, int] = {}
     if isinstance(edges_raw, dict):
@@ -275,6 +278,8 @@ def parse_report(
         "counters": {name: counters.get(name, 0) for name in COUNTER_NAMES},
         "rtt_p50_ms": _optional(rtt.get("p50")),
         "rtt_p99_ms": _optional(rtt.get("p99")),
+        "lag_p50": _optional(lag.get("p50")),
+        "lag_p99": _optional(lag.get("p99")),
         "edges": edges,
     }
 
@@ -292,6 +297,8 @@ def update_view(view: NodeView, report: Mapping[str, Any], received: float) -> N
     view.counters = dict(report["counters"])
     view.rtt_p50_ms = report["rtt_p50_ms"]
     view.rtt_p99_ms = report["rtt_p99_ms"]
+    view.lag_p50 = report["lag_p50"]
+    view.lag_p99 = report["lag_p99"]
     view.edges = dict(report["edges"])
     view.received = received
     view.reports += 1

@@ -16,6 +16,7 @@ from coordinator.metrics import estimate
 from coordinator.records import FinalResult, NodeView, RunSummary
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
+from gossip.lateness import keeps_up
 
 __all__ = ["MAX_BACK", "final_result", "rate_achieved", "run_summary"]
 
@@ -86,6 +87,9 @@ def run_summary(
     epoch = state.epoch or 0.0
     p50 = [v.rtt_p50_ms for v in present if v.rtt_p50_ms is not None]
     p99 = [v.rtt_p99_ms for v in present if v.rtt_p99_ms is not None]
+    lag50 = [v.lag_p50 for v in present if v.lag_p50 is not None]
+    lag99 = [v.lag_p99 for v in present if v.lag_p99 is not None]
+    lag_p50 = statistics.median(lag50) if lag50 else None
     return RunSummary(
         run_id=state.run_id,
         reached=state.reached,
@@ -99,6 +103,9 @@ def run_summary(
         rtt_p50_ms=statistics.median(p50) if p50 else None,
         rtt_p99_ms=statistics.median(p99) if p99 else None,
         stop_reason=reason,
+        lag_p50=lag_p50,
+        lag_p99=statistics.median(lag99) if lag99 else None,
+        kept_up=keeps_up(lag_p50, plan.expected),
     )
 
 

@@ -84,6 +84,9 @@ class NodeView:
         ``duplicates``.
     rtt_p50_ms, rtt_p99_ms : float or None
         Round-trip time percentiles of the node's own exchanges, in milliseconds.
+    lag_p50, lag_p99 : float or None
+        Percentiles of the lag of the node's jumps behind their ticks, in units of t
+        (:mod:`gossip.lateness`).
     edges : dict of int to int
         Activations so far on each of the node's edges, keyed by the peer's id.
     received : float
@@ -104,6 +107,8 @@ class NodeView:
     counters: dict[str, int] = field(default_factory=dict)
     rtt_p50_ms: float | None = None
     rtt_p99_ms: float | None = None
+    lag_p50: float | None = None
+    lag_p99: float | None = None
     edges: dict[int, int] = field(default_factory=dict)
     received: float = 0.0
     reports: int = 0
@@ -126,6 +131,7 @@ class NodeView:
             "final": self.final,
             "counters": {k: int(v) for k, v in self.counters.items()},
             "rtt_ms": {"p50": json_num(self.rtt_p50_ms), "p99": json_num(self.rtt_p99_ms)},
+            "lag": {"p50": json_num(self.lag_p50), "p99": json_num(self.lag_p99)},
             "edges": {str(k): int(v) for k, v in self.edges.items()},
             "received": json_num(self.received),
             "reports": self.reports,
@@ -235,6 +241,13 @@ class RunSummary:
         Round-trip percentiles over the nodes (the medians of the nodes' p50s and p99s).
     stop_reason : str
         Why the coordinator stopped the nodes: ``reached``, ``timeout`` or ``diverged``.
+    lag_p50, lag_p99 : float or None
+        How late the jumps were behind their ticks, in units of t (:mod:`gossip.lateness`):
+        the medians of the nodes' p50s and p99s.
+    kept_up : bool or None
+        Whether ``lag_p50`` says the cluster kept up with its rate: a typical jump came
+        before the node's next activation was due (:func:`gossip.lateness.keeps_up`); ``None``
+        if no node reported a lag.
     """
 
     run_id: str
@@ -249,6 +262,9 @@ class RunSummary:
     rtt_p50_ms: float | None
     rtt_p99_ms: float | None
     stop_reason: str = ""
+    lag_p50: float | None = None
+    lag_p99: float | None = None
+    kept_up: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
@@ -265,4 +281,7 @@ class RunSummary:
             "mass_drift_rel": json_num(self.mass_drift_rel),
             "rtt_p50_ms": json_num(self.rtt_p50_ms),
             "rtt_p99_ms": json_num(self.rtt_p99_ms),
+            "lag_p50": json_num(self.lag_p50),
+            "lag_p99": json_num(self.lag_p99),
+            "kept_up": self.kept_up,
         }

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError, LocalError, ProtocolError
+from gossip.lateness import LagRecord
 from gossip.ledger import Ledger
 from gossip.mixing import mix_values
 from gossip.protocol import (
@@ -87,6 +88,7 @@ class Initiator:
         self.timeout = float(timeout)
         self.max_timeout = float(max_timeout)
         self._timer = RetryTimer(self.timeout, min_timeout, self.max_timeout)
+        self._lags = LagRecord()
         self.min_timeout = self._timer.low
         self.max_in_flight = max_in_flight
         self.exclusive = exclusive
@@ -159,6 +161,10 @@ class Initiator:
         """Return the first timeout of a new exchange, in seconds (adapted to round trips)."""
         return self._timer.timeout()
 
+    def lag(self) -> dict[str, float]:
+        """Return the p50 and p99 lag (units of t) of recent jumps behind their ticks (0: none)."""
+        return self._lags.percentiles()
+
     def rtt_ms(self) -> dict[str, float]:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
         return self._timer.percentiles_ms()
@@ -182,19 +188,22 @@ class Initiator:
         return u.tolist()
 
     # --- initiating -----------------------------------------------------------------------------
-    def initiate(self, edge: int, now: float) -> Outgoing | None:
+    def initiate(self, edge: int, now: float, due: float = math.nan) -> Outgoing | None:
         """Handle a tick of ``edge``'s clock at this end; return the request to send, if any.
+
+        ``due`` is the time (units of t) the clock rang, if the caller knows it: the lag of the
+        jump behind it is then recorded (:meth:`lag`, :mod:`gossip.lateness`).
 
         Returns ``None`` if the tick waits for the lock (it starts later, through
         :meth:`take_outgoing` or :meth:`expire`), or if it is skipped (counted): the edge is
         stuck, ``max_in_flight`` are pending on it, the node is recovering or closed.
         """
         if not self.exclusive or (self._engaged is None and not self._waiting):
-            return self._start(Activation(edge), now)
+            return self._start(Activation(edge, due=due), now)
         if not self._startable(edge):
             self.counters.skipped += 1
             return None
-        self._waiting.add(Activation(edge))  # behind older ones: engaged, or pausing
+        self._waiting.add(Activation(edge, due=due))  # behind older ones: engaged, or pausing
         self.counters.waited += 1
         if self._engaged is not None:
             return None
@@ -250,6 +259,7 @@ class Initiator:
             timeout,
             now + timeout,
             bounces=activation.bounces,
+            due=activation.due,
         )
         state.pending[seq] = pending
         self._in_flight += 1
@@ -375,7 +385,9 @@ class Initiator:
                 bounces = pending.bounces + 1
                 rtt = self._timer.srtt() or self._backoff
                 ready = now + backoff_delay(bounces, rtt, self._rng)
-                self._waiting.add_first(Activation(msg.edge, ready, msg.t, bounces))
+                self._waiting.add_first(
+                    Activation(msg.edge, ready, msg.t, bounces, due=pending.due)
+                )
             else:
                 self.counters.skipped += 1
         else:
@@ -405,4 +417,6 @@ class Initiator:
             self.ledger.add_values(msg.edge, msg.dx, msg.dz, pending.t)  # raises before change
         self._last = max(self._last, pending.t)
         state.activations += 1
+        if pending.due == pending.due:  # not NaN: the tick's time is known
+            self._lags.add(pending.t - pending.due)
         self._timer.sample(now - pending.first_sent, retried=pending.phase is not Phase.SENT)

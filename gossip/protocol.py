@@ -7,6 +7,7 @@ protocol state (per edge: what it started and is waiting for, what it answered).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -177,7 +178,8 @@ class Pending:
 
     ``t`` is the jump time sent; a retry re-sends the same ``frame``, so whichever copy the
     server applies, it applies this jump at ``t`` with the value the initiator had then.
-    ``bounces`` counts the Busy answers the activation has had before this request.
+    ``bounces`` counts the Busy answers the activation has had before this request, and
+    ``due`` is when its clock rang (units of t; NaN if unknown), so that ``t - due`` is its lag.
     """
 
     edge: int
@@ -191,6 +193,7 @@ class Pending:
     phase: Phase = Phase.SENT
     retries: int = 0
     bounces: int = 0
+    due: float = math.nan
 
 
 @dataclass(slots=True)

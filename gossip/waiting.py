@@ -29,13 +29,15 @@ class Activation:
     """One activation of an edge at this end, not yet started.
 
     ``ready`` is the Unix time from which it may start, ``not_before`` the smallest jump time
-    (in units of t) the peer would accept, ``bounces`` how many times it was refused.
+    (in units of t) the peer would accept, ``bounces`` how many times it was refused, ``due``
+    the time (units of t) its clock rang, if known (:mod:`gossip.lateness`).
     """
 
     edge: int
     ready: float = -math.inf
     not_before: float = -math.inf
     bounces: int = 0
+    due: float = math.nan
 
 
 def backoff_delay(bounces: int, rtt: float, rng: np.random.Generator) -> float:

@@ -151,7 +151,8 @@ class Node:
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
         self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
         self._rtt_ms: dict[str, float] = {"p50": 0.0, "p99": 0.0}
-        self._rtt_at = -math.inf  # when _rtt_ms was computed (clock seconds)
+        self._lag: dict[str, float] = {"p50": 0.0, "p99": 0.0}
+        self._rtt_at = -math.inf  # when _rtt_ms and _lag were computed (clock seconds)
 
     def request_stop(self) -> None:
         """Ask the node to stop (idempotent; safe from a signal handler)."""
@@ -160,15 +161,15 @@ class Node:
     def report(self, final: bool = False) -> dict[str, Any]:
         """Return the node's report: the C3 state payload.
 
-        The round-trip percentiles are recomputed at most once a second (and for the final
-        report): they sort thousands of samples, which would be most of a report's cost.
+        The round-trip and lag percentiles are recomputed at most once a second (and for the
+        final report): they sort thousands of samples, which would be most of a report's cost.
         """
         now = self.clock()
         ex = self.exchanger
         t = self.timebase.t(now)
         x, z = ex.ledger.state_values(t)  # plain floats: no arrays to build and convert back
         if final or now - self._rtt_at >= _RTT_EVERY:
-            self._rtt_ms, self._rtt_at = ex.rtt_ms(), now
+            self._rtt_ms, self._lag, self._rtt_at = ex.rtt_ms(), ex.lag(), now
         counters = ex.counters
         extra: dict[str, Any] = {}
         if self._primal is not None:  # optimization: the ledger's pair is the dual (y, z)
@@ -187,6 +188,7 @@ class Node:
             "final": final,
             "counters": {name: getattr(counters, name) for name in _COUNTER_NAMES},
             "rtt_ms": dict(self._rtt_ms),
+            "lag": dict(self._lag),
             "edges": {str(peer): n for peer, n in ex.activations().items()},
             "pending": ex.pending,
             "waiting": ex.waiting,
@@ -321,7 +323,7 @@ class Node:
                 # assumes diverges (SPEC, MISPRINT 1). Frames are let in between late ticks.
                 self.late_ticks += 1
                 await asyncio.sleep(0)
-            out = ex.initiate(edge, clock())  # None: it waits for our lock, or is skipped
+            out = ex.initiate(edge, clock(), t)  # None: it waits for our lock, or is skipped
             if out is not None:
                 transport.send(out.peer, out.frame)
 

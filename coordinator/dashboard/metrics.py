@@ -169,6 +169,12 @@ class ClusterCollector(Collector):
             "Exchange round-trip time percentile.",
             labels=[*labels, "quantile"],
         )
+        lag = GaugeMetricFamily(
+            "gossip_node_jump_lag",
+            "Percentile of the lag of the node's jumps behind their ticks, in units of t "
+            "(gossip.lateness).",
+            labels=[*labels, "quantile"],
+        )
         for node_id in sorted(state.nodes):
             view = state.nodes[node_id]
             key = [str(node_id), view.name]
@@ -186,7 +192,10 @@ class ClusterCollector(Collector):
             for quantile, ms in (("0.5", view.rtt_p50_ms), ("0.99", view.rtt_p99_ms)):
                 if ms is not None and math.isfinite(ms):
                     rtt.add_metric([*key, quantile], ms)
-        yield from (value, node_t, age, alive, reports, exchanges, rtt)
+            for quantile, t_lag in (("0.5", view.lag_p50), ("0.99", view.lag_p99)):
+                if t_lag is not None and math.isfinite(t_lag):
+                    lag.add_metric([*key, quantile], t_lag)
+        yield from (value, node_t, age, alive, reports, exchanges, rtt, lag)
 
 
 def make_registry(

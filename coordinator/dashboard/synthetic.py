@@ -131,6 +131,7 @@ class SyntheticCluster:
                 "duplicates": 0,
             },
             "rtt_ms": {"p50": 0.4 + 0.01 * (node % 7), "p99": 2.0 + 0.1 * (node % 5)},
+            "lag": {"p50": 0.2 + 0.01 * (node % 3), "p99": 1.5 + 0.1 * (node % 4)},
             "edges": edges,
         }
 
@@ -170,6 +171,7 @@ class SyntheticCluster:
             view.counters = dict(payload["counters"])
             view.rtt_p50_ms = payload["rtt_ms"]["p50"]
             view.rtt_p99_ms = payload["rtt_ms"]["p99"]
+            view.lag_p50, view.lag_p99 = payload["lag"]["p50"], payload["lag"]["p99"]
             view.edges = {int(k): v for k, v in payload["edges"].items()}
             view.received = wall
             view.reports += 1

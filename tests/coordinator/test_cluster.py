@@ -88,8 +88,15 @@ def _check_exact_end(
     assert summary.activations > 0
 
 
-def _check_band(state: ClusterState, until: float, t_min: float, inside: float) -> None:
-    """The measured error against t stays inside the simulator's 5-95% band."""
+def _check_band(state: ClusterState, until: float, t_min: float) -> None:
+    """The measured error against t is one the model itself produces (coordinator.agreement).
+
+    Judged against 1000 of the simulator's own runs, so that an exact cluster fails this at
+    most about 1% of the time (a fixed share of points inside the band failed 8% of the
+    model's own runs on grid:4x4). One run can only catch a gross departure this way (a
+    cluster three times slower, a wrong jump); smaller ones show in the lag of the jumps
+    behind their ticks, which gossip.lateness measures directly.
+    """
     assert state.topology is not None
     assert state.params is not None
     agreement = band_agreement(
@@ -101,12 +108,10 @@ def _check_band(state: ClusterState, until: float, t_min: float, inside: float) 
         seed=1,
         t_min=t_min,
         floor=until,
+        null_runs=1000,
     )
     assert len(agreement.t) >= 10
-    assert agreement.inside >= inside, (
-        f"only {agreement.inside:.0%} of {len(agreement.t)} points inside the band; median "
-        f"offset {agreement.log_ratio_median:+.2f} decades"
-    )
+    assert agreement.typical(0.005), agreement.verdict()
 
 
 @contextlib.asynccontextmanager
@@ -153,7 +158,13 @@ async def test_grid_arg_converges_like_the_simulator_with_real_mosquitto(
             tmp_path, graph="grid:4x4", broker=mosquitto.url, cluster="grid", rate=100.0
         )
     _check_exact_end(summary, state, 1e-6)
-    _check_band(state, 1e-6, t_min=20.0, inside=0.6)
+    _check_band(state, 1e-6, t_min=20.0)
+    # Every node measured how late its jumps were (gossip.lateness), and the summary says it.
+    assert all(view.lag_p99 is not None for view in state.nodes.values())
+    assert summary.lag_p50 is not None
+    assert summary.lag_p99 is not None
+    assert 0.0 <= summary.lag_p50 <= summary.lag_p99
+    assert summary.kept_up is not None
     assert state.broker.kind == "external"
     # mosquitto_sub saw every documented topic, with the documented JSON fields.
     topics = {line.split(" ", 1)[0] for line in lines}

@@ -117,12 +117,13 @@ async def test_logistic_on_a_grid_stays_inside_the_simulators_band_with_real_mos
         seed=1,
         t_min=20.0,
         floor=1e-6,
+        # The live curve is judged among the model's own runs (coordinator.agreement): with
+        # 240 of them a run the model produces fails at most about 2% of the time.
+        null_runs=240,
+        workers=2,
     )
     assert len(agreement.t) >= 10
-    assert agreement.inside >= 0.6, (
-        f"only {agreement.inside:.0%} of {len(agreement.t)} points inside the band; median "
-        f"offset {agreement.log_ratio_median:+.2f} decades"
-    )
+    assert agreement.typical(0.01), agreement.verdict()
     written = json.loads((tmp_path / "run.json").read_text())
     assert written["algorithm"] == "acd"
     opt = written["optimization"]

@@ -215,6 +215,8 @@ async def test_metrics_parse_and_match_the_state(
             )
         rtt = got[("gossip_node_rtt_milliseconds", (*key, ("quantile", "0.99")))]
         assert rtt == view.rtt_p99_ms
+        lag = got[("gossip_node_jump_lag", (*key, ("quantile", "0.5")))]
+        assert lag == view.lag_p50
     assert (
         got[
             (
