@@ -211,8 +211,14 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
         cwd=tmp_path,
     )
     assert proc.stderr is not None
-    banner = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
-    broker_port = int(re.search(r"mqtt://127\.0\.0\.1:(\d+)", banner).group(1))  # type: ignore[union-attr]
+    # Warnings (such as --until below the float floor) may come before the banner.
+    early: list[str] = []
+    while (found := re.search(r"mqtt://127\.0\.0\.1:(\d+)", "".join(early[-1:]))) is None:
+        line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+        assert line, f"gossip up ended before its banner: {early}"
+        early.append(line)
+    assert any("below the smallest error float64" in e for e in early), early
+    broker_port = int(found.group(1))
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 60
     children: list[psutil.Process] = []
