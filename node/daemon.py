@@ -32,7 +32,6 @@ at most ``linger`` seconds; exit 0.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import math
@@ -52,6 +51,7 @@ from node.membership import NodeMembership
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.transport import Transport
+from node.waits import wait_at_most
 
 __all__ = ["Node", "run_node", "run_node_sync"]
 
@@ -255,11 +255,9 @@ class Node:
         while not ex.parted and self.clock() < deadline:
             for out in ex.goodbyes():
                 transport.send(out.peer, out.frame)
-            with contextlib.suppress(TimeoutError):
-                # Not faster than a retry of an exchange would be: a thousand nodes in one
-                # process must not flood each other with goodbyes.
-                async with asyncio.timeout(max(_PART_EVERY, ex.current_timeout())):
-                    await self._parted.wait()
+            # Not faster than a retry of an exchange would be: a thousand nodes in one
+            # process must not flood each other with goodbyes.
+            await wait_at_most(self._parted, max(_PART_EVERY, ex.current_timeout()))
         if not ex.parted:
             log.warning("stopped without every neighbour's goodbye (after %.1f s)", self.linger)
             return
@@ -353,8 +351,7 @@ class Node:
     async def _wait_for_start(self, seconds: float) -> None:
         """Sleep ``seconds``, or less: a Busy that comes meanwhile sets an earlier pause."""
         self._bounced.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._bounced.wait(), seconds)
+        await wait_at_most(self._bounced, seconds)
 
     async def _recover(self) -> None:
         ex, address = self.exchanger, self.transport.address
