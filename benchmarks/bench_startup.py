@@ -155,6 +155,8 @@ async def run_case(case: Case, tmp: Path, runs: int) -> Case:
     epoch = _epoch(metrics)
     case.to_t0 = float("nan") if epoch is None else epoch - start
     result = json.loads(summary.read_text())
+    if "rate_achieved" not in result:  # the run failed before its summary: say why
+        raise RuntimeError(f"{case.label}: {result.get('failure', result)}")
     case.reached = bool(result["reached"])
     case.stop_reason = str(result["stop_reason"])
     case.activations = int(result["activations"] or 0)

@@ -12,6 +12,8 @@ failed or was interrupted.
 
 from __future__ import annotations
 
+import contextlib
+import random
 import socket
 import time
 from collections.abc import Sequence
@@ -25,7 +27,14 @@ from coordinator.runlog import write_json
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
 
-__all__ = ["Supervision", "free_port_block", "moved_command", "run_record", "write_record"]
+__all__ = [
+    "Supervision",
+    "ephemeral_ports",
+    "free_port_block",
+    "moved_command",
+    "run_record",
+    "write_record",
+]
 
 
 @dataclass(slots=True)
@@ -84,23 +93,53 @@ class Supervision:
 
 
 def free_port_block(host: str, size: int, attempts: int = 50) -> int:
-    """Return a port P such that P, P+1, ..., P+size-1 are all free on ``host`` right now.
+    """Return a port P such that P, P+1, ..., P+size-1 are all free on ``host`` right now,
+    and all below the kernel's ephemeral range (:func:`ephemeral_ports`) when there is room.
 
-    Host mode binds node i of a process on P+i. As with :func:`free_port`, another process may
-    take a port before the node binds it; the node then fails and is restarted.
+    Host mode binds node i of a process on P+i, and a restarted process binds the same ports
+    again. In the ephemeral range, the source port of any outgoing connection (a thousand
+    nodes open thousands: their MQTT clients, their neighbours' sockets) could take one of
+    them meanwhile, for as long as that connection lives, and the restart would fail every
+    time. Below it, only a process that binds a fixed port can; the node then fails and is
+    restarted.
 
     Raises
     ------
     ConfigError
         No such block was found in ``attempts`` tries.
     """
+    low, _ = ephemeral_ports()
     for _ in range(attempts):
-        base = free_port(host)
+        if low - _FIXED_PORTS_FROM >= 4 * size:
+            base = random.randrange(_FIXED_PORTS_FROM, low - size + 1)
+            if all(_is_free(host, base + i) for i in range(size)):
+                return base
+            continue
+        base = free_port(host)  # no room below the range: take the OS's word
         if base + size - 1 > 65535:
             continue
         if all(_is_free(host, base + i) for i in range(1, size)):
             return base
     raise ConfigError(f"found no {size} consecutive free ports on {host} in {attempts} tries")
+
+
+_FIXED_PORTS_FROM = 10_000
+"""The lowest port a node is given: well above the ports of common services."""
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of source ports for outgoing connections, inclusive.
+
+    Linux says it in ``/proc/sys/net/ipv4/ip_local_port_range`` (32768-60999 by default);
+    elsewhere, the IANA range 49152-65535 (macOS, Windows).
+    """
+    with contextlib.suppress(OSError, ValueError):
+        low, high = Path(_LINUX_RANGE).read_text().split()
+        return int(low), int(high)
+    return 49152, 65535
+
+
+_LINUX_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 def moved_command(command: Sequence[str]) -> tuple[int, list[str]]:

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator import supervise
 from coordinator.records import RunSummary
 from coordinator.state import ClusterState
-from coordinator.supervise import Supervision, free_port_block, moved_command, run_record
+from coordinator.supervise import (
+    Supervision,
+    ephemeral_ports,
+    free_port_block,
+    moved_command,
+    run_record,
+)
 from gossip.errors import ConfigError
 
 
@@ -81,6 +89,40 @@ def test_a_port_block_is_free_and_bindable() -> None:
     finally:
         for sock in socks:
             sock.close()
+
+
+def test_a_port_block_lies_below_the_ephemeral_range() -> None:
+    # An outgoing connection's source port can never be one a node binds (again, after a
+    # restart): 1,024 nodes in host mode open thousands of them.
+    low, high = ephemeral_ports()
+    assert 1024 <= low <= high <= 65535
+    for _ in range(20):
+        base = free_port_block("127.0.0.1", 64)
+        assert base >= 10_000
+        assert base + 63 < low
+
+
+def test_without_room_below_the_ephemeral_range_the_os_picks_the_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_low, real_high = ephemeral_ports()
+    monkeypatch.setattr(supervise, "ephemeral_ports", lambda: (10_050, 65535))
+    base = free_port_block("127.0.0.1", 64)
+    assert real_low <= base <= real_high  # the OS's own choice (bind to port 0)
+    for i in range(64):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", base + i))
+
+
+def test_the_ephemeral_range_is_read_from_linux_or_defaults_to_iana(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    narrow = tmp_path / "ip_local_port_range"
+    narrow.write_text("40000\t50000\n")
+    monkeypatch.setattr(supervise, "_LINUX_RANGE", str(narrow))
+    assert ephemeral_ports() == (40000, 50000)
+    monkeypatch.setattr(supervise, "_LINUX_RANGE", str(tmp_path / "absent"))
+    assert ephemeral_ports() == (49152, 65535)
 
 
 @pytest.mark.parametrize("size", [1, 3])
