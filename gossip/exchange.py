@@ -63,6 +63,9 @@ Rules for the bad days:
   neighbour: the lock is *released* (``counters.released``), the node serves and initiates
   again, the exchange stays pending (and retried) so that if the peer applied it, its reply
   is still applied and the sums stay exact; that edge's ticks are skipped until it settles.
+  The peer is also handed out of :meth:`~gossip.initiating.Initiator.take_silent`, for the
+  shell to check its connection (a CURVE handshake refused before the peer knew our key is
+  never retried by ZeroMQ: :mod:`node.curve`).
   Exactness then holds only for exchanges answered in time: a reply to a released exchange
   is applied at its own T, possibly before jumps made since.
 * Clock skew: T may be a little ahead of the server's clock, which is fine (the ledger mixes

@@ -106,6 +106,7 @@ class Initiator:
         self._last = -math.inf  # L: the latest time of a jump applied here
         self._waiting = Waiting()
         self._outbox: list[Outgoing] = []
+        self._silent: set[int] = set()  # peers that just let an exchange go stuck
         self._value = exchange_value
         self._rng = np.random.default_rng(node_id if rng is None else rng)
         self._backoff = float(backoff)
@@ -168,6 +169,16 @@ class Initiator:
     def rtt_ms(self) -> dict[str, float]:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
         return self._timer.percentiles_ms()
+
+    def take_silent(self) -> set[int]:
+        """Return (and forget) the peers that left an exchange unanswered for another
+        :data:`~gossip.protocol.STUCK_RETRIES` retries since the last call.
+
+        The shell may check its way to them (:meth:`node.transport.Transport.redial`): the
+        protocol re-sends the same frame, which cannot help if the connection is dead.
+        """
+        out, self._silent = self._silent, set()
+        return out
 
     def take_outgoing(self) -> list[Outgoing]:
         """Return (and forget) the requests started since the last call: waiting ticks that
@@ -311,6 +322,8 @@ class Initiator:
             self._deadlines.arm(pending)
             self.counters.retried += 1
             out.append(Outgoing(pending.peer, pending.frame))  # the same frame: same T and u
+            if pending.retries % STUCK_RETRIES == 0:
+                self._silent.add(pending.peer)  # again and again, while it stays silent
             if pending.retries == STUCK_RETRIES:
                 state.stuck += 1
                 if self._engaged is pending:  # a silent peer must not freeze this node

@@ -13,24 +13,53 @@ context, and each server gets a ZAP domain of its own (``gossip-<n>``) with its 
 (:class:`PeerGate`): a key admitted by one node of the process is not admitted by another. The
 handler must run before a ROUTER binds: a CURVE server without a ZAP handler would admit any
 client key.
+
+A refused handshake is final: libzmq does not reconnect a client whose key was refused (ZAP
+status 400), so a DEALER that knocks before its neighbour knows its key stays dead for the
+run, and every exchange it starts is skipped (a thinned clock). That race is built in: a node
+binds before it registers, and learns its neighbours' keys only from the bootstrap, which its
+neighbours get at the same moment and may act on first; a restarted node is reconnected to by
+its neighbours as soon as it binds. So a gate that has no allow-list yet *holds* each
+handshake (for at most :data:`HOLD_UNTRUSTED` seconds) until :meth:`PeerGate.set_allowed`
+gives it one, and then decides. Once it has one, an unknown key is refused at once. The
+node's other safety net is :meth:`node.zmq_transport.ZmqTransport.redial`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import itertools
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 import zmq
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
+from zmq.auth.base import Authenticator
 
 from gossip.keys import Identity
 
-__all__ = ["CurveKeys", "PeerAuthenticator", "PeerGate", "curve_client", "curve_server"]
+__all__ = [
+    "HOLD_UNTRUSTED",
+    "CurveKeys",
+    "PeerAuthenticator",
+    "PeerGate",
+    "curve_client",
+    "curve_server",
+]
 
 _domains = itertools.count()
+
+HOLD_UNTRUSTED = 20.0
+"""Seconds a gate without an allow-list holds a handshake before refusing it: longer than a
+node takes from its bind to its bootstrap, registration included."""
+
+# A pyzmq whose ZAP handler does not await its callbacks would take the held answer (a
+# coroutine) for a yes: there, a gate without an allow-list refuses at once, as it used to.
+_CAN_HOLD = inspect.iscoroutinefunction(Authenticator.handle_zap_message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,24 +95,45 @@ class PeerGate:
     """Who may connect to one CURVE server: its ZAP domain and its allow-list.
 
     Made by :meth:`PeerAuthenticator.gate`; ``close()`` hands it back. ``denied`` counts the
-    handshakes this gate refused.
+    handshakes this gate refused, ``held`` those it made wait for its first allow-list.
     """
 
-    def __init__(self, auth: PeerAuthenticator, domain: str) -> None:
+    def __init__(self, auth: PeerAuthenticator, domain: str, hold: float = HOLD_UNTRUSTED) -> None:
         self.domain = domain
         self.denied = 0
+        self.held = 0
+        self.hold = hold
         self._auth = auth
         self._users: dict[bytes, str] = {}
+        self._listed = asyncio.Event()  # set by the first allow-list (or by close)
 
     def set_allowed(self, allowed: Mapping[str, str]) -> None:
         """Admit exactly these keys (Z85 public key -> user id) from now on.
 
-        Connections already admitted stay open.
+        Connections already admitted stay open; handshakes held until now are decided.
         """
         self._users = {key.encode("ascii"): user for key, user in allowed.items()}
+        self._listed.set()
 
-    def callback(self, domain: str, key: bytes) -> bool:
-        """ZAP credentials callback: is the Z85 ``key`` admitted by this gate?"""
+    def callback(self, domain: str, key: bytes) -> bool | Awaitable[bool]:
+        """ZAP credentials callback: is the Z85 ``key`` admitted by this gate?
+
+        Before the gate's first allow-list, the answer waits for it (see the module header).
+        """
+        if not self._listed.is_set() and _CAN_HOLD:
+            self.held += 1
+            return self._decide_when_listed(key)
+        return self._admit(key)
+
+    async def _decide_when_listed(self, key: bytes) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.hold):
+                await self._listed.wait()
+        # pyzmq asks curve_user_id right after this returns, with no await in between (and
+        # it handles one ZAP request at a time), so last_user is still this key's.
+        return self._admit(key)
+
+    def _admit(self, key: bytes) -> bool:
         user = self._users.get(key)
         if user is None:
             self.denied += 1
@@ -94,6 +144,7 @@ class PeerGate:
     def close(self) -> None:
         """Stop admitting anyone here; the last gate of a context stops its ZAP handler."""
         self._users = {}
+        self._listed.set()  # a held handshake is refused now
         self._auth.release(self)
 
 
@@ -145,7 +196,8 @@ class PeerAuthenticator(AsyncioAuthenticator):
     def curve_user_id(self, client_public_key: bytes) -> str:
         """The user id of the key the gate just admitted.
 
-        pyzmq calls this right after the gate's ``callback`` admitted the key, with no await in
-        between, so ``last_user`` is that gate's label for it.
+        pyzmq calls this right after the gate's ``callback`` admitted the key (or after the
+        coroutine it returned finished), with no await in between, so ``last_user`` is that
+        gate's label for it.
         """
         return self.last_user

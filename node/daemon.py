@@ -330,7 +330,11 @@ class Node:
         while True:
             deadline, start, now = ex.next_deadline(), ex.next_start(), clock()
             if (deadline is not None and deadline <= now) or (start is not None and start <= now):
-                for out in ex.expire(now):
+                due = ex.expire(now)
+                for peer in ex.take_silent():  # before the re-sends: they take the new way
+                    if transport.redial(peer):
+                        log.info("neighbour %d never answered on this connection: redialled", peer)
+                for out in due:
                     transport.send(out.peer, out.frame)
                 self._send_released()  # a stuck exchange released the lock
                 continue

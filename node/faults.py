@@ -113,6 +113,10 @@ class FaultyTransport(Transport):
         """Move the peer in the inner transport (frames held back keep their old route)."""
         return self.inner.move(peer, address)
 
+    def redial(self, peer: int) -> bool:
+        """Redial the peer in the inner transport."""
+        return self.inner.redial(peer)
+
     def _emit(self, deliver: object, *args: object) -> None:
         f = self.faults
         rng = self._rng

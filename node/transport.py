@@ -75,6 +75,16 @@ class Transport(ABC):
         new one. Synchronous: called from the frame handler.
         """
 
+    def redial(self, peer: int) -> bool:
+        """``peer`` has left an exchange unanswered for long (the protocol's
+        :meth:`~gossip.initiating.Initiator.take_silent`): open the way to it again if nothing
+        ever came back on the current one; return whether it did.
+
+        For transports whose connections can die silently for good (a refused CurveZMQ
+        handshake is never retried: :mod:`node.curve`). The default does nothing.
+        """
+        return False
+
     @abstractmethod
     def send(self, peer: int, data: bytes) -> None:
         """Send a frame to ``peer``'s server, without blocking; drop it if it cannot go now."""

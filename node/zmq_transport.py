@@ -158,6 +158,7 @@ class ZmqTransport(Transport):
         self._address = advertised_address(endpoint, advertise, toward)
         self._dealers: dict[int, zmq.Socket[bytes]] = {}
         self._peer_of: dict[zmq.Socket[bytes], int] = {}  # dealer -> the peer it reaches
+        self._heard: set[zmq.Socket[bytes]] = set()  # dealers that received a frame
         self._addresses: dict[int, str] = {}
         self._ready: deque[Incoming] = deque()
         self._waiter: asyncio.Future[None] | None = None  # recv() waiting for a frame
@@ -192,6 +193,11 @@ class ZmqTransport(Transport):
     def denied(self) -> int:
         """Connections refused so far because their key is not a neighbour's."""
         return 0 if self._auth is None else self._auth.denied
+
+    @property
+    def held(self) -> int:
+        """Handshakes made to wait for this server's first allow-list (see :mod:`node.curve`)."""
+        return 0 if self._auth is None else self._auth.held
 
     def trust(self, peer_keys: Mapping[int, str]) -> None:
         """Admit exactly these peers (node id -> Z85 public key) on the ROUTER from now on.
@@ -235,6 +241,27 @@ class ZmqTransport(Transport):
         """
         if self._addresses.get(peer) == address:
             return False
+        self._dial(peer, address)
+        return True
+
+    def redial(self, peer: int) -> bool:
+        """Replace ``peer``'s DEALER by a new one to the same address if the old one never
+        received a frame; return whether it did (see :meth:`Transport.redial`).
+
+        A DEALER whose CURVE handshake was refused is closed by libzmq for good, and frames
+        sent to it queue without a word: only a new socket shakes hands again. One that has
+        heard from its peer is left alone: its peer is slow, and libzmq reconnects a TCP
+        connection that broke by itself.
+        """
+        address = self._addresses.get(peer)
+        dealer = self._dealers.get(peer)
+        if address is None or dealer is None or dealer in self._heard:
+            return False
+        self._dial(peer, address)
+        self.stats.extra["redialed"] = self.stats.extra.get("redialed", 0) + 1
+        return True
+
+    def _dial(self, peer: int, address: str) -> None:
         dealer = self._ctx.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
         dealer.setsockopt(zmq.SNDHWM, _HWM)
@@ -254,13 +281,13 @@ class ZmqTransport(Transport):
         if old is not None:
             self._unwatch(old)
             self._peer_of.pop(old, None)
+            self._heard.discard(old)
             old.close(0)
         self._dealers[peer] = dealer
         self._peer_of[dealer] = peer
         self._addresses[peer] = address
         self._watch(dealer)
         self._drain_dealer(dealer)  # its FD may already have consumed its edge
-        return True
 
     def send(self, peer: int, data: bytes) -> None:
         """Queue ``data`` on the DEALER to ``peer``; drop it if the queue is full."""
@@ -374,8 +401,11 @@ class ZmqTransport(Transport):
         # A secure DEALER checked its server's key: its frames come from that peer.
         sender = self._peer_of.get(dealer) if self._keys is not None else None
         try:
-            while _readable(dealer):
+            if _readable(dealer):
+                self._heard.add(dealer)
                 deliver(dealer.recv(_NOBLOCK), None, sender)
+                while _readable(dealer):
+                    deliver(dealer.recv(_NOBLOCK), None, sender)
         except zmq.ZMQError as exc:
             self._fail(exc)
 

@@ -397,6 +397,27 @@ def test_timeouts_resend_the_same_frame_and_a_stuck_exchange_releases_the_lock()
     assert a.initiate(0, now=now + 0.5) is not None  # no longer stuck
 
 
+def test_a_peer_silent_for_every_stuck_retries_retries_is_named_for_the_shell() -> None:
+    a, _ = pair(timeout=0.5)
+    assert a.initiate(0, now=101.0) is not None
+    now, named = 101.0, []
+    for _ in range(3 * STUCK_RETRIES):
+        deadline = a.next_deadline()
+        assert deadline is not None
+        now = deadline
+        a.expire(now=now)
+        named.append(a.take_silent())
+    peer = a.links[0].peer
+    # Named once per STUCK_RETRIES retries without an answer, and taken once.
+    assert [k + 1 for k, s in enumerate(named) if s] == [
+        STUCK_RETRIES,
+        2 * STUCK_RETRIES,
+        3 * STUCK_RETRIES,
+    ]
+    assert all(s == {peer} for s in named if s)
+    assert a.take_silent() == set()
+
+
 def test_the_first_timeout_adapts_to_measured_round_trips() -> None:
     a, b = pair(timeout=0.5)
     assert a.current_timeout() == 0.5

@@ -115,3 +115,53 @@ async def test_servers_sharing_a_context_each_admit_only_their_own_neighbours() 
             assert (got.data, got.sender) == (b"a to b", 8)
     finally:
         ctx.term()
+
+
+async def test_a_handshake_before_the_servers_first_allow_list_waits_for_it() -> None:
+    # The race every start has: b is bound, and a learned b's key and address from the
+    # bootstrap before b did. libzmq never retries a refused handshake, so a refusal here
+    # would leave a unable to reach b for the whole run.
+    ka, kb = keypair(), keypair()
+    async with (
+        ZmqTransport("tcp://127.0.0.1:0", keys=ka) as a,
+        ZmqTransport("tcp://127.0.0.1:0", keys=kb) as b,
+    ):
+        a.trust({5: kb.public})
+        await a.connect({5: b.address})
+        a.send(5, b"early")
+        async with asyncio.timeout(30):  # the handshake reached b's gate, which holds it
+            while b.held == 0:  # noqa: ASYNC110 -- a count in the gate: no event
+                await asyncio.sleep(0.01)
+        b.trust({4: ka.public})
+        got = await asyncio.wait_for(b.recv(), 10)
+        assert (got.data, got.sender) == (b"early", 4)
+        assert b.denied == 0
+        assert got.route is not None
+        b.answer(got.route, b"reply")
+        back = await asyncio.wait_for(a.recv(), 10)
+        assert back.data == b"reply"
+        assert a.redial(5) is False  # it has heard from b: left alone
+
+
+async def test_a_gate_with_an_allow_list_refuses_at_once_and_a_redial_gets_in_later() -> None:
+    # A joiner's case: b already has neighbours, and learns of a's key only later.
+    ka, kb, kc = keypair(), keypair(), keypair()
+    async with (
+        ZmqTransport("tcp://127.0.0.1:0", keys=ka) as a,
+        ZmqTransport("tcp://127.0.0.1:0", keys=kb) as b,
+    ):
+        b.trust({9: kc.public})
+        a.trust({5: kb.public})
+        await a.connect({5: b.address})
+        a.send(5, b"refused")
+        async with asyncio.timeout(30):
+            while b.denied == 0:  # noqa: ASYNC110 -- a count in the gate: no event
+                await asyncio.sleep(0.01)
+        assert b.held == 0
+        b.trust({9: kc.public, 4: ka.public})
+        assert a.redial(5) is True  # the refused DEALER never heard a thing
+        a.send(5, b"admitted")
+        got = await asyncio.wait_for(b.recv(), 10)
+        # The frame queued on the refused socket went with it; the protocol re-sends.
+        assert (got.data, got.sender) == (b"admitted", 4)
+        assert a.stats.extra["redialed"] == 1
