@@ -54,13 +54,45 @@ from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError, ProtocolError
 
-__all__ = ["CONFIRM", "SNAPSHOTS_KEPT", "EpsRule", "Evaluation", "ReportBook"]
+__all__ = [
+    "CONFIRM",
+    "DIVERGED",
+    "SNAPSHOTS_KEPT",
+    "EpsRule",
+    "Evaluation",
+    "ReportBook",
+    "diverged",
+]
 
 SNAPSHOTS_KEPT = 64
 """Reports kept per node to find a consistent cut."""
 
 CONFIRM = 3
 """Points in a row at or below eps before the run counts as converged (see :class:`EpsRule`)."""
+
+DIVERGED = 1e3
+"""An error this many times its first value (see :func:`diverged`) means the run diverged."""
+
+
+def diverged(first: float, last: float, eps: float, floor: float = 0.0) -> bool:
+    """Whether a run whose first measured error was ``first`` has diverged at error ``last``.
+
+    It has when ``last`` is not finite, or over :data:`DIVERGED` times the largest of
+    ``first``, ``eps`` and ``floor`` (float64's smallest error near the values' mean,
+    :func:`gossip.values.error_floor`). Growth from an error already at eps (a coordinator
+    that resumes a converged run may first see exactly 0), or at the float floor, is
+    rounding, not divergence.
+
+    Examples
+    --------
+    >>> diverged(0.5, 600.0, 1e-6), diverged(0.5, 1e-3, 1e-6)
+    (True, False)
+    >>> diverged(0.0, 3e-33, 1e-6), diverged(0.0, 3e-33, 1e-300, floor=2.5e-32)
+    (False, False)
+    """
+    if not math.isfinite(last):
+        return True
+    return last > DIVERGED * max(first, eps, floor, 1e-300)
 
 
 @dataclass(frozen=True, slots=True)

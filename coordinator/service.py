@@ -43,7 +43,7 @@ import zmq.asyncio
 from coordinator._groups import single_error
 from coordinator.broker import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
-from coordinator.evaluation import EpsRule, ReportBook
+from coordinator.evaluation import DIVERGED, EpsRule, ReportBook, diverged
 from coordinator.membership import Churn
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
@@ -55,12 +55,12 @@ from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
 from coordinator.status import resumable, run_header, status_record
 from gossip.errors import ConfigError, GossipError, TransportError
+from gossip.values import error_floor
 
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
-_DIVERGED = 1e3  # an error this many times the initial one means the run has diverged
 
 
 def _new_run_id() -> str:
@@ -346,7 +346,7 @@ class Coordinator:
             elif self._diverged():
                 stop_reason = "diverged"
                 self.state.message = (
-                    f"the error grew to {self.state.error:.3g}, over {_DIVERGED:g} times its "
+                    f"the error grew to {self.state.error:.3g}, over {DIVERGED:g} times its "
                     "initial value: the exchanges are too slow for this rate (lower --rate)"
                 )
             elif (
@@ -366,8 +366,8 @@ class Coordinator:
         history = self.state.history
         if len(history) < 2:
             return False
-        first, last = history[0].error, history[-1].error
-        return not math.isfinite(last) or last > _DIVERGED * max(first, 1e-300)
+        floor = error_floor(self.state.initial) if self.state.initial else 0.0
+        return diverged(history[0].error, history[-1].error, self.config.until, floor)
 
     async def _stop(self, reason: str) -> RunSummary:
         assert self._link is not None

@@ -6,6 +6,7 @@ Every process here is real: the commands run as subprocesses, with their own nod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -303,22 +304,25 @@ async def test_nodes_outlive_the_coordinator_and_a_new_one_resumes(
         stderr=asyncio.subprocess.DEVNULL,
         env=_env(),
     )
-    nodes = [
-        await asyncio.create_subprocess_exec(
-            *GOSSIP,
-            "node",
-            "--coordinator",
-            bind,
-            "--host",
-            "127.0.0.1",
-            "--name",
-            f"n{k}",
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            env=_env(),
-        )
-        for k in range(4)
-    ]
+    logs = [tmp_path / f"n{k}.log" for k in range(4)]
+    nodes = []
+    for k in range(4):
+        with logs[k].open("wb") as log:  # the child keeps its own copy of the descriptor
+            nodes.append(
+                await asyncio.create_subprocess_exec(
+                    *GOSSIP,
+                    "node",
+                    "--coordinator",
+                    bind,
+                    "--host",
+                    "127.0.0.1",
+                    "--name",
+                    f"n{k}",
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=log,
+                    env=_env(),
+                )
+            )
     second = None
     try:
         before: dict[int, dict[str, Any]] = {}
@@ -350,8 +354,12 @@ async def test_nodes_outlive_the_coordinator_and_a_new_one_resumes(
         )
         _, err = await asyncio.wait_for(second.communicate(), 90)
         assert second.returncode == 0, err.decode()[-2000:]
-        codes = [await asyncio.wait_for(n.wait(), 30) for n in nodes]
-        assert codes == [0, 0, 0, 0], "the nodes exit 0 once stopped"
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(60):
+                await asyncio.gather(*(n.wait() for n in nodes))
+        codes = [n.returncode for n in nodes]
+        said = "\n".join(f"n{k}: {log.read_text()[-1500:]}" for k, log in enumerate(logs))
+        assert codes == [0, 0, 0, 0], f"the nodes exit 0 once stopped; their logs:\n{said}"
     finally:
         for p in [first, second, *nodes]:
             if p is not None and p.returncode is None:

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.evaluation import EpsRule, Evaluation, ReportBook
+from coordinator.evaluation import DIVERGED, EpsRule, Evaluation, ReportBook, diverged
 from coordinator.records import ErrorPoint
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
@@ -310,3 +310,32 @@ def test_rule_fires_exactly_on_its_definition(
 def test_rule_rejects_bad_settings(eps: float, confirm: int) -> None:
     with pytest.raises(ConfigError, match="must be"):
         EpsRule(eps, confirm)
+
+
+@given(
+    first=st.floats(0.0, 1.0),
+    eps=st.floats(1e-300, 1e-3),
+    grown=st.floats(0.0, 1.0),
+)
+def test_an_error_within_a_thousand_times_eps_or_its_first_value_is_not_divergence(
+    first: float, eps: float, grown: float
+) -> None:
+    # A coordinator resuming a converged run may see exactly 0 first, then rounding.
+    assert not diverged(first, grown * DIVERGED * max(first, eps), eps)
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "eps", "floor", "expected"),
+    [
+        (0.5, 501.0, 1e-6, 0.0, True),  # a thousand times the first error, and more
+        (0.5, math.nan, 1e-6, 0.0, True),
+        (0.5, math.inf, 1e-6, 0.0, True),
+        (0.0, 3.08e-33, 1e-6, 0.0, False),  # resumed at exactly 0, then one rounding
+        (0.0, 3.08e-33, 1e-300, 2.5e-32, False),  # an eps below float's floor
+        (0.0, 1.1e-3, 1e-6, 0.0, True),  # from 0 to far above eps: it did diverge
+    ],
+)
+def test_divergence_is_growth_over_a_thousand_times_the_first_error_eps_or_the_float_floor(
+    first: float, last: float, eps: float, floor: float, expected: bool
+) -> None:
+    assert diverged(first, last, eps, floor) is expected
