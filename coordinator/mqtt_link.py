@@ -7,12 +7,15 @@ Topics (``<cluster>`` defaults to ``gossip``):
   coordinator reads the retained status a previous coordinator left, to resume its run;
 * ``gossip/<cluster>/control`` -- published: ``{"cmd": "stop", "run": <run id>}``.
 
-:meth:`MqttLink.run` keeps one connection up until cancelled: it connects, subscribes, sends
+:meth:`MqttLink.run` keeps one connection up until stopped: it connects, subscribes, sends
 whatever is queued (the latest status first), and hands every incoming message to a callback.
 When the broker goes away it reconnects with jittered exponential backoff (0.1 s doubling up to
 5 s), so a broker restart costs a few reports and nothing else. Outgoing messages wait in a
 queue while disconnected; the status is kept apart (only the latest matters) and re-sent on
 every reconnect.
+
+To end it, call :meth:`MqttLink.stop`, then cancel the task: a cancel alone can be lost inside
+aiomqtt on Python 3.11 (the rule and its reason are in :mod:`node.mqtt`).
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ class MqttLink:
         self._status_dirty = asyncio.Event()
         self.connected = asyncio.Event()
         self._publishing = False
+        self._closing = False
 
     # -- outgoing ------------------------------------------------------------------------------
 
@@ -128,12 +132,16 @@ class MqttLink:
 
     # -- the connection ------------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """Make :meth:`run` end; cancel its task afterwards."""
+        self._closing = True
+
     async def run(self) -> None:
-        """Stay connected until cancelled, reconnecting with jittered backoff."""
+        """Stay connected until stopped, reconnecting with jittered backoff."""
         backoff = _BACKOFF_FIRST
         first = True
         identifier = f"gossip-coordinator-{os.getpid()}-{random.getrandbits(32):08x}"
-        while True:
+        while not self._closing:
             try:
                 async with aiomqtt.Client(
                     self.host,
@@ -157,6 +165,8 @@ class MqttLink:
                     backoff = _BACKOFF_FIRST
                     if self._latest_status is not None:
                         self._status_dirty.set()
+                    if self._closing:  # asked while connecting, and the cancel was lost
+                        return
                     async with asyncio.TaskGroup() as tg:
                         tg.create_task(self._read(client), name="mqtt-read")
                         tg.create_task(self._write(client), name="mqtt-write")
@@ -166,12 +176,16 @@ class MqttLink:
             finally:
                 self._status.connected = False
                 self.connected.clear()
+            if self._closing:
+                return
             # Jitter spreads the reconnections of many clients after a broker restart.
             await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
             backoff = min(backoff * 2, _BACKOFF_MAX)
 
     async def _read(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
+            if self._closing:
+                return
             payload = message.payload
             if isinstance(payload, str):
                 payload = payload.encode()
@@ -180,7 +194,7 @@ class MqttLink:
             self._on_message(message.topic.value, bytes(payload))
 
     async def _write(self, client: aiomqtt.Client) -> None:
-        while True:
+        while not self._closing:
             if self._status_dirty.is_set() and self._latest_status is not None:
                 self._status_dirty.clear()
                 await self._send(client, self.topics["status"], self._latest_status, 1, True)

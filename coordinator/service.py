@@ -195,6 +195,8 @@ class Coordinator:
                     self.bound.set()
                     return await self._supervise()
             finally:
+                if self._link is not None:
+                    self._link.stop()
                 for task in background:
                     task.cancel()
 

@@ -230,6 +230,8 @@ class Node:
             if mqtt is not None:
                 await mqtt.publish_final(self.final)
             await self._part()
+            if mqtt is not None and run_mqtt:
+                mqtt.stop()  # a cancel alone can be lost: node.mqtt
             for task in tasks:
                 task.cancel()
         return 0

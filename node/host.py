@@ -306,6 +306,8 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
                     for node, mqtt in zip(nodes, mqtts, strict=True)
                 ]
                 codes = [await run for run in runs]
+                for m in distinct:
+                    m.stop()
                 for link in links:
                     link.cancel()
             for node in nodes:

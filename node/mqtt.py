@@ -8,6 +8,14 @@
 
 The broker is optional for gossip: the connection lives in its own task, reconnects with
 jittered exponential backoff, and the node's exchanges never wait for it.
+
+Ending the connection: call :meth:`NodeMqtt.stop`, then cancel the task of :meth:`NodeMqtt.run`.
+A cancel alone is not enough on Python 3.11: aiomqtt waits for its publish, subscribe and
+disconnect acknowledgements with ``asyncio.wait_for``, which drops a cancel that arrives as the
+wait completes (CPython gh-86296), and its disconnect timeout turns a cancel into an
+``MqttError`` that looks like a lost broker. Either way the task went on reporting or
+reconnecting, and the process never exited. Every loop here checks the stop flag, so a lost
+cancel costs at most one more iteration.
 """
 
 from __future__ import annotations
@@ -170,6 +178,7 @@ class NodeMqtt:
         self._handlers: list[Callable[[dict[str, Any]], None]] = []
         self.published = 0
         self.reconnects = 0
+        self._closing = False
 
     def add(
         self, node_id: int, snapshot: Callable[[], dict[str, Any]], on_stop: Callable[[], None]
@@ -180,6 +189,10 @@ class NodeMqtt:
     def on_command(self, handler: Callable[[dict[str, Any]], None]) -> None:
         """Call ``handler`` with every control command other than stop (a JSON object)."""
         self._handlers.append(handler)
+
+    def stop(self) -> None:
+        """Make :meth:`run` end; cancel its task afterwards (see the module docstring)."""
+        self._closing = True
 
     def _on_stop(self) -> None:
         for _, _, on_stop in self._members:
@@ -200,10 +213,10 @@ class NodeMqtt:
         )
 
     async def run(self) -> None:
-        """Stay connected (reporting, listening) until cancelled; reconnect with backoff."""
+        """Stay connected (reporting, listening) until stopped; reconnect with backoff."""
         backoff = _BACKOFF_FIRST
         connected_before = False
-        while True:
+        while not self._closing:
             try:
                 async with self._client_for() as client:
                     await client.subscribe(self.control, qos=1)
@@ -215,8 +228,11 @@ class NodeMqtt:
                     connected_before = True
                     backoff = _BACKOFF_FIRST
                     async with asyncio.TaskGroup() as tg:
-                        tg.create_task(self._report(client), name="mqtt-report")
-                        tg.create_task(self._listen(client), name="mqtt-control")
+                        listen = tg.create_task(self._listen(client), name="mqtt-control")
+                        # Reporting returns only once stopped, even if a cancel was lost
+                        # (on connect, say): the listener, which waits for messages, goes too.
+                        await self._report(client)
+                        listen.cancel()
             except* aiomqtt.MqttError as group:
                 log.info(
                     "MQTT broker %s:%s unavailable: %s",
@@ -226,19 +242,25 @@ class NodeMqtt:
                 )
             finally:
                 self._client = None
+            if self._closing:
+                return
             # Jitter spreads the reconnections of many nodes after a broker restart.
             await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
             backoff = min(2 * backoff, _BACKOFF_MAX)
 
     async def _report(self, client: aiomqtt.Client) -> None:
-        while True:
+        while not self._closing:
             for topic, snapshot, _ in self._members:
                 await client.publish(topic, json.dumps(snapshot()), qos=0)
                 self.published += 1
+                if self._closing:
+                    return
             await asyncio.sleep(self._period)
 
     async def _listen(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
+            if self._closing:
+                return
             payload = message.payload
             if not isinstance(payload, bytes | bytearray | str):
                 continue

@@ -131,6 +131,8 @@ async def test_reports_travel_over_tls_with_passwords_and_an_untrusted_ca_is_ref
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(link.run()), tg.create_task(node.run())]
             await asyncio.wait_for(arrived.wait(), 20)
+            link.stop()
+            node.stop()
             for task in tasks:
                 task.cancel()
         assert json.loads(received[-1][1]) == {"node": 1}

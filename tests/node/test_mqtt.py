@@ -1,0 +1,90 @@
+"""node.mqtt: the MQTT link ends when asked, even when a cancel is lost (real mosquitto).
+
+On Python 3.11, aiomqtt's ``asyncio.wait_for`` drops a cancel that arrives as the broker's
+acknowledgement does; the link then reported forever and its process never exited (seen on the
+arm64 CI run). These tests lose the cancel on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiomqtt
+import pytest
+
+from coordinator.broker import RunningBroker
+from node.mqtt import NodeMqtt, parse_broker
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
+
+
+async def _reporting_link(broker: RunningBroker) -> tuple[NodeMqtt, asyncio.Task[None]]:
+    """A running link that has taken two snapshots (it is connected and reporting)."""
+    address = parse_broker(broker.url)
+    assert address is not None
+    snapshots: list[int] = []
+    reported = asyncio.Event()
+
+    def snapshot() -> dict[str, Any]:
+        snapshots.append(1)
+        if len(snapshots) >= 2:
+            reported.set()
+        return {"node": 1}
+
+    link = NodeMqtt(address, "lost-cancel", 1, snapshot, 0.01, lambda: None)
+    task = asyncio.create_task(link.run())
+    async with asyncio.timeout(60):  # turns a hang into a failure
+        await reported.wait()
+    return link, task
+
+
+async def test_a_cancel_lost_inside_publish_still_ends_the_link(
+    mosquitto: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = aiomqtt.Client.publish
+    publishing = asyncio.Event()
+    lost: list[int] = []
+
+    async def publish_losing_cancels(self: aiomqtt.Client, *args: Any, **kwargs: Any) -> None:
+        publishing.set()
+        try:
+            await asyncio.sleep(0.2)  # waiting for the broker's acknowledgement
+        except asyncio.CancelledError:
+            lost.append(1)  # what wait_for does when the acknowledgement is already there
+        await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(aiomqtt.Client, "publish", publish_losing_cancels)
+    link, task = await _reporting_link(mosquitto)
+    publishing.clear()
+    await publishing.wait()  # the cancel lands inside a publish
+    link.stop()
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=30)
+    assert lost == [1], "the cancel was not lost: the test did not test anything"
+    assert task in done, f"the link kept running after stop and cancel ({link.published} reports)"
+    # Its last publish went through, and nothing after it.
+    published = link.published
+    await asyncio.sleep(0.1)
+    assert link.published == published
+
+
+async def test_stop_alone_ends_a_connected_link(mosquitto: RunningBroker) -> None:
+    link, task = await _reporting_link(mosquitto)
+    link.stop()  # no cancel at all: the worst case of a lost one
+    done, _ = await asyncio.wait({task}, timeout=30)
+    assert task in done, "stop alone did not end the link"
+    assert task.exception() is None
+
+
+async def test_stop_ends_a_link_waiting_for_a_broker_that_is_down() -> None:
+    address = parse_broker("mqtt://127.0.0.1:9")  # discard: nothing listens
+    assert address is not None
+    link = NodeMqtt(address, "down", 1, lambda: {"node": 1}, 0.01, lambda: None)
+    task = asyncio.create_task(link.run())
+    await asyncio.sleep(0.3)  # at least one failed connection and a backoff
+    link.stop()
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=30)
+    assert task in done
+    assert link.published == 0
