@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
 
+import aiomqtt
 import pytest
 
 from coordinator.broker import RunningBroker, amqtt_broker, find_mosquitto, mosquitto_broker
@@ -43,3 +47,33 @@ async def any_broker(request: pytest.FixtureRequest) -> AsyncIterator[RunningBro
     else:
         async with amqtt_broker() as running:
             yield running
+
+
+@dataclass
+class LostCancels:
+    """What :func:`publish_losing_cancels` saw: a publish began; how many cancels it swallowed."""
+
+    publishing: asyncio.Event = field(default_factory=asyncio.Event)
+    lost: list[int] = field(default_factory=list)
+
+
+@pytest.fixture
+def publish_losing_cancels(monkeypatch: pytest.MonkeyPatch) -> LostCancels:
+    """aiomqtt's publish made to swallow a cancel that lands in it, then publish anyway.
+
+    That is what ``asyncio.wait_for`` does on Python 3.11 when the broker's acknowledgement
+    arrives with the cancel (see :mod:`node.mqtt`).
+    """
+    original = aiomqtt.Client.publish
+    seen = LostCancels()
+
+    async def publish(self: aiomqtt.Client, *args: Any, **kwargs: Any) -> None:
+        seen.publishing.set()
+        try:
+            await asyncio.sleep(0.2)  # waiting for the broker's acknowledgement
+        except asyncio.CancelledError:
+            seen.lost.append(1)
+        await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(aiomqtt.Client, "publish", publish)
+    return seen

@@ -8,13 +8,15 @@ arm64 CI run). These tests lose the cancel on purpose.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiomqtt
 import pytest
 
 from coordinator.broker import RunningBroker
 from node.mqtt import NodeMqtt, parse_broker
+
+if TYPE_CHECKING:  # the fixture lives in tests/conftest.py
+    from conftest import LostCancels
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
 
@@ -40,28 +42,16 @@ async def _reporting_link(broker: RunningBroker) -> tuple[NodeMqtt, asyncio.Task
 
 
 async def test_a_cancel_lost_inside_publish_still_ends_the_link(
-    mosquitto: RunningBroker, monkeypatch: pytest.MonkeyPatch
+    mosquitto: RunningBroker, publish_losing_cancels: LostCancels
 ) -> None:
-    original = aiomqtt.Client.publish
-    publishing = asyncio.Event()
-    lost: list[int] = []
-
-    async def publish_losing_cancels(self: aiomqtt.Client, *args: Any, **kwargs: Any) -> None:
-        publishing.set()
-        try:
-            await asyncio.sleep(0.2)  # waiting for the broker's acknowledgement
-        except asyncio.CancelledError:
-            lost.append(1)  # what wait_for does when the acknowledgement is already there
-        await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(aiomqtt.Client, "publish", publish_losing_cancels)
+    seen = publish_losing_cancels
     link, task = await _reporting_link(mosquitto)
-    publishing.clear()
-    await publishing.wait()  # the cancel lands inside a publish
+    seen.publishing.clear()
+    await seen.publishing.wait()  # the cancel lands inside a publish
     link.stop()
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=30)
-    assert lost == [1], "the cancel was not lost: the test did not test anything"
+    assert seen.lost == [1], "the cancel was not lost: the test did not test anything"
     assert task in done, f"the link kept running after stop and cancel ({link.published} reports)"
     # Its last publish went through, and nothing after it.
     published = link.published
