@@ -136,12 +136,17 @@ class MqttLink:
         """Make :meth:`run` end; cancel its task afterwards."""
         self._closing = True
 
+    def _ending(self) -> bool:
+        """Stopped, or this task has a cancel pending, though aiomqtt may have swallowed it."""
+        task = asyncio.current_task()
+        return self._closing or (task is not None and task.cancelling() > 0)
+
     async def run(self) -> None:
         """Stay connected until stopped, reconnecting with jittered backoff."""
         backoff = _BACKOFF_FIRST
         first = True
         identifier = f"gossip-coordinator-{os.getpid()}-{random.getrandbits(32):08x}"
-        while not self._closing:
+        while not self._ending():
             try:
                 async with aiomqtt.Client(
                     self.host,
@@ -165,7 +170,7 @@ class MqttLink:
                     backoff = _BACKOFF_FIRST
                     if self._latest_status is not None:
                         self._status_dirty.set()
-                    if self._closing:  # asked while connecting, and the cancel was lost
+                    if self._ending():  # asked while connecting, and the cancel was lost
                         return
                     async with asyncio.TaskGroup() as tg:
                         tg.create_task(self._read(client), name="mqtt-read")
@@ -176,7 +181,7 @@ class MqttLink:
             finally:
                 self._status.connected = False
                 self.connected.clear()
-            if self._closing:
+            if self._ending():
                 return
             # Jitter spreads the reconnections of many clients after a broker restart.
             await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
@@ -184,7 +189,7 @@ class MqttLink:
 
     async def _read(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
-            if self._closing:
+            if self._ending():
                 return
             payload = message.payload
             if isinstance(payload, str):
@@ -194,7 +199,7 @@ class MqttLink:
             self._on_message(message.topic.value, bytes(payload))
 
     async def _write(self, client: aiomqtt.Client) -> None:
-        while not self._closing:
+        while not self._ending():
             if self._status_dirty.is_set() and self._latest_status is not None:
                 self._status_dirty.clear()
                 await self._send(client, self.topics["status"], self._latest_status, 1, True)

@@ -14,8 +14,10 @@ A cancel alone is not enough on Python 3.11: aiomqtt waits for its publish, subs
 disconnect acknowledgements with ``asyncio.wait_for``, which drops a cancel that arrives as the
 wait completes (CPython gh-86296), and its disconnect timeout turns a cancel into an
 ``MqttError`` that looks like a lost broker. Either way the task went on reporting or
-reconnecting, and the process never exited. Every loop here checks the stop flag, so a lost
-cancel costs at most one more iteration.
+reconnecting, and the process never exited. Every loop here checks the stop flag and whether its
+task has a cancel pending (``Task.cancelling()``, which a swallowed ``CancelledError`` leaves
+set), so a lost cancel costs at most one more iteration, even when the cancel comes from a task
+group unwinding after an error, where nobody calls :meth:`NodeMqtt.stop`.
 """
 
 from __future__ import annotations
@@ -194,6 +196,11 @@ class NodeMqtt:
         """Make :meth:`run` end; cancel its task afterwards (see the module docstring)."""
         self._closing = True
 
+    def _ending(self) -> bool:
+        """Stopped, or this task has a cancel pending, though aiomqtt may have swallowed it."""
+        task = asyncio.current_task()
+        return self._closing or (task is not None and task.cancelling() > 0)
+
     def _on_stop(self) -> None:
         for _, _, on_stop in self._members:
             on_stop()
@@ -216,7 +223,7 @@ class NodeMqtt:
         """Stay connected (reporting, listening) until stopped; reconnect with backoff."""
         backoff = _BACKOFF_FIRST
         connected_before = False
-        while not self._closing:
+        while not self._ending():
             try:
                 async with self._client_for() as client:
                     await client.subscribe(self.control, qos=1)
@@ -242,24 +249,24 @@ class NodeMqtt:
                 )
             finally:
                 self._client = None
-            if self._closing:
+            if self._ending():
                 return
             # Jitter spreads the reconnections of many nodes after a broker restart.
             await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
             backoff = min(2 * backoff, _BACKOFF_MAX)
 
     async def _report(self, client: aiomqtt.Client) -> None:
-        while not self._closing:
+        while not self._ending():
             for topic, snapshot, _ in self._members:
                 await client.publish(topic, json.dumps(snapshot()), qos=0)
                 self.published += 1
-                if self._closing:
+                if self._ending():
                     return
             await asyncio.sleep(self._period)
 
     async def _listen(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
-            if self._closing:
+            if self._ending():
                 return
             payload = message.payload
             if not isinstance(payload, bytes | bytearray | str):

@@ -59,6 +59,34 @@ async def test_a_cancel_lost_inside_publish_still_ends_the_link(
     assert link.published == published
 
 
+async def test_a_task_group_unwinding_after_an_error_ends_the_link_without_stop(
+    mosquitto: RunningBroker, publish_losing_cancels: LostCancels
+) -> None:
+    # A sibling fails while the link is inside a publish: the group cancels the link, nobody
+    # calls stop, and the cancel is lost. The pending cancel (Task.cancelling) still ends it.
+    seen = publish_losing_cancels
+    address = parse_broker(mosquitto.url)
+    assert address is not None
+    link = NodeMqtt(address, "unwind", 1, lambda: {"node": 1}, 0.01, lambda: None)
+
+    async def fail_inside_a_publish() -> None:
+        await seen.publishing.wait()
+        raise RuntimeError("a sibling failed")
+
+    async def group() -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(link.run())
+            tg.create_task(fail_inside_a_publish())
+
+    task = asyncio.create_task(group())
+    done, _ = await asyncio.wait({task}, timeout=30)
+    assert seen.lost == [1], "the cancel was not lost: the test did not test anything"
+    assert task in done, f"the group never ended: the link kept running ({link.published})"
+    error = task.exception()
+    assert isinstance(error, ExceptionGroup)
+    assert [str(e) for e in error.exceptions] == ["a sibling failed"]
+
+
 async def test_stop_alone_ends_a_connected_link(mosquitto: RunningBroker) -> None:
     link, task = await _reporting_link(mosquitto)
     link.stop()  # no cancel at all: the worst case of a lost one
