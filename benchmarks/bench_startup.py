@@ -178,11 +178,15 @@ def _epoch(metrics: Path) -> float | None:
 def _fidelity(case: Case, metrics: Path, runs: int) -> tuple[float, float, int]:
     """Share of the measured error points inside the simulator's 5-95% band, the median
     log10 ratio of the measured error to the simulator's median, and the number of points."""
-    history = []
-    for line in metrics.read_text().splitlines():
-        record = json.loads(line)
-        if record.get("kind") == "point" and record.get("t", -1) > 0:
-            history.append(ErrorPoint(record["t"], record["error"], 0.0, record["wall"]))
+    # The exact curve (coordinator.exact_curve) where the nodes sent their traces; the
+    # coordinator's estimates otherwise.
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    kind = "exact" if any(r.get("kind") == "exact" for r in records) else "point"
+    history = [
+        ErrorPoint(r["t"], r["error"], 0.0, r["wall"])
+        for r in records
+        if r.get("kind") == kind and r.get("t", -1) > 0
+    ]
     if len(history) < 3:
         return float("nan"), float("nan"), len(history)
     topo = parse_topology(case.graph)

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from coordinator.exact_curve import ExactCurve
 from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
 from coordinator.opt_measure import measure_optimization
 from coordinator.records import ErrorPoint, NodeView
@@ -195,6 +196,7 @@ class ReportBook:
         self.fresh = 0
         self.bad = 0
         self._snaps: dict[int, collections.deque[Snapshot]] = {}
+        self._exact: ExactCurve | None = None  # once the initial values are known
 
     def ingest(self, topic: str, payload: bytes) -> None:
         """Take one node report: update its node view and keep its snapshot.
@@ -222,8 +224,26 @@ class ReportBook:
         if snaps is None:
             snaps = self._snaps[node] = collections.deque(maxlen=SNAPSHOTS_KEPT)
         snaps.append(Snapshot(report["t"], report["x"], report["z"], report["edges"], report["y"]))
+        if report["trace"]:
+            self._trace(node, report["trace"])
         self.fresh += 1
         self.state.touch()
+
+    def _trace(self, node: int, samples: list[tuple[float, tuple[float, ...]]]) -> None:
+        state = self.state
+        if self._exact is None:
+            if not state.initial:
+                return  # before the bootstrap: no run to measure yet
+            self._exact = ExactCurve(np.array(state.initial, dtype=np.float64))
+        if state.departed or len(state.initial) != self.plan.expected:
+            self._exact.stop()  # the grid times of another network: the curve ends here
+            return
+        state.exact.extend(self._exact.add(node, samples, time.time()))
+
+    def end_exact(self, t: float) -> None:
+        """End the exact curve at ``t``: the coordinator is asking the nodes to stop."""
+        if self._exact is not None:
+            self._exact.end_at(t)
 
     def latest(self) -> list[Snapshot] | None:
         """Every node's latest report (its final one after a stop), by id; ``None`` if some

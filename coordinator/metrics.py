@@ -198,6 +198,30 @@ def _floats(payload: Mapping[str, Any], key: str, dim: int | None) -> tuple[floa
     return tuple(out)
 
 
+def _trace(raw: object, dim: int) -> list[tuple[float, tuple[float, ...]]]:
+    # A report's trace (gossip.trace): [g, x_1, ..., x_dim] rows of finite numbers.
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ProtocolError(f"state report field 'trace' must be a list, got {raw!r}")
+    out = []
+    for i, row in enumerate(raw):
+        if (
+            not isinstance(row, list)
+            or len(row) != dim + 1
+            or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in row
+            )
+        ):
+            raise ProtocolError(
+                f"state report field 'trace[{i}]' must be [g, x_1..x_{dim}] of finite numbers, "
+                f"got {row!r}"
+            )
+        out.append((float(row[0]), tuple(float(v) for v in row[1:])))
+    return out
+
+
 def _number(payload: Mapping[str, Any], key: str) -> float:
     raw = payload.get(key)
     if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
@@ -219,8 +243,9 @@ def parse_report(
     Returns a dict with ``node`` (int), ``name``, ``address``, ``t``, ``wall``, ``x``, ``y``
     (``()`` unless an optimization run's node reports its dual), ``z``,
     ``initial`` (tuples), ``final`` (bool), ``counters`` (str -> int), ``rtt_p50_ms``,
-    ``rtt_p99_ms``, ``lag_p50``, ``lag_p99`` (float or None: :mod:`gossip.lateness`) and
-    ``edges`` (int -> int).
+    ``rtt_p99_ms``, ``lag_p50``, ``lag_p99``, ``wait_p50``, ``wait_p99`` (float or None:
+    :mod:`gossip.lateness`),
+    ``edges`` (int -> int) and ``trace`` (``(g, x)`` pairs, :mod:`gossip.trace`).
 
     Raises
     ------
@@ -258,6 +283,8 @@ def parse_report(
     rtt: dict[str, Any] = rtt_raw if isinstance(rtt_raw, dict) else {}
     lag_raw = data.get("lag")  # absent from the reports of nodes older than gossip.lateness
     lag: dict[str, Any] = lag_raw if isinstance(lag_raw, dict) else {}
+    wait_raw = data.get("wait")  # absent from the reports of nodes older than tick-time jumps
+    wait: dict[str, Any] = wait_raw if isinstance(wait_raw, dict) else {}
     edges_raw = data.get("edges") or {}
     edges: dict[int, int] = {}
     if isinstance(edges_raw, dict):
@@ -280,7 +307,10 @@ def parse_report(
         "rtt_p99_ms": _optional(rtt.get("p99")),
         "lag_p50": _optional(lag.get("p50")),
         "lag_p99": _optional(lag.get("p99")),
+        "wait_p50": _optional(wait.get("p50")),
+        "wait_p99": _optional(wait.get("p99")),
         "edges": edges,
+        "trace": _trace(data.get("trace"), len(x)),  # absent from nodes older than gossip.trace
     }
 
 
@@ -299,6 +329,8 @@ def update_view(view: NodeView, report: Mapping[str, Any], received: float) -> N
     view.rtt_p99_ms = report["rtt_p99_ms"]
     view.lag_p50 = report["lag_p50"]
     view.lag_p99 = report["lag_p99"]
+    view.wait_p50 = report["wait_p50"]
+    view.wait_p99 = report["wait_p99"]
     view.edges = dict(report["edges"])
     view.received = received
     view.reports += 1

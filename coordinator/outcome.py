@@ -90,6 +90,9 @@ def run_summary(
     lag50 = [v.lag_p50 for v in present if v.lag_p50 is not None]
     lag99 = [v.lag_p99 for v in present if v.lag_p99 is not None]
     lag_p50 = statistics.median(lag50) if lag50 else None
+    wait50 = [v.wait_p50 for v in present if v.wait_p50 is not None]
+    wait99 = [v.wait_p99 for v in present if v.wait_p99 is not None]
+    wait_p50 = statistics.median(wait50) if wait50 else None
     return RunSummary(
         run_id=state.run_id,
         reached=state.reached,
@@ -105,7 +108,11 @@ def run_summary(
         stop_reason=reason,
         lag_p50=lag_p50,
         lag_p99=statistics.median(lag99) if lag99 else None,
-        kept_up=keeps_up(lag_p50, plan.expected),
+        wait_p50=wait_p50,
+        wait_p99=statistics.median(wait99) if wait99 else None,
+        # The backlog says whether the cluster kept up; older nodes report only the lag, which
+        # was the same figure before jumps kept their ticks' times.
+        kept_up=keeps_up(lag_p50 if wait_p50 is None else wait_p50, plan.expected),
     )
 
 

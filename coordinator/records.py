@@ -87,6 +87,9 @@ class NodeView:
     lag_p50, lag_p99 : float or None
         Percentiles of the lag of the node's jumps behind their ticks, in units of t
         (:mod:`gossip.lateness`).
+    wait_p50, wait_p99 : float or None
+        Percentiles of the wait of the node's exchanges' starts behind their ticks, in units
+        of t: its backlog (:mod:`gossip.lateness`).
     edges : dict of int to int
         Activations so far on each of the node's edges, keyed by the peer's id.
     received : float
@@ -109,6 +112,8 @@ class NodeView:
     rtt_p99_ms: float | None = None
     lag_p50: float | None = None
     lag_p99: float | None = None
+    wait_p50: float | None = None
+    wait_p99: float | None = None
     edges: dict[int, int] = field(default_factory=dict)
     received: float = 0.0
     reports: int = 0
@@ -132,6 +137,7 @@ class NodeView:
             "counters": {k: int(v) for k, v in self.counters.items()},
             "rtt_ms": {"p50": json_num(self.rtt_p50_ms), "p99": json_num(self.rtt_p99_ms)},
             "lag": {"p50": json_num(self.lag_p50), "p99": json_num(self.lag_p99)},
+            "wait": {"p50": json_num(self.wait_p50), "p99": json_num(self.wait_p99)},
             "edges": {str(k): int(v) for k, v in self.edges.items()},
             "received": json_num(self.received),
             "reports": self.reports,
@@ -244,10 +250,13 @@ class RunSummary:
     lag_p50, lag_p99 : float or None
         How late the jumps were behind their ticks, in units of t (:mod:`gossip.lateness`):
         the medians of the nodes' p50s and p99s.
+    wait_p50, wait_p99 : float or None
+        How long the exchanges waited to start behind their ticks, in units of t: the medians
+        of the nodes' p50s and p99s (the backlog, :mod:`gossip.lateness`).
     kept_up : bool or None
-        Whether ``lag_p50`` says the cluster kept up with its rate: a typical jump came
+        Whether ``wait_p50`` says the cluster kept up with its rate: a typical exchange started
         before the node's next activation was due (:func:`gossip.lateness.keeps_up`); ``None``
-        if no node reported a lag.
+        if no node reported it (``lag_p50`` then, from nodes that report no wait).
     """
 
     run_id: str
@@ -264,6 +273,8 @@ class RunSummary:
     stop_reason: str = ""
     lag_p50: float | None = None
     lag_p99: float | None = None
+    wait_p50: float | None = None
+    wait_p99: float | None = None
     kept_up: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -283,5 +294,7 @@ class RunSummary:
             "rtt_p99_ms": json_num(self.rtt_p99_ms),
             "lag_p50": json_num(self.lag_p50),
             "lag_p99": json_num(self.lag_p99),
+            "wait_p50": json_num(self.wait_p50),
+            "wait_p99": json_num(self.wait_p99),
             "kept_up": self.kept_up,
         }

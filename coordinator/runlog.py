@@ -9,7 +9,10 @@ continues the same file. Every line has ``kind`` and ``wall`` (Unix seconds):
 ``start``      run_id, graph, cluster, algorithm, params, quantities, expected, rate, eps,
                epoch (a fresh run)
 ``resume``     the same as ``start``, written by a coordinator that picked up a running run
-``point``      t, error, mass_drift_rel, activations, nodes (reporting), fresh (bool)
+``point``      t, error, mass_drift_rel, activations, nodes (reporting), fresh (bool): an
+               estimate from reports of different times (:mod:`coordinator.metrics`)
+``exact``      t, error, mass_drift_rel: the network's exact state at a grid time every node
+               has passed (:mod:`coordinator.exact_curve`)
 ``reached``    t_eps, wall_s (seconds since the epoch)
 ``stop``       reason (``reached`` or ``timeout``)
 ``final``      the run summary (see :class:`~coordinator.state.RunSummary`) plus final_t

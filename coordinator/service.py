@@ -100,6 +100,7 @@ class Coordinator:
         self._retained: bytes | None = None
         self._retained_seen = asyncio.Event()
         self._pace = (0.0, 0)
+        self._exact_logged = 0  # exact points (state.exact) already in the metrics file
         self._t_stop: float | None = None
         self._asked_stop = ""
         self._link: MqttLink | None = None
@@ -311,6 +312,7 @@ class Coordinator:
         while not stop_reason:
             await asyncio.sleep(period)
             self.churn.tick(time.time())
+            self._log_exact()
             if self.reports.take_fresh():
                 evaluated = self.reports.evaluate()
                 if evaluated is not None:
@@ -376,6 +378,7 @@ class Coordinator:
         self.state.set_phase("stopping", f"stop ({reason}): waiting for the final reports")
         epoch = self.state.epoch if self.state.epoch is not None else time.time()
         self._t_stop = self.plan.rate * (time.time() - epoch)
+        self.reports.end_exact(self._t_stop)
         self.log.write("stop", reason=reason)
         self._publish_status()
         now = time.monotonic()
@@ -402,8 +405,17 @@ class Coordinator:
         finals = sum(v.final for k, v in self.state.nodes.items() if k not in gone)
         return finals >= max(self.plan.expected, len(self.state.initial)) - len(gone)
 
+    def _log_exact(self) -> None:
+        """Write the exact points completed since the last call to the metrics file."""
+        for point in self.state.exact[self._exact_logged :]:
+            self.log.write(
+                "exact", t=point.t, error=point.error, mass_drift_rel=point.mass_drift_rel
+            )
+        self._exact_logged = len(self.state.exact)
+
     def _finish(self, reason: str) -> RunSummary:
         state = self.state
+        self._log_exact()  # the final reports complete the last grid times
         final = final_result(state, self.plan, self._t_stop)
         latest = self.reports.latest()
         if state.optimization is not None and final is not None and latest is not None:

@@ -110,7 +110,11 @@ class ClusterState:
     nodes : dict of int to NodeView
         Latest report of every node that has reported, by id.
     history : list of ErrorPoint
-        The error against t, one point per evaluation, in order.
+        The error against t, one point per evaluation, in order: estimates from reports of
+        different times (:mod:`coordinator.metrics`).
+    exact : list of ErrorPoint
+        The exact error at the grid times every node has passed, in order of t
+        (:mod:`coordinator.exact_curve`); empty for optimization runs and after churn.
     runs : list of RunSummary
         Finished runs (normally one per coordinator; kept as a list for restarts).
     broker : BrokerStatus
@@ -157,6 +161,7 @@ class ClusterState:
     initial: list[tuple[float, ...]] = field(default_factory=list)
     nodes: dict[int, NodeView] = field(default_factory=dict)
     history: list[ErrorPoint] = field(default_factory=list)
+    exact: list[ErrorPoint] = field(default_factory=list)
     runs: list[RunSummary] = field(default_factory=list)
     broker: BrokerStatus = field(default_factory=BrokerStatus)
     reached: bool = False
@@ -304,11 +309,13 @@ class ClusterState:
             ``quantities`` (``n``, ``n_edges``, ``mu_gossip``, ``r_max``, ...), ``topology``
             (``n``, ``edges`` as ``[u, v]`` pairs, ``probs``, ``activations`` per edge),
             ``registered`` (name -> id), ``nodes`` (list of node views, by id), ``history``
-            (list of ``[t, error, mass_drift_rel, wall]``), ``broker``, ``final`` (or ``None``),
+            (list of ``[t, error, mass_drift_rel, wall]``), ``exact`` (the same, exact points),
+            ``broker``, ``final`` (or ``None``),
             ``runs`` (list of run summaries).
         """
         now = time.time() if now is None else now
         history = self.history if history_limit is None else self.history[-history_limit:]
+        exact = self.exact if history_limit is None else self.exact[-history_limit:]
         topo: dict[str, Any] | None = None
         if self.topology is not None:
             per_edge = self.edge_activations()
@@ -344,6 +351,7 @@ class ClusterState:
             "nodes": [self.nodes[k].as_dict(now, self.alive_timeout) for k in sorted(self.nodes)],
             "activations": self.activations(),
             "history": [p.as_list() for p in history],
+            "exact": [p.as_list() for p in exact],
             "broker": self.broker.as_dict(),
             "final": self.final.as_dict() if self.final is not None else None,
             "runs": [r.as_dict() for r in self.runs],

@@ -10,31 +10,39 @@ must use both ends' values at one time T (SPEC section 4; in general the exchang
 **The rule.** Each node holds a lock: it is *engaged* from the moment it starts an exchange
 until that exchange is settled, and it keeps ``L``, the latest time of a jump it applied.
 
-1. A tick of edge e at v: if v is engaged, the tick waits (in arrival order,
-   :mod:`gossip.waiting`) and fires when v is free: late, never dropped. Once free, v engages,
-   takes the jump time ``T = max(t(now), L_v)``, computes ``u_v(T)`` from its ledger and sends
-   ``Request(edge, seq, T, u_v)``.
-2. The server w refuses, with a :class:`~gossip.wire.Busy`, if ``L_w > T``, or if it is
-   engaged and v's id is lower than w's. If it is engaged and v's id is higher, the request
-   *waits* (:data:`DEFERRED`) until w's own exchange settles, and is then decided as a new
-   one (served, or refused if w's jump came after T). Otherwise w computes ``u_w(T)`` from
-   its ledger, applies ``-flow`` at T (:func:`gossip.jumps.edge_flow`, with the edge's
-   step), sets ``L_w = T`` and replies ``Reply(edge, seq, T, flow)``. Either answer is
-   cached under ``(edge, seq)``, so a delayed duplicate of the request gets the same answer
-   and can never be applied later.
-3. v applies ``+flow`` at T when the reply comes (late application is exact, SPEC section 5),
-   sets ``L_v = T`` and is free. On a Busy it is free too, and tries the activation again
-   after a random pause of the order of a round trip, as a new request (new seq, new T, fresh
-   ``u_v``); meanwhile it serves others, but starts nothing (a node that started its next
-   waiting tick at once would stay engaged, and neighbours refusing each other would
-   livelock).
+1. A tick of edge e, due at ``t_k``, at v: if v is engaged, the tick waits (in arrival order,
+   :mod:`gossip.waiting`) and fires when v is free: late, never dropped. Once free, v engages
+   and takes the jump time ``T = max(t_k, L_v, floor)``: the tick's own time, unless v already
+   jumped later (``floor`` is a refused request's, step 3; T never goes back more than half
+   the max skew). A tick that waited thus still jumps when the model says, if nothing came
+   between: late application is exact (SPEC section 5), so only its reply is late. v computes
+   ``(x_v, z_v)(T)`` from its ledger and sends ``Request(edge, seq, T, u_v, z_v)``: with
+   ``z_v``, w may *move* the jump later (gossip's ``u = x``); an exchanged ``u = g(x)``
+   (SPEC section 6), which w cannot compute, is sent without it and cannot move.
+2. The server w refuses, with a :class:`~gossip.wire.Busy`, if it is engaged and v's id is
+   lower than w's, or if ``L_w > T`` and the jump cannot move. If it is engaged and v's id is
+   higher, the request *waits* (:data:`DEFERRED`) until w's own exchange settles, and is then
+   decided as a new one. Otherwise w serves it at ``T_s = max(T, L_w)``: it mixes v's pair
+   from T to T_s in closed form if T_s > T (v is engaged: it applies nothing meanwhile, so
+   that is v's pair at T_s; counted in ``counters.postponed``), computes ``u_w(T_s)`` from its
+   ledger, applies ``-flow`` at T_s (:func:`gossip.jumps.edge_flow`, with the edge's step),
+   sets ``L_w = T_s`` and replies ``Reply(edge, seq, T_s, flow)``. Either answer is cached
+   under ``(edge, seq)``, so a delayed duplicate of the request gets the same answer and can
+   never be applied later.
+3. v applies ``+flow`` at T_s when the reply comes (late application is exact), sets
+   ``L_v = T_s`` and is free. On a Busy it is free too, and tries the activation again after
+   a random pause of the order of a round trip, as a new request (new seq, fresh values, T at
+   least the Busy's floor: w's L and its own exchange's T); meanwhile it serves others, but
+   starts nothing (a node that started its next waiting tick at once would stay engaged, and
+   neighbours refusing each other would livelock).
 
 **Why it is exact (sketch).** Claim: every node applies its jumps in non-decreasing order of
-their times. A node applies a jump either as a server, at a T it accepted only if ``T >= L``,
-or as an initiator at a T it chose ``>= L``; and while its own exchange is in flight it
-applies nothing else (it refuses or defers every request, starts nothing). So each node's ledger,
-read at a jump's T, holds exactly the node's jumps before T: ``u_v(T)`` and ``u_w(T)`` are
-the values the sequential process has just before that jump, whatever the latencies. The
+their times. A node applies a jump either as a server, at ``T_s >= L``, or as an initiator at
+the T_s its server chose, ``>= T >= L``; and while its own exchange is in flight it applies
+nothing else (it refuses or defers every request, starts nothing), so its pair at T_s is its
+pair at T mixed forward, which is what the server used. So each node's ledger, read at a
+jump's time, holds exactly the node's jumps before it: the two values are those the
+sequential process has just before that jump, whatever the latencies. The
 jumps, sorted by T (ties in the order the nodes applied them, which both ends agree on),
 are then a sequential run of the model, and the network's states equal its replay: live and
 simulated curves differ only by *when* the jumps are (ticks fired late, refused ones tried
@@ -72,7 +80,7 @@ Rules for the bad days:
   forward in closed form); a T more than ``max_skew`` seconds ahead is rejected, and so is a
   new request more than ``max_skew`` behind (its state would be mixed back, by an
   ``exp(+2 eta tau)`` that overflows). So is a Busy whose ``t`` (the floor of our next try's
-  T) is more than ``max_skew`` ahead.
+  T), or a moved Reply whose T_s, is more than ``max_skew`` ahead.
 * A closed server (its node is stopping) or one still recovering answers new requests with a
   :class:`~gossip.wire.Nack` ("not applied, and never will be"); the initiator drops them.
 * Nothing from a peer changes the state unless it passes :func:`gossip.wire.decode` and comes
@@ -115,6 +123,7 @@ from gossip.errors import GossipError, LocalError, ProtocolError
 from gossip.initiating import ExchangeValue
 from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
+from gossip.mixing import mix_values
 from gossip.parting import Parting
 from gossip.protocol import (
     INITIATOR_TRANSITIONS,
@@ -131,6 +140,7 @@ from gossip.protocol import (
     Standing,
     TimeBase,
 )
+from gossip.trace import Trace
 from gossip.wire import (
     Busy,
     Done,
@@ -205,6 +215,9 @@ class Exchanger(Parting):
         Randomness of the back-off pauses (a seed; ``None``: seeded by ``node_id``).
     backoff : float
         Pause scale, in seconds, before a round trip is measured (then the smoothed one).
+    trace : Trace or None
+        Exact samples of this node's values on a grid of times (:mod:`gossip.trace`), read
+        just before each jump; ``None``: none.
     """
 
     def __init__(
@@ -225,6 +238,7 @@ class Exchanger(Parting):
         exclusive: bool = True,
         rng: np.random.Generator | int | None = None,
         backoff: float = 0.001,
+        trace: Trace | None = None,
     ):
         super().__init__(
             node_id,
@@ -234,15 +248,16 @@ class Exchanger(Parting):
             timeout=timeout,
             max_timeout=max_timeout,
             min_timeout=min_timeout,
+            max_skew=max_skew,
             recover=recover,
             max_in_flight=max_in_flight,
             exchange_value=exchange_value,
             exclusive=exclusive,
             rng=rng,
             backoff=backoff,
+            trace=trace,
         )
         self.c = float(c)
-        self.max_skew_t = float(max_skew) * timebase.rate
         # Requests waiting for our exchange to settle, by (edge, seq), with their routes.
         self._deferred: dict[tuple[int, int], tuple[Request, bytes | None]] = {}
         self._released: list[tuple[bytes | None, bytes]] = []
@@ -304,6 +319,8 @@ class Exchanger(Parting):
         self.ledger, self.eta, self.c = ledger, ledger.eta, float(c)
         self._view_start, self.horizon = float(start), math.inf
         self._last = max(self._last, float(start))
+        if self.trace is not None:  # the new ledger is re-based at start: nothing before it
+            self.trace.skip_to(self._last)
         self.counters.failed += dropped
         return dropped
 
@@ -365,11 +382,22 @@ class Exchanger(Parting):
             return Standing.BUSY
         if not self.exclusive:
             return Standing.FREE
-        if msg.t < self._last:
+        if msg.t < self._last and not self._movable(msg):
             return Standing.BUSY
         if self._engaged is None:
-            return Standing.FREE
+            return Standing.FREE if self._served_at(msg) < self.horizon else Standing.BUSY
         return Standing.WAIT if msg.src > self.node_id else Standing.BUSY  # waits go down
+
+    def _movable(self, msg: Request) -> bool:
+        # Within one membership view only: the old view's mixing and edges differ.
+        return msg.z is not None and msg.t >= self._view_start
+
+    def _served_at(self, msg: Request) -> float:
+        """The time T_s at which a free server applies ``msg``: its own T, or our L if later and
+        the request lets us move it (the initiator is engaged: it jumps nowhere until then)."""
+        if self.exclusive and msg.t < self._last and self._movable(msg):
+            return self._last
+        return msg.t
 
     def _serve_deferred(self, now: float) -> None:
         while self._deferred:
@@ -395,6 +423,8 @@ class Exchanger(Parting):
         if self._unheard:
             self._unheard.discard(msg.edge)  # they reach us where we are: no more Moved
         self._check_dim("u", msg.u)
+        if msg.z is not None:
+            self._check_dim("z", msg.z)
         if not msg.ack < msg.seq <= msg.ack + SEQ_WINDOW:
             # An honest initiator numbers each request after its own watermark, and at most
             # SEQ_WINDOW ahead of it: this bounds our cache and deferred requests (SEQ_WINDOW).
@@ -434,19 +464,20 @@ class Exchanger(Parting):
                     f"field 't' = {msg.t!r} is behind our time {self.timebase.t(now)!r} by "
                     f"more than the max skew {self.max_skew_t!r} (units of t)"
                 )
-            u_w = self._exchanged(msg.t)
-            dx, dz = edge_flow_values(msg.u, u_w, self.c, state.link.step)  # into the initiator
-            self.ledger.add_values(msg.edge, dx, dz, msg.t, sign=-1.0)  # raises before change
-            self._last = max(self._last, msg.t)
+            t = self._served_at(msg)
+            u_v: Sequence[float] = msg.u
+            if t != msg.t:  # moved: the initiator's (x, z) mixed from its T to ours
+                assert msg.z is not None
+                u_v = mix_values(msg.u, msg.z, self.eta, t - msg.t)[0]
+                self.counters.postponed += 1
+            u_w = self._exchanged(t)
+            dx, dz = edge_flow_values(u_v, u_w, self.c, state.link.step)  # into the initiator
+            if self.trace is not None:
+                self.trace.before_jump(self.ledger, t)
+            self.ledger.add_values(msg.edge, dx, dz, t, sign=-1.0)  # raises before change
+            self._last = max(self._last, t)
             answer = encode(
-                Reply(
-                    src=self.node_id,
-                    edge=msg.edge,
-                    seq=msg.seq,
-                    t=msg.t,
-                    dx=tuple(dx),
-                    dz=tuple(dz),
-                )
+                Reply(src=self.node_id, edge=msg.edge, seq=msg.seq, t=t, dx=tuple(dx), dz=tuple(dz))
             )
             state.activations += 1
             self.counters.served += 1

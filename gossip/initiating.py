@@ -3,8 +3,9 @@ it started and their retries, and what it does with the answers.
 
 :mod:`gossip.exchange` states the rules ("Theory of operation") and adds the serving side;
 this module carries out steps 1 and 3 of the rule: a tick waits while the node is engaged,
-starts at ``T = max(t(now), L)`` with the node's exchanged value at T, re-sends the same frame
-on a timeout, applies the reply's flow at T, and after a Busy pauses for a random time.
+starts at ``T = max(t_k, L, floor)`` with the node's values at T, re-sends the same frame on a
+timeout, applies the reply's flow at the reply's time, and after a Busy pauses for a random
+time.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from gossip.protocol import (
     TimeBase,
 )
 from gossip.rto import RetrySchedule, RetryTimer
+from gossip.trace import Trace
 from gossip.waiting import Activation, Waiting, backoff_delay
 from gossip.wire import Busy, Nack, Reply, Request, encode
 
@@ -60,12 +62,14 @@ class Initiator:
         timeout: float,
         max_timeout: float,
         min_timeout: float,
+        max_skew: float,
         recover: bool,
         max_in_flight: int | None,
         exchange_value: ExchangeValue | None,
         exclusive: bool,
         rng: np.random.Generator | int | None,
         backoff: float,
+        trace: Trace | None,
     ):
         if sorted(link.edge for link in links) != sorted(ledger.edges):
             raise ConfigError(
@@ -85,10 +89,12 @@ class Initiator:
         self.ledger = ledger
         self.eta = ledger.eta
         self.timebase = timebase
+        self.max_skew_t = float(max_skew) * timebase.rate
         self.timeout = float(timeout)
         self.max_timeout = float(max_timeout)
         self._timer = RetryTimer(self.timeout, min_timeout, self.max_timeout)
-        self._lags = LagRecord()
+        self._lags = LagRecord()  # jump time behind the tick: the departure from the model
+        self._waits = LagRecord()  # start behind the tick: the backlog (gossip.lateness)
         self.min_timeout = self._timer.low
         self.max_in_flight = max_in_flight
         self.exclusive = exclusive
@@ -108,6 +114,7 @@ class Initiator:
         self._outbox: list[Outgoing] = []
         self._silent: set[int] = set()  # peers that just let an exchange go stuck
         self._value = exchange_value
+        self.trace = trace  # exact samples on a grid of times (gossip.trace), read before jumps
         self._rng = np.random.default_rng(node_id if rng is None else rng)
         self._backoff = float(backoff)
         # Membership views (gossip.membership): jumps of the current view have T < horizon;
@@ -165,6 +172,11 @@ class Initiator:
     def lag(self) -> dict[str, float]:
         """Return the p50 and p99 lag (units of t) of recent jumps behind their ticks (0: none)."""
         return self._lags.percentiles()
+
+    def wait(self) -> dict[str, float]:
+        """Return the p50 and p99 wait (units of t) of recent exchanges' last start behind
+        their ticks (0: none): the backlog, :func:`gossip.lateness.keeps_up`."""
+        return self._waits.percentiles()
 
     def rtt_ms(self) -> dict[str, float]:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
@@ -244,18 +256,21 @@ class Initiator:
             self.counters.skipped += 1
             return None
         state = self._edges[activation.edge]
-        t = max(self.timebase.t(now), self._last, activation.not_before)
+        t = self._jump_time(activation, now)
         if t >= self.horizon:  # of the next view: the node switches first (gossip.membership)
             self.counters.skipped += 1
             return None
         seq = state.next_seq
+        # Gossip (u = x) lets the server move the jump to its own later L: it can mix our
+        # (x, z) there itself. An exchanged g(x) it cannot compute: that jump stays at T.
+        movable = self._value is None and self.exclusive
+        if movable:
+            x, z = self.ledger.state_values(t)
+            u, z_sent = tuple(x), tuple(z)
+        else:
+            u, z_sent = tuple(self._exchanged(t)), None
         request = Request(
-            src=self.node_id,
-            edge=state.link.edge,
-            seq=seq,
-            ack=state.ack(),  # before this one
-            t=t,
-            u=tuple(self._exchanged(t)),
+            src=self.node_id, edge=state.link.edge, seq=seq, ack=state.ack(), t=t, u=u, z=z_sent
         )
         state.next_seq += 1
         frame = encode(request)
@@ -271,6 +286,7 @@ class Initiator:
             now + timeout,
             bounces=activation.bounces,
             due=activation.due,
+            movable=movable,
         )
         state.pending[seq] = pending
         self._in_flight += 1
@@ -279,6 +295,15 @@ class Initiator:
         self._deadlines.arm(pending)
         self.counters.initiated += 1
         return Outgoing(state.link.peer, frame)
+
+    def _jump_time(self, activation: Activation, now: float) -> float:
+        """Return the T of a request: the tick's own time where the lock allows it."""
+        now_t = self.timebase.t(now)
+        # A tick that waited (for our lock, or for the machine) still jumps at its own time if
+        # nothing was applied here since (T >= L): late application is exact, so only its
+        # reply is late, not the jump. Never further back than half the skew a server accepts.
+        due = activation.due if activation.due == activation.due else now_t
+        return max(due, now_t - 0.5 * self.max_skew_t, self._last, activation.not_before)
 
     def _start_waiting(self, now: float) -> None:
         """Free: start the first activation that may start (more if there is no lock)."""
@@ -372,6 +397,16 @@ class Initiator:
             )
         return state
 
+    def _check_time(self, t: float, now: float) -> None:
+        # Only the future is dangerous: moving a flow back from far ahead multiplies by
+        # exp(+2 eta tau). A time far in the past (an old retry) is merely late, and exact.
+        t_now = self.timebase.t(now)
+        if t - t_now > self.max_skew_t:
+            raise ProtocolError(
+                f"field 't' = {t!r} is ahead of our time {t_now!r} by more than the max skew "
+                f"{self.max_skew_t!r} (units of t)"
+            )
+
     def _check_dim(self, name: str, value: tuple[float, ...]) -> None:
         if len(value) != self.ledger.dim:
             raise ProtocolError(
@@ -413,23 +448,30 @@ class Initiator:
 
     def _apply_reply(self, state: EdgeState, pending: Pending, msg: Reply, now: float) -> None:
         self._check_dim("dx", msg.dx)
-        if msg.t != pending.t:
+        t = msg.t
+        if t != pending.t and not (pending.movable and t > pending.t):
+            valid = f">= {pending.t!r}" if pending.movable else f"{pending.t!r}"
             raise ProtocolError(
-                f"reply to exchange {msg.seq} on edge {msg.edge} has t={msg.t!r}; the request's "
-                f"was {pending.t!r}"
+                f"reply to exchange {msg.seq} on edge {msg.edge} has t={t!r}; valid: {valid} "
+                "(the request's time, or later if it let the server move it)"
             )
-        if pending.t < self._view_start:  # of the previous view (gossip.membership.Switch)
-            if pending.t < self._old_start:
+        if t > pending.t:
+            self._check_time(t, now)  # moved: not absurdly far ahead of us
+        if t < self._view_start:  # of the previous view (gossip.membership.Switch)
+            if t < self._old_start:
                 raise ProtocolError(
-                    f"reply to exchange {msg.seq} on edge {msg.edge} at t={pending.t!r} is two "
+                    f"reply to exchange {msg.seq} on edge {msg.edge} at t={t!r} is two "
                     "membership views old; not applied"
                 )
-            dx, dz = mix_values(msg.dx, msg.dz, self._old_eta, self._view_start - pending.t)
+            dx, dz = mix_values(msg.dx, msg.dz, self._old_eta, self._view_start - t)
             self.ledger.add_values(msg.edge, dx, dz, self._view_start)
         else:
-            self.ledger.add_values(msg.edge, msg.dx, msg.dz, pending.t)  # raises before change
-        self._last = max(self._last, pending.t)
+            if self.trace is not None:
+                self.trace.before_jump(self.ledger, t)
+            self.ledger.add_values(msg.edge, msg.dx, msg.dz, t)  # raises before change
+        self._last = max(self._last, t)
         state.activations += 1
         if pending.due == pending.due:  # not NaN: the tick's time is known
-            self._lags.add(pending.t - pending.due)
+            self._lags.add(t - pending.due)
+            self._waits.add(self.timebase.t(pending.first_sent) - pending.due)
         self._timer.sample(now - pending.first_sent, retried=pending.phase is not Phase.SENT)

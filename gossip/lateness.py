@@ -1,22 +1,30 @@
-"""How late the live jumps are: the lag between a tick of an edge's clock and its jump.
+"""How late the live jumps are behind the ticks of the edges' clocks, and the backlog.
 
 The model (SPEC section 3) jumps at the very time ``t_k`` an edge's Poisson clock rings. A live
-node starts the exchange of a tick at ``T = max(t(now), L, not_before)`` (:mod:`gossip.exchange`,
-"Theory of operation"): later than ``t_k`` when the machine was slow to wake it, when the tick
-waited for the node's own exchange to settle, or when a busy peer refused it. The jump itself
-is exact at T; what departs from the model is only its time. This module measures that
-departure, ``lag = T - t_k`` in units of t, over the recent exchanges a node started.
+node starts the exchange of a tick later: when the machine wakes it, when its own exchange has
+settled, or after a busy peer refused it. It still asks for the jump at ``T = max(t_k, L,
+floor)`` (:mod:`gossip.exchange`, "Theory of operation"), the tick's own time unless the node
+already jumped later, and a server that jumped later moves it to its own ``L``. The jump is
+exact at T; what departs from the model is only its time. Two figures, in units of t, over
+the recent exchanges a node started:
 
-A lag that stays below the time between two activations of a node (:func:`mean_gap`) moves the
-live jumps in time without piling them up: the live process is then the model's with its events
-slightly moved, and its curve is one the simulator produces. A lag that grows past it is a
-backlog: the cluster cannot keep up with ``--rate``, its jumps fall behind the mixing, and
-accelerated gossip drifts above the simulator's band, then diverges (SPEC, MISPRINT 1).
-Accelerated gossip is far more sensitive to this than a mere time shift of its curve would be
-(``theta * lag / ln 10`` decades, :func:`curve_shift`): on line:30, a median lag of 53 t (a
-shift of 0.06 decades) came with a curve 1.9 decades above the model's median.
-:func:`keeps_up` draws the line at one mean gap, on a typical node's median lag, and the
-coordinator's summary reports which side a run was on.
+* the **lag**, ``T - t_k``: how far the jump moved from its tick, the departure from the
+  model. Most jumps keep their tick's time (a lag of 0);
+* the **wait**, ``t(start) - t_k``: how long the tick waited before its (last) request went
+  out. That is the backlog: a node that cannot keep up with ``--rate`` has its ticks wait
+  longer and longer. Before jumps kept their ticks' times, the lag was this wait.
+
+A wait that stays below the time between two activations of a node (:func:`mean_gap`) moves
+few jumps, and by little: the live process is then the model's with some events slightly
+moved, and its curve is one the simulator produces. A wait that grows past it is a backlog:
+the cluster cannot keep up with ``--rate``, the jumps of a busy node pile up against its
+neighbours' later ones and move with them, and accelerated gossip drifts above the
+simulator's band, then diverges (SPEC, MISPRINT 1). Accelerated gossip is far more sensitive
+to this than a mere time shift of its curve would be (``theta * lag / ln 10`` decades,
+:func:`curve_shift`): on line:30, a median wait of 53 t (a shift of 0.06 decades) came with a
+curve 1.9 decades above the model's median. :func:`keeps_up` draws the line at one mean gap,
+on a typical node's median wait, and the coordinator's summary reports which side a run was
+on.
 """
 
 from __future__ import annotations
@@ -29,18 +37,18 @@ import numpy as np
 __all__ = ["KEEP_UP_GAPS", "LagRecord", "curve_shift", "keeps_up", "mean_gap"]
 
 KEEP_UP_GAPS = 1.0
-"""A cluster keeps up while a typical node's median lag is at most this many mean gaps between
+"""A cluster keeps up while a typical node's median wait is at most this many mean gaps between
 two activations of a node (:func:`mean_gap`).
 
 Measured on line:30 (mean gap 15 t; ``benchmarks/bench_cluster.py``, 11 runs from 500/s to
-4000/s, one process per node and 15 nodes per process): every run whose median lag was under
-7 t had a curve the model produces; runs with median lags of 53 t and more ended 0.75 to 10
-decades above the simulator's median, or diverged. The one run in between (31 t) was still
-fine: the line is drawn on the safe side."""
+4000/s, one process per node and 15 nodes per process, when the jump was placed at its start):
+every run whose median wait was under 7 t had a curve the model produces; runs with median
+waits of 53 t and more ended 0.75 to 10 decades above the simulator's median, or diverged. The
+one run in between (31 t) was still fine: the line is drawn on the safe side."""
 
 
 class LagRecord:
-    """The lags (units of t) of the last ``size`` exchanges a node started and applied.
+    """The lags or waits (units of t) of the last ``size`` exchanges a node started and applied.
 
     Examples
     --------
@@ -95,14 +103,14 @@ def curve_shift(lag: float, theta: float) -> float:
     return theta * lag / math.log(10.0)
 
 
-def keeps_up(lag_p50: float | None, n_nodes: int) -> bool | None:
-    """Say whether a run whose typical node had this median lag kept up (``None``: unknown).
+def keeps_up(wait_p50: float | None, n_nodes: int) -> bool | None:
+    """Say whether a run whose typical node had this median wait kept up (``None``: unknown).
 
     Examples
     --------
     >>> keeps_up(3.0, 30), keeps_up(53.0, 30), keeps_up(None, 30)
     (True, False, None)
     """
-    if lag_p50 is None or not math.isfinite(lag_p50):
+    if wait_p50 is None or not math.isfinite(wait_p50):
         return None
-    return lag_p50 <= KEEP_UP_GAPS * mean_gap(n_nodes)
+    return wait_p50 <= KEEP_UP_GAPS * mean_gap(n_nodes)

@@ -66,7 +66,7 @@ class Event(StrEnum):
 class Action(StrEnum):
     """What the initiator does on an event."""
 
-    APPLY = "apply"  # add +flow at the server's time, record the round trip
+    APPLY = "apply"  # add +flow at the reply's time, record the round trip
     BACK_OFF = "back_off"  # never applied anywhere: start the activation again after a pause
     ABANDON = "abandon"  # never applied anywhere: forget it, count it as failed
     RESEND = "resend"  # same frame again, longer timeout
@@ -96,14 +96,15 @@ class ServerCase(StrEnum):
 class Standing(StrEnum):
     """Where the server stands when a new request comes in."""
 
-    FREE = "free"  # open, recovered, not in an exchange, no jump after the request's time
+    FREE = "free"  # open, recovered, not in an exchange; no jump after the request's time,
+    # or the request may move to our last jump's
     WAIT = "wait"  # in an exchange of its own; the request is from a higher id: it waits
-    BUSY = "busy"  # in an exchange of its own, or already jumped after the request's time
+    BUSY = "busy"  # in an exchange of its own, or jumped after a request that cannot move
     CLOSED = "closed"  # stopping, or still recovering its ledger
 
 
 SERVER_ACTIONS: Mapping[tuple[Standing, ServerCase], str] = {
-    (Standing.FREE, ServerCase.NEW): "apply",  # apply -flow at t, cache and send the reply
+    (Standing.FREE, ServerCase.NEW): "apply",  # apply -flow at T_s, cache and send the reply
     (Standing.WAIT, ServerCase.NEW): "defer",  # served (or refused) once we are free
     (Standing.BUSY, ServerCase.NEW): "busy",  # cache and send a Busy: never applied
     (Standing.CLOSED, ServerCase.NEW): "nack",  # cache and send a Nack: never applied
@@ -166,6 +167,7 @@ class Counters:
     released: int = 0  # stuck exchanges whose lock was released (their jump may be inexact)
     forged: int = 0  # frames whose src is not the node authenticated on their connection
     moved: int = 0  # neighbours' edges re-routed: they came back on another address
+    postponed: int = 0  # requests served at our later L instead of refused (moved exactly)
 
     def as_dict(self) -> dict[str, int]:
         """Return the counters as a plain dict."""
@@ -177,7 +179,8 @@ class Pending:
     """An exchange this node started on an edge and waits an answer for.
 
     ``t`` is the jump time sent; a retry re-sends the same ``frame``, so whichever copy the
-    server applies, it applies this jump at ``t`` with the value the initiator had then.
+    server applies, it applies this jump with the value the initiator had at ``t``: at ``t``,
+    or later if ``movable`` (the request carried the initiator's ``z``).
     ``bounces`` counts the Busy answers the activation has had before this request, and
     ``due`` is when its clock rang (units of t; NaN if unknown), so that ``t - due`` is its lag.
     """
@@ -194,6 +197,7 @@ class Pending:
     retries: int = 0
     bounces: int = 0
     due: float = math.nan
+    movable: bool = False
 
 
 @dataclass(slots=True)

@@ -98,7 +98,6 @@ class Recovering(Initiator):
     """The recovery half of a node's :class:`~gossip.exchange.Exchanger` (module header):
     ledger requests and replies, and the ``Moved`` announcements of a restarted node."""
 
-    max_skew_t: float
     # Neighbours' new addresses (peer id -> tcp://host:port), for take_moved(); checked by the
     # caller after each receive() (an empty dict is false: one test per frame).
     moved: dict[int, str]
@@ -184,13 +183,5 @@ class Recovering(Initiator):
         apply_ledger_reply(self.ledger, state, msg)
         self._unrecovered -= 1
         self._last = max(self._last, msg.t)
-
-    def _check_time(self, t: float, now: float) -> None:
-        # Only the future is dangerous: moving a flow back from far ahead multiplies by
-        # exp(+2 eta tau). A time far in the past (an old retry) is merely late, and exact.
-        t_now = self.timebase.t(now)
-        if t - t_now > self.max_skew_t:
-            raise ProtocolError(
-                f"field 't' = {t!r} is ahead of our time {t_now!r} by more than the max skew "
-                f"{self.max_skew_t!r} (units of t)"
-            )
+        if self.trace is not None:  # the rebuilt ledger holds the neighbours' jumps up to L
+            self.trace.skip_to(self._last)

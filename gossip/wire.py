@@ -17,9 +17,9 @@ Validation rules (each violation raises :class:`~gossip.errors.ProtocolError` na
 Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
 
 * :class:`Request`  -- the jump time ``t`` of exchange ``(edge, seq)`` and the initiator's
-  exchanged value ``u`` at that time
+  exchanged value ``u`` at that time (and its ``z``, if the jump may move later)
 * :class:`Reply`    -- the flow ``(dx, dz)`` into the initiator at ``t`` (the server applied
-  ``-(dx, dz)`` at that same ``t``)
+  ``-(dx, dz)`` at that same ``t``, the request's or a later one)
 * :class:`Busy`     -- the server is in an exchange, or has jumped after ``t``: exchange
   ``(edge, seq)`` was not applied and never will be; try again later
 * :class:`Nack`     -- the server did not and never will apply exchange ``(edge, seq)``
@@ -85,8 +85,9 @@ __all__ = [
     "encode",
 ]
 
-VERSION = 2
-"""The protocol version carried in every frame's ``v`` field (2: exact jumps, one time ``t``)."""
+VERSION = 3
+"""The protocol version carried in every frame's ``v`` field (2: exact jumps, one time ``t``;
+3: a request may let the server move its jump later, :class:`Request`'s ``z``)."""
 
 MAX_FRAME = 1 << 20
 """Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""
@@ -99,6 +100,9 @@ class Request:
 
     ``ack`` is the initiator's watermark on this edge: every exchange with a sequence number
     ``<= ack`` is resolved on its side, so the server may forget their cached answers.
+    ``z``, when given, is the initiator's second variable at ``t`` (then ``u`` is its ``x``):
+    the server may *move* the jump to a later time of its own, mixing ``(u, z)`` there in
+    closed form. ``None``: the jump happens at ``t`` or not at all.
     """
 
     TYPE: ClassVar[str] = "request"
@@ -108,11 +112,13 @@ class Request:
     ack: int
     t: float
     u: Floats
+    z: Floats | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """Server -> initiator: exchange ``(edge, seq)`` happened at its time ``t``.
+    """Server -> initiator: exchange ``(edge, seq)`` happened at its time ``t`` (the request's,
+    or a later one if the request let the server move it).
 
     ``(dx, dz)`` flows into the initiator; the server has applied ``(-dx, -dz)`` at ``t``.
     """
@@ -389,6 +395,7 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
             "ack": integer,
             "t": number,
             "u": floats,
+            "z": optional_floats,
         },
     ),
     Reply.TYPE: (

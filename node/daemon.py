@@ -44,6 +44,7 @@ import numpy as np
 from gossip.errors import GossipError
 from gossip.exchange import Counters, Exchanger, Link, TimeBase
 from gossip.ledger import Ledger
+from gossip.trace import Trace, trace_step
 from gossip.wire import Bootstrap
 from node.clock import PoissonClock
 from node.config import NodeConfig
@@ -128,6 +129,9 @@ class Node:
         extra: dict[str, Any] = {}
         if problem is not None:
             extra["exchange_value"] = problem.grad_conjugate
+        else:  # averaging: exact samples on a grid of t for the coordinator's exact curve
+            start = max(0.0, self.timebase.t(clock())) if recover else 0.0
+            extra["trace"] = Trace(trace_step(boot.rate, boot.metrics_period), start)
         self.exchanger = Exchanger(
             boot.node_id,
             links,
@@ -152,6 +156,7 @@ class Node:
         self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
         self._rtt_ms: dict[str, float] = {"p50": 0.0, "p99": 0.0}
         self._lag: dict[str, float] = {"p50": 0.0, "p99": 0.0}
+        self._wait: dict[str, float] = {"p50": 0.0, "p99": 0.0}
         self._rtt_at = -math.inf  # when _rtt_ms and _lag were computed (clock seconds)
 
     def request_stop(self) -> None:
@@ -169,7 +174,8 @@ class Node:
         t = self.timebase.t(now)
         x, z = ex.ledger.state_values(t)  # plain floats: no arrays to build and convert back
         if final or now - self._rtt_at >= _RTT_EVERY:
-            self._rtt_ms, self._lag, self._rtt_at = ex.rtt_ms(), ex.lag(), now
+            self._rtt_ms, self._lag, self._wait = ex.rtt_ms(), ex.lag(), ex.wait()
+            self._rtt_at = now
         counters = ex.counters
         extra: dict[str, Any] = {}
         if self._primal is not None:  # optimization: the ledger's pair is the dual (y, z)
@@ -189,10 +195,20 @@ class Node:
             "counters": {name: getattr(counters, name) for name in _COUNTER_NAMES},
             "rtt_ms": dict(self._rtt_ms),
             "lag": dict(self._lag),
+            "wait": dict(self._wait),
             "edges": {str(peer): n for peer, n in ex.activations().items()},
             "pending": ex.pending,
             "waiting": ex.waiting,
+            "trace": self._trace(t, final),
         }
+
+    def _trace(self, t: float, final: bool) -> list[list[float]]:
+        trace = self.exchanger.trace
+        if trace is None:
+            return []
+        if final:  # closed and settled: no jump will come, every grid time up to t is final
+            trace.finish(self.exchanger.ledger, t)
+        return trace.take()
 
     async def run(self, mqtt: NodeMqtt | None = None, *, run_mqtt: bool = True) -> int:
         """Gossip until asked to stop, then stop cleanly (see the module header); return 0.

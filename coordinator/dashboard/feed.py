@@ -7,7 +7,8 @@ each one to the browser would make the page redraw thousands of times a second, 
 pushed per report. Instead :meth:`Feed.run` wakes every ``interval`` seconds (0.25 s by
 default), and :meth:`Feed.tick` compares the state with what it has already sent:
 
-* the new error-history points of the live run (through :class:`RunArchive`);
+* the new error-history points of the live run, estimated and exact (through
+  :class:`RunArchive`);
 * the nodes whose report count changed since the last tick (one compact row each);
 * the edges' activity levels, when any level changed;
 * the cluster counters and the summary (small, always sent);
@@ -154,6 +155,7 @@ class Feed:
         """Sample the state once; queue a batch for every client; return the batch."""
         state = self.state
         points, reset = self.archive.follow(state)
+        exact = self.archive.follow_exact(state)
         self._measure_rate(now)
         levels_changed = self._update_edges(now)
         self.seq += 1
@@ -179,6 +181,7 @@ class Feed:
             "summary": state.summary(now),
             "counters": cluster_counters(state, now, self.rate_achieved),
             "points": [[_num(p[0]), _num(p[1])] for p in points],
+            "exact": [[_num(p[0]), _num(p[1])] for p in exact],
             "nodes": changed,
             "walls": [min(walls), max(walls)] if walls else [None, None],
             "arrivals": [min(arrivals), max(arrivals)] if arrivals else [None, None],

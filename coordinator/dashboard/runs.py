@@ -87,7 +87,9 @@ class RunRecord:
         decision, not the first point below ``eps``: a point computed from stale reports does
         not count.
     points : list of Point
-        ``(t, error, mass_drift_rel, wall)`` in order.
+        ``(t, error, mass_drift_rel, wall)`` in order: estimates from the reports.
+    exact : list of Point
+        The same, exact at the grid times every node has passed (:mod:`gossip.trace`).
     summary : dict or None
         The coordinator's run summary once the run finished.
     band, band_status : Band or None, str
@@ -108,11 +110,16 @@ class RunRecord:
     epoch: float | None = None
     t_eps: float | None = None
     points: list[Point] = field(default_factory=list)
+    exact: list[Point] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     band: Band | None = None
     band_status: str = "off"
     live: bool = False
-    saved_len: int = -1  # len(points) when last written to disk; -1: never
+    saved_len: int = -1  # stored() when last written to disk; -1: never
+
+    def stored(self) -> int:
+        """How many points (estimated and exact) the record holds."""
+        return len(self.points) + len(self.exact)
 
     def meta(self) -> dict[str, Any]:
         """Return everything but the points and the band, JSON-ready."""
@@ -147,16 +154,18 @@ class RunRecord:
         return out.getvalue()
 
     def to_jsonl(self) -> str:
-        """Return the run as JSONL: a ``run`` line, ``point`` lines and maybe a ``summary`` line."""
+        """Return the run as JSONL: a ``run`` line, ``point`` and ``exact`` lines and maybe a
+        ``summary`` line."""
         head = {"type": "run", **self.meta()}
         head.pop("points")
         head.pop("live")
         lines = [json.dumps(head, allow_nan=False)]
-        for t, err, drift, wall in self.points:
+        typed = [("point", p) for p in self.points] + [("exact", p) for p in self.exact]
+        for kind, (t, err, drift, wall) in typed:
             lines.append(
                 json.dumps(
                     {
-                        "type": "point",
+                        "type": kind,
                         "t": _num(t),
                         "error": _num(err),
                         "mass_drift_rel": _num(drift),
@@ -202,8 +211,8 @@ def parse_jsonl(text: str) -> RunRecord:
             )
         elif record is None:
             raise ValueError(f"line {lineno}: a 'run' line must come first, got type {kind!r}")
-        elif kind == "point":
-            record.points.append(
+        elif kind in ("point", "exact"):
+            (record.points if kind == "point" else record.exact).append(
                 (
                     _float(item.get("t")),
                     _float(item.get("error")),
@@ -235,6 +244,7 @@ class RunArchive:
         self.records: dict[str, RunRecord] = {}
         self.live: RunRecord | None = None
         self._index = 0  # history points of the live run already copied
+        self._exact_index = 0  # exact points of the live run already copied
         if runs_dir is not None:
             self._load(runs_dir)
 
@@ -271,7 +281,8 @@ class RunArchive:
         if len(history) < self._index:
             # The coordinator started the history again under the same run id.
             live.points.clear()
-            self._index = 0
+            live.exact.clear()
+            self._index = self._exact_index = 0
             reset = True
         new = [(p.t, p.error, p.mass_drift_rel, p.wall) for p in history[self._index :]]
         self._index = len(history)
@@ -279,20 +290,40 @@ class RunArchive:
         self._update_meta(live, state)
         if state.phase in ("done", "failed"):
             summary = _summary_of(state, live.run_id)
-            if summary != live.summary or live.saved_len != len(live.points):
+            if summary != live.summary or live.saved_len != live.stored():
                 live.summary = summary
                 self.save(live)
         return (list(live.points) if reset else new), reset
 
+    def follow_exact(self, state: ClusterState) -> list[Point]:
+        """Copy the exact points of ``state`` not yet seen into the live record; return them.
+
+        Call it after :meth:`follow` (which starts a new live record when the run changes).
+        """
+        live = self.live
+        if live is None or live.run_id != state.run_id:
+            return []
+        exact = state.exact
+        if len(exact) < self._exact_index:  # a new history under the same run id
+            live.exact.clear()
+            self._exact_index = 0
+        new = [(p.t, p.error, p.mass_drift_rel, p.wall) for p in exact[self._exact_index :]]
+        self._exact_index = len(exact)
+        live.exact.extend(new)
+        if new and state.phase in ("done", "failed"):
+            self.save(live)  # the final reports complete the last grid times
+        return new
+
     def _start(self, state: ClusterState) -> None:
         if self.live is not None:
             self.live.live = False
-            if self.live.saved_len != len(self.live.points):
+            if self.live.saved_len != self.live.stored():
                 self.save(self.live)
         record = self.records.get(state.run_id)
         if record is None:
             record = RunRecord(run_id=state.run_id)
         record.points.clear()  # the coordinator's history is authoritative for the live run
+        record.exact.clear()
         record.live = True
         record.saved_len = -1
         self.records.pop(state.run_id, None)
@@ -300,7 +331,7 @@ class RunArchive:
         while len(self.records) > self.keep:
             del self.records[next(iter(self.records))]
         self.live = record
-        self._index = 0
+        self._index = self._exact_index = 0
 
     @staticmethod
     def _update_meta(record: RunRecord, state: ClusterState) -> None:
@@ -323,8 +354,8 @@ class RunArchive:
 
     def save(self, record: RunRecord) -> None:
         """Write ``record`` to ``runs_dir`` (if any) as ``<run_id>.jsonl``; log, never raise."""
-        record.saved_len = len(record.points)
-        if self.runs_dir is None or not record.points:
+        record.saved_len = record.stored()
+        if self.runs_dir is None or not record.stored():
             return
         path = self.runs_dir / f"{_SAFE.sub('_', record.run_id) or 'run'}.jsonl"
         try:
@@ -337,7 +368,7 @@ class RunArchive:
     def close(self, state: ClusterState) -> None:
         """Save the live run as it stands (called when the dashboard stops)."""
         live = self.live
-        if live is not None and live.saved_len != len(live.points):
+        if live is not None and live.saved_len != live.stored():
             live.summary = _summary_of(state, live.run_id) or live.summary
             self.save(live)
 

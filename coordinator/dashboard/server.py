@@ -247,6 +247,7 @@ class Dashboard:
                 continue
             meta = self.run_meta(record)
             meta["xy"] = [[_num(p[0]), _num(p[1])] for p in record.points]
+            meta["exact"] = [[_num(p[0]), _num(p[1])] for p in record.exact]
             meta["band"] = record.band.as_dict() if record.band is not None else None
             runs.append(meta)
         return {

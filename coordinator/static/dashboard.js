@@ -33,6 +33,12 @@
     const gd = document.getElementById("error-chart");
     return i === undefined || !gd.data ? 0 : gd.data[i].x.length;
   };
+  // Points of the live run's exact curve (the network's state at grid times, gossip.trace).
+  dash.exactPoints = () => {
+    const i = exactTrace.get(liveRun);
+    const gd = document.getElementById("error-chart");
+    return i === undefined || !gd.data ? 0 : gd.data[i].x.length;
+  };
   dash.graphNodes = () => document.querySelectorAll("#graph-chart circle.node").length;
   dash.rowsOnScreen = () => [...rowEls.values()].filter((el) => el.visible).length;
 
@@ -40,11 +46,13 @@
   let nodes = new Map(); // id -> row (array, NODE_FIELDS order)
   let rowEls = new Map(); // id -> {tr, tds}
   let runTrace = new Map(); // run id -> index of its curve in the error chart
+  let exactTrace = new Map(); // run id -> index of its exact curve in the error chart
   let theoryTrace = -1;
   let liveRun = "";
   let levels = [];
   let pending = null;    // what the next frame must draw
   let chartPoints = [];  // live-run points not yet on the chart
+  let chartExact = [];   // live-run exact points not yet on the chart
   let chartDue = 0;      // performance.now() after which the chart may be drawn again
   let laterTimer = 0;
   let waiting = [];      // batches that arrived before the snapshot
@@ -152,8 +160,10 @@
 
   function buildErrorChart(snap) {
     chartPoints = [];  // the snapshot holds every point so far
+    chartExact = [];
     const traces = [];
     runTrace = new Map();
+    exactTrace = new Map();
     theoryTrace = -1;
     snap.runs.forEach((run, i) => {
       const color = runColor(i);
@@ -180,6 +190,16 @@
         name: `${(run.algorithm || "?").toUpperCase()} ${run.graph} (${run.run_id})`,
         line: { color: color, width: live ? 2.5 : 1.5 }, opacity: live ? 1 : 0.7,
         hovertemplate: "t=%{x:.4g}<br>error=%{y:.3e}<extra></extra>" });
+      // The exact curve: the network's state at grid times every node has passed. It lags the
+      // estimate above by about a node's time between jumps, and is what the band is for.
+      const exact = (run.exact || []).filter((p) => p[1] > 0);
+      if (live || exact.length) {
+        exactTrace.set(run.run_id, traces.length);
+        traces.push({ x: exact.map((p) => p[0]), y: exact.map((p) => p[1]), mode: "lines",
+          name: `exact (${run.run_id})`, line: { color: color, width: 1, dash: "dot" },
+          opacity: live ? 1 : 0.7,
+          hovertemplate: "t=%{x:.4g}<br>exact error=%{y:.3e}<extra></extra>" });
+      }
     });
     const opt = snap.optimization;
     if (opt && opt.history && opt.history.length) {
@@ -470,9 +490,10 @@
     dash.seq = batch.seq;
     dash.batches += 1;
     dash.clockOffset = batch.now - Date.now() / 1000;
-    const p = pending || (pending = { points: [], nodes: new Set(), edges: null, counters: null,
-      walls: [], arrived: performance.now(), newPoints: 0 });
+    const p = pending || (pending = { points: [], exact: [], nodes: new Set(), edges: null,
+      counters: null, walls: [], arrived: performance.now(), newPoints: 0 });
     for (const pt of batch.points) if (pt[1] > 0) p.points.push(pt);
+    for (const pt of batch.exact || []) if (pt[1] > 0) p.exact.push(pt);
     p.newPoints += batch.points.length;
     const newIds = [];
     for (const row of batch.nodes) {
@@ -489,10 +510,20 @@
     requestAnimationFrame(draw);
   }
 
-  function drawPoints(points) {
+  function drawPoints(points, exact) {
     const snap = dash.snapshot;
-    Plotly.extendTraces("error-chart", { x: [points.map((q) => q[0])],
-      y: [points.map((q) => q[1])] }, [runTrace.get(liveRun)]);
+    // One extendTraces for both curves: each call redraws the whole chart.
+    const xs = [], ys = [], which = [];
+    if (points.length) {
+      xs.push(points.map((q) => q[0])); ys.push(points.map((q) => q[1]));
+      which.push(runTrace.get(liveRun));
+    }
+    if (exact.length && exactTrace.has(liveRun)) {
+      xs.push(exact.map((q) => q[0])); ys.push(exact.map((q) => q[1]));
+      which.push(exactTrace.get(liveRun));
+    }
+    if (which.length) Plotly.extendTraces("error-chart", { x: xs, y: ys }, which);
+    if (!points.length) return;
     const run = snap.runs.find((r) => r.run_id === liveRun);
     if (theoryTrace >= 0 && run) {
       const tNow = points[points.length - 1][0];
@@ -508,8 +539,8 @@
   function drawLater() {
     // Chart points are waiting and no batch came to draw them: draw them in a frame of their own.
     laterTimer = 0;
-    if (!pending) pending = { points: [], nodes: new Set(), edges: null, counters: null, walls: [],
-      newPoints: 0 };
+    if (!pending) pending = { points: [], exact: [], nodes: new Set(), edges: null, counters: null,
+      walls: [], newPoints: 0 };
     requestAnimationFrame(draw);
   }
 
@@ -520,17 +551,20 @@
     const started = performance.now();
     const snap = dash.snapshot;
     if (p.points.length) chartPoints.push(...p.points);
+    if (p.exact.length) chartExact.push(...p.exact);
     // Appending to the chart redraws all of its traces, which grows with the run; so the chart
     // is drawn at most once per five times its own last drawing time (and once a second),
     // keeping it under ~20% of the page's time on a slow machine. Points wait, never drop.
     const nowMs = performance.now();
-    if (chartPoints.length && runTrace.has(liveRun) && nowMs >= chartDue) {
-      const batch = chartPoints;
+    const due = chartPoints.length || chartExact.length;
+    if (due && runTrace.has(liveRun) && nowMs >= chartDue) {
+      const batch = chartPoints, exact = chartExact;
       chartPoints = [];
+      chartExact = [];
       const t0 = performance.now();
-      timed("chart", () => drawPoints(batch));
+      timed("chart", () => drawPoints(batch, exact));
       chartDue = nowMs + Math.max(1000, 5 * (performance.now() - t0));
-    } else if (chartPoints.length && !laterTimer) {
+    } else if (due && !laterTimer) {
       laterTimer = setTimeout(drawLater, Math.max(0, chartDue - nowMs));
     }
     if (p.nodes.size && snap.layout) {

@@ -23,6 +23,7 @@ from coordinator.records import RunSummary
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
+from gossip.trace import trace_step
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -88,10 +89,26 @@ def _check_exact_end(
     assert summary.activations > 0
 
 
+def _check_exact_curve(state: ClusterState, step: float) -> None:
+    """The exact curve (coordinator.exact_curve) is the network's state at each grid time: the
+    sum is conserved at every point (a sample that held a jump its peer's did not would show
+    the jump's flow), its first point is the initial error, and the grid is regular."""
+    points = state.exact
+    assert len(points) >= 20, f"{len(points)} exact points"
+    assert max(p.mass_drift_rel for p in points) <= 1e-12
+    initial = np.array(state.initial)
+    assert points[0].t == 0.0
+    assert points[0].error == pytest.approx(0.5 * float(((initial - initial.mean()) ** 2).sum()))
+    gaps = np.diff([p.t for p in points]) / step
+    assert np.allclose(gaps, np.round(gaps))
+    assert gaps.min() >= 1.0 - 1e-9
+
+
 def _check_band(
     state: ClusterState, until: float, t_min: float, summary: RunSummary | None = None
 ) -> None:
-    """The measured error against t is one the model itself produces (coordinator.agreement).
+    """The run's exact error curve (coordinator.exact_curve) is one the model itself produces
+    (coordinator.agreement).
 
     Judged against 1000 of the simulator's own runs, so that an exact cluster fails this at
     most about 1% of the time (a fixed share of points inside the band failed 8% of the
@@ -102,7 +119,7 @@ def _check_band(
     assert state.topology is not None
     assert state.params is not None
     agreement = band_agreement(
-        state.history,
+        state.exact,
         state.topology,
         state.params,
         np.array(state.initial),
@@ -163,6 +180,7 @@ async def test_grid_arg_converges_like_the_simulator_with_real_mosquitto(
             tmp_path, graph="grid:4x4", broker=mosquitto.url, cluster="grid", rate=100.0
         )
     _check_exact_end(summary, state, 1e-6)
+    _check_exact_curve(state, trace_step(100.0, 0.05))
     _check_band(state, 1e-6, t_min=20.0, summary=summary)
     # Every node measured how late its jumps were (gossip.lateness), and the summary says it.
     assert all(view.lag_p99 is not None for view in state.nodes.values())
@@ -192,6 +210,7 @@ async def test_grid_arg_converges_like_the_simulator_with_real_mosquitto(
         "counters",
         "rtt_ms",
         "edges",
+        "trace",
     ):
         assert key in report
     for key in ("initiated", "served", "retried", "failed", "rejected", "duplicates"):
@@ -205,6 +224,10 @@ async def test_grid_arg_converges_like_the_simulator_with_real_mosquitto(
     written = json.loads((tmp_path / "run.json").read_text())
     assert written["reached"] is True
     assert written["mass_drift_rel"] <= 1e-9
+    # The metrics file holds the exact curve too, point for point.
+    records = [json.loads(ln) for ln in (tmp_path / "run.jsonl").read_text().splitlines()]
+    exact = [(r["t"], r["error"]) for r in records if r["kind"] == "exact"]
+    assert exact == [(p.t, p.error) for p in state.exact]
 
 
 async def test_grid_under_drops_duplicates_and_delays_stays_exact(tmp_path: Path) -> None:
@@ -218,6 +241,9 @@ async def test_grid_under_drops_duplicates_and_delays_stays_exact(tmp_path: Path
     # t), and ARG's error swings up for a while after a late jump: between the eps report and
     # the stop the error has been seen at 6.7 eps (CI, one run in several). The sum stays exact.
     _check_exact_end(summary, state, 1e-6, margin=20.0)
+    if not any(v.counters.get("released", 0) for v in state.nodes.values()):
+        # Exact jumps under faults: the grid samples are still the network's state.
+        _check_exact_curve(state, trace_step(100.0, 0.05))
     retried = sum(v.counters.get("retried", 0) for v in state.nodes.values())
     duplicates = sum(v.counters.get("duplicates", 0) for v in state.nodes.values())
     assert retried > 0, "drops must have forced retries"

@@ -22,6 +22,7 @@ from gossip.mixing import mix
 from gossip.params import gossip_params
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
+from gossip.trace import Trace
 from gossip.wire import Reply, decode
 
 Value = Callable[[np.ndarray], np.ndarray]
@@ -62,6 +63,7 @@ class ExactNet:
         steps: tuple[float, float] | None = None,  # per-edge steps drawn in this range
         scale: float = 1.0,
         timeout: float = 1e6,  # by default no retries: delivery is reliable, only late
+        trace_step: float = 0.7,  # every node's exact samples (gossip.trace), on this grid
     ) -> ExactNet:
         topo = parse_topology(spec)
         q = graph_quantities(topo)
@@ -92,6 +94,7 @@ class ExactNet:
                 exclusive=exclusive,
                 rng=seed * 1000 + v,
                 backoff=1.0,
+                trace=Trace(trace_step),
             )
         return cls(topo, nodes, initial, params.c, params.eta, edge_steps, value, rng)
 
@@ -100,7 +103,7 @@ class ExactNet:
         edge = int(self.rng.integers(len(self.topo.edges)))
         v = int(self.topo.edges[edge][int(self.rng.integers(2))])
         self.ticks += 1
-        out = self.nodes[v].initiate(edge, self.now)
+        out = self.nodes[v].initiate(edge, self.now, due=self.now)
         if out is not None:
             self.wire.append(Frame(out.peer, out.frame, v))
 
@@ -177,6 +180,45 @@ class ExactNet:
             x[w] -= flow.dx
             z[w] -= flow.dz
         return mix(x, z, self.eta, t_end - t)
+
+    def replay_at(self, grid: np.ndarray) -> np.ndarray:
+        """Every node's x at each time of ``grid`` (increasing) in the replay: shape
+        (len(grid), n, dim), with the jumps at times ``<= g`` applied."""
+        x = self.initial.copy()
+        z = self.initial.copy()
+        t = 0.0
+        out = []
+        jumps = sorted(self.jumps)
+        i = 0
+        for g in grid:
+            while i < len(jumps) and jumps[i][0] <= g:
+                when, _, edge = jumps[i]
+                x, z = mix(x, z, self.eta, when - t)
+                t = when
+                v, w = (int(k) for k in self.topo.edges[edge])
+                flow = edge_flow(self._u(x[v]), self._u(x[w]), self.c, float(self.steps[edge]))
+                x[v] += flow.dx
+                z[v] += flow.dz
+                x[w] -= flow.dx
+                z[w] -= flow.dz
+                i += 1
+            xg, _ = mix(x, z, self.eta, g - t)
+            out.append(xg)
+        return np.array(out)
+
+    def trace_gap(self) -> tuple[float, int]:
+        """Return the largest gap between the nodes' trace samples and the replay at the same
+        grid times, and how many samples there were."""
+        samples = {v: node.trace.take() for v, node in self.nodes.items() if node.trace}
+        grid = np.unique([row[0] for rows in samples.values() for row in rows])
+        index = {g: k for k, g in enumerate(grid.tolist())}
+        replayed = self.replay_at(grid)
+        gap, count = 0.0, 0
+        for v, rows in samples.items():
+            for row in rows:
+                gap = max(gap, float(np.abs(replayed[index[row[0]], v] - row[1:]).max()))
+                count += 1
+        return gap, count
 
     def states(self, t_end: float) -> tuple[np.ndarray, np.ndarray]:
         pairs = [self.nodes[v].ledger.state(t_end) for v in range(self.topo.n)]

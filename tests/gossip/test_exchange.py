@@ -25,7 +25,9 @@ from gossip.exchange import (
     Standing,
     TimeBase,
 )
+from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
+from gossip.mixing import mix_values
 from gossip.params import gossip_params
 from gossip.protocol import STUCK_RETRIES, ServerCase
 from gossip.spectral import graph_quantities
@@ -324,6 +326,63 @@ def test_a_request_older_than_the_servers_last_jump_is_refused() -> None:
     assert isinstance(busy, Busy)
     assert busy.t == pytest.approx(3.0)  # try again at 3.0 or later
     assert (b.counters.served, b.counters.refused) == (1, 1)
+
+
+def test_a_movable_request_older_than_the_servers_last_jump_is_served_at_that_jump() -> None:
+    a, b = pair()
+    out = a.initiate(0, now=101.5)  # T = 3.0
+    assert out is not None
+    a.receive(b.receive(out.frame, now=101.6) or b"", now=101.7)
+    x_b, _ = b.ledger.state_values(3.0)
+    # A request at 2.0 that lets b move it: b serves it at its own L = 3.0, with the
+    # initiator's pair mixed from 2.0 to 3.0 in closed form (the initiator jumps nowhere
+    # meanwhile: it is engaged).
+    late = Request(src=0, edge=0, seq=2, ack=1, t=2.0, u=(0.8,), z=(0.1,))
+    reply = decode(b.receive(encode(late), now=101.8) or b"")
+    assert isinstance(reply, Reply)
+    assert reply.t == 3.0
+    u_a = mix_values([0.8], [0.1], b.eta, 1.0)[0]
+    dx, dz = edge_flow_values(u_a, x_b, b.c, 0.5)
+    assert reply.dx == pytest.approx(tuple(dx), rel=1e-15)
+    assert reply.dz == pytest.approx(tuple(dz), rel=1e-15)
+    assert (b.counters.served, b.counters.postponed, b.counters.refused) == (2, 1, 0)
+    assert b.last_jump_time == 3.0
+
+
+def test_a_reply_at_another_time_than_asked_is_rejected_unless_the_jump_could_move() -> None:
+    a, _b = pair()
+    out = a.initiate(0, now=101.5)  # T = 3.0, movable: a's u is its x and it sent its z
+    assert out is not None
+    request = decode(out.frame)
+    assert isinstance(request, Request)
+    assert request.z is not None
+    for t in (2.5, 1e9):  # earlier than asked; absurdly far ahead (beyond the max skew)
+        bad = Reply(src=1, edge=0, seq=request.seq, t=t, dx=(0.1,), dz=(0.1,))
+        a.receive(encode(bad), now=101.6)
+        assert a.pending == 1
+    assert a.counters.rejected == 2
+    later = Reply(src=1, edge=0, seq=request.seq, t=3.5, dx=(0.1,), dz=(0.2,))
+    a.receive(encode(later), now=101.7)
+    assert (a.pending, a.last_jump_time) == (0, 3.5)  # applied at the server's time
+    # An exchanged g(x) cannot be mixed by the server: such a request carries no z, and
+    # a reply that moved it anyway is rejected.
+    timebase = TimeBase(epoch=100.0, rate=2.0)
+    c = Exchanger(
+        0,
+        [Link(0, 1, 1.0)],
+        Ledger([1.0], [0], eta=0.1),
+        0.5,
+        timebase,
+        exchange_value=lambda x: 2.0 * x,
+    )
+    out = c.initiate(0, now=101.5)
+    assert out is not None
+    fixed = decode(out.frame)
+    assert isinstance(fixed, Request)
+    assert fixed.z is None
+    moved = Reply(src=1, edge=0, seq=fixed.seq, t=3.5, dx=(0.1,), dz=(0.2,))
+    c.receive(encode(moved), now=101.6)
+    assert (c.pending, c.counters.rejected) == (1, 1)
 
 
 def test_a_repeated_request_is_answered_from_the_cache_and_applied_once() -> None:

@@ -38,8 +38,15 @@ def test_with_the_lock_the_nodes_equal_the_sequential_replay(
     assert net.total("refused") > 20  # requests came to engaged nodes: contention happened
     assert net.total("bounced") == net.total("refused")
     assert net.total("deferred") > 20  # requests from higher ids waited for engaged nodes
+    assert net.total("postponed") > 20  # requests behind the server's last jump moved to it
     assert spread > 1e-6  # not converged yet: the replay still tells schedules apart
     assert gap < 1e-9 * max(1.0, spread)
+    # Every node's trace (gossip.trace) is the replay itself at its grid times, although the
+    # samples were read while later jumps were still in flight.
+    trace_gap, samples = net.trace_gap()
+    last = max(when for when, _, _ in net.jumps)
+    assert samples >= 0.8 * net.topo.n * last / 0.7  # nearly every node, up to its last jump
+    assert trace_gap < 1e-9 * max(1.0, spread)
 
 
 def tanh(y: np.ndarray) -> np.ndarray:

@@ -40,7 +40,7 @@ def _serve(nodes: dict[int, Exchanger], peer: int, frame: bytes, src: int, now: 
     nodes[src].receive(answer, now, None)
 
 
-def test_a_tick_that_waits_for_the_lock_is_late_by_exactly_its_wait() -> None:
+def test_a_tick_that_waits_for_the_lock_keeps_its_time_and_waits_exactly_its_wait() -> None:
     nodes = _line3()
     middle = nodes[1]
     left, right = (link.edge for link in middle.links)
@@ -48,17 +48,38 @@ def test_a_tick_that_waits_for_the_lock_is_late_by_exactly_its_wait() -> None:
     assert first is not None
     assert middle.initiate(right, now=2.0, due=1.5) is None  # engaged: it waits
     _serve(nodes, first.peer, first.frame, 1, now=3.0)
-    (second,) = middle.take_outgoing()  # started when the lock was freed, at T = 3
+    (second,) = middle.take_outgoing()  # started when the lock was freed, at 3
     request = decode(second.frame)
     assert isinstance(request, Request)
-    assert request.t == 3.0
+    assert request.t == 1.5  # its tick's time: nothing was applied here after it
     _serve(nodes, second.peer, second.frame, 1, now=4.0)
-    lags = [0.0, 3.0 - 1.5]
-    assert middle.lag() == pytest.approx(
-        {"p50": float(np.percentile(lags, 50)), "p99": float(np.percentile(lags, 99))}
+    assert middle.lag() == {"p50": 0.0, "p99": 0.0}  # both jumps at their ticks
+    waits = [0.0, 3.0 - 1.5]
+    assert middle.wait() == pytest.approx(
+        {"p50": float(np.percentile(waits, 50)), "p99": float(np.percentile(waits, 99))}
     )
-    # The servers started nothing: no lag of theirs.
+    # The servers started nothing: no lag or wait of theirs.
     assert nodes[0].lag() == {"p50": 0.0, "p99": 0.0}
+    assert nodes[2].wait() == {"p50": 0.0, "p99": 0.0}
+
+
+def test_a_tick_behind_a_later_jump_is_moved_by_exactly_that_much() -> None:
+    nodes = _line3()
+    middle = nodes[1]
+    left, right = (link.edge for link in middle.links)
+    # The middle node serves node 0's tick due at 2.0, then starts its own tick due at 1.0:
+    # it jumped after 1.0 already, so its jump goes to L = 2.0, a lag of exactly 1.0.
+    served = nodes[0].initiate(left, now=2.0, due=2.0)
+    assert served is not None
+    _serve(nodes, 1, served.frame, 0, now=2.0)
+    out = middle.initiate(right, now=2.5, due=1.0)
+    assert out is not None
+    request = decode(out.frame)
+    assert isinstance(request, Request)
+    assert request.t == 2.0
+    _serve(nodes, out.peer, out.frame, 1, now=3.0)
+    assert middle.lag()["p50"] == pytest.approx(1.0)
+    assert middle.wait()["p50"] == pytest.approx(1.5)
 
 
 def test_a_tick_without_its_time_is_not_counted() -> None:
@@ -77,7 +98,7 @@ def test_the_record_keeps_the_recent_lags_and_clips_rounding_below_zero() -> Non
     assert record.percentiles()["p50"] == 1.0  # 100 was pushed out; -1e-12 counts as 0
 
 
-def test_keeping_up_is_a_median_lag_within_the_mean_gap_of_a_node() -> None:
+def test_keeping_up_is_a_median_wait_within_the_mean_gap_of_a_node() -> None:
     assert mean_gap(30) == 15.0
     assert math.isinf(mean_gap(1))
     limit = KEEP_UP_GAPS * mean_gap(30)

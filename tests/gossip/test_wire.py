@@ -61,6 +61,7 @@ EXAMPLES: list[Message] = [
     RegisterError(reason="name already taken"),
     Moved(src=5, edge=2, address="tcp://10.0.0.9:7002"),
     Leave(name="node-7"),
+    Request(src=1, edge=0, seq=8, ack=7, t=2.5, u=(1.0, -2.0), z=(0.5, 0.25)),  # movable
 ]
 
 
@@ -81,7 +82,7 @@ def test_round_trip(message: Message) -> None:
 
 def test_frame_carries_version_and_type() -> None:
     body = body_of(EXAMPLES[0])
-    assert body["v"] == VERSION == 2
+    assert body["v"] == VERSION == 3
     assert body["type"] == "request"
 
 
@@ -125,9 +126,10 @@ def test_garbage_is_rejected(frame: bytes, needle: str) -> None:
 
 def test_wrong_version_is_rejected() -> None:
     body = body_of(EXAMPLES[0])
-    body["v"] = 1  # the protocol before exact jumps: refused, not misread
-    with pytest.raises(ProtocolError, match=r"'v' must be 2.*got 1"):
-        decode(raw(body))
+    for old in (1, 2):  # before exact jumps; before movable ones: refused, not misread
+        body["v"] = old
+        with pytest.raises(ProtocolError, match=rf"'v' must be 3.*got {old}"):
+            decode(raw(body))
     del body["v"]
     with pytest.raises(ProtocolError, match="'v'"):
         decode(raw(body))

@@ -128,3 +128,33 @@ def test_non_finite_values_export_as_null(cluster: SyntheticCluster) -> None:
         "mass_drift_rel": None,
         "wall": 10.0,
     }
+
+
+def test_the_exact_curve_is_followed_saved_and_loaded_beside_the_estimates(
+    cluster: SyntheticCluster, tmp_path: Path
+) -> None:
+    state = cluster.new_state()
+    archive = RunArchive(tmp_path)
+    assert archive.follow_exact(state) == []  # no live record yet
+    state.record(ErrorPoint(1.0, 0.4, 0.0, 10.0))
+    state.exact.append(ErrorPoint(0.0, 0.48, 0.0, 10.5))
+    archive.follow(state)
+    assert archive.follow_exact(state) == [(0.0, 0.48, 0.0, 10.5)]
+    assert archive.follow_exact(state) == []
+    # The final reports complete the last grid times after the run is done: saved all the same.
+    state.runs.append(RunSummary("run-a", True, 1.0, 0.5, 100, 390.0, 400.0, 1e-7, 0.0, 0.3, 1.2))
+    state.set_phase("done")
+    archive.follow(state)
+    state.exact.append(ErrorPoint(2.0, 0.2, 1e-16, 11.0))
+    assert archive.follow_exact(state) == [(2.0, 0.2, 1e-16, 11.0)]
+    again = RunArchive(tmp_path)
+    record = again.records["run-a"]
+    assert record.points == [(1.0, 0.4, 0.0, 10.0)]
+    assert record.exact == [(0.0, 0.48, 0.0, 10.5), (2.0, 0.2, 1e-16, 11.0)]
+    # A new run: its exact curve starts empty.
+    state.run_id = "run-b"
+    state.history = [ErrorPoint(0.5, 0.45, 0.0, 20.0)]
+    state.exact = [ErrorPoint(0.0, 0.5, 0.0, 20.0)]
+    archive.follow(state)
+    assert archive.follow_exact(state) == [(0.0, 0.5, 0.0, 20.0)]
+    assert archive.records["run-a"].exact == [(0.0, 0.48, 0.0, 10.5), (2.0, 0.2, 1e-16, 11.0)]
