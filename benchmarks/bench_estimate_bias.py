@@ -69,7 +69,9 @@ def _at(record: Record, s: float) -> tuple[float, float, float]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graph", default="line:30")
-    parser.add_argument("--periods", default="25,100,200,400", help="report periods, units of t")
+    parser.add_argument(
+        "--periods", default="25,100,200,400,800", help="report periods, in units of t"
+    )
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--t-end", type=float, default=3500.0)
     args = parser.parse_args(argv)

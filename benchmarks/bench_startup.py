@@ -81,7 +81,7 @@ def _rss(proc: psutil.Process) -> float:
 async def _sample(proc: asyncio.subprocess.Process, case: Case, since: list[float]) -> None:
     """Every half second: the node processes' RSS (summed) and the fork server's, at peak."""
     parent = psutil.Process(proc.pid)
-    peak_total = 0.0
+    peak_total, peak_count = 0.0, 0
     while True:
         with contextlib.suppress(psutil.Error):
             children = parent.children(recursive=True)
@@ -95,13 +95,17 @@ async def _sample(proc: asyncio.subprocess.Process, case: Case, since: list[floa
             if rss and time.time() > since[0]:  # gossiping: sockets, ledgers, windows
                 case.processes = max(case.processes, len(rss))
                 case.node_rss_mb = max(case.node_rss_mb, max(rss))
-                peak_total = max(peak_total, sum(rss))
-                n = parse_topology(case.graph).n
-                if case.baseline_mb:
-                    case.per_node_mb = (peak_total - len(rss) * case.baseline_mb) / n
-                if case.uss_per_node_mb != case.uss_per_node_mb:  # once (smaps is slow)
-                    uss = [float(p.memory_full_info().uss) / MB for p in nodes[:8]]
-                    case.uss_per_node_mb = max(uss) * len(nodes) / n
+                if sum(rss) > peak_total:
+                    peak_total, peak_count = sum(rss), len(rss)
+            n = parse_topology(case.graph).n
+            if case.baseline_mb and peak_count:
+                # Against the fork server's largest RSS, which grows after the first samples:
+                # recomputed at every sample, not frozen at the peak's.
+                case.per_node_mb = (peak_total - peak_count * case.baseline_mb) / n
+            # Once (smaps is slow).
+            if rss and time.time() > since[0] and case.uss_per_node_mb != case.uss_per_node_mb:
+                uss = [float(p.memory_full_info().uss) / MB for p in nodes[:8]]
+                case.uss_per_node_mb = max(uss) * len(nodes) / n
         await asyncio.sleep(0.5)
 
 

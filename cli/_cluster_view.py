@@ -200,9 +200,14 @@ def print_summary(
         ),
         (
             "jump lag p50 / p99 (t)",
-            f"{num(summary.lag_p50, '.2f')} / {num(summary.lag_p99, '.2f')}"
+            f"{num(summary.lag_p50, '.2f')} / {num(summary.lag_p99, '.2f')}",
+        ),
+        (
+            "tick wait p50 / p99 (t)",
+            f"{num(summary.wait_p50, '.2f')} / {num(summary.wait_p99, '.2f')}"
             + {True: ": kept up", False: ": fell behind", None: ""}[summary.kept_up],
         ),
+        ("exact curve points", str(len(state.exact))),
     ]
     if state.optimization is not None:
         opt = state.optimization.summary()

@@ -98,19 +98,24 @@ async def test_gossip_up_writes_its_files_and_exits_0(tmp_path: Path) -> None:
         "rtt_p99_ms",
         "lag_p50",
         "lag_p99",
+        "wait_p50",
+        "wait_p99",
         "kept_up",
     ):
         assert key in summary
     assert summary["reached"] is True
     assert summary["mass_drift_rel"] <= 1e-9
     assert 0.0 <= summary["lag_p50"] <= summary["lag_p99"]
+    assert 0.0 <= summary["wait_p50"] <= summary["wait_p99"]
     assert summary["kept_up"] in (True, False)
     kinds = {json.loads(line)["kind"] for line in metrics.read_text().splitlines()}
-    assert {"start", "point", "reached", "final"} <= kinds
+    assert {"start", "point", "exact", "reached", "final"} <= kinds
     text = stdout.decode()
     assert "final error" in text
     assert "rate achieved" in text
     assert "jump lag p50 / p99 (t)" in text
+    assert "tick wait p50 / p99 (t)" in text
+    assert "exact curve points" in text
 
 
 async def test_gossip_up_in_host_mode_runs_the_nodes_in_fewer_processes(tmp_path: Path) -> None:
