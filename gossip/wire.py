@@ -86,8 +86,7 @@ __all__ = [
 ]
 
 VERSION = 3
-"""The protocol version carried in every frame's ``v`` field (2: exact jumps, one time ``t``;
-3: a request may let the server move its jump later, :class:`Request`'s ``z``)."""
+"""The protocol version in every frame's ``v`` (3: a request may let its jump move later)."""
 
 MAX_FRAME = 1 << 20
 """Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""
@@ -100,9 +99,8 @@ class Request:
 
     ``ack`` is the initiator's watermark on this edge: every exchange with a sequence number
     ``<= ack`` is resolved on its side, so the server may forget their cached answers.
-    ``z``, when given, is the initiator's second variable at ``t`` (then ``u`` is its ``x``):
-    the server may *move* the jump to a later time of its own, mixing ``(u, z)`` there in
-    closed form. ``None``: the jump happens at ``t`` or not at all.
+    ``z``, if given, is the initiator's second variable at ``t`` (``u`` is then its ``x``): the
+    server may *move* the jump to its own later time, mixing ``(u, z)`` there in closed form.
     """
 
     TYPE: ClassVar[str] = "request"

@@ -173,13 +173,17 @@ class ExactNet:
         for when, _, edge in sorted(self.jumps):
             x, z = mix(x, z, self.eta, when - t)
             t = when
-            v, w = (int(i) for i in self.topo.edges[edge])
-            flow = edge_flow(self._u(x[v]), self._u(x[w]), self.c, float(self.steps[edge]))
-            x[v] += flow.dx
-            z[v] += flow.dz
-            x[w] -= flow.dx
-            z[w] -= flow.dz
+            self._jump(x, z, edge)
         return mix(x, z, self.eta, t_end - t)
+
+    def _jump(self, x: np.ndarray, z: np.ndarray, edge: int) -> None:
+        """Apply the jump of ``edge`` to the network's (x, z), in place."""
+        v, w = (int(k) for k in self.topo.edges[edge])
+        flow = edge_flow(self._u(x[v]), self._u(x[w]), self.c, float(self.steps[edge]))
+        x[v] += flow.dx
+        z[v] += flow.dz
+        x[w] -= flow.dx
+        z[w] -= flow.dz
 
     def replay_at(self, grid: np.ndarray) -> np.ndarray:
         """Every node's x at each time of ``grid`` (increasing) in the replay: shape
@@ -195,12 +199,7 @@ class ExactNet:
                 when, _, edge = jumps[i]
                 x, z = mix(x, z, self.eta, when - t)
                 t = when
-                v, w = (int(k) for k in self.topo.edges[edge])
-                flow = edge_flow(self._u(x[v]), self._u(x[w]), self.c, float(self.steps[edge]))
-                x[v] += flow.dx
-                z[v] += flow.dz
-                x[w] -= flow.dx
-                z[w] -= flow.dz
+                self._jump(x, z, edge)
                 i += 1
             xg, _ = mix(x, z, self.eta, g - t)
             out.append(xg)
