@@ -158,14 +158,17 @@ def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConf
 
 
 def fell_behind(summary: RunSummary, rate: float, nodes: int) -> str:
-    """Say that the run's jumps ran late, by how much, and what to do about it."""
+    """Say that the run's ticks waited too long, by how much, and what to do about it."""
     from gossip.lateness import KEEP_UP_GAPS, mean_gap
 
+    # Nodes older than the wait report only the lag, which was the same figure then.
+    p50 = summary.lag_p50 if summary.wait_p50 is None else summary.wait_p50
+    p99 = summary.lag_p99 if summary.wait_p99 is None else summary.wait_p99
     return (
-        f"the cluster fell behind --rate {rate:g}: a typical node's jumps came "
-        f"{summary.lag_p50 or 0.0:.3g} t after their ticks (median; p99 "
-        f"{summary.lag_p99 or 0.0:.3g} t), more than {KEEP_UP_GAPS:g} x the {mean_gap(nodes):.3g} "
-        "t between two activations of a node: they pile up. Its curve is then not the "
+        f"the cluster fell behind --rate {rate:g}: a typical node's ticks waited "
+        f"{p50 or 0.0:.3g} t to start (median; p99 {p99 or 0.0:.3g} t), more than "
+        f"{KEEP_UP_GAPS:g} x the {mean_gap(nodes):.3g} t between two activations of a node: "
+        "they pile up. Its curve is then not the "
         "simulator's, and accelerated gossip may diverge. Try a lower --rate, or "
         "--nodes-per-process to share processes between nodes."
     )
