@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Protocol
 
 from gossip.errors import ConfigError
+from gossip.ledger import Ledger
 
 __all__ = ["MAX_SAMPLES", "SAMPLES_PER_REPORT", "Trace", "trace_step"]
 
@@ -39,10 +39,6 @@ MAX_SAMPLES = 100_000
 
 SAMPLES_PER_REPORT = 4
 """Grid times per report period at the run's rate (:func:`trace_step`)."""
-
-
-class _Values(Protocol):
-    def state_values(self, t: float) -> tuple[list[float], list[float]]: ...
 
 
 def trace_step(rate: float, metrics_period: float) -> float:
@@ -93,7 +89,7 @@ class Trace:
         self._next = self._k * self.step
         self._samples: deque[list[float]] = deque(maxlen=MAX_SAMPLES)
 
-    def before_jump(self, ledger: _Values, t: float) -> None:
+    def before_jump(self, ledger: Ledger, t: float) -> None:
         """Read every grid time ``< t`` not read yet: call it just before applying a jump at t."""
         while self._next < t:
             x, _ = ledger.state_values(self._next)
@@ -101,7 +97,7 @@ class Trace:
             self._k += 1
             self._next = self._k * self.step  # from the index: no drift from repeated sums
 
-    def finish(self, ledger: _Values, t: float) -> None:
+    def finish(self, ledger: Ledger, t: float) -> None:
         """Read every grid time ``< t``: call it once the node applies no more jumps (closed)."""
         self.before_jump(ledger, t)
 
