@@ -92,20 +92,19 @@ async def _sample(proc: asyncio.subprocess.Process, case: Case, since: list[floa
             else:
                 nodes = [c for c in children if " node " in " ".join(c.cmdline())]
             rss = [_rss(n) for n in nodes]
+            n = parse_topology(case.graph).n
             if rss and time.time() > since[0]:  # gossiping: sockets, ledgers, windows
                 case.processes = max(case.processes, len(rss))
                 case.node_rss_mb = max(case.node_rss_mb, max(rss))
                 if sum(rss) > peak_total:
                     peak_total, peak_count = sum(rss), len(rss)
-            n = parse_topology(case.graph).n
+                if case.uss_per_node_mb != case.uss_per_node_mb:  # once (smaps is slow)
+                    uss = [float(p.memory_full_info().uss) / MB for p in nodes[:8]]
+                    case.uss_per_node_mb = max(uss) * len(nodes) / n
             if case.baseline_mb and peak_count:
                 # Against the fork server's largest RSS, which grows after the first samples:
                 # recomputed at every sample, not frozen at the peak's.
                 case.per_node_mb = (peak_total - peak_count * case.baseline_mb) / n
-            # Once (smaps is slow).
-            if rss and time.time() > since[0] and case.uss_per_node_mb != case.uss_per_node_mb:
-                uss = [float(p.memory_full_info().uss) / MB for p in nodes[:8]]
-                case.uss_per_node_mb = max(uss) * len(nodes) / n
         await asyncio.sleep(0.5)
 
 

@@ -472,9 +472,7 @@ class Exchanger(Parting):
                 self.counters.postponed += 1
             u_w = self._exchanged(t)
             dx, dz = edge_flow_values(u_v, u_w, self.c, state.link.step)  # into the initiator
-            if self.trace is not None:
-                self.trace.before_jump(self.ledger, t)
-            self.ledger.add_values(msg.edge, dx, dz, t, sign=-1.0)  # raises before change
+            self._book_jump(msg.edge, dx, dz, t, sign=-1.0)
             self._last = max(self._last, t)
             answer = encode(
                 Reply(src=self.node_id, edge=msg.edge, seq=msg.seq, t=t, dx=tuple(dx), dz=tuple(dz))

@@ -397,6 +397,15 @@ class Initiator:
             )
         return state
 
+    def _book_jump(
+        self, edge: int, dx: Sequence[float], dz: Sequence[float], t: float, sign: float = 1.0
+    ) -> None:
+        """Book ``sign * (dx, dz)`` at t in the ledger (it raises before any change), reading the
+        trace's grid times before t first: every jump of either side goes through here."""
+        if self.trace is not None:
+            self.trace.before_jump(self.ledger, t)
+        self.ledger.add_values(edge, dx, dz, t, sign=sign)
+
     def _check_time(self, t: float, now: float) -> None:
         # Only the future is dangerous: moving a flow back from far ahead multiplies by
         # exp(+2 eta tau). A time far in the past (an old retry) is merely late, and exact.
@@ -466,9 +475,7 @@ class Initiator:
             dx, dz = mix_values(msg.dx, msg.dz, self._old_eta, self._view_start - t)
             self.ledger.add_values(msg.edge, dx, dz, self._view_start)
         else:
-            if self.trace is not None:
-                self.trace.before_jump(self.ledger, t)
-            self.ledger.add_values(msg.edge, msg.dx, msg.dz, t)  # raises before change
+            self._book_jump(msg.edge, msg.dx, msg.dz, t)
         self._last = max(self._last, t)
         state.activations += 1
         if pending.due == pending.due:  # not NaN: the tick's time is known
