@@ -49,8 +49,7 @@ def _preload() -> Command:
     import concurrent.futures.thread  # noqa: F401  # the event loop's default executor
 
     import aiomqtt  # noqa: F401
-    import numpy
-    import numpy.ma  # noqa: F401  # numpy.percentile's first call imports it (the reports)
+    import numpy  # noqa: F401
     import rich._emoji_codes  # noqa: F401  # used by error messages
     import typer._adapters
     import typer._click.decorators

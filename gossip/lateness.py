@@ -30,9 +30,8 @@ on.
 from __future__ import annotations
 
 import math
-from collections import deque
 
-import numpy as np
+from gossip.recent import RecentSamples
 
 __all__ = ["KEEP_UP_GAPS", "LagRecord", "curve_shift", "keeps_up", "mean_gap"]
 
@@ -60,21 +59,19 @@ class LagRecord:
     """
 
     def __init__(self, size: int = 4096) -> None:
-        self._lags: deque[float] = deque(maxlen=size)
+        self._lags = RecentSamples(size)
 
     def add(self, lag: float) -> None:
         """Record one exchange's lag; a negative one (clock rounding) counts as 0."""
-        self._lags.append(lag if lag > 0.0 else 0.0)
+        self._lags.add(lag if lag > 0.0 else 0.0)
 
     def __len__(self) -> int:
         return len(self._lags)
 
     def percentiles(self) -> dict[str, float]:
         """Return the p50 and p99 lag of the recorded exchanges (0 if none)."""
-        if not self._lags:
-            return {"p50": 0.0, "p99": 0.0}
-        p50, p99 = np.percentile(np.fromiter(self._lags, dtype=np.float64), [50, 99])
-        return {"p50": float(p50), "p99": float(p99)}
+        p50, p99 = self._lags.p50_p99()
+        return {"p50": p50, "p99": p99}
 
 
 def mean_gap(n_nodes: int) -> float:

@@ -4,12 +4,10 @@ schedule of the pending exchanges' deadlines."""
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Callable
 
-import numpy as np
-
 from gossip.protocol import Pending
+from gossip.recent import RecentSamples
 
 __all__ = ["RetrySchedule", "RetryTimer"]
 
@@ -72,7 +70,7 @@ class RetryTimer:
         self.high = float(high)
         self._srtt: float | None = None
         self._rttvar = 0.0
-        self._rtts: deque[float] = deque(maxlen=4096)
+        self._rtts = RecentSamples(4096)
 
     def timeout(self) -> float:
         """Return the first timeout of a new exchange, in seconds."""
@@ -87,7 +85,7 @@ class RetryTimer:
 
     def sample(self, rtt: float, retried: bool) -> None:
         """Record the round trip of an answered exchange (seconds)."""
-        self._rtts.append(rtt)
+        self._rtts.add(rtt)
         if retried:
             return
         # Jacobson/Karels: gains 1/8 and 1/4.
@@ -99,7 +97,5 @@ class RetryTimer:
 
     def percentiles_ms(self) -> dict[str, float]:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
-        if not self._rtts:
-            return {"p50": 0.0, "p99": 0.0}
-        p50, p99 = np.percentile(np.fromiter(self._rtts, dtype=np.float64), [50, 99])
-        return {"p50": float(p50) * 1e3, "p99": float(p99) * 1e3}
+        p50, p99 = self._rtts.p50_p99()
+        return {"p50": p50 * 1e3, "p99": p99 * 1e3}

@@ -52,7 +52,7 @@ from node.membership import NodeMembership
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.transport import Transport
-from node.waits import wait_at_most
+from node.waits import Alarm, wait_at_most
 
 __all__ = ["Node", "run_node", "run_node_sync"]
 
@@ -64,7 +64,8 @@ _PART_EVERY = 0.1  # least seconds between goodbyes (Done) to neighbours that ha
 _PART_GRACE = 4 * _PART_EVERY  # seconds to keep answering goodbyes once parted
 _RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive neighbour
 # Seconds between two computations of the round-trip percentiles in the periodic reports: they
-# sort thousands of samples (the costliest part of a report), and move slowly.
+# partition thousands of samples (gossip.recent; the costliest part of a report), and move
+# slowly.
 _RTT_EVERY = 1.0
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
 
@@ -149,7 +150,7 @@ class Node:
         self.ticks = PoissonClock(links, np.random.default_rng(seed))
         self.membership = NodeMembership(self)  # membership views: node.membership
         self.stop_requested = asyncio.Event()
-        self._bounced = asyncio.Event()  # set when a Busy queued an activation to start later
+        self._bounced = Alarm()  # rung when a Busy queued an activation to start later
         self._parted = asyncio.Event()  # set when, stopping, every neighbour said goodbye
         self.final: dict[str, Any] | None = None
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
@@ -167,7 +168,7 @@ class Node:
         """Return the node's report: the C3 state payload.
 
         The round-trip and lag percentiles are recomputed at most once a second (and for the
-        final report): they sort thousands of samples, which would be most of a report's cost.
+        final report): they partition thousands of samples, most of a report's cost.
         """
         now = self.clock()
         ex = self.exchanger
@@ -307,7 +308,7 @@ class Node:
             transport.send(out.peer, out.frame)
         self._send_released()
         if ex.counters.bounced != bounced:
-            self._bounced.set()  # a refused activation to start after a pause: re-arm
+            self._bounced.ring()  # a refused activation to start after a pause: re-arm
         if not ex.open and ex.parted:
             self._parted.set()
 
@@ -362,18 +363,13 @@ class Node:
             wake = now + ex.timeout if deadline is None else max(deadline, now + _RETRY_GRAIN)
             if start is not None:
                 wake = min(wake, start)
-            await self._wait_for_start(wake - now)
+            await self._bounced.sleep(wake - now)  # or less: a Busy may set an earlier pause
 
     def _send_released(self) -> None:
         """Answer the requests that waited for our exchange, now that it settled."""
         for route, answer in self.exchanger.take_released():
             if route is not None:
                 self.transport.answer(route, answer)
-
-    async def _wait_for_start(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less: a Busy that comes meanwhile sets an earlier pause."""
-        self._bounced.clear()
-        await wait_at_most(self._bounced, seconds)
 
     async def _recover(self) -> None:
         ex, address = self.exchanger, self.transport.address

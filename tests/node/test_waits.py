@@ -1,12 +1,14 @@
-"""node.waits: a timed wait that never loses a cancellation."""
+"""node.waits: a timed wait that never loses a cancellation, and the alarm."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+import uvloop
 
-from node.waits import wait_at_most
+from node.waits import Alarm, wait_at_most
 
 
 async def _cancel_right_after_set(settle_steps: int) -> bool:
@@ -58,3 +60,75 @@ def test_it_says_whether_the_event_came() -> None:
         return timed_out, already_late, came
 
     assert asyncio.run(scenario()) == (False, False, True)
+
+
+def test_an_alarm_returns_when_rung_or_when_its_time_passes() -> None:
+    async def scenario() -> tuple[float, float, float, bool]:
+        loop = asyncio.get_running_loop()
+        alarm = Alarm()
+        start = loop.time()
+        await alarm.sleep(0.02)
+        timed = loop.time() - start
+        loop.call_soon(alarm.ring)
+        start = loop.time()
+        await alarm.sleep(30.0)
+        rung = loop.time() - start
+        alarm.ring()  # nobody sleeps: dropped, the next sleep lasts its time
+        start = loop.time()
+        await alarm.sleep(0.02)
+        after_dropped = loop.time() - start
+        await alarm.sleep(-1.0)  # a time already passed returns at once
+        return timed, rung, after_dropped, alarm._waiter is None
+
+    timed, rung, after_dropped, cleared = asyncio.run(scenario())
+    assert timed >= 0.02
+    assert after_dropped >= 0.02
+    assert rung < 1.0
+    assert cleared
+
+
+@pytest.mark.parametrize("settle_steps", range(3))
+def test_a_cancel_in_the_same_step_as_the_ring_still_cancels(settle_steps: int) -> None:
+    async def scenario() -> bool:
+        alarm = Alarm()
+
+        async def retry_loop() -> None:
+            while True:
+                await alarm.sleep(30.0)
+
+        task = asyncio.create_task(retry_loop())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        alarm.ring()
+        for _ in range(settle_steps):
+            await asyncio.sleep(0)
+        task.cancel()
+        for _ in range(10):
+            if task.done():
+                break
+            await asyncio.sleep(0)
+        ended = task.done() and task.cancelled()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return ended
+
+    assert asyncio.run(scenario())
+
+
+def test_an_alarm_never_wakes_before_its_time_on_uvloop() -> None:
+    # uvloop's timers fire up to about a millisecond early (about 4 sleeps in 10 of these);
+    # a retry loop that slept the rest again then spun on 0 ms timers.
+    async def scenario() -> list[float]:
+        alarm = Alarm()
+        early = []
+        for i in range(200):
+            seconds = 0.0004 + (i % 10) * 0.0003
+            start = time.monotonic()
+            await alarm.sleep(seconds)
+            elapsed = time.monotonic() - start
+            if elapsed < seconds:
+                early.append(seconds - elapsed)
+        return early
+
+    assert uvloop.run(scenario()) == []
