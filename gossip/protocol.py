@@ -98,8 +98,10 @@ class Standing(StrEnum):
 
     FREE = "free"  # open, recovered, not in an exchange; no jump after the request's time,
     # or the request may move to our last jump's
-    WAIT = "wait"  # in an exchange of its own; the request is from a higher id: it waits
-    BUSY = "busy"  # in an exchange of its own, or jumped after a request that cannot move
+    WAIT = "wait"  # in an exchange of its own: the request waits (from that exchange's own
+    # peer, only from a higher id)
+    BUSY = "busy"  # in an exchange with the requester, of lower id; or jumped after a request
+    # that cannot move
     CLOSED = "closed"  # stopping, or still recovering its ledger
 
 
@@ -163,7 +165,8 @@ class Counters:
     waited: int = 0  # ticks that waited for our exchange to settle (fired late, not dropped)
     refused: int = 0  # requests answered Busy: we were in an exchange, or had jumped later
     bounced: int = 0  # our requests answered Busy: the activation is tried again later
-    deferred: int = 0  # requests from higher ids that waited for our exchange to settle
+    deferred: int = 0  # requests that waited for our exchange to settle
+    overdue: int = 0  # of those, refused after waiting their limit (breaks a cycle of waits)
     released: int = 0  # stuck exchanges whose lock was released (their jump may be inexact)
     forged: int = 0  # frames whose src is not the node authenticated on their connection
     moved: int = 0  # neighbours' edges re-routed: they came back on another address

@@ -76,7 +76,7 @@ class NodeConfig:
         default: no limit); further ticks of that edge are skipped (back-pressure).
     hold : bool
         Fidelity mode (default): one exchange of this node in flight at a time (ticks wait,
-        never dropped), and requests from higher ids deferred meanwhile; see
+        never dropped), and requests to it deferred meanwhile; see
         :class:`gossip.exchange.Exchanger`.
     exact : bool
         Exact jumps: correct every jump's inputs after the fact, by linear corrections sent to

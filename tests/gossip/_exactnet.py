@@ -64,6 +64,7 @@ class ExactNet:
         scale: float = 1.0,
         timeout: float = 1e6,  # by default no retries: delivery is reliable, only late
         trace_step: float = 0.7,  # every node's exact samples (gossip.trace), on this grid
+        wait_limit: float = 20.0,  # a request waits that long at most (a cycle of waits)
     ) -> ExactNet:
         topo = parse_topology(spec)
         q = graph_quantities(topo)
@@ -95,6 +96,7 @@ class ExactNet:
                 rng=seed * 1000 + v,
                 backoff=1.0,
                 trace=Trace(trace_step),
+                wait_limit=wait_limit,
             )
         return cls(topo, nodes, initial, params.c, params.eta, edge_steps, value, rng)
 

@@ -293,8 +293,8 @@ def test_an_engaged_server_refuses_and_the_initiator_tries_again_later() -> None
     assert float(x_a[0] + x_b[0]) == pytest.approx(1.0)
 
 
-def test_a_request_from_a_higher_id_waits_for_the_engaged_server() -> None:
-    a, b = pair()  # ids 0 and 1: b's requests may wait for a, a's are refused by b
+def test_when_each_asks_the_other_the_higher_id_waits_and_the_lower_is_refused() -> None:
+    a, b = pair()  # ids 0 and 1, each engaged with the other: b's request waits, a's is refused
     mine = a.initiate(0, now=101.0)
     theirs = b.initiate(0, now=101.1)
     assert mine is not None
@@ -313,6 +313,62 @@ def test_a_request_from_a_higher_id_waits_for_the_engaged_server() -> None:
     assert a.last_jump_time == pytest.approx(2.2)
     b.receive(released[0][1], now=101.5)
     assert (a.activations(), b.activations()) == ({1: 1}, {0: 1})
+
+
+def test_a_request_waits_for_a_server_engaged_with_another_peer_whatever_the_ids() -> None:
+    net = Net.build("line:3")  # edge 0 joins nodes 0 and 1, edge 1 nodes 1 and 2
+    a, b, c = (net.nodes[v] for v in range(3))
+    to_c = b.initiate(1, now=1.0)  # b engages with c, at T = 1.0
+    to_b = a.initiate(0, now=1.1)  # a (id 0, lower than b's) asks b, at T = 1.1
+    assert to_c is not None
+    assert to_b is not None
+    assert b.receive(to_b.frame, now=1.2, route=b"0") == DEFERRED  # waits: not refused
+    assert (b.counters.deferred, b.counters.refused, b.next_deadline()) == (1, 0, 2.0)
+    b.receive(c.receive(to_c.frame, now=1.3) or b"", now=1.4)  # b's exchange settles
+    released = b.take_released()
+    assert [route for route, _ in released] == [b"0"]
+    reply = decode(released[0][1])
+    assert isinstance(reply, Reply)
+    assert reply.t == pytest.approx(1.1)  # a's own time: after b's jump at 1.0, not moved
+    a.receive(released[0][1], now=1.5)
+    assert (a.activations(), b.activations(), c.activations()) == ({1: 1}, {0: 1, 2: 1}, {1: 1})
+    net.now = 2.0
+    net.check_exact()
+
+
+def test_a_cycle_of_waits_is_broken_by_the_wait_limit() -> None:
+    """Around a triangle each node asks the next while the next asks its own next: every
+    request waits for a node that waits. The limit refuses them all; then all settle."""
+    net = Net.build("cycle:3")  # edges 0: 0-1, 1: 0-2, 2: 1-2
+    for node in net.nodes.values():
+        node.wait_limit = 0.5  # before the retry timeout (1.0): only the limit can help
+    net.now = 1.0
+    for v, edge in ((0, 0), (1, 2), (2, 1)):  # 0 asks 1, 1 asks 2, 2 asks 0
+        out = net.nodes[v].initiate(edge, net.now)
+        assert out is not None
+        net.wire.append(Frame(out.peer, out.frame, v))
+    while net.wire:
+        net.deliver(0)
+    assert all(node.engaged for node in net.nodes.values())  # deadlocked, for now
+    assert [node.counters.deferred for node in net.nodes.values()] == [1, 1, 1]
+    assert all(node.next_deadline() == pytest.approx(1.5) for node in net.nodes.values())
+    net.now = 1.5
+    net.expire()  # each refuses the request waiting for it
+    assert [node.counters.overdue for node in net.nodes.values()] == [1, 1, 1]
+    assert [node.counters.refused for node in net.nodes.values()] == [1, 1, 1]
+    # The refused try again after random pauses (about a millisecond, none measured): in
+    # fine steps, with instant delivery, one of them goes first and the cycle does not form.
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        while net.wire:
+            net.deliver(int(rng.integers(len(net.wire))))
+        if not any(node.pending or node.waiting for node in net.nodes.values()):
+            break
+        net.now += 1e-4
+        net.expire()
+    assert sum(node.counters.served for node in net.nodes.values()) == 3  # all three, once
+    assert not any(node.engaged or node.waiting for node in net.nodes.values())
+    net.check_exact()
 
 
 def test_a_request_older_than_the_servers_last_jump_is_refused() -> None:

@@ -35,9 +35,9 @@ def test_with_the_lock_the_nodes_equal_the_sequential_replay(
     gap, spread = run(net)
     assert len(net.jumps) == net.ticks > 350  # every tick became one jump: none dropped
     assert net.total("waited") > 20  # ticks came while their node was engaged
-    assert net.total("refused") > 20  # requests came to engaged nodes: contention happened
+    assert net.total("deferred") > 50  # requests came to engaged nodes and waited for them
+    assert net.total("refused") > 10  # two nodes that asked each other: the lower id's request
     assert net.total("bounced") == net.total("refused")
-    assert net.total("deferred") > 20  # requests from higher ids waited for engaged nodes
     assert net.total("postponed") > 20  # requests behind the server's last jump moved to it
     assert spread > 1e-6  # not converged yet: the replay still tells schedules apart
     assert gap < 1e-9 * max(1.0, spread)

@@ -28,13 +28,16 @@ TIMEBASE_RATE = 1.0  # ExactNet's: t = now
 def switch_all(net: ExactNet, old: View, new: View, done: set[int], joiner_value: float) -> None:
     """Switch every node that is free and past T_e (the leaver closes)."""
     for v, node in list(net.nodes.items()):
-        if v in done or net.now < new.start or node.engaged:
+        if v in done or net.now < new.start:
             continue
-        done.add(v)
-        if v not in new.members:
+        if v not in new.members:  # the leaver stops at once, engaged or not (node.membership)
+            done.add(v)
             node.close()
             net._flush(v, [])  # deferred requests, now Nacked
             continue
+        if node.engaged:
+            continue
+        done.add(v)
         ledger, _ = carry_ledger(node.ledger, old, new, v)
         links = [Link(e, p, new.prob(e)) for e, p in new.incident(v)]
         node.switch_view(ledger, links, new.c, new.start)
@@ -80,6 +83,13 @@ def run(net: ExactNet, old: View, new: View, steps: int, dup: float, value: floa
         net.expire()
         switch_all(net, old, new, done, value)
     assert done >= set(new.members) | set(old.members)  # everyone switched (or left)
+    for v in set(old.members) - set(new.members):
+        # The leaver exits. A request of its own still pending reached its neighbour after
+        # that one had switched, on an edge it settled: rejected, never applied or answered.
+        leaver = net.nodes[v]
+        pending = [(e, state.link.peer) for e, state in leaver._edges.items() if state.pending]
+        assert all(edge not in {k.edge for k in net.nodes[peer].links} for edge, peer in pending)
+        leaver.abandon_all()
 
 
 def replay(net: ExactNet, old: View, new: View, value: float, t_end: float) -> dict[int, Ledger]:
