@@ -92,12 +92,25 @@ async def _sample_rss(peak: list[float]) -> None:
         await asyncio.sleep(0.5)
 
 
-def lock_traffic(log_dir: Path) -> tuple[float, float, float, int]:
-    """Return refusals (Busy answers), ticks that waited for the lock and jumps moved to a
-    server's later time, per activation (a jump applied), and the locks released on a silent
-    peer, summed over the nodes' final reports (the JSON line each node, or each host for its
-    nodes, prints on exit)."""
-    totals = {"served": 0, "bounced": 0, "waited": 0, "postponed": 0, "released": 0}
+@dataclass(frozen=True)
+class LockTraffic:
+    """What the lock cost, per activation (a jump applied), summed over the nodes' final
+    reports: refusals (Busy answers), of which those given to a request that waited its
+    limit, ticks that waited for the lock, jumps moved to a server's later time; and how many
+    locks were released on a silent peer."""
+
+    refused: float
+    overdue: float
+    waited: float
+    moved: float
+    released: int
+
+
+def lock_traffic(log_dir: Path) -> LockTraffic:
+    """Read the lock's traffic from the final reports in ``log_dir`` (the JSON line each node,
+    or each host for its nodes, prints on exit)."""
+    names = ("served", "bounced", "overdue", "waited", "postponed", "released")
+    totals = dict.fromkeys(names, 0)
     for log in [*log_dir.glob("node-*.log"), *log_dir.glob("host-*.log")]:
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith("{") and '"final": true' in line:
@@ -105,11 +118,12 @@ def lock_traffic(log_dir: Path) -> tuple[float, float, float, int]:
                 for key in totals:
                     totals[key] += int(counters.get(key, 0))
     activations = max(totals["served"], 1)
-    return (
-        totals["bounced"] / activations,
-        totals["waited"] / activations,
-        totals["postponed"] / activations,
-        totals["released"],
+    return LockTraffic(
+        refused=totals["bounced"] / activations,
+        overdue=totals["overdue"] / activations,
+        waited=totals["waited"] / activations,
+        moved=totals["postponed"] / activations,
+        released=totals["released"],
     )
 
 
@@ -122,7 +136,7 @@ async def cluster_run(
     period: float,
     node_args: tuple[str, ...] = (),
     nodes_per_process: int = 1,
-) -> tuple[RunSummary, ClusterState, float, float, tuple[float, float, float, int]]:
+) -> tuple[RunSummary, ClusterState, float, float, LockTraffic]:
     """One ``gossip up`` run in this process; returns summary, state, wall seconds, peak RSS
     and the lock's traffic (:func:`lock_traffic`)."""
     holder: dict[str, ClusterState] = {}
@@ -265,9 +279,10 @@ async def main(argv: Sequence[str] | None = None) -> None:
             f"{summary.rtt_p99_ms or 0:.2f} ms, jump lag p50/p99 "
             f"{summary.lag_p50 or 0:.2f}/{summary.lag_p99 or 0:.2f} t, wait p50/p99 "
             f"{summary.wait_p50 or 0:.2f}/{summary.wait_p99 or 0:.2f} t (kept up: "
-            f"{summary.kept_up}), refusals/activation {traffic[0]:.2f}, waits/"
-            f"activation {traffic[1]:.2f}, moved/activation {traffic[2]:.2f}, released "
-            f"{traffic[3]}, wall {wall:.1f} s -> {'ok' if ok else 'NO'}"
+            f"{summary.kept_up}), refusals/activation {traffic.refused:.2f} (after the wait "
+            f"limit {traffic.overdue:.3f}), waits/activation {traffic.waited:.2f}, moved/"
+            f"activation {traffic.moved:.2f}, released {traffic.released}, wall {wall:.1f} s "
+            f"-> {'ok' if ok else 'NO'}"
         )
         verdicts.setdefault(rate, []).append(ok)
         if len(verdicts[rate]) < max(1, args.repeat):

@@ -22,7 +22,9 @@ until that exchange is settled, and it keeps ``L``, the latest time of a jump it
 2. The server w refuses, with a :class:`~gossip.wire.Busy`, if ``L_w > T`` and the jump
    cannot move. If w is engaged, the request *waits* (:data:`DEFERRED`) until w's own
    exchange settles, and is then decided as a new one; but if w's exchange is with v itself
-   (each asked the other), only the higher id's request waits and the lower id's is refused.
+   (each asked the other), only the higher id's request waits and the lower id's is refused;
+   and a request that cannot move, older than w's own exchange, is refused at once (w's L
+   will be past it).
    A request that has waited ``wait_limit`` (by default the current first timeout, a few
    round trips) is refused all the same. Otherwise w serves it at ``T_s = max(T, L_w)``: it
    mixes v's pair
@@ -407,6 +409,8 @@ class Exchanger(Parting):
             return Standing.FREE if self._served_at(msg) < self.horizon else Standing.BUSY
         if engaged.peer == msg.src:  # each asks the other: the lower id gives way
             return Standing.WAIT if msg.src > self.node_id else Standing.BUSY
+        if msg.t < engaged.t and not self._movable(msg):
+            return Standing.BUSY  # after our exchange L >= its T: waiting would end in a Busy
         return Standing.WAIT
 
     def _movable(self, msg: Request) -> bool:

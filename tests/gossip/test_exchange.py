@@ -336,6 +336,20 @@ def test_a_request_waits_for_a_server_engaged_with_another_peer_whatever_the_ids
     net.check_exact()
 
 
+def test_an_unmovable_request_older_than_the_servers_exchange_is_refused_at_once() -> None:
+    net = Net.build("line:3")
+    b = net.nodes[1]
+    assert b.initiate(1, now=1.0) is not None  # b engages with node 2 at T = 1.0
+
+    def ask(seq: int, t: float) -> bytes | None:  # node 0's exchanged value: no z, no move
+        request = Request(src=0, edge=0, seq=seq, ack=0, t=t, u=(0.5,), z=None)
+        return b.receive(encode(request), now=1.2, route=b"0")
+
+    assert isinstance(decode(ask(1, 0.9) or b""), Busy)  # would only be refused after waiting
+    assert ask(2, 1.1) == DEFERRED
+    assert (b.counters.refused, b.counters.deferred) == (1, 1)
+
+
 def test_a_cycle_of_waits_is_broken_by_the_wait_limit() -> None:
     """Around a triangle each node asks the next while the next asks its own next: every
     request waits for a node that waits. The limit refuses them all; then all settle."""
