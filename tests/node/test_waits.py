@@ -4,35 +4,51 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 import uvloop
 
 from node.waits import Alarm, wait_at_most
 
+Waits = tuple[Callable[[], Awaitable[object]], Callable[[], None]]
 
-async def _cancel_right_after_set(settle_steps: int) -> bool:
-    """Loop on ``wait_at_most`` as the node's retry task does; set the event, let the
-    loop run ``settle_steps`` times, cancel; True if the cancellation ended the task."""
+
+def _event_waits() -> Waits:
+    """One wait of a retry loop on ``wait_at_most``, and what ends it early."""
     event = asyncio.Event()
-    rounds = 0
+
+    async def sleep() -> bool:
+        event.clear()
+        return await wait_at_most(event, 30.0)
+
+    return sleep, event.set
+
+
+def _alarm_waits() -> Waits:
+    """One wait of a retry loop on an :class:`Alarm`, and what ends it early."""
+    alarm = Alarm()
+    return (lambda: alarm.sleep(30.0)), alarm.ring
+
+
+async def _cancel_right_after_wake(settle_steps: int, waits: Waits) -> bool:
+    """Loop on ``waits`` as the node's retry task does; end a wait early, let the loop run
+    ``settle_steps`` times, cancel; True if the cancellation ended the task."""
+    sleep, wake = waits
 
     async def retry_loop() -> None:
-        nonlocal rounds
         while True:
-            event.clear()
-            await wait_at_most(event, 30.0)
-            rounds += 1
+            await sleep()
 
     task = asyncio.create_task(retry_loop())
     for _ in range(3):
         await asyncio.sleep(0)
-    event.set()
+    wake()
     for _ in range(settle_steps):
         await asyncio.sleep(0)
     task.cancel()
     # The cancelled task ends within a few loop steps; a lost cancel leaves it waiting
-    # on the cleared event for 30 s, which we do not wait for.
+    # for 30 s, which we do not wait for.
     for _ in range(10):
         if task.done():
             break
@@ -47,7 +63,7 @@ async def _cancel_right_after_set(settle_steps: int) -> bool:
 @pytest.mark.parametrize("settle_steps", range(5))
 def test_a_cancel_in_the_same_step_as_the_event_still_cancels(settle_steps: int) -> None:
     # asyncio.wait_for on Python 3.11 loses this cancel for settle_steps 0..2.
-    assert asyncio.run(_cancel_right_after_set(settle_steps))
+    assert asyncio.run(_cancel_right_after_wake(settle_steps, _event_waits()))
 
 
 def test_it_says_whether_the_event_came() -> None:
@@ -89,31 +105,7 @@ def test_an_alarm_returns_when_rung_or_when_its_time_passes() -> None:
 
 @pytest.mark.parametrize("settle_steps", range(3))
 def test_a_cancel_in_the_same_step_as_the_ring_still_cancels(settle_steps: int) -> None:
-    async def scenario() -> bool:
-        alarm = Alarm()
-
-        async def retry_loop() -> None:
-            while True:
-                await alarm.sleep(30.0)
-
-        task = asyncio.create_task(retry_loop())
-        for _ in range(3):
-            await asyncio.sleep(0)
-        alarm.ring()
-        for _ in range(settle_steps):
-            await asyncio.sleep(0)
-        task.cancel()
-        for _ in range(10):
-            if task.done():
-                break
-            await asyncio.sleep(0)
-        ended = task.done() and task.cancelled()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        return ended
-
-    assert asyncio.run(scenario())
+    assert asyncio.run(_cancel_right_after_wake(settle_steps, _alarm_waits()))
 
 
 def test_an_alarm_never_wakes_before_its_time_on_uvloop() -> None:
