@@ -100,8 +100,8 @@ class Standing(StrEnum):
     # or the request may move to our last jump's
     WAIT = "wait"  # in an exchange of its own: the request waits (from that exchange's own
     # peer, only from a higher id)
-    BUSY = "busy"  # in an exchange with the requester, of lower id; or jumped after a request
-    # that cannot move
+    BUSY = "busy"  # in an exchange with the requester, of lower id; or the request cannot
+    # move and is older than our last jump or our own exchange
     CLOSED = "closed"  # stopping, or still recovering its ledger
 
 

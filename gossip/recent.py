@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from gossip.errors import ConfigError
+
 __all__ = ["RecentSamples"]
 
 
@@ -31,7 +33,7 @@ class RecentSamples:
 
     def __init__(self, size: int = 4096) -> None:
         if size < 1:
-            raise ValueError(f"size must be >= 1, got {size!r}")
+            raise ConfigError(f"size must be >= 1, got {size!r}")
         self._ring = np.zeros(size, dtype=np.float64)
         self._next = 0
         self._count = 0

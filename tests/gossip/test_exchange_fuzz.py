@@ -94,7 +94,7 @@ def snapshot(node: Exchanger) -> tuple[Any, ...]:
         z,
         counters,
         edges,
-        dict(node._deferred),
+        node._deferred.waiters(),
         node.engaged,
         node.waiting,
         node.last_jump_time,

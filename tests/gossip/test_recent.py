@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gossip.errors import ConfigError
 from gossip.recent import RecentSamples
 
 samples = st.lists(
@@ -37,5 +38,5 @@ def test_a_sample_pushed_out_no_longer_counts() -> None:
 
 
 def test_a_ring_of_no_samples_is_refused() -> None:
-    with pytest.raises(ValueError, match="size must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match="size must be >= 1, got 0"):
         RecentSamples(0)
