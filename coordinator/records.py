@@ -39,8 +39,11 @@ COUNTER_NAMES = (
     "deferred",
     "released",
     "forged",
+    "postponed",
+    "overdue",
 )
-"""The exchange counters every node reports (contract C3; the last five: the node's lock).
+"""The exchange counters every node reports (contract C3; :class:`gossip.protocol.Counters`
+says what each counts): in the state snapshot, and as ``kind`` in ``/metrics``.
 
 A node of an older version that does not report one of them counts as 0 for it."""
 

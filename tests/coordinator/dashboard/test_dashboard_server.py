@@ -185,6 +185,7 @@ async def test_metrics_parse_and_match_the_state(
     state = cluster.new_state()
     cluster.feed(state)
     state.nodes[4].counters["failed"] = 3
+    state.nodes[4].counters["overdue"] = 2
     state.nodes[6].final = True
     served = await start_dashboard(state)
     status, body, headers = await _get(served.url + "metrics")
@@ -209,10 +210,9 @@ async def test_metrics_parse_and_match_the_state(
         assert got[("gossip_node_value", key)] == pytest.approx(view.x[0])
         assert got[("gossip_node_t", key)] == pytest.approx(view.t)
         assert got[("gossip_node_alive", key)] == (0.0 if node == 6 else 1.0)
-        for kind in ("initiated", "served", "retried", "failed", "rejected", "duplicates"):
-            assert (
-                got[("gossip_node_exchanges_total", (("kind", kind), *key))] == view.counters[kind]
-            )
+        for kind in ("initiated", "served", "retried", "failed", "rejected", "overdue"):
+            exported = got[("gossip_node_exchanges_total", (("kind", kind), *key))]
+            assert exported == view.counters.get(kind, 0)  # 0: not reported (older node)
         rtt = got[("gossip_node_rtt_milliseconds", (*key, ("quantile", "0.99")))]
         assert rtt == view.rtt_p99_ms
         lag = got[("gossip_node_jump_lag", (*key, ("quantile", "0.5")))]
@@ -226,6 +226,8 @@ async def test_metrics_parse_and_match_the_state(
         ]
         == 3.0
     )
+    overdue = (("kind", "overdue"), ("name", "synthetic-4"), ("node", "4"))
+    assert got[("gossip_node_exchanges_total", overdue)] == 2.0
 
 
 async def test_a_busy_port_is_a_clear_config_error(
