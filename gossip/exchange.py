@@ -438,8 +438,8 @@ class Exchanger(Parting):
 
     def next_deadline(self) -> float | None:
         """Return the earliest retry deadline, or limit of a waiting request (Unix seconds)."""
-        own, limit = super().next_deadline(), self._deferred.next_limit()
-        return limit if own is None else own if limit is None else min(own, limit)
+        times = [t for t in (super().next_deadline(), self._deferred.next_limit()) if t is not None]
+        return min(times, default=None)
 
     def expire(self, now: float) -> list[Outgoing]:
         """Return what to send at ``now`` (:meth:`Initiator.expire`), and refuse the requests
