@@ -5,16 +5,17 @@ Run with ``python benchmarks/bench_node_cpu.py`` (about a minute). It prints:
 1. raw: CPU seconds per round trip of a pyzmq DEALER (asyncio client, one frame in flight,
    as a node's own exchange) against a blocking pyzmq ROUTER echo in another process, over
    loopback TCP, with a frame the size of an exchange request. Both processes are counted,
-   every thread included (zmq's I/O threads do part of the work).
+   every thread included (zmq's I/O threads do part of the work). A secure cluster is
+   measured against round trips over CurveZMQ, a plain one against plain round trips.
 2. cluster: a whole ``gossip up`` on ``--graph`` (default line:30) at a high asked rate: the
    achieved rate, and over the steady part of the run (from ``--warmup`` seconds after the
    epoch to the last report that counted new exchanges), the CPU seconds per exchange of the
    nodes (all node processes together, every thread), of the coordinator (this process) and
    of the broker; the share of the nodes' CPU spent in threads other than the event loop's
    (zmq's I/O threads), and how often the nodes' event loops went to sleep per exchange.
-3. the ratio node CPU per exchange / raw CPU per round trip. An exchange is one round trip
-   (a request and its reply between two processes), so the ratio is the node's overhead over
-   the bare messaging.
+3. the ratio node CPU per exchange / raw CPU per round trip of the same security. An
+   exchange is one round trip (a request and its reply between two processes), so the ratio
+   is the node's overhead over the bare messaging.
 
 CPU time depends less than throughput on what else the machine runs, but it does depend on
 it: 30 node processes on two cores run with cold caches, and every wake-up of a process
@@ -63,10 +64,11 @@ class RawCpu:
     per_s: float
 
 
-async def raw_cpu(round_trips: int = 20_000) -> RawCpu:
-    """Measure CPU per round trip of an asyncio DEALER against a ROUTER echo process."""
+async def raw_cpu(round_trips: int = 20_000, *, secure: bool = False) -> RawCpu:
+    """Measure CPU per round trip of an asyncio DEALER against a ROUTER echo process
+    (``secure``: over CurveZMQ)."""
     me = psutil.Process()
-    async with echo_dealer(warmup=500) as (sock, echo_pid):
+    async with echo_dealer(warmup=500, secure=secure) as (sock, echo_pid):
         echo_proc = psutil.Process(echo_pid)
         cpu0 = _cpu(me) + _cpu(echo_proc)
         start = time.perf_counter()
@@ -279,13 +281,17 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    raw = await raw_cpu(args.round_trips)
-    print("raw pyzmq DEALER (asyncio) / ROUTER echo, one in flight, both processes")
-    print(
-        f"  {raw.cpu_per_rt_us:.1f} us CPU per round trip "
-        f"({raw.round_trips} round trips, {raw.per_s:,.0f}/s)"
-    )
     kinds = {"secure": [True], "insecure": [False], "both": [True, False]}[args.security]
+    raws = {secure: await raw_cpu(args.round_trips, secure=secure) for secure in kinds}
+    for secure, raw in raws.items():
+        print(
+            f"raw pyzmq DEALER (asyncio) / ROUTER echo{' over CurveZMQ' if secure else ''}, "
+            "one in flight, both processes"
+        )
+        print(
+            f"  {raw.cpu_per_rt_us:.1f} us CPU per round trip "
+            f"({raw.round_trips} round trips, {raw.per_s:,.0f}/s)"
+        )
     per_exchange = {}
     for secure in kinds:
         run = await cluster_cpu(
@@ -301,7 +307,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         )
         per_exchange[secure] = run.node_us
         print(f"\n{'secure (CurveZMQ)' if secure else 'INSECURE (plain sockets)'}:")
-        report(run, raw, args)
+        report(run, raws[secure], args)
     if len(per_exchange) == 2:
         print(
             f"\nnode CPU per exchange secure / insecure = "
@@ -325,7 +331,8 @@ def report(run: ClusterCpu, raw: RawCpu, args: argparse.Namespace) -> None:
     if run.rtt_p50_ms is not None and run.rtt_p99_ms is not None:
         print(f"  exchange round trip p50 {run.rtt_p50_ms:.2f} ms, p99 {run.rtt_p99_ms:.2f} ms")
     print(
-        f"  node CPU per exchange / raw CPU per round trip = {run.node_us / raw.cpu_per_rt_us:.1f}x"
+        f"  node CPU per exchange / raw CPU per round trip (same security) = "
+        f"{run.node_us / raw.cpu_per_rt_us:.1f}x"
     )
 
 

@@ -1,8 +1,10 @@
 """The raw pyzmq baseline the cluster benchmarks measure against, in one place.
 
-A ROUTER echo process (run with ``python -c ECHO_SERVER tcp://...``; a ``quit`` frame ends it)
-and a frame of an exchange request's size, so that a benchmark's raw round trips move the same
-bytes as the node's.
+A ROUTER echo process (run with ``python -c ECHO_SERVER tcp://... [SECRET]``; a ``quit`` frame
+ends it) and a frame of an exchange request's size, so that a benchmark's raw round trips move
+the same bytes as the node's. With a Z85 secret key the echo is a CurveZMQ server, and the
+round trips are encrypted as a secure node's are (without a ZAP handler: the handshake is not
+what is measured).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ ECHO_SERVER = """
 import sys, zmq
 ctx = zmq.Context()
 sock = ctx.socket(zmq.ROUTER)
+if len(sys.argv) > 2:
+    sock.curve_server = True
+    sock.curve_secretkey = sys.argv[2].encode()
 sock.bind(sys.argv[1])
 while True:
     frames = sock.recv_multipart()
@@ -47,17 +52,25 @@ REQUEST_FRAME: bytes = msgpack.packb(
 
 
 @contextlib.asynccontextmanager
-async def echo_dealer(warmup: int = 200) -> AsyncIterator[tuple[zmq.asyncio.Socket, int]]:
+async def echo_dealer(
+    warmup: int = 200, *, secure: bool = False
+) -> AsyncIterator[tuple[zmq.asyncio.Socket, int]]:
     """An asyncio DEALER connected to an echo ROUTER in another process, warmed up.
 
-    Yields the socket and the echo process's pid; the echo process is stopped on exit.
+    ``secure``: over CurveZMQ. Yields the socket and the echo process's pid; the echo process
+    is stopped on exit.
     """
     address = f"tcp://127.0.0.1:{free_port()}"
-    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, address)
+    server_public, server_secret = zmq.curve_keypair()
+    key = [server_secret.decode()] if secure else []
+    echo = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, address, *key)
     ctx = zmq.asyncio.Context()
     try:
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        if secure:
+            sock.curve_serverkey = server_public
+            sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
         sock.connect(address)
         for _ in range(warmup):  # also waits for the echo process to bind
             await sock.send(REQUEST_FRAME)

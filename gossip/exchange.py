@@ -97,16 +97,10 @@ Rules for the bad days:
 * ``exclusive=False`` turns the lock off (no waiting, no refusal): the server then reads its
   state at T even if it jumped after T. That is not exact; it exists to show the difference.
 
-Recovery (a restarted node, which gets the same bootstrap back): before gossiping it asks each
-neighbour for its ledger on the shared edge (``LedgerRequest``), sets its own to the negative
-(``LedgerReply``, taken at a time after every jump the neighbour made), numbers its next
-exchanges above the highest the neighbour has seen, and takes the latest of those times as
-its ``L``. Until every edge is recovered it neither initiates nor applies (it Nacks).
-Before each LedgerRequest it may send a ``Moved`` with its address (it may have come back on
-another one), and then again (:meth:`Exchanger.announcements`) to each neighbour whose requests
-have not reached it yet: the neighbour checks it, and hands it out of
-:meth:`Exchanger.take_moved` for its transport to send there from now on; a route, never
-state (:mod:`gossip.recovery`).
+Recovery: a restarted node (the same bootstrap back) takes its ledger back from its
+neighbours before it gossips, and neither initiates nor applies (it Nacks) until every edge is
+recovered. :mod:`gossip.recovery` states how, and how a node announces a new address
+(:meth:`Exchanger.take_moved`).
 
 Stopping: a closed node exits only once its neighbours can no longer need its answers
 (:mod:`gossip.parting`).
