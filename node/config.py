@@ -74,17 +74,6 @@ class NodeConfig:
     max_in_flight : int or None
         Most exchanges this node started that may be pending on one edge (``None``, the
         default: no limit); further ticks of that edge are skipped (back-pressure).
-    hold : bool
-        Fidelity mode (default): one exchange of this node in flight at a time (ticks wait,
-        never dropped), and requests to it deferred meanwhile; see
-        :class:`gossip.exchange.Exchanger`.
-    exact : bool
-        Exact jumps: correct every jump's inputs after the fact, by linear corrections sent to
-        the peers (see "Exact mode" in :mod:`gossip.exchange`).
-    correction_tol : float
-        Exact mode: corrections smaller than this times the size of the values are not sent.
-    correction_horizon : float or None
-        Exact mode: seconds after which a jump is final (``None``: ``4 * max_timeout``).
     keys : Path or None
         This node's key directory (:mod:`gossip.keys`): CurveZMQ on every socket, the
         coordinator's key checked at registration. ``None``: plain, unauthenticated sockets.
@@ -109,10 +98,6 @@ class NodeConfig:
     register_timeout: float | None = None
     seed: int | None = None
     max_in_flight: int | None = None
-    hold: bool = True
-    exact: bool = False
-    correction_tol: float = 1e-9
-    correction_horizon: float | None = None
     keys: Path | None = None
     mqtt_ca: Path | None = None
     data: str | None = None
