@@ -15,7 +15,8 @@ Run with ``python benchmarks/bench_cluster.py`` (about 2 to 4 minutes on two cor
    runs do: near the ceiling, runs on a loaded machine differ a lot from one another. The
    share of points inside the 5-95% band is printed too; even the simulator's own runs have
    >= 80% of their points inside only 81% of the time on line:30, so it is no criterion by
-   itself;
+   itself. Each run's line ends with the cores the machine kept busy in the second before it, while
+   the benchmark idled (other jobs' load, :mod:`machine`): a busy machine explains a slow run;
 3. the exchange round trip p50/p99 in the cluster against raw, and the nodes' peak RSS;
 4. wall time to 1e-6 on line:30 for ARG against RG at the same rate.
 
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+from machine import background_cores
 from raw_zmq import REQUEST_FRAME, echo_dealer
 
 from coordinator.agreement import Agreement, band_agreement
@@ -255,6 +257,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     rss_peak = 0.0
     rates = [float(r) for r in args.rates.split(",")]
     for rate in (r for r in rates for _ in range(max(1, args.repeat))):
+        others = await background_cores()  # other jobs' load, just before the run
         summary, state, wall, rss, traffic = await cluster_run(
             args.graph,
             "arg",
@@ -281,8 +284,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
             f"{summary.wait_p50 or 0:.2f}/{summary.wait_p99 or 0:.2f} t (kept up: "
             f"{summary.kept_up}), refusals/activation {traffic.refused:.2f} (after the wait "
             f"limit {traffic.overdue:.3f}), waits/activation {traffic.waited:.2f}, moved/"
-            f"activation {traffic.moved:.2f}, released {traffic.released}, wall {wall:.1f} s "
-            f"-> {'ok' if ok else 'NO'}"
+            f"activation {traffic.moved:.2f}, released {traffic.released}, wall {wall:.1f} s, "
+            f"{others:.2f} cores busy before it -> {'ok' if ok else 'NO'}"
         )
         verdicts.setdefault(rate, []).append(ok)
         if len(verdicts[rate]) < max(1, args.repeat):

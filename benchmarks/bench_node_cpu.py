@@ -12,7 +12,9 @@ Run with ``python benchmarks/bench_node_cpu.py`` (about a minute). It prints:
    epoch to the last report that counted new exchanges), the CPU seconds per exchange of the
    nodes (all node processes together, every thread), of the coordinator (this process) and
    of the broker; the share of the nodes' CPU spent in threads other than the event loop's
-   (zmq's I/O threads), and how often the nodes' event loops went to sleep per exchange.
+   (zmq's I/O threads), how often the nodes' event loops went to sleep per exchange, and the
+   cores that every other process of the machine kept busy meanwhile (other jobs'
+   load: :mod:`machine`).
 3. the ratio node CPU per exchange / raw CPU per round trip of the same security. An
    exchange is one round trip (a request and its reply between two processes), so the ratio
    is the node's overhead over the bare messaging.
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from machine import busy_cpu_seconds
 from raw_zmq import REQUEST_FRAME, echo_dealer
 
 from coordinator.broker import RunningBroker
@@ -82,13 +85,15 @@ async def raw_cpu(round_trips: int = 20_000, *, secure: bool = False) -> RawCpu:
 
 @dataclass
 class Sample:
-    """Cumulative figures at one moment of a cluster run; ``nodes``: pid -> (cpu, zmq threads)."""
+    """Cumulative figures at one moment of a cluster run; ``nodes``: pid -> (cpu, zmq threads);
+    ``busy``: the whole machine's busy CPU seconds."""
 
     wall: float
     activations: int
     nodes: dict[int, tuple[float, float, int]]
     coordinator: float
     broker: float
+    busy: float
 
 
 @dataclass
@@ -105,6 +110,7 @@ class ClusterCpu:
     sleeps: float
     coordinator_us: float
     broker_us: float
+    others_cores: float
     rtt_p50_ms: float | None
     rtt_p99_ms: float | None
     state: ClusterState | None = None
@@ -156,6 +162,7 @@ async def _sample(
                 _node_cpu(nodes),
                 _cpu(me),
                 sum(_cpu(p) for p in brokers),
+                busy_cpu_seconds(),
             )
         )
         await asyncio.sleep(0.5)
@@ -243,17 +250,20 @@ async def cluster_cpu(
     first, last = steady[0], steady[-1]
     exchanges = max(last.activations - first.activations, 1)
     node_cpu, io_cpu, sleeps = _node_delta(first, last)
+    seconds = last.wall - first.wall
+    ours = node_cpu + last.coordinator - first.coordinator + last.broker - first.broker
     return ClusterCpu(
         asked=rate,
         achieved=summary.rate_achieved,
         exchanges=exchanges,
-        seconds=last.wall - first.wall,
+        seconds=seconds,
         node_us=node_cpu / exchanges * 1e6,
-        node_cores=node_cpu / (last.wall - first.wall),
+        node_cores=node_cpu / seconds,
         io_share=io_cpu / node_cpu if node_cpu > 0 else 0.0,
         sleeps=sleeps / exchanges,
         coordinator_us=(last.coordinator - first.coordinator) / exchanges * 1e6,
         broker_us=(last.broker - first.broker) / exchanges * 1e6,
+        others_cores=max(0.0, last.busy - first.busy - ours) / seconds,
         rtt_p50_ms=summary.rtt_p50_ms,
         rtt_p99_ms=summary.rtt_p99_ms,
         state=state,
@@ -326,7 +336,8 @@ def report(run: ClusterCpu, raw: RawCpu, args: argparse.Namespace) -> None:
         f"  steady window {run.seconds:.1f} s, {run.exchanges} exchanges: CPU per exchange "
         f"nodes {run.node_us:.0f} us ({run.io_share:.0%} in zmq I/O threads), "
         f"coordinator {run.coordinator_us:.0f} us, broker {run.broker_us:.0f} us; the nodes "
-        f"used {run.node_cores:.2f} cores; {run.sleeps:.1f} event-loop sleeps per exchange"
+        f"used {run.node_cores:.2f} cores; {run.sleeps:.1f} event-loop sleeps per exchange; "
+        f"every other process on the machine {run.others_cores:.2f} cores"
     )
     if run.rtt_p50_ms is not None and run.rtt_p99_ms is not None:
         print(f"  exchange round trip p50 {run.rtt_p50_ms:.2f} ms, p99 {run.rtt_p99_ms:.2f} ms")

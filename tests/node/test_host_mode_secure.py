@@ -11,6 +11,7 @@ forged. The run still reaches eps with its mass exact.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -59,13 +60,29 @@ async def refused(ctx: zmq.asyncio.Context, target: Identity, address: str, own:
     try:
         sock.connect(address)
         for frame in forged(2, 20):
-            await sock.send(frame)
+            # The refused handshake may tear the connection's queue down: a frame that cannot
+            # be queued is as refused as one that can (waiting to queue it could last forever).
+            with contextlib.suppress(zmq.Again):
+                await sock.send(frame, zmq.NOBLOCK)
         event = await asyncio.wait_for(recv_monitor_message(monitor), 30)
         assert event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH
     finally:
         sock.disable_monitor()
         monitor.close(0)
         sock.close(0)
+
+
+def print_logs(log_dir: Path, started: dict[str, Any]) -> None:
+    """Print what a failed run left: the coordinator's view and the processes' last lines."""
+    state = started.get("state")
+    if state is not None:
+        print(f"coordinator: phase {state.phase}, t {state.t}, message {state.message!r}")
+        for k, view in sorted(state.nodes.items()):
+            print(f"  node {k}: t {view.t}, final {view.final}, counters {view.counters}")
+    for path in sorted(log_dir.glob("*.log")):
+        lines = path.read_text(errors="replace").splitlines()
+        print(f"--- {path.name}, last lines of {len(lines)}:")
+        print("\n".join(line[:400] for line in lines[-15:]))
 
 
 def final_of(log: Path, node: int) -> dict[str, Any]:
@@ -98,34 +115,40 @@ async def test_host_mode_is_secure_by_default_and_forged_src_fails(tmp_path: Pat
     insider = ctx.socket(zmq.DEALER)
     insider.setsockopt(zmq.LINGER, 0)
     try:
-        await until(lambda: "state" in started or run.done(), "the run did not start")
-        state: ClusterState = started["state"]
-        await until(lambda: 3 in state.nodes and state.nodes[3].address != "", "no node 3")
-        address = state.nodes[3].address
-        keys = tmp_path / "keys"
-        node3 = load_identity(keys / "node-3")
-        public, secret = zmq.curve_keypair()
-        outsider = Identity("outsider", public.decode(), secret.decode(), node3.public)
-        await refused(ctx, node3, address, outsider)
-        # Node 0 shares node 3's process and ZAP handler, but is not its neighbour.
-        await refused(ctx, node3, address, load_identity(keys / "node-0"))
-        node2 = load_identity(keys / "node-2")  # a neighbour, claiming to be node 4
-        insider.curve_serverkey = node3.public.encode()
-        insider.curve_publickey = node2.public.encode()
-        insider.curve_secretkey = node2.secret.encode()
-        insider.connect(address)
-        for frame in forged(4, 20):
-            await insider.send(frame)
-        await until(
-            lambda: state.nodes[3].counters.get("forged", 0) >= 20,
-            "node 3 did not count the insider's 20 forged requests",
-        )
-        summary = await asyncio.wait_for(run, 180)
+        # Below the test's own timeout, so that a stuck run fails here, with its logs.
+        async with asyncio.timeout(200):
+            await until(lambda: "state" in started or run.done(), "the run did not start")
+            state: ClusterState = started["state"]
+            await until(lambda: 3 in state.nodes and state.nodes[3].address != "", "no node 3")
+            address = state.nodes[3].address
+            keys = tmp_path / "keys"
+            node3 = load_identity(keys / "node-3")
+            public, secret = zmq.curve_keypair()
+            outsider = Identity("outsider", public.decode(), secret.decode(), node3.public)
+            await refused(ctx, node3, address, outsider)
+            # Node 0 shares node 3's process and ZAP handler, but is not its neighbour.
+            await refused(ctx, node3, address, load_identity(keys / "node-0"))
+            node2 = load_identity(keys / "node-2")  # a neighbour, claiming to be node 4
+            insider.curve_serverkey = node3.public.encode()
+            insider.curve_publickey = node2.public.encode()
+            insider.curve_secretkey = node2.secret.encode()
+            insider.connect(address)
+            for frame in forged(4, 20):
+                await insider.send(frame)
+            await until(
+                lambda: state.nodes[3].counters.get("forged", 0) >= 20,
+                "node 3 did not count the insider's 20 forged requests",
+            )
+            summary = await run
+    except BaseException:
+        print_logs(tmp_path, started)
+        raise
     finally:
         insider.close(0)
         ctx.term()
         if not run.done():
             run.cancel()
+            await asyncio.wait([run], timeout=30)  # its processes stopped, or given up on
     assert summary.stop_reason == "reached"
     assert summary.mass_drift_rel is not None
     assert summary.mass_drift_rel < 1e-9
