@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,19 @@ import aiomqtt
 import pytest
 
 from coordinator.broker import RunningBroker, amqtt_broker, find_mosquitto, mosquitto_broker
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start every test's child processes with SIGINT (Ctrl-C) at its default action.
+
+    Tests press Ctrl-C on ``gossip up`` by sending it SIGINT. A shell without job control starts
+    its background jobs (``cmd &`` in a script) with SIGINT ignored, and every process inherits
+    that: a suite started so would hand it to each ``gossip up``, which could then not be
+    interrupted (it hung three tests once). A handler installed here is reset to the default
+    action in every child at exec.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def require_mosquitto() -> str:

@@ -247,7 +247,7 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
     assert len(node_ports) == 4
     pids = [c.pid for c in children]
     proc.send_signal(signal.SIGINT)
-    _, rest = await asyncio.wait_for(proc.communicate(), 60)
+    _, rest = await _communicate_or_kill(proc, 60)
     assert proc.returncode == 130, rest.decode()[-2000:]
     assert "interrupted" in rest.decode()
     record = json.loads((tmp_path / "run.json").read_text())
@@ -257,6 +257,20 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
         assert _gone(pid), f"process {pid} survived Ctrl-C"
     for port in [broker_port, *node_ports]:
         assert _port_is_free(port), f"port {port} is still bound"
+
+
+async def _communicate_or_kill(
+    proc: asyncio.subprocess.Process, seconds: float
+) -> tuple[bytes, bytes]:
+    """``proc.communicate()`` within ``seconds``; past them the process is killed (a failed test
+    must not leave a ``gossip up`` behind) and the wait fails."""
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), seconds)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return stdout or b"", stderr or b""
 
 
 async def _reports(
@@ -438,7 +452,7 @@ async def test_gossip_up_holds_its_dashboard_and_ends_on_the_achieved_rate(
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGINT)
-    stdout, _ = await asyncio.wait_for(proc.communicate(), 30)
+    stdout, _ = await _communicate_or_kill(proc, 30)
     assert proc.returncode == 0
     # The final progress line shows the run's achieved rate, not the 0 of stopped nodes.
     speeds = re.findall(r"(\d+) act/s", stdout.decode())
