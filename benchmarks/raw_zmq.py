@@ -61,7 +61,7 @@ async def echo_dealer(
     is stopped on exit.
     """
     address = f"tcp://127.0.0.1:{free_port()}"
-    server_public, server_secret = zmq.curve_keypair()
+    server_public, server_secret = zmq.curve_keypair() if secure else (b"", b"")
     key = [server_secret.decode()] if secure else []
     echo = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, address, *key)
     ctx = zmq.asyncio.Context()
