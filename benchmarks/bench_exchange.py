@@ -35,9 +35,10 @@ import psutil
 import zmq
 import zmq.asyncio
 
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import Exchanger
 from gossip.ledger import Ledger
 from gossip.params import gossip_params
+from gossip.protocol import Link, TimeBase
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
 from gossip.wire import Bootstrap, Neighbor, Register, Request, decode, encode

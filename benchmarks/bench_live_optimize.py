@@ -40,10 +40,11 @@ from gossip.datasets import load_node_shard
 from gossip.dual.experiment import algorithm_params
 from gossip.dual.network import build_network
 from gossip.dual.simulate import simulate_optimization
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import Exchanger
 from gossip.ledger import Ledger
 from gossip.problems import make_local_problem
 from gossip.problems.logistic import newton_conjugate
+from gossip.protocol import Link, TimeBase
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
 

@@ -32,10 +32,11 @@ import zmq
 import zmq.asyncio
 
 from coordinator.registrar import bound_socket
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import Exchanger
 from gossip.keys import COORDINATOR, init_keys
 from gossip.ledger import Ledger
 from gossip.params import gossip_params
+from gossip.protocol import Link, TimeBase
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
 from gossip.wire import Bootstrap, Neighbor, Register, decode, encode

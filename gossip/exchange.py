@@ -129,17 +129,12 @@ from gossip.ledger import Ledger
 from gossip.mixing import mix_values
 from gossip.parting import Parting
 from gossip.protocol import (
-    INITIATOR_TRANSITIONS,
     SEQ_WINDOW,
     SERVER_ACTIONS,
-    STUCK_RETRIES,
-    Action,
-    Counters,
     EdgeState,
     Event,
     Link,
     Outgoing,
-    Phase,
     Standing,
     TimeBase,
 )
@@ -158,23 +153,7 @@ from gossip.wire import (
     encode,
 )
 
-__all__ = [
-    "DEFERRED",
-    "INITIATOR_TRANSITIONS",
-    "SEQ_WINDOW",
-    "SERVER_ACTIONS",
-    "STUCK_RETRIES",
-    "Action",
-    "Counters",
-    "Event",
-    "ExchangeValue",
-    "Exchanger",
-    "Link",
-    "Outgoing",
-    "Phase",
-    "Standing",
-    "TimeBase",
-]
+__all__ = ["DEFERRED", "Exchanger"]
 
 FloatArray = NDArray[np.float64]
 

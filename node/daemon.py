@@ -42,8 +42,9 @@ from typing import Any
 import numpy as np
 
 from gossip.errors import GossipError
-from gossip.exchange import Counters, Exchanger, Link, TimeBase
+from gossip.exchange import Exchanger
 from gossip.ledger import Ledger
+from gossip.protocol import Counters, Link, TimeBase
 from gossip.trace import Trace, trace_step
 from gossip.wire import Bootstrap
 from node.clock import PoissonClock

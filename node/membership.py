@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gossip.errors import GossipError
-from gossip.exchange import Link
 from gossip.membership import View, carry_to, view_from_dict
+from gossip.protocol import Link
 from node.clock import PoissonClock
 
 if TYPE_CHECKING:

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gossip.exchange import DEFERRED, Exchanger, Link, TimeBase
+from gossip.exchange import DEFERRED, Exchanger
 from gossip.jumps import edge_flow
 from gossip.ledger import Ledger
 from gossip.mixing import mix
 from gossip.params import gossip_params
+from gossip.protocol import Link, TimeBase
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
 from gossip.trace import Trace

@@ -14,22 +14,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.exchange import (
-    DEFERRED,
-    INITIATOR_TRANSITIONS,
-    SERVER_ACTIONS,
-    Event,
-    Exchanger,
-    Link,
-    Phase,
-    Standing,
-    TimeBase,
-)
+from gossip.exchange import DEFERRED, Exchanger
 from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
 from gossip.mixing import mix_values
 from gossip.params import gossip_params
-from gossip.protocol import STUCK_RETRIES, ServerCase
+from gossip.protocol import (
+    INITIATOR_TRANSITIONS,
+    SERVER_ACTIONS,
+    STUCK_RETRIES,
+    Event,
+    Link,
+    Phase,
+    ServerCase,
+    Standing,
+    TimeBase,
+)
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
 from gossip.wire import Busy, LedgerRequest, Nack, Register, Reply, Request, decode, encode

@@ -25,8 +25,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from gossip.exchange import DEFERRED, SEQ_WINDOW, Exchanger, Link, TimeBase
+from gossip.exchange import DEFERRED, Exchanger
 from gossip.ledger import Ledger
+from gossip.protocol import SEQ_WINDOW, Link, TimeBase
 from gossip.wire import (
     MAX_INT,
     Busy,

@@ -6,8 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import Exchanger
 from gossip.ledger import Ledger
+from gossip.protocol import Link, TimeBase
 
 
 def line3_middle() -> tuple[Exchanger, Exchanger]:

@@ -11,10 +11,11 @@ import math
 import numpy as np
 import pytest
 
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import Exchanger
 from gossip.lateness import KEEP_UP_GAPS, LagRecord, curve_shift, keeps_up, mean_gap
 from gossip.ledger import Ledger
 from gossip.params import gossip_params
+from gossip.protocol import Link, TimeBase
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
 from gossip.wire import Request, decode

@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from _exactnet import ExactNet, Frame
 
-from gossip.exchange import Exchanger, Link
+from gossip.exchange import Exchanger
 from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
 from gossip.membership import View, carry_ledger, first_view, join_view, leave_view
+from gossip.protocol import Link
 
 TIMEBASE_RATE = 1.0  # ExactNet's: t = now
 

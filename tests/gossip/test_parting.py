@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import Exchanger
 from gossip.ledger import Ledger
+from gossip.protocol import Link, TimeBase
 from gossip.wire import Done, Reply, decode, encode
 
 _T = 50.0  # a common time after every jump: rate 2, Unix 125

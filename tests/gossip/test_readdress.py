@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gossip.errors import ProtocolError
-from gossip.exchange import Exchanger, Link, TimeBase
+from gossip.exchange import Exchanger
 from gossip.ledger import Ledger
+from gossip.protocol import Link, TimeBase
 from gossip.recovery import check_moved
 from gossip.wire import LedgerReply, LedgerRequest, Moved, decode, encode
 
