@@ -42,10 +42,11 @@ from raw_zmq import REQUEST_FRAME, echo_dealer
 
 from coordinator.agreement import Agreement, band_agreement
 from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
+from coordinator.launcher import UpConfig, default_metrics_period, host_sizes, run_up
 from coordinator.records import RunSummary
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
+from gossip.topology import parse_topology
 
 
 @dataclass
@@ -209,8 +210,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--period",
         type=float,
-        default=0.1,
-        help="seconds between two node state reports (the live curve's resolution)",
+        default=None,
+        help="seconds between two node state reports (default: gossip up's, "
+        "coordinator.launcher.default_metrics_period)",
     )
     parser.add_argument(
         "--repeat",
@@ -235,6 +237,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     node_args = tuple(args.node_arg)
     per_process = args.nodes_per_process
+    if args.period is None:
+        n = parse_topology(args.graph).n
+        args.period = default_metrics_period(n, len(host_sizes(n, per_process)))
 
     raw = await raw_zmq()
     print("raw pyzmq DEALER/ROUTER, 2 processes, asyncio client")

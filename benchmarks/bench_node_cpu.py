@@ -44,9 +44,10 @@ from machine import busy_cpu_seconds
 from raw_zmq import REQUEST_FRAME, echo_dealer
 
 from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, host_sizes, run_up
+from coordinator.launcher import UpConfig, default_metrics_period, host_sizes, run_up
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
+from gossip.topology import parse_topology
 
 
 def _cpu(proc: psutil.Process) -> float:
@@ -277,7 +278,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=8000.0, help="asked activations/s")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of gossip")
     parser.add_argument("--warmup", type=float, default=4.0, help="seconds not measured")
-    parser.add_argument("--period", type=float, default=0.1, help="metrics period (s)")
+    parser.add_argument(
+        "--period", type=float, default=None, help="metrics period (s; default: gossip up's)"
+    )
     parser.add_argument("--round-trips", type=int, default=20_000)
     parser.add_argument("--node-arg", action="append", default=[])
     parser.add_argument(
@@ -290,6 +293,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
         help="both: a secured then a plain cluster, and their CPU-per-exchange ratio",
     )
     args = parser.parse_args(argv)
+    if args.period is None:
+        n = parse_topology(args.graph).n
+        args.period = default_metrics_period(n, len(host_sizes(n, args.nodes_per_process)))
 
     kinds = {"secure": [True], "insecure": [False], "both": [True, False]}[args.security]
     raws = {secure: await raw_cpu(args.round_trips, secure=secure) for secure in kinds}

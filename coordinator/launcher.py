@@ -167,21 +167,31 @@ def node_argv(
 
 
 _REPORTS_PER_SECOND = 2000.0  # what the broker and the coordinator take without falling behind
+_REPORT_WAKEUPS_PER_SECOND = 100.0  # report wake-ups of node processes sharing one machine
 
 
-def default_metrics_period(nodes: int) -> float:
-    """Seconds between two reports of each node: 0.1, longer past 200 nodes.
+def default_metrics_period(nodes: int, processes: int | None = None) -> float:
+    """Seconds between two reports of each node of a cluster on this machine: at least 0.1,
+    and longer for over 10 node processes or over 200 nodes.
 
-    Every node reports every period, so 1,024 nodes at 0.1 s would be 10,000 JSON messages a
-    second through the broker into the coordinator: more than two cores carry next to the
-    nodes themselves.
+    A report costs its node process a wake-up, a publish through the broker and the
+    coordinator's ingestion: about 1 ms of CPU all told on a two-core machine, where 30 node
+    processes reporting every 0.1 s took a fifth of the machine's CPU at 3000 activations a
+    second (``benchmarks/bench_floor.py``). So the processes together wake up about 100
+    times a second to report, and the broker and the coordinator take about 2,000 reports a
+    second at most (1,024 nodes at 0.1 s would be 10,000). The exact curve keeps its
+    resolution: reports further apart carry more samples each (:func:`gossip.trace.trace_step`).
+    ``processes`` defaults to one per node.
 
     Examples
     --------
-    >>> default_metrics_period(100), default_metrics_period(1024)
+    >>> default_metrics_period(16), default_metrics_period(30), default_metrics_period(100)
+    (0.16, 0.3, 1.0)
+    >>> default_metrics_period(30, processes=2), default_metrics_period(1024, processes=16)
     (0.1, 0.512)
     """
-    return max(0.1, nodes / _REPORTS_PER_SECOND)
+    processes = nodes if processes is None else processes
+    return max(0.1, nodes / _REPORTS_PER_SECOND, processes / _REPORT_WAKEUPS_PER_SECOND)
 
 
 def host_sizes(nodes: int, per_process: int) -> list[int]:

@@ -32,29 +32,58 @@ from collections import deque
 from gossip.errors import ConfigError
 from gossip.ledger import Ledger
 
-__all__ = ["MAX_SAMPLES", "SAMPLES_PER_REPORT", "Trace", "trace_step"]
+__all__ = [
+    "GRID_SECONDS",
+    "MAX_CLUSTER_SAMPLES",
+    "MAX_SAMPLES",
+    "SAMPLES_PER_REPORT",
+    "Trace",
+    "trace_step",
+]
 
 MAX_SAMPLES = 100_000
 """Samples a trace keeps until taken; the oldest go first (a node whose reports stopped)."""
 
 SAMPLES_PER_REPORT = 4
-"""Grid times per report period at the run's rate (:func:`trace_step`)."""
+"""Grid times per report period, at the least (:func:`trace_step`)."""
+
+GRID_SECONDS = 0.025
+"""Wall seconds between two grid times when reports are further apart (:func:`trace_step`)."""
+
+MAX_CLUSTER_SAMPLES = 8000.0
+"""Samples a second from all the nodes together, at the most, that :data:`GRID_SECONDS` may
+add: what the coordinator's exact curve (:mod:`coordinator.exact_curve`) takes in."""
 
 
-def trace_step(rate: float, metrics_period: float) -> float:
-    """Return the grid step (units of t): :data:`SAMPLES_PER_REPORT` grid times per report.
+def trace_step(rate: float, metrics_period: float, nodes: int = 1) -> float:
+    """Return the grid step (units of t) of a run at ``rate`` whose ``nodes`` report every
+    ``metrics_period`` seconds.
+
+    At least :data:`SAMPLES_PER_REPORT` grid times per report, and one every
+    :data:`GRID_SECONDS` of wall time if that is more, unless the cluster would then send
+    more than :data:`MAX_CLUSTER_SAMPLES` samples a second. Reports spaced out to spare the
+    machine (:func:`coordinator.launcher.default_metrics_period`) thus carry more samples
+    each, and the exact curve keeps its resolution.
 
     Examples
     --------
     >>> trace_step(1000.0, 0.1)
     25.0
+    >>> trace_step(1000.0, 0.3, nodes=30)  # 12 samples a report: one per 25 ms still
+    25.0
+    >>> trace_step(1000.0, 0.512, nodes=1024)  # 4 a report: 8,000 samples a second in all
+    128.0
     """
-    step = rate * metrics_period / SAMPLES_PER_REPORT
-    if not (math.isfinite(step) and step > 0):
+    if not all(math.isfinite(v) and v > 0 for v in (rate, metrics_period)):
         raise ConfigError(
             f"rate {rate!r} and metrics period {metrics_period!r} must be finite and > 0"
         )
-    return step
+    if nodes < 1:
+        raise ConfigError(f"nodes must be >= 1, got {nodes!r}")
+    seconds = min(
+        metrics_period / SAMPLES_PER_REPORT, max(GRID_SECONDS, nodes / MAX_CLUSTER_SAMPLES)
+    )
+    return rate * seconds
 
 
 class Trace:

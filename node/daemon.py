@@ -133,7 +133,9 @@ class Node:
             extra["exchange_value"] = problem.grad_conjugate
         else:  # averaging: exact samples on a grid of t for the coordinator's exact curve
             start = max(0.0, self.timebase.t(clock())) if recover else 0.0
-            extra["trace"] = Trace(trace_step(boot.rate, boot.metrics_period), start)
+            extra["trace"] = Trace(
+                trace_step(boot.rate, boot.metrics_period, max(1, boot.n)), start
+            )
         self.exchanger = Exchanger(
             boot.node_id,
             links,

@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from gossip.errors import ConfigError
 from gossip.ledger import Ledger
 from gossip.mixing import mix_values
-from gossip.trace import MAX_SAMPLES, SAMPLES_PER_REPORT, Trace, trace_step
+from gossip.trace import (
+    GRID_SECONDS,
+    MAX_CLUSTER_SAMPLES,
+    MAX_SAMPLES,
+    SAMPLES_PER_REPORT,
+    Trace,
+    trace_step,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -88,6 +95,10 @@ def test_the_step_gives_a_few_samples_per_report_and_bad_values_are_named() -> N
     assert trace_step(1000.0, 0.1) * SAMPLES_PER_REPORT == pytest.approx(100.0)
     with pytest.raises(ConfigError, match=r"rate 0\.0"):
         trace_step(0.0, 0.1)
+    with pytest.raises(ConfigError, match=r"metrics period -1\.0"):
+        trace_step(10.0, -1.0)
+    with pytest.raises(ConfigError, match="nodes must be >= 1, got 0"):
+        trace_step(10.0, 0.1, nodes=0)
     with pytest.raises(ConfigError, match="nan"):
         Trace(math.nan)
     with pytest.raises(ConfigError, match="start must be finite, got inf"):
@@ -99,3 +110,19 @@ def test_samples_are_vectors_for_a_dimension_above_one() -> None:
     trace = Trace(1.0)
     trace.before_jump(ledger, 0.5)
     assert trace.take() == [[0.0, 1.0, -1.0]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(1.0, 1e5), st.floats(0.01, 10.0), st.integers(1, 100_000))
+def test_reports_further_apart_carry_more_samples_within_the_clusters_budget(
+    rate: float, period: float, nodes: int
+) -> None:
+    """At least SAMPLES_PER_REPORT grid times a report; one every GRID_SECONDS when the whole
+    cluster then sends at most MAX_CLUSTER_SAMPLES a second; never more than either gives."""
+    seconds = trace_step(rate, period, nodes) / rate  # wall seconds between grid times
+    assert seconds <= period / SAMPLES_PER_REPORT * (1 + 1e-12)
+    if nodes / GRID_SECONDS <= MAX_CLUSTER_SAMPLES:  # 40 a second each is affordable
+        assert seconds <= GRID_SECONDS * (1 + 1e-12)
+    per_second = nodes / seconds  # samples a second from the whole cluster
+    allowed = max(MAX_CLUSTER_SAMPLES, nodes * SAMPLES_PER_REPORT / period)
+    assert per_second <= allowed * (1 + 1e-9)
