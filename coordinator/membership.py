@@ -242,7 +242,9 @@ class Churn:
             broker=self.plan.broker if sec is None else sec.node_broker(self.plan.broker, node),
             metrics_period=self.plan.metrics_period,
             dim=self.plan.dim,
-            n=len(new.members),
+            # The run's first n, as every node got: their trace grids (gossip.trace.trace_step)
+            # are computed from it and must be the same grid times.
+            n=self.plan.topology.n,
         )
         self._joined[msg.name] = boot
         self._addresses[node] = address
