@@ -11,6 +11,7 @@ from coordinator.membership import Churn
 from coordinator.records import NodeView
 from coordinator.registry import Assignment, Known, Refused
 from gossip.membership import view_from_dict
+from gossip.trace import trace_step
 from gossip.wire import Register
 
 
@@ -25,8 +26,13 @@ class Outbox:
         self.sent.append((topic, payload))
 
 
-def _churn(graph: str = "line:5", dead_after: float | None = None) -> tuple[Churn, Outbox]:
-    state, plan = prepare(CoordinatorConfig(graph=graph, rate=100.0, values="onehot"))
+def _churn(
+    graph: str = "line:5", dead_after: float | None = None, metrics_period: float = 0.1
+) -> tuple[Churn, Outbox]:
+    config = CoordinatorConfig(
+        graph=graph, rate=100.0, values="onehot", metrics_period=metrics_period
+    )
+    state, plan = prepare(config)
     state.epoch = 1000.0
     state.run_id = "r"
     state.phase = "running"
@@ -137,6 +143,24 @@ def test_a_join_gets_the_next_id_a_bootstrap_of_the_next_view_and_the_same_on_a_
     again = churn.join(msg, "tcp://127.0.0.1:7100", _assignment(5))
     assert again == first
     assert len(out.sent) == 1
+
+
+def test_a_joiner_samples_the_same_trace_grid_as_the_members_of_a_big_cluster() -> None:
+    """Past 200 nodes the grid step depends on n (gossip.trace.trace_step): the joiner's
+    bootstrap carries the run's first n, not the members' count, so its grid times are theirs
+    and the coordinator's exact curve goes on."""
+    churn, _ = _churn("grid:16x16", metrics_period=0.5)
+    n = churn.plan.topology.n
+    churn.state.initial = [(0.0,)] * n
+    joined = churn.join(
+        Register("j", "tcp://127.0.0.1:7900", (1.0,), 1), "tcp://127.0.0.1:7900", _assignment(n)
+    )
+    assert isinstance(joined, Known)
+    boot = joined.bootstrap
+    assert boot.node_id == n
+    members = trace_step(churn.plan.rate, churn.plan.metrics_period, n)
+    assert trace_step(boot.rate, boot.metrics_period, boot.n) == members
+    assert members != trace_step(boot.rate, boot.metrics_period, n + 1)  # n matters here
 
 
 def test_a_join_without_a_value_is_refused() -> None:
