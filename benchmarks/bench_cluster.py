@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 from machine import background_cores
-from raw_zmq import REQUEST_FRAME, echo_dealer
+from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 
 from coordinator.agreement import Agreement, band_agreement
 from coordinator.broker import RunningBroker
@@ -68,16 +68,7 @@ async def raw_zmq(round_trips: int = 4000, window: int = 30) -> Raw:
             await sock.recv()
             rtts.append(time.perf_counter() - t0)
         sequential = round_trips / (time.perf_counter() - start)
-        # Capacity: keep `window` requests in flight.
-        start = time.perf_counter()
-        for _ in range(window):
-            await sock.send(REQUEST_FRAME)
-        for _ in range(round_trips - window):
-            await sock.recv()
-            await sock.send(REQUEST_FRAME)
-        for _ in range(window):
-            await sock.recv()
-        capacity = round_trips / (time.perf_counter() - start)
+        capacity = await in_flight_rate(sock, round_trips, window)
     ms = np.array(rtts) * 1e3
     return Raw(float(np.median(ms)), float(np.quantile(ms, 0.99)), sequential, capacity)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import zmq
 from bench_node_cpu import cluster_cpu, raw_cpu
 from machine import busy_cpu_seconds
-from raw_zmq import REQUEST_FRAME, echo_dealer
+from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 
 from coordinator.launcher import default_metrics_period
 from coordinator.procs import free_port
@@ -117,15 +117,7 @@ async def skeleton_cluster(
 async def capacity(in_flight: int = 30, round_trips: int = 20_000) -> float:
     """Raw round trips per second with ``in_flight`` frames outstanding (as in bench_cluster)."""
     async with echo_dealer() as (sock, _):
-        start = time.perf_counter()
-        for _ in range(in_flight):
-            await sock.send(REQUEST_FRAME)
-        for _ in range(round_trips - in_flight):
-            await sock.recv()
-            await sock.send(REQUEST_FRAME)
-        for _ in range(in_flight):
-            await sock.recv()
-        return round_trips / (time.perf_counter() - start)
+        return await in_flight_rate(sock, round_trips, in_flight)
 
 
 async def main(argv: Sequence[str] | None = None) -> None:

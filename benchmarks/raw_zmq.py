@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import AsyncIterator
 
 import msgpack
@@ -85,3 +86,17 @@ async def echo_dealer(
         if echo.returncode is None:
             echo.kill()
             await echo.wait()
+
+
+async def in_flight_rate(sock: zmq.asyncio.Socket, round_trips: int, window: int = 30) -> float:
+    """Round trips per second through ``sock`` (an :func:`echo_dealer`) with ``window`` frames
+    kept in flight, as ``window`` nodes would have: the raw capacity."""
+    start = time.perf_counter()
+    for _ in range(window):
+        await sock.send(REQUEST_FRAME)
+    for _ in range(round_trips - window):
+        await sock.recv()
+        await sock.send(REQUEST_FRAME)
+    for _ in range(window):
+        await sock.recv()
+    return round_trips / (time.perf_counter() - start)
