@@ -174,14 +174,12 @@ def default_metrics_period(nodes: int, processes: int | None = None) -> float:
     """Seconds between two reports of each node of a cluster on this machine: at least 0.1,
     and longer for over 10 node processes or over 200 nodes.
 
-    A report costs its node process a wake-up, a publish through the broker and the
-    coordinator's ingestion: about 1 ms of CPU all told on a two-core machine, where 30 node
-    processes reporting every 0.1 s took a fifth of the machine's CPU at 3000 activations a
-    second (``benchmarks/bench_floor.py``). So the processes together wake up about 100
-    times a second to report, and the broker and the coordinator take about 2,000 reports a
-    second at most (1,024 nodes at 0.1 s would be 10,000). The exact curve keeps its
-    resolution: reports further apart carry more samples each (:func:`gossip.trace.trace_step`).
-    ``processes`` defaults to one per node.
+    A report costs about 1 ms of CPU all told (its process's wake-up, the publish, the broker,
+    the coordinator): 30 processes reporting every 0.1 s took a fifth of a two-core machine at
+    3000 activations a second (docs/PERFORMANCE.md). So the processes wake up about 100 times
+    a second in all to report, and the broker and the coordinator get about 2,000 reports a
+    second at most. Reports further apart carry more exact samples each
+    (:func:`gossip.trace.trace_step`). ``processes`` defaults to one per node.
 
     Examples
     --------
