@@ -85,7 +85,7 @@ def up(
             help="Seconds between two node state reports (default: 0.1, and longer for over 10 "
             "node processes or over 200 nodes: the node processes wake up about 100 times a "
             "second in all to report, and the broker and the coordinator get about 2,000 "
-            "reports a second at most; the exact curve keeps 40 samples a second).",
+            "reports a second at most; the exact curve keeps up to 40 samples a second).",
         ),
     ] = None,
     timeout: Annotated[
