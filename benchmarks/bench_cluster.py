@@ -42,7 +42,7 @@ from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 
 from coordinator.agreement import Agreement, band_agreement
 from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, default_metrics_period, host_sizes, run_up
+from coordinator.launcher import UpConfig, default_metrics_period, run_up
 from coordinator.records import RunSummary
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
@@ -229,8 +229,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     node_args = tuple(args.node_arg)
     per_process = args.nodes_per_process
     if args.period is None:
-        n = parse_topology(args.graph).n
-        args.period = default_metrics_period(n, len(host_sizes(n, per_process)))
+        args.period = default_metrics_period(parse_topology(args.graph).n, per_process)
 
     raw = await raw_zmq()
     print("raw pyzmq DEALER/ROUTER, 2 processes, asyncio client")

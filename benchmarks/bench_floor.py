@@ -49,7 +49,6 @@ SKELETON = Path(__file__).with_name("skeleton_node.py")
 class Floor:
     """One skeleton cluster run."""
 
-    asked: float
     achieved: float
     cpu_us: float
     sleeps: float
@@ -105,7 +104,6 @@ async def skeleton_cluster(
     exchanges = max(1, sum(r["completed"] for r in results))
     cpu = sum(r["cpu"] for r in results)
     return Floor(
-        asked=rate,
         achieved=exchanges / duration,
         cpu_us=cpu / exchanges * 1e6,
         sleeps=sum(r["switches"] for r in results) / exchanges,

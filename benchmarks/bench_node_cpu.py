@@ -294,8 +294,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.period is None:
-        n = parse_topology(args.graph).n
-        args.period = default_metrics_period(n, len(host_sizes(n, args.nodes_per_process)))
+        args.period = default_metrics_period(parse_topology(args.graph).n, args.nodes_per_process)
 
     kinds = {"secure": [True], "insecure": [False], "both": [True, False]}[args.security]
     raws = {secure: await raw_cpu(args.round_trips, secure=secure) for secure in kinds}

@@ -177,11 +177,10 @@ def up(
 
     with reported_errors():
         if metrics_period is None:
-            from coordinator.launcher import default_metrics_period, host_sizes
+            from coordinator.launcher import default_metrics_period
             from gossip.topology import parse_topology
 
-            n = parse_topology(graph).n
-            metrics_period = default_metrics_period(n, len(host_sizes(n, nodes_per_process)))
+            metrics_period = default_metrics_period(parse_topology(graph).n, nodes_per_process)
         coord = CoordinatorConfig(
             graph=graph,
             algorithm=algorithm,

@@ -170,7 +170,7 @@ _REPORTS_PER_SECOND = 2000.0  # what the broker and the coordinator take without
 _REPORT_WAKEUPS_PER_SECOND = 100.0  # report wake-ups of node processes sharing one machine
 
 
-def default_metrics_period(nodes: int, processes: int | None = None) -> float:
+def default_metrics_period(nodes: int, nodes_per_process: int = 1) -> float:
     """Seconds between two reports of each node of a cluster on this machine: at least 0.1,
     and longer for over 10 node processes or over 200 nodes.
 
@@ -179,16 +179,16 @@ def default_metrics_period(nodes: int, processes: int | None = None) -> float:
     3000 activations a second (docs/PERFORMANCE.md). So the processes wake up about 100 times
     a second in all to report, and the broker and the coordinator get about 2,000 reports a
     second at most. Reports further apart carry more exact samples each
-    (:func:`gossip.trace.trace_step`). ``processes`` defaults to one per node.
+    (:func:`gossip.trace.trace_step`). The processes are :func:`host_sizes`'.
 
     Examples
     --------
     >>> default_metrics_period(16), default_metrics_period(30), default_metrics_period(100)
     (0.16, 0.3, 1.0)
-    >>> default_metrics_period(30, processes=2), default_metrics_period(1024, processes=16)
+    >>> default_metrics_period(30, nodes_per_process=15), default_metrics_period(1024, 64)
     (0.1, 0.512)
     """
-    processes = nodes if processes is None else processes
+    processes = len(host_sizes(nodes, nodes_per_process))
     return max(0.1, nodes / _REPORTS_PER_SECOND, processes / _REPORT_WAKEUPS_PER_SECOND)
 
 
