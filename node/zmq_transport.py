@@ -12,7 +12,8 @@ matters: ``zmq.FD`` stays readable (level-triggered, as the event loop sees it) 
 processes its pending commands, so a callback that only woke a receiver would be called again
 at every turn of the loop until the receiver ran -- a busy loop while the node registers, and
 tens of useless turns per frame under load. ``zmq.FD`` is edge-triggered as zmq sees it, and a
-send can consume its edge, so after every send the socket is checked (and drained) again.
+send can consume its edge, so after every send the socket is checked (and drained) again
+(by the drain's own loop, for an answer sent while the ROUTER is being drained).
 (``zmq.asyncio.Poller`` sets up and tears down its watches at every poll, which is most of a
 round trip's overhead.)
 Sends are non-blocking too: a frame that cannot be queued (peer's queue full) is dropped and
@@ -166,6 +167,7 @@ class ZmqTransport(Transport):
         self._handler: FrameHandler | None = None  # frames go straight to it (set_handler)
         self._dispatching = False  # inside the handler: frames read meanwhile wait in order
         self._backlog: deque[tuple[bytes, bytes | None, int | None]] = deque()
+        self._draining_router = False  # inside the ROUTER's drain loop (see answer)
         self._router_drain: Callable[[zmq.Socket[bytes]], None] = (
             self._drain_router if keys is None else self._drain_router_authenticated
         )
@@ -315,7 +317,8 @@ class ZmqTransport(Transport):
             self.stats.sent += 1
         except zmq.ZMQError:
             self.stats.dropped += 1  # full, or that peer is gone: it asks again if it cares
-        self._router_drain(self._router)
+        if not self._draining_router:  # else the drain's own loop checks the socket next
+            self._router_drain(self._router)
 
     async def recv(self) -> Incoming:
         """Return the next frame from the ROUTER (a request) or a DEALER (an answer)."""
@@ -371,6 +374,7 @@ class ZmqTransport(Transport):
 
     def _drain_router(self, router: zmq.Socket[bytes]) -> None:
         deliver = self._deliver
+        self._draining_router = True
         try:
             while _readable(router):
                 frames = router.recv_multipart(_NOBLOCK)
@@ -381,10 +385,13 @@ class ZmqTransport(Transport):
                     deliver(frames[-1], None)
         except zmq.ZMQError as exc:
             self._fail(exc)
+        finally:
+            self._draining_router = False
 
     def _drain_router_authenticated(self, router: zmq.Socket[bytes]) -> None:
         # Frames (copy=False) carry their connection's ZAP User-Id: the sender's node id.
         deliver = self._deliver
+        self._draining_router = True
         try:
             while _readable(router):
                 frames = router.recv_multipart(_NOBLOCK, copy=False)
@@ -395,6 +402,8 @@ class ZmqTransport(Transport):
                 deliver(payload.bytes, route, sender)
         except zmq.ZMQError as exc:
             self._fail(exc)
+        finally:
+            self._draining_router = False
 
     def _drain_dealer(self, dealer: zmq.Socket[bytes]) -> None:
         deliver = self._deliver
