@@ -196,6 +196,13 @@ class Ledger:
         """
         slot = self._slot(edge)
         a, d = self._moved(dx, dz, t)
+        if self._dim == 1:  # the common case, without the loops
+            a0, d0 = sign * a[0], sign * d[0]
+            self._a[slot][0] += a0
+            self._a_total[0] += a0
+            self._d[slot][0] += d0
+            self._d_total[0] += d0
+            return
         if sign != 1.0:
             a, d = [sign * v for v in a], [sign * v for v in d]
         rows = ((self._a[slot], self._a_total, a), (self._d[slot], self._d_total, d))
@@ -245,10 +252,15 @@ class Ledger:
             )
         # No rebase here: t may come from a peer; only our own clock (state) moves t_ref.
         factor = decay_value(self.eta, self._t_ref - t)
-        a = [0.5 * (x + z) for x, z in zip(dx, dz, strict=True)]
-        d = [0.5 * (x - z) * factor for x, z in zip(dx, dz, strict=True)]
+        if self._dim == 1:  # the common case, without the loops
+            a, d = [0.5 * (dx[0] + dz[0])], [0.5 * (dx[0] - dz[0]) * factor]
+            total = a[0] + d[0]
+        else:
+            a = [0.5 * (x + z) for x, z in zip(dx, dz, strict=True)]
+            d = [0.5 * (x - z) * factor for x, z in zip(dx, dz, strict=True)]
+            total = sum(a) + sum(d)
         # One sum for the check: any inf or nan makes the sum inf or nan.
-        if not math.isfinite(sum(a) + sum(d)):
+        if not math.isfinite(total):
             raise ConfigError(
                 f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
             )

@@ -67,6 +67,27 @@ def test_ledger_float_and_array_paths_agree(dim: int, seed: int) -> None:
         assert by_floats.state(t)[0].tolist() == by_floats.state_values(t)[0]
 
 
+@settings(deadline=None, max_examples=30)
+@given(st.integers(0, 2**32 - 1))
+def test_the_scalar_ledger_computes_what_the_vector_loops_do(seed: int) -> None:
+    """dim 1 skips the loops: the same flows in both components of a dim-2 ledger give, in
+    each, exactly the scalar ledger's numbers (same operations in the same order)."""
+    rng = np.random.default_rng(seed)
+    eta = float(rng.uniform(0.0, 0.5))
+    scalar, pair = Ledger([0.25], [3, 7], eta), Ledger([0.25, 0.25], [3, 7], eta)
+    t = 0.0
+    for _ in range(50):
+        t += float(rng.exponential(1.0))
+        when = t - float(rng.uniform(0.0, 2.0))
+        edge, sign = int(rng.choice([3, 7])), float(rng.choice([1.0, -1.0]))
+        dx, dz = float(rng.normal()), float(rng.normal())
+        scalar.add_values(edge, [dx], [dz], when, sign)
+        pair.add_values(edge, [dx, dx], [dz, dz], when, sign)
+        (x,), (z,) = scalar.state_values(t)
+        assert pair.state_values(t) == ([x, x], [z, z])
+        assert scalar.edge_total(edge, t).dx.tolist() == pair.edge_total(edge, t).dx.tolist()[:1]
+
+
 def test_add_values_refuses_bad_flows_without_change() -> None:
     ledger = Ledger([1.0, 2.0], [0], eta=0.5)
     before = ledger.state_values(1.0)
