@@ -56,19 +56,20 @@ class PoissonClock:
         self.rate = float(share * probs.sum())
         self._cumulative = np.cumsum(probs / probs.sum())
         self._rng = rng
-        self._gaps = np.empty(0)
-        self._picks = np.empty(0, dtype=np.int64)
+        self._gaps: list[float] = []
+        self._picks: list[int] = []
         self._i = 0
 
     def next_after(self, t: float) -> tuple[float, int]:
         """Return the time (units of t) and the edge of the first tick after ``t``."""
         if self._i >= len(self._gaps):
-            self._gaps = self._rng.exponential(1.0 / self.rate, size=_BATCH)
+            # Plain lists: indexing an array builds a numpy scalar per tick.
+            self._gaps = self._rng.exponential(1.0 / self.rate, size=_BATCH).tolist()
             draws = self._rng.random(size=_BATCH)
             self._picks = np.minimum(
                 np.searchsorted(self._cumulative, draws, side="right"), len(self.edges) - 1
-            )
+            ).tolist()
             self._i = 0
-        gap, pick = float(self._gaps[self._i]), int(self._picks[self._i])
+        gap, pick = self._gaps[self._i], self._picks[self._i]
         self._i += 1
         return t + gap, self.edges[pick]
