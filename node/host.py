@@ -55,6 +55,7 @@ from node.mqtt import NodeMqtt, parse_broker
 from node.problem import load_problem, preload
 from node.registration import register
 from node.transport import Transport
+from node.warmup import warm_up
 from node.zmq_transport import ZmqTransport
 
 __all__ = ["host_configs", "run_host", "run_host_sync"]
@@ -291,6 +292,7 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
                 _node(config, boot, transport, stop)
                 for config, boot, transport in zip(configs, boots, transports, strict=True)
             ]
+            warm_up(boots[0].dim)  # before t = 0: the first exchanges are not slower
             # Everything built so far lives as long as the process: keep it out of the
             # collector's generations, so that collections stay short during the run.
             gc.collect()
