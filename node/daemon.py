@@ -11,7 +11,9 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
   callbacks (:meth:`Node._on_frame`, ``Transport.set_handler``) and this task only raises the
   transport's errors;
 * ``node-ticks``   -- the node's Poisson clock: hand each tick to the exchanger (it starts an
-  exchange, or the tick waits for the node's lock); a late tick fires late, none is dropped;
+  exchange, or the tick waits for the node's lock); a late tick fires late, none is dropped.
+  The ticks themselves are timer callbacks, each arming the next; the task only waits for
+  their errors;
 * ``node-retry``   -- re-send requests whose timeout passed, start refused activations whose
   back-off pause is over;
 * ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered,
@@ -330,22 +332,46 @@ class Node:
                 log.info("neighbour %d is now at %s", peer, address)
 
     async def _tick(self) -> None:
-        transport, ex, clock, tb = self.transport, self.exchanger, self.clock, self.timebase
-        t = max(0.0, tb.t(clock()))  # every clock starts at t = 0
-        while True:
-            t, edge = self.ticks.next_after(t)
-            delay = tb.wall(t) - clock()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                # Late (the machine was busy): fire it anyway. Dropping late ticks would thin
-                # the clock, and accelerated gossip with fewer activations than its eta
-                # assumes diverges (SPEC, MISPRINT 1). Frames are let in between late ticks.
+        """Run the node's Poisson clock until cancelled; raise what a tick raised.
+
+        Each tick is a timer callback (:meth:`_on_tick`) that arms the next one: a task
+        resumed per tick costs a future and a task step more, on the path of every exchange.
+        """
+        loop = asyncio.get_running_loop()
+        failed: asyncio.Future[None] = loop.create_future()
+        timer: list[asyncio.TimerHandle | asyncio.Handle] = []
+
+        def arm(after: float) -> None:
+            t, edge = self.ticks.next_after(after)
+            delay = self.timebase.wall(t) - self.clock()
+            if delay <= 0:
+                # Late (the machine was busy): fire it anyway, but after the frames already
+                # read (a callback called soon runs at the loop's next turn). Dropping late
+                # ticks would thin the clock, and accelerated gossip with fewer activations
+                # than its eta assumes diverges (SPEC, MISPRINT 1).
                 self.late_ticks += 1
-                await asyncio.sleep(0)
-            out = ex.initiate(edge, clock(), t)  # None: it waits for our lock, or is skipped
-            if out is not None:
-                transport.send(out.peer, out.frame)
+            timer[:] = [loop.call_later(max(delay, 0.0), fire, t, edge)]
+
+        def fire(t: float, edge: int) -> None:
+            try:
+                self._on_tick(t, edge)
+                arm(t)
+            except Exception as exc:  # a loop callback's error would only be logged
+                if not failed.done():
+                    failed.set_exception(exc)
+
+        arm(max(0.0, self.timebase.t(self.clock())))  # every clock starts at t = 0
+        try:
+            await failed
+        finally:
+            for handle in timer:
+                handle.cancel()
+
+    def _on_tick(self, t: float, edge: int) -> None:
+        """Hand the tick of ``edge`` due at ``t`` to the exchanger; send what it starts."""
+        out = self.exchanger.initiate(edge, self.clock(), t)  # None: it waits, or is skipped
+        if out is not None:
+            self.transport.send(out.peer, out.frame)
 
     async def _retry(self) -> None:
         transport, ex, clock = self.transport, self.exchanger, self.clock

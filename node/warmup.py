@@ -4,14 +4,14 @@ CPython 3.11 specializes a function's bytecode only once it has run a few times,
 first exchanges also pay for first allocations (reply caches, sample buffers, the trace). In
 a cluster asked for a rate near what its machine carries, every node pays that at once, right
 at t = 0: the first exchanges are slow, ticks wait for their lock, crossing requests get
-refused, and the backlog outlasts the short runs it matters most to. Measured on line:30 at
-4500/s, one process per node, CurveZMQ (first 1000 t, two runs each): median tick waits of
-120 to 320 t cold, 2 to 80 t warm; round trips of the first exchanges 7 to 9 ms cold, 3 to
-6 ms warm.
+refused, and the backlog outlasts the short runs it matters most to. On line:30 at 4000/s,
+one process per node, six runs with the warm-up against six without, alternating
+(``benchmarks/bench_cluster.py``, docs/PERFORMANCE.md): 88-100% of the exact points inside the
+simulator's band in five runs of six, against 3-85%.
 
 So each node process, before its first tick, runs :data:`WARM_UP_EXCHANGES` exchanges between
 two throwaway exchangers: the same functions its live exchanges call, with a trace, on values
-of its own dimension, on state that is then dropped. That costs a few milliseconds of CPU
+of its own dimension, on state that is then dropped. That costs 10 to 20 ms of CPU per process
 during the start delay, and changes nothing the node does afterwards.
 """
 

@@ -1,0 +1,66 @@
+"""The node's Poisson clock as timer callbacks: every tick fires in order, late ones too, and
+a tick's error ends the clock's task."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+from _nodetest import bootstraps
+
+from gossip.errors import TransportError
+from gossip.protocol import Link
+from node import FakeNetwork, Node
+from node.clock import PoissonClock
+
+
+def _node(epoch: float, rate: float = 400.0) -> Node:
+    addresses = ["mem://node-0", "mem://node-1"]
+    boot = bootstraps("line:2", "arg", rate, epoch, np.zeros(2), addresses)[0]
+    return Node(boot, FakeNetwork().endpoint(addresses[0]), seed=7, recover=False)
+
+
+async def test_ticks_fire_in_their_stream_order_late_ones_too_none_dropped() -> None:
+    node = _node(epoch=time.time() + 0.05)
+    fired: list[tuple[float, int]] = []
+    stalled: list[float] = []
+    enough = asyncio.Event()
+
+    def record(t: float, edge: int) -> None:
+        fired.append((t, edge))
+        if not stalled:  # the machine is busy for a quarter second: the next ticks are late
+            time.sleep(0.25)
+            stalled.append(time.time())
+        elif node.timebase.wall(t) > stalled[0] + 0.1:
+            enough.set()
+
+    node._on_tick = record  # type: ignore[method-assign]
+    ticking = asyncio.create_task(node._tick())
+    await asyncio.wait_for(enough.wait(), timeout=30)
+    ticking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await ticking
+    # The same seed's stream from t = 0: every tick, in order, none skipped.
+    links = [Link(n.edge_index, n.peer_id, n.prob, n.step) for n in node.boot.neighbors]
+    twin = PoissonClock(links, np.random.default_rng(7))
+    t, expected = 0.0, []
+    for _ in fired:
+        t, edge = twin.next_after(t)
+        expected.append((t, edge))
+    assert fired == expected
+    late = [t for t, _ in fired[1:] if node.timebase.wall(t) < stalled[0]]
+    assert len(late) > 10  # a quarter second at 200 ticks/s of this end
+    assert node.late_ticks >= len(late)
+
+
+async def test_an_error_in_a_tick_ends_the_clock_task_with_it() -> None:
+    node = _node(epoch=time.time())
+
+    def broken(t: float, edge: int) -> None:
+        raise TransportError("the socket is gone")
+
+    node._on_tick = broken  # type: ignore[method-assign]
+    with pytest.raises(TransportError, match="the socket is gone"):
+        await asyncio.wait_for(node._tick(), timeout=30)
