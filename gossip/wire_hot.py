@@ -41,64 +41,54 @@ def _vector(value: Any) -> Floats | None:
     return tuple(value) if total - total == 0.0 else None
 
 
-def _request(body: dict[str, Any]) -> tuple[Any, ...] | None:
-    try:
-        src, edge, seq, ack = body["src"], body["edge"], body["seq"], body["ack"]
-        t, u, z = body["t"], body["u"], body["z"]
-    except KeyError:
-        return None
-    if len(body) != 7 or not type(src) is type(edge) is type(seq) is type(ack) is int:
-        return None
-    if min(src, edge, seq, ack) < 0 or max(src, edge, seq, ack) > MAX_INT:
-        return None
-    if type(t) is not float or t - t != 0.0:
-        return None
-    u = _vector(u)
-    if u is None:
-        return None
-    if z is not None:
-        z = _vector(z)
-        if z is None:
-            return None
-    return src, edge, seq, ack, t, u, z
-
-
-def _reply(body: dict[str, Any]) -> tuple[Any, ...] | None:
-    try:
-        src, edge, seq, t, dx, dz = (
-            body["src"],
-            body["edge"],
-            body["seq"],
-            body["t"],
-            body["dx"],
-            body["dz"],
-        )
-    except KeyError:
-        return None
-    if len(body) != 6 or not type(src) is type(edge) is type(seq) is int:
-        return None
-    if min(src, edge, seq) < 0 or max(src, edge, seq) > MAX_INT:
-        return None
-    if type(t) is not float or t - t != 0.0:
-        return None
-    dx, dz = _vector(dx), _vector(dz)
-    if dx is None or dz is None or len(dx) != len(dz):
-        return None
-    return src, edge, seq, t, dx, dz
-
-
-def _busy(body: dict[str, Any]) -> tuple[Any, ...] | None:
+def _head(body: dict[str, Any], size: int) -> tuple[int, int, int, float] | None:
+    """``src``, ``edge``, ``seq`` and ``t`` of a map of ``size`` fields, or None."""
     try:
         src, edge, seq, t = body["src"], body["edge"], body["seq"], body["t"]
     except KeyError:
         return None
-    if len(body) != 4 or not type(src) is type(edge) is type(seq) is int:
+    if len(body) != size or not type(src) is type(edge) is type(seq) is int:
         return None
     if min(src, edge, seq) < 0 or max(src, edge, seq) > MAX_INT:
         return None
     if type(t) is not float or t - t != 0.0:
         return None
     return src, edge, seq, t
+
+
+def _request(body: dict[str, Any]) -> tuple[Any, ...] | None:
+    head = _head(body, 7)
+    if head is None:
+        return None
+    try:
+        ack, u, z = body["ack"], _vector(body["u"]), body["z"]
+    except KeyError:
+        return None
+    if type(ack) is not int or not 0 <= ack <= MAX_INT or u is None:
+        return None
+    if z is not None:
+        z = _vector(z)
+        if z is None:
+            return None
+    src, edge, seq, t = head
+    return src, edge, seq, ack, t, u, z
+
+
+def _reply(body: dict[str, Any]) -> tuple[Any, ...] | None:
+    head = _head(body, 6)
+    if head is None:
+        return None
+    try:
+        dx, dz = _vector(body["dx"]), _vector(body["dz"])
+    except KeyError:
+        return None
+    if dx is None or dz is None or len(dx) != len(dz):
+        return None
+    return (*head, dx, dz)
+
+
+def _busy(body: dict[str, Any]) -> tuple[Any, ...] | None:
+    return _head(body, 4)
 
 
 FIELDS: dict[str, Callable[[dict[str, Any]], tuple[Any, ...] | None]] = {
