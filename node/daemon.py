@@ -339,9 +339,10 @@ class Node:
         """
         loop = asyncio.get_running_loop()
         failed: asyncio.Future[None] = loop.create_future()
-        timer: list[asyncio.TimerHandle | asyncio.Handle] = []
+        timer: asyncio.TimerHandle | None = None
 
         def arm(after: float) -> None:
+            nonlocal timer
             t, edge = self.ticks.next_after(after)
             delay = self.timebase.wall(t) - self.clock()
             if delay <= 0:
@@ -350,7 +351,7 @@ class Node:
                 # ticks would thin the clock, and accelerated gossip with fewer activations
                 # than its eta assumes diverges (SPEC, MISPRINT 1).
                 self.late_ticks += 1
-            timer[:] = [loop.call_later(max(delay, 0.0), fire, t, edge)]
+            timer = loop.call_later(max(delay, 0.0), fire, t, edge)
 
         def fire(t: float, edge: int) -> None:
             try:
@@ -364,8 +365,8 @@ class Node:
         try:
             await failed
         finally:
-            for handle in timer:
-                handle.cancel()
+            if timer is not None:
+                timer.cancel()
 
     def _on_tick(self, t: float, edge: int) -> None:
         """Hand the tick of ``edge`` due at ``t`` to the exchanger; send what it starts."""

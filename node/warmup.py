@@ -26,7 +26,7 @@ __all__ = ["WARM_UP_EXCHANGES", "warm_up"]
 
 WARM_UP_EXCHANGES = 200
 """Exchanges run by :func:`warm_up`: enough for the interpreter to specialize the path (it
-does after a few dozen runs), a few milliseconds of CPU."""
+does after a few dozen runs), for about 10 ms of CPU."""
 
 
 def warm_up(dim: int = 1, exchanges: int = WARM_UP_EXCHANGES) -> int:
