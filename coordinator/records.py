@@ -41,6 +41,8 @@ COUNTER_NAMES = (
     "forged",
     "postponed",
     "overdue",
+    "crossed",
+    "caught_up",
 )
 """The exchange counters every node reports (contract C3; :class:`gossip.protocol.Counters`
 says what each counts): in the state snapshot, and as ``kind`` in ``/metrics``.

@@ -19,19 +19,20 @@ until that exchange is settled, and it keeps ``L``, the latest time of a jump it
    ``(x_v, z_v)(T)`` from its ledger and sends ``Request(edge, seq, T, u_v, z_v)``: with
    ``z_v``, w may *move* the jump later (gossip's ``u = x``); an exchanged ``u = g(x)``
    (SPEC section 6), which w cannot compute, is sent without it and cannot move.
-2. The server w refuses, with a :class:`~gossip.wire.Busy`, if ``L_w > T`` and the jump
-   cannot move. If w is engaged, the request *waits* (:data:`DEFERRED`,
-   :mod:`gossip.deferral`) until w's own exchange settles, then is decided as a new one; but
-   if w's exchange is with v itself (each asked the other), the lower id's request is
-   refused, and so is one that cannot move and is older than w's exchange (w's L will pass
-   it). A request still waiting after ``wait_limit`` (by default the first timeout, a few
-   round trips) is refused. Otherwise w serves it at ``T_s = max(T, L_w)``: it mixes v's pair
-   from T to T_s in closed form if T_s > T (v is engaged: it applies nothing meanwhile, so
-   that is v's pair at T_s; counted in ``counters.postponed``), computes ``u_w(T_s)`` from its
-   ledger, applies ``-flow`` at T_s (:func:`gossip.jumps.edge_flow`, with the edge's step),
-   sets ``L_w = T_s`` and replies ``Reply(edge, seq, T_s, flow)``. Either answer is cached
-   under ``(edge, seq)``, so a delayed duplicate of the request gets the same answer and can
-   never be applied later.
+2. The server w refuses, with a :class:`~gossip.wire.Busy`, if ``L_w > T`` and the jump cannot
+   move. If w is engaged, the request *waits* (:data:`DEFERRED`, :mod:`gossip.deferral`) until
+   w's own exchange settles, then is decided as a new one, unless it cannot move and is older
+   than w's exchange (w's L will pass it: refused). If w's exchange is with v itself (each
+   asked the other), :mod:`gossip.crossing` decides: the higher id serves at once, the lower
+   catches the other's values up past that jump, and neither is refused if the jumps may move.
+   A request still waiting after ``wait_limit`` (by default the first timeout, a few round
+   trips) is refused. Otherwise w serves it at ``T_s = max(T, L_w)``: it mixes v's pair from T
+   to T_s in closed form if T_s > T (v is engaged: it applies nothing meanwhile, so that is v's
+   pair at T_s; counted in ``counters.postponed``), computes ``u_w(T_s)`` from its ledger,
+   applies ``-flow`` at T_s (:func:`gossip.jumps.edge_flow`, with the edge's step), sets
+   ``L_w = T_s`` and replies ``Reply(edge, seq, T_s, flow)``. Either answer is cached under
+   ``(edge, seq)``, so a delayed duplicate of the request gets the same answer and can never be
+   applied later.
 3. v applies ``+flow`` at T_s when the reply comes (late application is exact), sets
    ``L_v = T_s`` and is free. On a Busy it is free too, and tries the activation again after
    a random pause of the order of a round trip, as a new request (new seq, fresh values, T at
@@ -42,53 +43,49 @@ until that exchange is settled, and it keeps ``L``, the latest time of a jump it
 **Why it is exact (sketch).** Claim: every node applies its jumps in non-decreasing order of
 their times. A node applies a jump either as a server, at ``T_s >= L``, or as an initiator at
 the T_s its server chose, ``>= T >= L``; and while its own exchange is in flight it applies
-nothing else (it refuses or defers every request, starts nothing), so its pair at T_s is its
-pair at T mixed forward, which is what the server used. So each node's ledger, read at a
-jump's time, holds exactly the node's jumps before it: the two values are those the
-sequential process has just before that jump, whatever the latencies. The
-jumps, sorted by T (ties in the order the nodes applied them, which both ends agree on),
-are then a sequential run of the model, and the network's states equal its replay: live and
-simulated curves differ only by *when* the jumps are (ticks fired late, refused ones tried
-again later), never by what a jump does. Mass stays exact: opposite flows at the same T.
+nothing else (it refuses or defers every request, starts nothing; but a crossing request of its
+server's, which that server then accounts for: :mod:`gossip.crossing`), so its pair at T_s is
+its pair at T mixed forward, which is what the server used. So each node's ledger, read at a
+jump's time, holds exactly the node's jumps before it: the two values are those the sequential
+process has just before that jump, whatever the latencies. The jumps, sorted by T (ties in the
+order the nodes applied them, which both ends agree on), are then a sequential run of the
+model, and the network's states equal its replay: live and simulated curves differ only by
+*when* the jumps are (ticks fired late, refused ones tried again later), never by what a jump
+does. Mass stays exact: opposite flows at the same T.
 
-**No deadlock, no starvation.** An engaged node waits for one server, so the waits form
-chains. A chain that closes into a cycle of two (v and w each asked the other) is broken at
-once by the id rule: the lower id is refused. A longer cycle follows a cycle of the graph,
-every node on it engaged toward the next at once (there is none on a tree, such as a line);
-``wait_limit`` breaks it: its requests are refused (``counters.overdue``), and each end tries
-again. Every wait is thus bounded: by the server's own exchange, or by the limit. Refused
-activations try again after independent random pauses (doubling with each refusal,
-:func:`~gossip.waiting.backoff_delay`), so of nodes that keep refusing each other one goes
-first with probability bounded away from 0. Refusals and waits are counted
-(``counters.refused``, ``counters.bounced``, ``counters.waited``, ``counters.deferred``).
-A wait costs its initiator the rest of the server's exchange; a refusal costs it a pause and a
-second request, so the rule refuses only where it must.
+**No deadlock, no starvation.** An engaged node waits for one server, so the waits form chains.
+A chain that closes into a cycle of two (v and w each asked the other) is broken at once by the
+id rule (:mod:`gossip.crossing`): the higher id serves without waiting. A longer cycle follows
+a cycle of the graph, every node on it engaged toward the next at once (there is none on a
+tree, such as a line); ``wait_limit`` breaks it: its requests are refused
+(``counters.overdue``), and each end tries again. Every wait is thus bounded: by the server's
+own exchange, or by the limit. Refused activations try again after independent random pauses
+(doubling with each refusal, :func:`~gossip.waiting.backoff_delay`), so of nodes that keep
+refusing each other one goes first with probability bounded away from 0. A wait costs its
+initiator the rest of the server's exchange, a refusal a pause and a second request: the rule
+refuses only where it must. Both are counted (``refused``, ``bounced``, ``waited``,
+``deferred``).
 
 Rules for the bad days:
 
 * Lost messages: a request not answered within the timeout is re-sent as the *same frame*
   (same seq, T and ``u_v``: v's state has not changed meanwhile, it is engaged). The server
   applies it once (its cache), or refuses it once. The timeout doubles at each retry up to a
-  maximum; the first one adapts to the measured round trips (``srtt + 4 rttvar``, sampled
-  only from exchanges answered without a retry), between ``min_timeout`` and ``max_timeout``.
-  A request numbered ``<= ack`` (v's watermark) and no longer cached is ignored. A request
-  must have ``ack < seq <= ack + SEQ_WINDOW`` (:data:`~gossip.protocol.SEQ_WINDOW`); answers
-  and deferred requests numbered ``<= ack`` are forgotten, so neither the reply cache nor the
-  deferred requests hold more than ``SEQ_WINDOW`` per edge, whatever a peer sends.
+  maximum; the first one adapts to the measured round trips (:mod:`gossip.rto`). A request
+  numbered ``<= ack`` (v's watermark) and no longer cached is ignored, one beyond ``ack +
+  SEQ_WINDOW`` rejected: that bounds the cache (:data:`~gossip.protocol.SEQ_WINDOW`).
 * A peer silent for :data:`~gossip.protocol.STUCK_RETRIES` retries must not freeze its
   neighbour: the lock is *released* (``counters.released``), the node serves and initiates
   again, the exchange stays pending (and retried) so that if the peer applied it, its reply
   is still applied and the sums stay exact; that edge's ticks are skipped until it settles.
-  The peer is also handed out of :meth:`~gossip.initiating.Initiator.take_silent`, for the
-  shell to check its connection (a CURVE handshake refused before the peer knew our key is
-  never retried by ZeroMQ: :mod:`node.curve`).
-  Exactness then holds only for exchanges answered in time: a reply to a released exchange
-  is applied at its own T, possibly before jumps made since.
-* Clock skew: T may be a little ahead of the server's clock, which is fine (the ledger mixes
-  forward in closed form); a T more than ``max_skew`` seconds ahead is rejected, and so is a
-  new request more than ``max_skew`` behind (its state would be mixed back, by an
-  ``exp(+2 eta tau)`` that overflows). So is a Busy whose ``t`` (the floor of our next try's
-  T), or a moved Reply whose T_s, is more than ``max_skew`` ahead.
+  The peer is handed out of :meth:`~gossip.initiating.Initiator.take_silent`, for the shell
+  to check its connection (:mod:`node.curve`). Exactness then holds only for exchanges
+  answered in time: a reply to a released exchange is applied at its own T, possibly before
+  jumps made since.
+* Clock skew: T may be a little ahead of the server's clock (the ledger mixes forward in
+  closed form); a T more than ``max_skew`` seconds ahead is rejected, so is a new request
+  more than ``max_skew`` behind (mixed back by an ``exp(+2 eta tau)`` that overflows), and so
+  is a Busy's ``t`` or a moved Reply's T_s more than ``max_skew`` ahead.
 * A closed server (its node is stopping) or one still recovering answers new requests with a
   :class:`~gossip.wire.Nack` ("not applied, and never will be"); the initiator drops them.
 * Nothing from a peer changes the state unless it passes :func:`gossip.wire.decode` and comes
@@ -97,13 +94,10 @@ Rules for the bad days:
 * ``exclusive=False`` turns the lock off (no waiting, no refusal): the server then reads its
   state at T even if it jumped after T. That is not exact; it exists to show the difference.
 
-Recovery: a restarted node (the same bootstrap back) takes its ledger back from its
-neighbours before it gossips, and neither initiates nor applies (it Nacks) until every edge is
-recovered. :mod:`gossip.recovery` states how, and how a node announces a new address
-(:meth:`Exchanger.take_moved`).
-
-Stopping: a closed node exits only once its neighbours can no longer need its answers
-(:mod:`gossip.parting`).
+Recovery: a restarted node takes its ledger back from its neighbours before it gossips, and
+Nacks until every edge is recovered (:mod:`gossip.recovery`, also how a node announces a new
+address). Stopping: a closed node exits only once its neighbours can no longer need its
+answers (:mod:`gossip.parting`).
 
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
 :mod:`gossip.protocol`); :class:`Exchanger` looks them up and carries them out: this module
@@ -121,6 +115,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from gossip.crossing import catchable, caught_up, lacks_jump, standing_toward_peer
 from gossip.deferral import Deferred
 from gossip.errors import ConfigError, GossipError, LocalError, ProtocolError
 from gossip.initiating import ExchangeValue
@@ -177,18 +172,16 @@ class Exchanger(Parting):
         Jump coupling of the second variable (``0`` for RG).
     timebase : TimeBase
         The shared time.
-    timeout, max_timeout : float
-        First and largest retry timeout, in seconds (it doubles at each retry). ``timeout``
-        is used until round trips have been measured.
-    min_timeout : float
-        Smallest first timeout once adapted to the measured round trips, in seconds.
+    timeout, max_timeout, min_timeout : float
+        First retry timeout until round trips are measured, largest one (it doubles at each
+        retry), and smallest first one once adapted to the round trips; in seconds.
     max_skew : float
         Largest accepted gap, in seconds, between a peer's time in a message and ours.
     recover : bool
         Start by recovering the ledger from the neighbours (a restarted node).
     max_in_flight : int or None
-        Most exchanges started by this node and pending on one edge; ``None``: no limit.
-        (With the lock only a released, stuck exchange can be pending beside a new one.)
+        Most exchanges started by this node and pending on one edge; ``None``: no limit
+        (with the lock, only a released one can be pending beside a new one).
     exchange_value : callable or None
         ``u = g(x)``, see :data:`ExchangeValue`; ``None``: ``u = x``.
     exclusive : bool
@@ -320,9 +313,8 @@ class Exchanger(Parting):
 
         A request that waits returns :data:`DEFERRED`; its answer comes out of
         :meth:`take_released` with ``route``. Then send what :meth:`take_outgoing` and
-        :meth:`take_released` return (an answer may free the lock). Never
-        raises on bad input: frames that fail validation or the rules in the module header
-        are counted in ``counters.rejected`` and leave the state unchanged.
+        :meth:`take_released` return (an answer may free the lock). Never raises on bad
+        input: it is counted in ``counters.rejected`` and leaves the state unchanged.
         ``sender`` is the node id authenticated on the frame's connection (CURVE), if known:
         a message whose ``src`` is another node is counted in ``counters.forged`` and ignored.
         """
@@ -363,7 +355,7 @@ class Exchanger(Parting):
             return self._on_done(message, route)
         raise ProtocolError(f"a {message.TYPE} message is not part of the exchange protocol")
 
-    def _standing(self, msg: Request) -> Standing:
+    def _standing(self, msg: Request, state: EdgeState) -> Standing:
         if not self.open or self._unrecovered:
             return Standing.CLOSED
         if msg.t >= self.horizon:  # of a membership view we have not switched to yet
@@ -372,11 +364,18 @@ class Exchanger(Parting):
             return Standing.FREE
         if msg.t < self._last and not self._movable(msg):
             return Standing.BUSY
+        if lacks_jump(msg, state) and not catchable(
+            msg, state, self._movable(msg), self._view_start
+        ):
+            return Standing.BUSY  # it lacks jumps we cannot put back in: waiting cannot help
         engaged = self._engaged
         if engaged is None:
             return Standing.FREE if self._served_at(msg) < self.horizon else Standing.BUSY
-        if engaged.peer == msg.src:  # each asks the other: the lower id gives way
-            return Standing.WAIT if msg.src > self.node_id else Standing.BUSY
+        if engaged.peer == msg.src:  # each asked the other: gossip.crossing
+            standing = standing_toward_peer(msg, engaged, self.node_id)
+            if standing is Standing.CROSSING and self._served_at(msg) >= self.horizon:
+                return Standing.BUSY
+            return standing
         if msg.t < engaged.t and not self._movable(msg):
             return Standing.BUSY  # after our exchange L >= its T: waiting would end in a Busy
         return Standing.WAIT
@@ -437,8 +436,7 @@ class Exchanger(Parting):
         if msg.z is not None:
             self._check_dim("z", msg.z)
         if not msg.ack < msg.seq <= msg.ack + SEQ_WINDOW:
-            # An honest initiator numbers each request after its own watermark, and at most
-            # SEQ_WINDOW ahead of it: this bounds our cache and deferred requests (SEQ_WINDOW).
+            # An honest initiator numbers at most SEQ_WINDOW ahead of its watermark: our bound.
             raise ProtocolError(
                 f"request {msg.seq} on edge {msg.edge} has ack {msg.ack}; valid: ack < seq <= "
                 f"ack + {SEQ_WINDOW}"
@@ -446,7 +444,8 @@ class Exchanger(Parting):
         if not math.isnan(now):  # nan: answering what waited, while closing
             self._check_time(msg.t, now)
         acked = state.ack_seen
-        action = SERVER_ACTIONS[(self._standing(msg), state.lookup(msg.seq, msg.ack))]
+        standing = self._standing(msg, state)
+        action = SERVER_ACTIONS[(standing, state.lookup(msg.seq, msg.ack))]
         if state.ack_seen > acked and self._deferred:
             # The initiator has settled every exchange numbered <= ack on this edge: those
             # still waiting here need no answer (and would otherwise pile up).
@@ -479,10 +478,14 @@ class Exchanger(Parting):
                 )
             t = self._served_at(msg)
             u_v: Sequence[float] = msg.u
-            if t != msg.t:  # moved: the initiator's (x, z) mixed from its T to ours
+            if self.exclusive and lacks_jump(msg, state):  # it served ours after reading u
+                u_v = caught_up(msg, state, self.eta, t)
+                self.counters.caught_up += 1
+            elif t != msg.t:  # moved: the initiator's (x, z) mixed from its T to ours
                 assert msg.z is not None
                 u_v = mix_values(msg.u, msg.z, self.eta, t - msg.t)[0]
-                self.counters.postponed += 1
+            self.counters.postponed += t != msg.t
+            self.counters.crossed += standing is Standing.CROSSING
             u_w = self._exchanged(t)
             dx, dz = edge_flow_values(u_v, u_w, self.c, state.link.step)  # into the initiator
             self._book_jump(msg.edge, dx, dz, t, sign=-1.0)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from gossip.crossing import remember_applied
 from gossip.errors import ConfigError, LocalError, ProtocolError
 from gossip.lateness import LagRecord
 from gossip.ledger import Ledger
@@ -270,7 +271,14 @@ class Initiator:
         else:
             u, z_sent = tuple(self._exchanged(t)), None
         request = Request(
-            src=self.node_id, edge=state.link.edge, seq=seq, ack=state.ack(), t=t, u=u, z=z_sent
+            src=self.node_id,
+            edge=state.link.edge,
+            seq=seq,
+            ack=state.ack(),
+            t=t,
+            u=u,
+            z=z_sent,
+            served=state.max_seen,  # u and z include our answers up to it (crossing requests)
         )
         state.next_seq += 1
         frame = encode(request)
@@ -474,8 +482,10 @@ class Initiator:
                 )
             dx, dz = mix_values(msg.dx, msg.dz, self._old_eta, self._view_start - t)
             self.ledger.add_values(msg.edge, dx, dz, self._view_start)
+            remember_applied(state, msg.seq, None)  # of the old view: nothing catches up past it
         else:
             self._book_jump(msg.edge, msg.dx, msg.dz, t)
+            remember_applied(state, msg.seq, (t, msg.dx, msg.dz))
         self._last = max(self._last, t)
         state.activations += 1
         if pending.due == pending.due:  # not NaN: the tick's time is known

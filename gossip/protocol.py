@@ -99,15 +99,18 @@ class Standing(StrEnum):
     FREE = "free"  # open, recovered, not in an exchange; no jump after the request's time,
     # or the request may move to our last jump's
     WAIT = "wait"  # in an exchange of its own: the request waits (from that exchange's own
-    # peer, only from a higher id)
-    BUSY = "busy"  # in an exchange with the requester, of lower id; or the request cannot
-    # move and is older than our last jump or our own exchange
+    # peer: if it answered ours already, or is of higher id)
+    CROSSING = "crossing"  # in an exchange with the requester, of lower id, which has not
+    # answered it: both asked at once, and our request may move (its values can be caught up)
+    BUSY = "busy"  # crossing a request of ours that cannot move; the request cannot move and
+    # is older than our last jump or our own exchange; or it is behind two of our jumps
     CLOSED = "closed"  # stopping, or still recovering its ledger
 
 
 SERVER_ACTIONS: Mapping[tuple[Standing, ServerCase], str] = {
     (Standing.FREE, ServerCase.NEW): "apply",  # apply -flow at T_s, cache and send the reply
     (Standing.WAIT, ServerCase.NEW): "defer",  # served (or refused) once we are free
+    (Standing.CROSSING, ServerCase.NEW): "apply",  # served now, although we are engaged
     (Standing.BUSY, ServerCase.NEW): "busy",  # cache and send a Busy: never applied
     (Standing.CLOSED, ServerCase.NEW): "nack",  # cache and send a Nack: never applied
     **{(standing, ServerCase.CACHED): "answer" for standing in Standing},  # the same answer
@@ -171,6 +174,9 @@ class Counters:
     forged: int = 0  # frames whose src is not the node authenticated on their connection
     moved: int = 0  # neighbours' edges re-routed: they came back on another address
     postponed: int = 0  # requests served at our later L instead of refused (moved exactly)
+    crossed: int = 0  # requests served while our own request to their sender was in flight
+    caught_up: int = 0  # requests served with the sender's values brought past a jump it made
+    # after reading them: serving one of ours, as a crossing request
 
     def as_dict(self) -> dict[str, int]:
         """Return the counters as a plain dict."""
@@ -216,6 +222,11 @@ class EdgeState:
     cache: dict[int, bytes] = field(default_factory=dict)  # seq -> answer frame
     activations: int = 0  # exchanges applied at this end, either side
     recovered: bool = True
+    # The last two exchanges this node started on the edge and applied (their seqs; 0: none),
+    # and the last one's jump into this node, (T, dx, dz): what a crossing request may lack.
+    applied: int = 0
+    applied_before: int = 0
+    applied_jump: tuple[float, tuple[float, ...], tuple[float, ...]] | None = None
 
     def ack(self) -> int:
         """Return this node's watermark on the edge: everything numbered ``<=`` it is settled."""

@@ -88,8 +88,9 @@ __all__ = [
     "encode",
 ]
 
-VERSION = 3
-"""The protocol version in every frame's ``v`` (3: a request may let its jump move later)."""
+VERSION = 4
+"""The protocol version in every frame's ``v`` (3: a request may let its jump move later; 4: a
+request says which of the server's requests its initiator had answered, ``served``)."""
 
 MAX_FRAME = 1 << 20
 """Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""
@@ -104,6 +105,9 @@ class Request:
     ``<= ack`` is resolved on its side, so the server may forget their cached answers.
     ``z``, if given, is the initiator's second variable at ``t`` (``u`` is then its ``x``): the
     server may *move* the jump to its own later time, mixing ``(u, z)`` there in closed form.
+    ``served`` is the highest ``seq`` of the *server's* requests on this edge the initiator had
+    answered when it read ``u`` and ``z``: the server's exchanges that ``u`` already includes
+    (:mod:`gossip.exchange`, crossing requests).
     """
 
     TYPE: ClassVar[str] = "request"
@@ -114,6 +118,7 @@ class Request:
     t: float
     u: Floats
     z: Floats | None = None
+    served: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +389,7 @@ _SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
             "t": number,
             "u": floats,
             "z": optional_floats,
+            "served": integer,
         },
     ),
     Reply.TYPE: (

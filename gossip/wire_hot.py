@@ -57,21 +57,23 @@ def _head(body: dict[str, Any], size: int) -> tuple[int, int, int, float] | None
 
 
 def _request(body: dict[str, Any]) -> tuple[Any, ...] | None:
-    head = _head(body, 7)
+    head = _head(body, 8)
     if head is None:
         return None
     try:
-        ack, u, z = body["ack"], _vector(body["u"]), body["z"]
+        ack, u, z, served = body["ack"], _vector(body["u"]), body["z"], body["served"]
     except KeyError:
         return None
-    if type(ack) is not int or not 0 <= ack <= MAX_INT or u is None:
+    if not type(ack) is type(served) is int or u is None:
+        return None
+    if min(ack, served) < 0 or max(ack, served) > MAX_INT:
         return None
     if z is not None:
         z = _vector(z)
         if z is None:
             return None
     src, edge, seq, t = head
-    return src, edge, seq, ack, t, u, z
+    return src, edge, seq, ack, t, u, z, served
 
 
 def _reply(body: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -112,6 +114,7 @@ def body_builders(version: int) -> dict[str, Callable[[Any], dict[str, Any]]]:
             "t": m.t,
             "u": m.u,
             "z": m.z,
+            "served": m.served,
         },
         "reply": lambda m: {
             "v": version,

@@ -220,7 +220,11 @@ def test_transition_tables_cover_every_case() -> None:
     assert set(SERVER_ACTIONS) == set(itertools.product(Standing, ServerCase))
 
 
-def pair(timeout: float = 1.0, max_in_flight: int | None = None) -> tuple[Exchanger, Exchanger]:
+def pair(
+    timeout: float = 1.0, max_in_flight: int | None = None, movable: bool = True
+) -> tuple[Exchanger, Exchanger]:
+    """Nodes 0 and 1 on edge 0 (t = 2 (now - 100)); ``movable=False`` sends u = g(x) = x
+    without z, as the optimization case does: no jump of theirs can move or be caught up."""
     timebase = TimeBase(epoch=100.0, rate=2.0)
     a, b = (
         Exchanger(
@@ -231,10 +235,33 @@ def pair(timeout: float = 1.0, max_in_flight: int | None = None) -> tuple[Exchan
             timebase,
             timeout=timeout,
             max_in_flight=max_in_flight,
+            exchange_value=None if movable else (lambda x: x),
         )
         for v in (0, 1)
     )
     return a, b
+
+
+def replay_pair(jumps: list[tuple[float, int]], t_end: float) -> np.ndarray:
+    """The sequential process of :func:`pair`: ``jumps`` are (T, initiator), applied one after
+    the other in the order given (T non-decreasing); returns each node's (x, z) at ``t_end``,
+    shape (2, 2)."""
+    state = [([1.0], [1.0]), ([0.0], [0.0])]
+    now = 0.0
+    for when, v in jumps:
+        assert when >= now
+        state = [mix_values(x, z, 0.1, when - now) for x, z in state]
+        dx, dz = edge_flow_values(state[v][0], state[1 - v][0], 0.5, 0.5)  # into v
+        for w, sign in ((v, 1.0), (1 - v, -1.0)):
+            x, z = state[w]
+            state[w] = ([x[0] + sign * dx[0]], [z[0] + sign * dz[0]])
+        now = when
+    state = [mix_values(x, z, 0.1, t_end - now) for x, z in state]
+    return np.array([[x[0], z[0]] for x, z in state])
+
+
+def states_of(*nodes: Exchanger, t: float) -> np.ndarray:
+    return np.array([np.concatenate(node.ledger.state(t)) for node in nodes])
 
 
 def test_a_tick_while_engaged_waits_and_starts_when_the_reply_frees_the_lock() -> None:
@@ -255,7 +282,7 @@ def test_a_tick_while_engaged_waits_and_starts_when_the_reply_frees_the_lock() -
 
 
 def test_an_engaged_server_refuses_and_the_initiator_tries_again_later() -> None:
-    a, b = pair()
+    a, b = pair(movable=False)  # b's request, crossed, could not be caught up past a jump
     mine = b.initiate(0, now=101.0)  # b is engaged with its own exchange
     theirs = a.initiate(0, now=101.0)
     assert mine is not None
@@ -293,26 +320,101 @@ def test_an_engaged_server_refuses_and_the_initiator_tries_again_later() -> None
     assert float(x_a[0] + x_b[0]) == pytest.approx(1.0)
 
 
-def test_when_each_asks_the_other_the_higher_id_waits_and_the_lower_is_refused() -> None:
-    a, b = pair()  # ids 0 and 1, each engaged with the other: b's request waits, a's is refused
-    mine = a.initiate(0, now=101.0)
-    theirs = b.initiate(0, now=101.1)
+def test_when_each_asks_the_other_the_higher_id_serves_at_once_and_the_lower_catches_up() -> None:
+    a, b = pair()  # ids 0 and 1, each engaged with the other
+    mine = a.initiate(0, now=101.0)  # T = 2.0
+    theirs = b.initiate(0, now=101.1)  # T = 2.2; b has answered none of a's: served = 0
     assert mine is not None
     assert theirs is not None
-    assert a.receive(theirs.frame, now=101.2, route=b"to-b") == DEFERRED
+    assert a.receive(theirs.frame, now=101.2, route=b"to-b") == DEFERRED  # the lower id waits
     assert a.receive(theirs.frame, now=101.25, route=b"to-b") is None  # a retry: still waits
     assert (a.counters.deferred, a.counters.duplicates, a.take_released()) == (1, 1, [])
-    refused = b.receive(mine.frame, now=101.3)
-    assert isinstance(decode(refused or b""), Busy)  # b is engaged, a's id is lower
-    a.receive(refused or b"", now=101.4)  # a is free: what waited is decided now
+    reply = b.receive(mine.frame, now=101.3)  # b serves a's at once, although engaged
+    answer = decode(reply or b"")
+    assert isinstance(answer, Reply)
+    assert answer.t == pytest.approx(2.0)
+    assert (b.engaged, b.counters.crossed, b.counters.refused) == (True, 1, 0)
+    a.receive(reply or b"", now=101.4)  # a is free: b's request is decided now, caught up
     released = a.take_released()
     assert [route for route, _ in released] == [b"to-b"]
-    reply = decode(released[0][1])
-    assert isinstance(reply, Reply)
-    assert reply.t == pytest.approx(2.2)  # b's time: rate * (101.1 - 100)
-    assert a.last_jump_time == pytest.approx(2.2)
+    second = decode(released[0][1])
+    assert isinstance(second, Reply)
+    assert second.t == pytest.approx(2.2)  # b's own time: after a's jump at 2.0, not moved
+    assert (a.counters.caught_up, a.counters.refused, a.counters.postponed) == (1, 0, 0)
     b.receive(released[0][1], now=101.5)
-    assert (a.activations(), b.activations()) == ({1: 1}, {0: 1})
+    assert (a.activations(), b.activations()) == ({1: 2}, {0: 2})
+    assert a.counters.bounced == b.counters.bounced == 0  # no Busy, no second request
+    expected = replay_pair([(2.0, 0), (2.2, 1)], t_end=5.0)
+    np.testing.assert_allclose(states_of(a, b, t=5.0), expected, rtol=0, atol=1e-14)
+
+
+def test_a_crossed_request_older_than_the_jump_it_lacks_is_caught_up_and_moved() -> None:
+    a, b = pair()
+    theirs = b.initiate(0, now=101.0)  # b first: T = 2.0, then a at T = 2.4
+    mine = a.initiate(0, now=101.2)
+    assert theirs is not None
+    assert mine is not None
+    assert a.receive(theirs.frame, now=101.3, route=b"to-b") == DEFERRED
+    reply = b.receive(mine.frame, now=101.3)  # served at a's 2.4, after b's own T
+    a.receive(reply or b"", now=101.4)
+    ((_, frame),) = a.take_released()
+    second = decode(frame)
+    assert isinstance(second, Reply)
+    assert second.t == pytest.approx(2.4)  # moved past a's jump, with b's lacking values
+    assert (a.counters.caught_up, a.counters.postponed) == (1, 1)
+    b.receive(frame, now=101.5)
+    expected = replay_pair([(2.4, 0), (2.4, 1)], t_end=5.0)  # a's jump, then b's at once
+    np.testing.assert_allclose(states_of(a, b, t=5.0), expected, rtol=0, atol=1e-14)
+
+
+def test_a_request_from_a_peer_that_answered_ours_waits_for_that_answer() -> None:
+    """b is engaged toward a; a served b's request, then asked b itself (served = b's seq).
+    b must not serve it before a's reply arrives: b's values would lack that jump."""
+    a, b = pair()
+    theirs = b.initiate(0, now=101.0)
+    assert theirs is not None
+    reply = a.receive(theirs.frame, now=101.1)  # a is free: serves at once; reply in flight
+    mine = a.initiate(0, now=101.2)
+    assert mine is not None
+    request = decode(mine.frame)
+    assert isinstance(request, Request)
+    assert request.served == 1
+    assert b.receive(mine.frame, now=101.3, route=b"to-a") == DEFERRED  # not served crossed
+    assert b.counters.crossed == 0
+    b.receive(reply or b"", now=101.4)
+    ((_, frame),) = b.take_released()
+    a.receive(frame, now=101.5)
+    assert (a.counters.caught_up, b.counters.caught_up, b.counters.refused) == (0, 0, 0)
+    expected = replay_pair([(2.0, 1), (2.4, 0)], t_end=5.0)
+    np.testing.assert_allclose(states_of(a, b, t=5.0), expected, rtol=0, atol=1e-14)
+
+
+def test_a_request_that_lacks_two_of_our_jumps_is_refused_and_tried_again() -> None:
+    """b crossed two of a's requests while its own one was still on the way: its values lack
+    two jumps, one more than a request can be caught up past. a refuses it, exactly."""
+    a, b = pair()
+    theirs = b.initiate(0, now=101.0)  # delayed on the way to a
+    first = a.initiate(0, now=101.1)
+    assert theirs is not None
+    assert first is not None
+    a.receive(b.receive(first.frame, now=101.2) or b"", now=101.3)  # crossed: served at once
+    second = a.initiate(0, now=101.4)
+    assert second is not None
+    a.receive(b.receive(second.frame, now=101.5) or b"", now=101.6)
+    assert b.counters.crossed == 2
+    busy = a.receive(theirs.frame, now=101.7)
+    assert isinstance(decode(busy or b""), Busy)
+    b.receive(busy or b"", now=101.8)
+    start = b.next_start()
+    assert start is not None
+    (again,) = b.expire(now=start)
+    a_reply = decode(a.receive(again.frame, now=start) or b"")
+    assert isinstance(a_reply, Reply)
+    b.receive(encode(a_reply), now=start)
+    assert (a.activations(), b.activations()) == ({1: 3}, {0: 3})
+    jumps = [(2.2, 0), (2.8, 0), (a_reply.t, 1)]
+    expected = replay_pair(jumps, t_end=a_reply.t + 3.0)
+    np.testing.assert_allclose(states_of(a, b, t=a_reply.t + 3.0), expected, rtol=0, atol=1e-14)
 
 
 def test_a_request_waits_for_a_server_engaged_with_another_peer_whatever_the_ids() -> None:

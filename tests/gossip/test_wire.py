@@ -82,7 +82,7 @@ def test_round_trip(message: Message) -> None:
 
 def test_frame_carries_version_and_type() -> None:
     body = body_of(EXAMPLES[0])
-    assert body["v"] == VERSION == 3
+    assert body["v"] == VERSION == 4
     assert body["type"] == "request"
 
 
@@ -126,9 +126,10 @@ def test_garbage_is_rejected(frame: bytes, needle: str) -> None:
 
 def test_wrong_version_is_rejected() -> None:
     body = body_of(EXAMPLES[0])
-    for old in (1, 2):  # before exact jumps; before movable ones: refused, not misread
+    # Before exact jumps; before movable ones; before crossing requests: refused, not misread.
+    for old in (1, 2, 3):
         body["v"] = old
-        with pytest.raises(ProtocolError, match=rf"'v' must be 3.*got {old}"):
+        with pytest.raises(ProtocolError, match=rf"'v' must be 4.*got {old}"):
             decode(raw(body))
     del body["v"]
     with pytest.raises(ProtocolError, match="'v'"):

@@ -43,7 +43,7 @@ def _checked(kind: str, body: dict[str, Any]) -> Any:
 
 
 def _valid(name: str) -> st.SearchStrategy[Any]:
-    if name in ("src", "edge", "seq", "ack"):
+    if name in ("src", "edge", "seq", "ack", "served"):
         return st.integers(0, MAX_INT)
     if name == "t":
         return st.floats(allow_nan=False, allow_infinity=False)
@@ -92,7 +92,7 @@ def test_every_message_a_node_sends_takes_the_fast_path_and_survives_it(
     seq: int, edge: int, t: float, u: list[float]
 ) -> None:
     sent = [
-        Request(src=1, edge=edge, seq=seq, ack=0, t=t, u=tuple(u), z=tuple(u)),
+        Request(src=1, edge=edge, seq=seq, ack=0, t=t, u=tuple(u), z=tuple(u), served=seq),
         Request(src=1, edge=edge, seq=seq, ack=0, t=t, u=tuple(u)),
         Reply(src=2, edge=edge, seq=seq, t=t, dx=tuple(u), dz=tuple(u)),
         Busy(src=2, edge=edge, seq=seq, t=t),
@@ -129,6 +129,9 @@ _INF, _NAN = float("inf"), float("nan")
         ("seq", MAX_INT + 1),
         ("seq", True),
         ("ack", 1.0),
+        ("served", -1),
+        ("served", MAX_INT + 1),
+        ("served", None),
         ("extra", 1),
     ],
 )
@@ -141,6 +144,7 @@ def test_the_fast_check_leaves_every_kind_of_doubt_to_the_schema(field: str, val
         "t": 1.5,
         "u": [0.5],
         "z": None,
+        "served": 0,
     }
     assert FIELDS["request"](dict(body)) is not None
     body[field] = value
@@ -178,7 +182,7 @@ def test_the_fast_check_of_answers_leaves_doubt_to_the_schema(
 def test_what_the_fast_path_leaves_to_the_schema_gets_the_schema_answer(
     field: str, value: Any, named: str | None
 ) -> None:
-    body = {"src": 1, "edge": 0, "seq": 3, "ack": 2, "t": 1.5, "u": [0.5], "z": None}
+    body = {"src": 1, "edge": 0, "seq": 3, "ack": 2, "t": 1.5, "u": [0.5], "z": None, "served": 1}
     body[field] = value
     assert FIELDS["request"](dict(body)) is None
     frame = msgpack.packb({"v": VERSION, "type": "request", **body})
