@@ -44,7 +44,9 @@ non-decreasing order of their times, each with both ends' values at its time):
   there was one; w serves M only once it has E's answer, so its ledger includes it too.
 
 A crossed exchange of a released lock (:mod:`gossip.exchange`, a silent peer) is no longer
-covered: like any jump of a released exchange, it may be inexact.
+covered: like any jump of a released exchange, it may be inexact. A restarted peer rebuilds
+its ledger from ours (:mod:`gossip.recovery`), so it lacks none of our jumps so far: our
+ledger reply says up to which of our requests (``settled``), and its requests count from there.
 
 **No deadlock.** The two requests no longer wait for each other: one of them is served at once
 (or refused, for jumps that cannot move), and a request that waits for an answer already sent
@@ -60,7 +62,13 @@ from gossip.protocol import EdgeState, Pending, Standing
 from gossip.wire import Request
 from gossip.wire_checks import Floats
 
-__all__ = ["catchable", "caught_up", "lacks_jump", "remember_applied", "standing_toward_peer"]
+__all__ = [
+    "catchable",
+    "caught_up",
+    "lacks_jump",
+    "remember_applied",
+    "standing_toward_peer",
+]
 
 
 def standing_toward_peer(msg: Request, engaged: Pending, node_id: int) -> Standing:

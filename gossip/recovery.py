@@ -55,6 +55,7 @@ def ledger_reply(node_id: int, ledger: Ledger, state: EdgeState, t: float) -> Le
         t=t,
         fx=tuple(total.dx.tolist()),
         fz=tuple(total.dz.tolist()),
+        settled=state.ack(),
     )
 
 
@@ -63,6 +64,9 @@ def apply_ledger_reply(ledger: Ledger, state: EdgeState, msg: LedgerReply) -> No
     total = Flow(-np.asarray(msg.fx), -np.asarray(msg.fz))
     ledger.set_edge_total(msg.edge, total, msg.t)
     state.next_seq = max(state.next_seq, msg.seq + 1)
+    # The rebuilt ledger holds the jumps of every request of theirs up to ``settled``: ours
+    # say so (``served``), or they would seem to lack those jumps (gossip.crossing).
+    state.max_seen = max(state.max_seen, msg.settled)
     state.recovered = True
 
 

@@ -15,20 +15,11 @@ Validation rules (each violation raises :class:`~gossip.errors.ProtocolError` na
   numbers (ints are accepted and converted); vectors are non-empty lists of finite numbers of
   at most :data:`MAX_DIM` entries; strings are strings.
 
-Gossip exchange (node to node, see :mod:`gossip.exchange` for the protocol):
-
-* :class:`Request`  -- the jump time ``t`` of exchange ``(edge, seq)`` and the initiator's
-  exchanged value ``u`` at that time (and its ``z``, if the jump may move later)
-* :class:`Reply`    -- the flow ``(dx, dz)`` into the initiator at ``t`` (the server applied
-  ``-(dx, dz)`` at that same ``t``, the request's or a later one)
-* :class:`Busy`     -- the server is in an exchange, or has jumped after ``t``: exchange
-  ``(edge, seq)`` was not applied and never will be; try again later
-* :class:`Nack`     -- the server did not and never will apply exchange ``(edge, seq)``
-  (it is closed or recovering)
-* :class:`LedgerRequest` / :class:`LedgerReply` -- a neighbour's cumulative flow on an edge
-* :class:`Moved`    -- a restarted node's address, so that its neighbours send to it there
-* :class:`Done`     -- a stopping node's goodbye: nothing of ours is pending with you
-  (:mod:`gossip.parting`)
+Gossip exchange (node to node; the protocol is :mod:`gossip.exchange`'s, each class says what
+it carries): :class:`Request`, answered by a :class:`Reply` (the jump's flow), a :class:`Busy`
+(refused: try again later) or a :class:`Nack` (never applied: closed or recovering);
+:class:`LedgerRequest` and :class:`LedgerReply` (a restarted node's recovery), :class:`Moved`
+(its new address) and :class:`Done` (a stopping node's goodbye, :mod:`gossip.parting`).
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
 :class:`Neighbor` entries) and :class:`RegisterError`; :class:`Leave` (a node leaving for good).
@@ -90,7 +81,8 @@ __all__ = [
 
 VERSION = 4
 """The protocol version in every frame's ``v`` (3: a request may let its jump move later; 4: a
-request says which of the server's requests its initiator had answered, ``served``)."""
+request says which of the server's requests its initiator had answered, ``served``, and a
+ledger reply which of its sender's are settled)."""
 
 MAX_FRAME = 1 << 20
 """Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""
@@ -178,7 +170,9 @@ class LedgerReply:
     """Neighbour -> node: my cumulative flow ``(fx, fz)`` on ``edge``, mixed to my time ``t``.
 
     ``seq`` is the highest exchange sequence number the neighbour has seen from the requester on
-    that edge, so that a restarted requester numbers its next exchanges above it.
+    that edge, so that a restarted requester numbers its next exchanges above it. Every
+    exchange the neighbour started on the edge numbered ``<= settled`` is settled: the flow
+    holds its jump if it had one (a request's ``served`` counts from there).
     """
 
     TYPE: ClassVar[str] = "ledger_reply"
@@ -188,6 +182,7 @@ class LedgerReply:
     t: float
     fx: Floats
     fz: Floats
+    settled: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,63 +372,33 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
     return tuple(out)
 
 
-# The schema of every message, as data: field name -> checker. Field order follows the class.
-_SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
-    Request.TYPE: (
-        Request,
-        {
-            "src": integer,
-            "edge": integer,
-            "seq": integer,
-            "ack": integer,
-            "t": number,
-            "u": floats,
-            "z": optional_floats,
-            "served": integer,
-        },
-    ),
-    Reply.TYPE: (
-        Reply,
-        {"src": integer, "edge": integer, "seq": integer, "t": number, "dx": floats, "dz": floats},
-    ),
-    Busy.TYPE: (Busy, {"src": integer, "edge": integer, "seq": integer, "t": number}),
-    Nack.TYPE: (Nack, {"src": integer, "edge": integer, "seq": integer, "reason": string}),
-    LedgerRequest.TYPE: (LedgerRequest, {"src": integer, "edge": integer}),
-    LedgerReply.TYPE: (
-        LedgerReply,
-        {"src": integer, "edge": integer, "seq": integer, "t": number, "fx": floats, "fz": floats},
-    ),
-    Moved.TYPE: (Moved, {"src": integer, "edge": integer, "address": string}),
-    Done.TYPE: (Done, {"src": integer, "edge": integer, "heard": integer}),
-    Register.TYPE: (
-        Register,
-        {"name": string, "address": string, "value": optional_floats, "pid": integer},
-    ),
-    Bootstrap.TYPE: (
-        Bootstrap,
-        {
-            "node_id": integer,
-            "cluster": string,
-            "algorithm": string,
-            "eta": number,
-            "c": number,
-            "theta": number,
-            "epoch": number,
-            "rate": positive,
-            "neighbors": _neighbors,
-            "initial_value": floats,
-            "broker": string,
-            "metrics_period": positive,
-            "dim": integer,
-            "problem": string,
-            "data": string,
-            "split": string,
-            "n": integer,
-        },
-    ),
-    RegisterError.TYPE: (RegisterError, {"reason": string}),
-    Leave.TYPE: (Leave, {"name": string}),
+# The schema of every message: each field's checker follows from its type in the class, but
+# where a field must be more than its type says (:data:`_STRICTER`).
+_BY_TYPE: dict[str, Checker] = {
+    "int": integer,
+    "float": number,
+    "str": string,
+    "Floats": floats,
+    "Floats | None": optional_floats,
+    "tuple[Neighbor, ...]": _neighbors,
 }
+_STRICTER: dict[tuple[str, str], Checker] = {
+    ("bootstrap", "rate"): positive,
+    ("bootstrap", "metrics_period"): positive,
+}
+
+
+def _schema(cls: type[Any]) -> tuple[type[Any], Mapping[str, Checker]]:
+    checkers = {
+        f.name: _STRICTER.get((cls.TYPE, f.name)) or _BY_TYPE[str(f.type)] for f in fields(cls)
+    }
+    return cls, checkers
+
+
+_SCHEMAS: dict[str, tuple[type[Any], Mapping[str, Checker]]] = {
+    cls.TYPE: _schema(cls) for cls in _CLASSES
+}
+"""Message type -> its class and its fields' checkers, in the class's order."""
 
 # Vectors that must have the same length within one message.
 _SAME_LENGTH: dict[str, tuple[str, str]] = {

@@ -750,6 +750,17 @@ def test_a_restarted_node_recovers_its_exact_state_from_its_neighbours() -> None
     assert not fresh.recovering
     np.testing.assert_allclose(fresh.ledger.state(lost_t), lost, rtol=1e-12, atol=1e-15)
     assert fresh.last_jump_time >= old.last_jump_time  # after every jump it had made
+    # Its values hold every jump its neighbours applied, although it has answered none of
+    # their requests yet (served = 0): its first request is served as it is, not refused or
+    # caught up past a jump it already has (gossip.crossing).
+    first = fresh.initiate(links[1].edge, net.now)  # to node 2, which sent nothing since
+    assert first is not None
+    peer = net.nodes[links[1].peer]
+    before = (peer.counters.refused, peer.counters.caught_up)
+    answer = peer.receive(first.frame, net.now, b"1") or b""
+    assert isinstance(decode(answer), Reply)
+    assert (peer.counters.refused, peer.counters.caught_up) == before
+    fresh.receive(answer, net.now)
     for _ in range(100):  # and it gossips on, exactly
         net.now += 0.3
         net.tick(int(rng.integers(3)), int(rng.integers(2)))
