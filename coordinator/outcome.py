@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -17,8 +18,9 @@ from coordinator.records import FinalResult, NodeView, RunSummary
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.lateness import keeps_up
+from gossip.topology import Topology
 
-__all__ = ["MAX_BACK", "final_result", "rate_achieved", "run_summary"]
+__all__ = ["MAX_BACK", "final_result", "node_shares", "pace_of", "rate_achieved", "run_summary"]
 
 MAX_BACK = 4.0
 """Mixing back over ``2 eta tau <= 4`` amplifies rounding errors at most ``e^4`` times."""
@@ -59,6 +61,34 @@ def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> Final
         mean=tuple(float(c) for c in est.mean),
         complete=all(v.final for v in present),
     )
+
+
+def node_shares(topology: Topology) -> list[float]:
+    """Each node's share of the activations: the sum of ``P_e`` over its edges (they sum to 2,
+    an activation counting at both its ends)."""
+    shares = np.zeros(topology.n, dtype=np.float64)
+    np.add.at(shares, topology.edges[:, 0], topology.probs)
+    np.add.at(shares, topology.edges[:, 1], topology.probs)
+    return [float(share) for share in shares]
+
+
+def pace_of(views: Iterable[NodeView], shares: Sequence[float]) -> tuple[float, int]:
+    """``(t, activations)`` of the nodes' latest reports taken together, for
+    :func:`rate_achieved`.
+
+    Each node counts its activations up to its own report's t, and the reports are not
+    simultaneous: the t that goes with their sum is the one at which the model expects as many,
+    half the sum of the report times weighted by ``shares`` (:func:`node_shares`). Pairing
+    the sum with one common t instead (say a consistent cut's, which can lag the latest
+    reports by a couple of report periods) overstates the rate by as much as that lag. Nodes
+    beyond ``shares`` (joined since) are left out of both.
+    """
+    weighted, count = 0.0, 0
+    for view in views:
+        if 0 <= view.node < len(shares):
+            weighted += shares[view.node] * max(view.t, 0.0)
+            count += sum(view.edges.values())
+    return 0.5 * weighted, count // 2
 
 
 def rate_achieved(rate: float, pace: tuple[float, int]) -> float:

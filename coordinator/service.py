@@ -47,7 +47,7 @@ from coordinator.evaluation import DIVERGED, EpsRule, ReportBook, diverged
 from coordinator.membership import Churn
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
-from coordinator.outcome import final_result, run_summary
+from coordinator.outcome import final_result, node_shares, pace_of, run_summary
 from coordinator.records import RunSummary
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
 from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
@@ -100,6 +100,7 @@ class Coordinator:
         self._retained: bytes | None = None
         self._retained_seen = asyncio.Event()
         self._pace = (0.0, 0)
+        self._shares = node_shares(plan.topology)
         self._exact_logged = 0  # exact points (state.exact) already in the metrics file
         self._t_stop: float | None = None
         self._asked_stop = ""
@@ -326,8 +327,7 @@ class Coordinator:
                     if first is not None:
                         self.state.mark_reached(first.t, first.wall)
                     if self.state.phase == "running" and not evaluated.stopped:
-                        # Stale reports lag both t and the counts alike, so their ratio holds.
-                        self._pace = (point.t, self.state.activations())
+                        self._pace = self._pace_now(point.t)
                     self.log.write(
                         "point",
                         t=point.t,
@@ -404,6 +404,13 @@ class Coordinator:
         gone = self.state.departed
         finals = sum(v.final for k, v in self.state.nodes.items() if k not in gone)
         return finals >= max(self.plan.expected, len(self.state.initial)) - len(gone)
+
+    def _pace_now(self, t: float) -> tuple[float, int]:
+        """``(t, activations)`` now, for the achieved rate (:func:`coordinator.outcome.pace_of`);
+        once members joined or left, the point's t with every count (the edges' P_e changed)."""
+        if self.state.departed or len(self.state.nodes) != self.plan.expected:
+            return t, self.state.activations()
+        return pace_of(self.state.nodes.values(), self._shares)
 
     def _log_exact(self) -> None:
         """Write the exact points completed since the last call to the metrics file."""
