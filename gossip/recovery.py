@@ -5,7 +5,10 @@ ledger) asks each neighbour for its cumulative flow on the shared edge (``Ledger
 and sets its own to the negative (``LedgerReply``): exactly the state it had. The reply is
 taken at a time after every jump the neighbour made (its ``L``), so the recovered node's own
 ``L`` is the latest of those times, and its next exchanges are numbered above the highest the
-neighbour has seen, so that none is taken for a repeat of an old one.
+neighbour has seen, so that none is taken for a repeat of an old one. The reply also says up
+to which of the neighbour's own exchanges on the edge everything is settled (``settled``): the
+rebuilt ledger holds their jumps, and the node's requests say so (``served``,
+:mod:`gossip.crossing`), or the neighbour would take them for requests that lack those jumps.
 
 A restarted node may come back on another address (a new port, a new container). Before each
 LedgerRequest it sends a :class:`~gossip.wire.Moved` with its address, on the same connection,
