@@ -370,15 +370,15 @@ class Exchanger(Parting):
             return Standing.BUSY  # it lacks jumps we cannot put back in: waiting cannot help
         engaged = self._engaged
         if engaged is None:
-            return Standing.FREE if self._served_at(msg) < self.horizon else Standing.BUSY
-        if engaged.peer == msg.src:  # each asked the other: gossip.crossing
+            standing = Standing.FREE
+        elif engaged.peer == msg.src:  # each asked the other: gossip.crossing
             standing = standing_toward_peer(msg, engaged, self.node_id)
-            if standing is Standing.CROSSING and self._served_at(msg) >= self.horizon:
-                return Standing.BUSY
-            return standing
-        if msg.t < engaged.t and not self._movable(msg):
+        elif msg.t < engaged.t and not self._movable(msg):
             return Standing.BUSY  # after our exchange L >= its T: waiting would end in a Busy
-        return Standing.WAIT
+        else:
+            return Standing.WAIT
+        serve_now = standing is Standing.FREE or standing is Standing.CROSSING
+        return Standing.BUSY if serve_now and self._served_at(msg) >= self.horizon else standing
 
     def _movable(self, msg: Request) -> bool:
         # Within one membership view only: the old view's mixing and edges differ.
