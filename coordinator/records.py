@@ -43,6 +43,7 @@ COUNTER_NAMES = (
     "overdue",
     "crossed",
     "caught_up",
+    "withdrawn",
 )
 """The exchange counters every node reports (contract C3; :class:`gossip.protocol.Counters`
 says what each counts): in the state snapshot, and as ``kind`` in ``/metrics``.

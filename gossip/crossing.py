@@ -16,9 +16,11 @@ its edge that the initiator had answered (in any way) when it read the values it
    * ``M.served >= E.seq``: v answered E before reading M's values. That answer is on its
      way; M waits for it, and is then decided like any request.
    * otherwise they crossed. At the lower id's end the other's request waits. At the higher
-     id's end the other's request is served at once, although the node is engaged, if the
-     node's own request may move (gossip's ``u = x``, sent with ``z``). If it may not (an
-     exchanged ``g(x)``, SPEC section 6), the lower id's request is refused, as before.
+     id's end the other's request is served at once, although the node is engaged. If the
+     node's own request may move (gossip's ``u = x``, sent with ``z``), it stays and is
+     caught up (step 2). If it may not (an exchanged ``g(x)``, SPEC section 6), the node
+     *withdraws* it: the request is dropped, the node is free, and the activation starts
+     again at once, with its values after that jump (step 3).
 
 2. **Catching up.** When the lower end v decides E (once M has settled), E's values lack the
    jump the higher end w applied for M after reading them (``E.served < M.seq``). v knows
@@ -29,6 +31,15 @@ its edge that the initiator had answered (in any way) when it read the values it
    :class:`~gossip.protocol.EdgeState`). One that lacks more (w crossed two of v's while E
    was on its way), or cannot move, or lacks a jump of an earlier membership view, is
    refused (:func:`catchable`): a refusal is always exact.
+
+3. **Withdrawing.** A withdrawn request E is never served: v, the lower id, holds it while
+   engaged with M, and once M's reply is applied, E lacks M's jump and cannot move, so v
+   refuses it (:func:`catchable`); w has forgotten E, and takes that Busy as a duplicate.
+   Only if v's lock was *released* (w silent, :mod:`gossip.exchange`) could v serve E
+   before M's reply; so a request that cannot move, from a higher id, that crossed an
+   exchange of ours still pending, is refused (:func:`crosses_pending`). Before version 5
+   of the protocol the lower id's request was refused instead: a Busy, a pause and a
+   second request, where a withdrawal costs nothing but the new request, started at once.
 
 **Why it stays exact** (the claim of :mod:`gossip.exchange`: every node applies its jumps in
 non-decreasing order of their times, each with both ends' values at its time):
@@ -42,16 +53,21 @@ non-decreasing order of their times, each with both ends' values at its time):
   caught-up value is w's value at ``T'``.
 * In the waiting case v answered E before reading M's values, so those include E's jump if
   there was one; w serves M only once it has E's answer, so its ledger includes it too.
+* A withdrawal: w serves M from its ledger, which holds every jump of w, E being applied
+  nowhere (step 3), and v's value at ``T_M`` is M's own (v, engaged, applies nothing before
+  M's reply). w's next request reads its values at ``T >= T_M``, after M's jump.
 
 A crossed exchange of a released lock (:mod:`gossip.exchange`, a silent peer) is no longer
 covered: like any jump of a released exchange, it may be inexact. A restarted peer rebuilds
 its ledger from ours (:mod:`gossip.recovery`), so it lacks none of our jumps so far: our
 ledger reply says up to which of our requests (``settled``), and its requests count from there.
 
-**No deadlock.** The two requests no longer wait for each other: one of them is served at once
-(or refused, for jumps that cannot move), and a request that waits for an answer already sent
-waits for a message on its way. Longer cycles of waits are the wait limit's, as before.
-Counted: ``counters.crossed`` (served at once, engaged) and ``counters.caught_up``.
+**No deadlock, no livelock.** The two requests no longer wait for each other: one of them is
+served at once, and a request that waits for an answer already sent waits for a message on
+its way. Longer cycles of waits are the wait limit's, as before. A withdrawal comes with a
+jump applied (M's), so withdrawals cannot go on without the cluster moving on; the withdrawn
+activation starts again first, with the node free. Counted: ``counters.crossed`` (served at
+once, engaged), ``counters.caught_up`` and ``counters.withdrawn``.
 """
 
 from __future__ import annotations
@@ -65,6 +81,7 @@ from gossip.wire_checks import Floats
 __all__ = [
     "catchable",
     "caught_up",
+    "crosses_pending",
     "lacks_jump",
     "remember_applied",
     "standing_toward_peer",
@@ -73,10 +90,19 @@ __all__ = [
 
 def standing_toward_peer(msg: Request, engaged: Pending, node_id: int) -> Standing:
     """Where a node engaged with ``engaged`` stands toward a request from that exchange's own
-    peer (step 1): ``WAIT``, ``CROSSING`` (serve now) or ``BUSY``."""
+    peer (step 1): ``WAIT``, or ``CROSSING`` (serve now; withdraw ``engaged`` if it cannot
+    move, step 3)."""
     if msg.served >= engaged.seq or msg.src > node_id:
         return Standing.WAIT
-    return Standing.CROSSING if engaged.movable else Standing.BUSY
+    return Standing.CROSSING
+
+
+def crosses_pending(msg: Request, state: EdgeState, node_id: int, movable: bool) -> bool:
+    """Whether ``msg`` may be a withdrawn request (step 3): it cannot move, comes from a higher
+    id, and its sender had not answered an exchange of ours on the edge still pending."""
+    if movable or msg.src < node_id:
+        return False
+    return any(seq > msg.served for seq in state.pending)
 
 
 def lacks_jump(msg: Request, state: EdgeState) -> bool:

@@ -24,7 +24,8 @@ until that exchange is settled, and it keeps ``L``, the latest time of a jump it
    w's own exchange settles, then is decided as a new one, unless it cannot move and is older
    than w's exchange (w's L will pass it: refused). If w's exchange is with v itself (each
    asked the other), :mod:`gossip.crossing` decides: the higher id serves at once, the lower
-   catches the other's values up past that jump, and neither is refused if the jumps may move.
+   catches the other's values up past that jump (or, if they cannot move, the higher id
+   withdraws its own request and starts it again at once): neither is refused.
    A request still waiting after ``wait_limit`` (by default the first timeout, a few round
    trips) is refused. Otherwise w serves it at ``T_s = max(T, L_w)``: it mixes v's pair from T
    to T_s in closed form if T_s > T (v is engaged: it applies nothing meanwhile, so that is v's
@@ -38,13 +39,16 @@ until that exchange is settled, and it keeps ``L``, the latest time of a jump it
    a random pause of the order of a round trip, as a new request (new seq, fresh values, T at
    least the Busy's floor: w's L and its own exchange's T); meanwhile it serves others, but
    starts nothing (a node that started its next waiting tick at once would stay engaged, and
-   neighbours refusing each other would livelock).
+   neighbours refusing each other would livelock). One refusal is tried again at once: the
+   first of a request that cannot move, whose floor is past its T (w had jumped past it; the
+   new request, at the floor, is likely served).
 
 **Why it is exact (sketch).** Claim: every node applies its jumps in non-decreasing order of
 their times. A node applies a jump either as a server, at ``T_s >= L``, or as an initiator at
 the T_s its server chose, ``>= T >= L``; and while its own exchange is in flight it applies
 nothing else (it refuses or defers every request, starts nothing; but a crossing request of its
-server's, which that server then accounts for: :mod:`gossip.crossing`), so its pair at T_s is
+server's, which that server then accounts for, or for which the node withdraws its own
+request: :mod:`gossip.crossing`), so its pair at T_s is
 its pair at T mixed forward, which is what the server used. So each node's ledger, read at a
 jump's time, holds exactly the node's jumps before it: the two values are those the sequential
 process has just before that jump, whatever the latencies. The jumps, sorted by T (ties in the
@@ -101,7 +105,8 @@ answers (:mod:`gossip.parting`).
 
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
 :mod:`gossip.protocol`); :class:`Exchanger` looks them up and carries them out: this module
-serves and receives, its base :class:`gossip.initiating.Initiator` initiates (steps 1 and 3).
+serves and receives, its bases :class:`gossip.initiating.Initiator` and
+:class:`gossip.answers.Answering` initiate (steps 1 and 3).
 The owed activations are :mod:`gossip.waiting`, the retry timer :mod:`gossip.rto`, recovery
 :mod:`gossip.recovery`. Time comes in as ``now``, Unix seconds on the caller's clock; the
 protocol's time is ``t = rate * (now - epoch)``.
@@ -115,14 +120,19 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.crossing import catchable, caught_up, lacks_jump, standing_toward_peer
+from gossip.crossing import (
+    catchable,
+    caught_up,
+    crosses_pending,
+    lacks_jump,
+    standing_toward_peer,
+)
 from gossip.deferral import Deferred
-from gossip.errors import ConfigError, GossipError, LocalError, ProtocolError
+from gossip.errors import ConfigError, GossipError, ProtocolError
 from gossip.initiating import ExchangeValue
 from gossip.jumps import edge_flow_values
 from gossip.ledger import Ledger
 from gossip.mixing import mix_values
-from gossip.parting import Parting
 from gossip.protocol import (
     SEQ_WINDOW,
     SERVER_ACTIONS,
@@ -134,6 +144,7 @@ from gossip.protocol import (
     TimeBase,
 )
 from gossip.trace import Trace
+from gossip.views import Viewing
 from gossip.wire import (
     Busy,
     Done,
@@ -157,7 +168,7 @@ DEFERRED = b""
 its answer comes later from :meth:`Exchanger.take_released`, with the route given."""
 
 
-class Exchanger(Parting):
+class Exchanger(Viewing):
     """One node's side of every exchange: what to send, and what to do with what arrives.
 
     Parameters
@@ -258,53 +269,6 @@ class Exchanger(Parting):
         super().close()
         self._serve_deferred(math.nan)  # closed: each gets a Nack
 
-    # --- membership views -----------------------------------------------------------------------
-    def switch_view(self, ledger: Ledger, links: Sequence[Link], c: float, start: float) -> int:
-        """Go on in the next membership view from time ``start`` (:mod:`gossip.membership`).
-
-        ``ledger`` is :func:`gossip.membership.carry_ledger`'s (the settled edges dropped,
-        the new ``eta`` from ``start``). Kept edges keep their sequence numbers, caches and
-        pending exchanges (a late reply of the old view is placed exactly); a settled edge is
-        forgotten, so anything on it later is rejected and counted, never applied. From here
-        on a request at ``T < start`` is refused (``L >= start``). Returns the exchanges
-        dropped with the settled edges (counted as failed: harmless, their rows are gone).
-
-        Raises
-        ------
-        LocalError
-            The node is engaged (switch when it is free), or the links and ledger differ.
-        """
-        if self._engaged is not None:
-            raise LocalError("switch_view needs a free node; it is engaged in an exchange")
-        if sorted(link.edge for link in links) != sorted(ledger.edges):
-            raise LocalError(
-                f"links {[link.edge for link in links]} and ledger edges {list(ledger.edges)} "
-                "differ"
-            )
-        dropped = 0
-        edges: dict[int, EdgeState] = {}
-        for link in links:
-            state = self._edges.get(link.edge)
-            if state is not None and state.link.peer == link.peer:
-                state.link = link  # new P_e and step, same numbering
-                edges[link.edge] = state
-            else:
-                edges[link.edge] = EdgeState(link)
-        for edge, state in self._edges.items():
-            if edge not in edges:
-                dropped += len(state.pending)
-                self._in_flight -= len(state.pending)
-                self._deferred.forget(edge, math.inf)
-        self._edges = edges
-        self._old_eta, self._old_start = self.eta, self._view_start
-        self.ledger, self.eta, self.c = ledger, ledger.eta, float(c)
-        self._view_start, self.horizon = float(start), math.inf
-        self._last = max(self._last, float(start))
-        if self.trace is not None:  # the new ledger is re-based at start: nothing before it
-            self.trace.skip_to(self._last)
-        self.counters.failed += dropped
-        return dropped
-
     # --- receiving ------------------------------------------------------------------------------
     def receive(
         self, frame: bytes, now: float, route: bytes | None = None, sender: int | None = None
@@ -369,10 +333,12 @@ class Exchanger(Parting):
         ):
             return Standing.BUSY  # it lacks jumps we cannot put back in: waiting cannot help
         engaged = self._engaged
-        if engaged is None:
-            standing = Standing.FREE
-        elif engaged.peer == msg.src:  # each asked the other: gossip.crossing
+        if engaged is not None and engaged.peer == msg.src:  # each asked the other
             standing = standing_toward_peer(msg, engaged, self.node_id)
+        elif crosses_pending(msg, state, self.node_id, self._movable(msg)):
+            return Standing.BUSY  # our lock was released: its sender may have withdrawn it
+        elif engaged is None:
+            standing = Standing.FREE
         elif msg.t < engaged.t and not self._movable(msg):
             return Standing.BUSY  # after our exchange L >= its T: waiting would end in a Busy
         else:
@@ -403,8 +369,9 @@ class Exchanger(Parting):
 
     def _refusal(self, msg: Request) -> bytes:
         """Count and return a Busy for ``msg``, with the earliest T we could accept: after our
-        own exchange's, and our last jump."""
-        after = max(self._last, -math.inf if self._engaged is None else self._engaged.t)
+        own exchange's, and our last jump (at least its own T: finite, although we may have
+        no jump yet)."""
+        after = max(self._last, msg.t, -math.inf if self._engaged is None else self._engaged.t)
         self.counters.refused += 1
         return encode(Busy(src=self.node_id, edge=msg.edge, seq=msg.seq, t=after))
 
@@ -497,4 +464,7 @@ class Exchanger(Parting):
             self.counters.served += 1
         state.max_seen = max(state.max_seen, msg.seq)
         state.cache[msg.seq] = answer
+        engaged = self._engaged
+        if standing is Standing.CROSSING and engaged is not None and not engaged.movable:
+            self._withdraw(engaged, now)  # gossip.crossing, step 3
         return answer

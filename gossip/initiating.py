@@ -1,11 +1,10 @@
 """The initiating side of a node's exchanges: its lock, the activations it owes, the requests
-it started and their retries, and what it does with the answers.
+it started and their retries.
 
 :mod:`gossip.exchange` states the rules ("Theory of operation") and adds the serving side;
-this module carries out steps 1 and 3 of the rule: a tick waits while the node is engaged,
-starts at ``T = max(t_k, L, floor)`` with the node's values at T, re-sends the same frame on a
-timeout, applies the reply's flow at the reply's time, and after a Busy pauses for a random
-time.
+this module carries out step 1 of the rule: a tick waits while the node is engaged, starts at
+``T = max(t_k, L, floor)`` with the node's values at T, and re-sends the same frame on a
+timeout. What the node does with the answers (step 3) is :mod:`gossip.answers`.
 """
 
 from __future__ import annotations
@@ -16,11 +15,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.crossing import remember_applied
 from gossip.errors import ConfigError, LocalError, ProtocolError
 from gossip.lateness import LagRecord
 from gossip.ledger import Ledger
-from gossip.mixing import mix_values
 from gossip.protocol import (
     INITIATOR_TRANSITIONS,
     SEQ_WINDOW,
@@ -32,13 +29,12 @@ from gossip.protocol import (
     Link,
     Outgoing,
     Pending,
-    Phase,
     TimeBase,
 )
 from gossip.rto import RetrySchedule, RetryTimer
 from gossip.trace import Trace
-from gossip.waiting import Activation, Waiting, backoff_delay
-from gossip.wire import Busy, Nack, Reply, Request, encode
+from gossip.waiting import Activation, Waiting
+from gossip.wire import Request, encode
 
 __all__ = ["ExchangeValue", "Initiator"]
 
@@ -430,65 +426,3 @@ class Initiator:
                 f"field {name!r} has {len(value)} components; this cluster's dim is "
                 f"{self.ledger.dim}"
             )
-
-    def _on_answer(self, msg: Reply | Busy | Nack, event: Event, now: float) -> None:
-        state = self._edge_from(msg.src, msg.edge)
-        pending = state.pending.get(msg.seq)
-        if pending is None:
-            if msg.seq >= state.next_seq:
-                raise ProtocolError(f"answer to exchange {msg.seq} on edge {msg.edge}: never sent")
-            self.counters.duplicates += 1
-            return
-        _, action = INITIATOR_TRANSITIONS[(pending.phase, event)]
-        if action is Action.APPLY:
-            assert isinstance(msg, Reply)
-            self._apply_reply(state, pending, msg, now)  # raises before any change
-        elif action is Action.BACK_OFF:
-            assert isinstance(msg, Busy)
-            self.counters.bounced += 1
-            if self.initiating and self.open:
-                bounces = pending.bounces + 1
-                rtt = self._timer.srtt() or self._backoff
-                ready = now + backoff_delay(bounces, rtt, self._rng)
-                self._waiting.add_first(
-                    Activation(msg.edge, ready, msg.t, bounces, due=pending.due)
-                )
-            else:
-                self.counters.skipped += 1
-        else:
-            self.counters.failed += 1
-        del state.pending[msg.seq]
-        self._in_flight -= 1
-        if pending.retries >= STUCK_RETRIES:
-            state.stuck -= 1
-        self._disengage(pending, now)
-
-    def _apply_reply(self, state: EdgeState, pending: Pending, msg: Reply, now: float) -> None:
-        self._check_dim("dx", msg.dx)
-        t = msg.t
-        if t != pending.t and not (pending.movable and t > pending.t):
-            valid = f">= {pending.t!r}" if pending.movable else f"{pending.t!r}"
-            raise ProtocolError(
-                f"reply to exchange {msg.seq} on edge {msg.edge} has t={t!r}; valid: {valid} "
-                "(the request's time, or later if it let the server move it)"
-            )
-        if t > pending.t:
-            self._check_time(t, now)  # moved: not absurdly far ahead of us
-        if t < self._view_start:  # of the previous view (gossip.membership.Switch)
-            if t < self._old_start:
-                raise ProtocolError(
-                    f"reply to exchange {msg.seq} on edge {msg.edge} at t={t!r} is two "
-                    "membership views old; not applied"
-                )
-            dx, dz = mix_values(msg.dx, msg.dz, self._old_eta, self._view_start - t)
-            self.ledger.add_values(msg.edge, dx, dz, self._view_start)
-            remember_applied(state, msg.seq, None)  # of the old view: nothing catches up past it
-        else:
-            self._book_jump(msg.edge, msg.dx, msg.dz, t)
-            remember_applied(state, msg.seq, (t, msg.dx, msg.dz))
-        self._last = max(self._last, t)
-        state.activations += 1
-        if pending.due == pending.due:  # not NaN: the tick's time is known
-            self._lags.add(t - pending.due)
-            self._waits.add(self.timebase.t(pending.first_sent) - pending.due)
-        self._timer.sample(now - pending.first_sent, retried=pending.phase is not Phase.SENT)

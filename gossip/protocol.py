@@ -61,6 +61,7 @@ class Event(StrEnum):
     BUSY = "busy"  # refused for now: try the activation again later
     NACK = "nack"  # refused for good: the server is closed or recovering
     TIMEOUT = "timeout"
+    WITHDRAW = "withdraw"  # its server's crossing request was served here (gossip.crossing)
 
 
 class Action(StrEnum):
@@ -70,6 +71,7 @@ class Action(StrEnum):
     BACK_OFF = "back_off"  # never applied anywhere: start the activation again after a pause
     ABANDON = "abandon"  # never applied anywhere: forget it, count it as failed
     RESEND = "resend"  # same frame again, longer timeout
+    RESTART = "restart"  # never applied anywhere: start the activation again at once
 
 
 INITIATOR_TRANSITIONS: Mapping[tuple[Phase, Event], tuple[Phase, Action]] = {
@@ -81,6 +83,8 @@ INITIATOR_TRANSITIONS: Mapping[tuple[Phase, Event], tuple[Phase, Action]] = {
     (Phase.RETRYING, Event.BUSY): (Phase.DONE, Action.BACK_OFF),
     (Phase.RETRYING, Event.NACK): (Phase.DONE, Action.ABANDON),
     (Phase.RETRYING, Event.TIMEOUT): (Phase.RETRYING, Action.RESEND),
+    (Phase.SENT, Event.WITHDRAW): (Phase.DONE, Action.RESTART),
+    (Phase.RETRYING, Event.WITHDRAW): (Phase.DONE, Action.RESTART),
 }
 """(phase, event) -> (next phase, action) for an exchange this node started."""
 
@@ -101,9 +105,9 @@ class Standing(StrEnum):
     WAIT = "wait"  # in an exchange of its own: the request waits (from that exchange's own
     # peer: if it answered ours already, or is of higher id)
     CROSSING = "crossing"  # in an exchange with the requester, of lower id, which has not
-    # answered it: both asked at once, and our request may move (its values can be caught up)
-    BUSY = "busy"  # crossing a request of ours that cannot move; the request cannot move and
-    # is older than our last jump or our own exchange; or it is behind two of our jumps
+    # answered it: both asked at once; our request is caught up later, or withdrawn
+    BUSY = "busy"  # the request cannot move and is older than our last jump or our own
+    # exchange, or may have been withdrawn; or it is behind two of our jumps
     CLOSED = "closed"  # stopping, or still recovering its ledger
 
 
@@ -177,6 +181,8 @@ class Counters:
     crossed: int = 0  # requests served while our own request to their sender was in flight
     caught_up: int = 0  # requests served with the sender's values brought past a jump it made
     # after reading them: serving one of ours, as a crossing request
+    withdrawn: int = 0  # our requests dropped, unanswered, when we served a crossing request
+    # of their server's that could not move: started again at once
 
     def as_dict(self) -> dict[str, int]:
         """Return the counters as a plain dict."""

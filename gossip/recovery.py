@@ -29,8 +29,8 @@ import re
 
 import numpy as np
 
+from gossip.answers import Answering
 from gossip.errors import ProtocolError
-from gossip.initiating import Initiator
 from gossip.jumps import Flow
 from gossip.ledger import Ledger
 from gossip.protocol import EdgeState, Outgoing
@@ -101,7 +101,7 @@ def check_moved(msg: Moved) -> str:
     return address
 
 
-class Recovering(Initiator):
+class Recovering(Answering):
     """The recovery half of a node's :class:`~gossip.exchange.Exchanger` (module header):
     ledger requests and replies, and the ``Moved`` announcements of a restarted node."""
 

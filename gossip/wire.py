@@ -79,10 +79,11 @@ __all__ = [
     "encode",
 ]
 
-VERSION = 4
+VERSION = 5
 """The protocol version in every frame's ``v`` (3: a request may let its jump move later; 4: a
 request says which of the server's requests its initiator had answered, ``served``, and a
-ledger reply which of its sender's are settled)."""
+ledger reply which of its sender's are settled; 5: a crossing request that cannot move is
+served, and the server's own request withdrawn, :mod:`gossip.crossing`)."""
 
 MAX_FRAME = 1 << 20
 """Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""

@@ -281,43 +281,67 @@ def test_a_tick_while_engaged_waits_and_starts_when_the_reply_frees_the_lock() -
     assert a.waiting == 0
 
 
-def test_an_engaged_server_refuses_and_the_initiator_tries_again_later() -> None:
-    a, b = pair(movable=False)  # b's request, crossed, could not be caught up past a jump
-    mine = b.initiate(0, now=101.0)  # b is engaged with its own exchange
+def test_a_crossing_request_that_cannot_move_is_served_and_the_higher_id_withdraws_its_own() -> (
+    None
+):
+    """u = g(x) cannot be caught up past a jump. b, the higher id, serves a's crossing request
+    at once, drops its own (withdrawn) and asks again at once with its values after that
+    jump; a refuses the withdrawn one when it comes, and b takes that Busy as a duplicate."""
+    a, b = pair(movable=False)
+    mine = b.initiate(0, now=101.0, due=2.0)  # b is engaged with its own exchange: T = 2.0
     theirs = a.initiate(0, now=101.0)
     assert mine is not None
     assert theirs is not None
-    busy = b.receive(theirs.frame, now=101.1)
-    message = decode(busy or b"")
-    assert isinstance(message, Busy)
-    assert message.t == pytest.approx(2.0)  # after b's own jump: the earliest it can accept
-    assert b.receive(theirs.frame, now=101.2) == busy  # a repeat: the same refusal, cached
-    assert (b.counters.refused, b.counters.duplicates, b.counters.served) == (1, 1, 0)
-    before = a.ledger.state(3.0)
-    a.receive(busy or b"", now=101.2)
-    np.testing.assert_array_equal(a.ledger.state(3.0), before)  # never applied
-    assert (a.pending, a.engaged, a.waiting, a.counters.bounced) == (0, False, 1, 1)
-    # Free during the pause: a serves b's exchange.
-    reply = a.receive(mine.frame, now=101.3)
+    reply = b.receive(theirs.frame, now=101.1)
     assert isinstance(decode(reply or b""), Reply)
-    b.receive(reply or b"", now=101.4)
-    assert a.last_jump_time == b.last_jump_time == pytest.approx(2.0)
-    start = a.next_start()
-    assert start is not None
-    assert 101.2 < start < 101.2 + 0.0015  # about a round trip (none measured: 1 ms)
-    assert a.expire(now=start - 1e-6) == []
-    again = a.expire(now=start)
-    assert len(again) == 1
-    retry = decode(again[0].frame)
-    assert isinstance(retry, Request)
-    assert retry.seq == 2  # a new request, with a new time and fresh values
-    answer = decode(b.receive(again[0].frame, now=start) or b"")
-    assert isinstance(answer, Reply)
-    a.receive(encode(answer), now=start)
+    assert b.receive(theirs.frame, now=101.2) == reply  # a repeat: the same reply, cached
+    assert (b.counters.crossed, b.counters.withdrawn, b.counters.refused) == (1, 1, 0)
+    (again,) = b.take_outgoing()  # started at once, no pause: a new request, at its tick's T
+    request = decode(again.frame)
+    assert isinstance(request, Request)
+    assert (request.seq, request.served, request.t) == (2, 1, pytest.approx(2.0))
+    assert (b.engaged, b.pending, b.waiting, b.counters.bounced) == (True, 1, 0, 0)
+    a.receive(reply or b"", now=101.3)
+    busy = a.receive(mine.frame, now=101.3)  # the withdrawn one lacks a's jump: refused
+    assert isinstance(decode(busy or b""), Busy)
+    b.receive(busy or b"", now=101.4)
+    assert (b.counters.bounced, b.counters.duplicates, b.engaged) == (0, 2, True)
+    second = a.receive(again.frame, now=101.4)
+    assert isinstance(decode(second or b""), Reply)
+    b.receive(second or b"", now=101.5)
     assert (a.activations(), b.activations()) == ({1: 2}, {0: 2})
-    x_a, _ = a.ledger.state(10.0)
-    x_b, _ = b.ledger.state(10.0)
-    assert float(x_a[0] + x_b[0]) == pytest.approx(1.0)
+    assert [(n.engaged, n.pending, n.waiting) for n in (a, b)] == [(False, 0, 0)] * 2
+    expected = replay_pair([(2.0, 0), (2.0, 1)], t_end=5.0)
+    np.testing.assert_allclose(states_of(a, b, t=5.0), expected, rtol=0, atol=1e-14)
+
+
+def test_a_request_that_may_be_withdrawn_is_refused_while_our_released_one_is_pending() -> None:
+    """a's lock on its request to b was released (b silent). b may have served it and
+    withdrawn its own crossing request: a must not serve that one, which b has forgotten."""
+    a, b = pair(timeout=0.01, movable=False)
+    theirs = a.initiate(0, now=101.0)
+    mine = b.initiate(0, now=101.0)
+    assert theirs is not None
+    assert mine is not None
+    now = 101.0
+    while a.engaged:  # b silent: retries until the lock is released
+        deadline = a.next_deadline()
+        assert deadline is not None
+        now = deadline
+        a.expire(now)
+    assert (a.counters.released, a.pending) == (1, 1)
+    busy = a.receive(mine.frame, now=now)
+    assert isinstance(decode(busy or b""), Busy)
+    assert a.counters.served == 0
+    reply = b.receive(theirs.frame, now=now)  # b serves a's, withdraws its own
+    assert b.counters.withdrawn == 1
+    b.receive(busy or b"", now=now)  # a duplicate for b: never applied
+    a.receive(reply or b"", now=now)
+    (again,) = b.take_outgoing()
+    b.receive(a.receive(again.frame, now=now) or b"", now=now)
+    assert (a.activations(), b.activations()) == ({1: 2}, {0: 2})
+    x, z = states_of(a, b, t=5.0).T
+    assert (float(x.sum()), float(z.sum())) == (pytest.approx(1.0), pytest.approx(1.0))
 
 
 def test_when_each_asks_the_other_the_higher_id_serves_at_once_and_the_lower_catches_up() -> None:
@@ -450,6 +474,51 @@ def test_an_unmovable_request_older_than_the_servers_exchange_is_refused_at_once
     assert isinstance(decode(ask(1, 0.9) or b""), Busy)  # would only be refused after waiting
     assert ask(2, 1.1) == DEFERRED
     assert (b.counters.refused, b.counters.deferred) == (1, 1)
+
+
+def test_a_first_refusal_past_an_unmovable_requests_time_is_tried_again_at_once() -> None:
+    """b jumped past a's T before a's request came; it cannot move a's g(x), so it refuses
+    with its floor. a asks again at once at that floor (no pause); a second refusal pauses."""
+    timebase = TimeBase(epoch=0.0, rate=1.0)
+    edges = {0: [Link(0, 1, 0.5)], 1: [Link(0, 0, 0.5), Link(1, 2, 0.5)], 2: [Link(1, 1, 0.5)]}
+    a, b, c = (
+        Exchanger(
+            v,
+            links,
+            Ledger([float(v)], [link.edge for link in links], eta=0.1),
+            0.5,
+            timebase,
+            timeout=2.0,
+            exchange_value=lambda x: x,  # no z: the request cannot move
+        )
+        for v, links in edges.items()
+    )
+    late = a.initiate(0, now=1.0, due=1.0)  # delayed on the way to b
+    first = c.initiate(1, now=1.05, due=1.05)
+    assert late is not None
+    assert first is not None
+    c.receive(b.receive(first.frame, now=1.1) or b"", now=1.1)  # b jumps at 1.05
+    busy = decode(b.receive(late.frame, now=1.2) or b"")
+    assert isinstance(busy, Busy)
+    assert busy.t == pytest.approx(1.05)  # b's floor: its last jump
+    a.receive(encode(busy), now=1.2)
+    (again,) = a.take_outgoing()  # at once, without a pause
+    retry = decode(again.frame)
+    assert isinstance(retry, Request)
+    assert (retry.seq, retry.t, a.counters.bounced) == (2, pytest.approx(1.05), 1)
+    second = c.initiate(1, now=1.3, due=1.3)  # b jumps past the retry's T too
+    assert second is not None
+    c.receive(b.receive(second.frame, now=1.3) or b"", now=1.3)
+    a.receive(b.receive(again.frame, now=1.4) or b"", now=1.4)
+    assert (a.take_outgoing(), a.counters.bounced) == ([], 2)  # the second refusal pauses
+    start = a.next_start()
+    assert start is not None
+    assert start > 1.4
+    (last,) = a.expire(now=start)
+    a.receive(b.receive(last.frame, now=start) or b"", now=start)
+    assert (a.activations(), b.activations(), c.activations()) == ({1: 1}, {0: 1, 2: 2}, {1: 2})
+    x = sum(float(node.ledger.state(5.0)[0][0]) for node in (a, b, c))
+    assert x == pytest.approx(3.0)
 
 
 def test_a_cycle_of_waits_is_broken_by_the_wait_limit() -> None:
