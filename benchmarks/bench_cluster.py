@@ -172,7 +172,6 @@ async def cluster_run(
                 metrics_period=period,
                 problem=problem,
                 data="breast-cancer" if problem else "",
-                split="iid:0" if problem else "",
             ),
             log_dir=Path(tmp),
             timeout=give_up,

@@ -135,8 +135,10 @@ def prepare_task(
     from gossip.dual.params import dual_params
     from gossip.dual.result import bound_constant
 
-    # The same network the optimization simulator builds from these specs (the band).
-    network = build_network(problem, data or None, split or None, topology.n)
+    # The same network the optimization simulator builds from these specs (the band), and the
+    # nodes from theirs: so they get the split it used, not an empty one they cannot read.
+    split = split or "iid:0"
+    network = build_network(problem, data or None, split, topology.n)
     problems = network.problems
     dual = dual_params(
         "acd", quantities.mu_gossip, quantities.r_eff, mu=float(problems.mu), L=float(problems.L)

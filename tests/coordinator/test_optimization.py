@@ -8,10 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.optimization import OptTask, OptTracker
+from coordinator.optimization import OptTask, OptTracker, prepare_task
 from coordinator.registry import Assignment, Plan, build_bootstraps
 from gossip.mixing import mix
 from gossip.params import Algorithm, GossipParams
+from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
 from gossip.wire import Bootstrap, decode, encode
 
@@ -178,3 +179,15 @@ def test_the_dashboard_gets_the_optimization_figures_and_the_rate_line() -> None
         1.0,
         0.05,
     )
+
+
+def test_a_task_without_a_split_gets_the_default_the_nodes_can_read() -> None:
+    # The nodes read the split from their Bootstrap: an empty one would stop each of them
+    # with "unknown split ''" while the coordinator's own network used iid:0.
+    topology = parse_topology("line:4")
+    task = prepare_task("ridge:0.1", "breast-cancer", "", topology, graph_quantities(topology))
+    assert task.split == "iid:0"
+    given = prepare_task(
+        "ridge:0.1", "breast-cancer", "iid:3", topology, graph_quantities(topology)
+    )
+    assert given.split == "iid:3"
