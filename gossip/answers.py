@@ -1,7 +1,9 @@
 """What an initiator does with the answers to its requests (step 3 of
 :mod:`gossip.exchange`'s rule): a reply's flow applied at the reply's time, a Busy's random
-pause before the activation is tried again, a Nack's exchange given up; and a request of its
-own withdrawn when it served a crossing request that cannot move (:mod:`gossip.crossing`).
+pause before the activation is tried again (none for the first refusal of a request that
+cannot move, when the server had jumped past it), a Nack's exchange given up; and a request
+of its own withdrawn when it served a crossing request that cannot move
+(:mod:`gossip.crossing`).
 """
 
 from __future__ import annotations
