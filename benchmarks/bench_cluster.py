@@ -59,6 +59,12 @@ class Raw:
     capacity_samples: list[float]
 
 
+NULL_RUNS = 1000
+"""The simulator's runs a gossip curve is judged among (coordinator.agreement)."""
+
+OPT_NULL_RUNS = 240
+"""The same for an optimization curve: each run solves the local problems, so fewer."""
+
 CAPACITY_SAMPLES = 5
 """Capacity samples per measure (their median is the figure): one sample of 20,000 round trips
 lasts about half a second, and single samples moved by 20% from one minute to the next."""
@@ -208,7 +214,7 @@ def agreement_of(state: ClusterState, until: float, runs: int) -> Agreement:
             seed=0,
             t_min=0.02 * (state.t_eps or state.t),
             floor=until,
-            null_runs=240,
+            null_runs=OPT_NULL_RUNS,
             workers=2,
         )
     assert state.params is not None
@@ -221,7 +227,7 @@ def agreement_of(state: ClusterState, until: float, runs: int) -> Agreement:
         seed=0,
         t_min=0.02 * (state.t_eps or state.t),
         floor=until,
-        null_runs=1000,
+        null_runs=NULL_RUNS,
     )
     return ag
 
@@ -290,7 +296,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
 
     what = f"{args.problem} (acd)" if args.problem else "ARG"
-    null = 240 if args.problem else 1000
+    null = OPT_NULL_RUNS if args.problem else NULL_RUNS
     print(
         f"\nlambda* on {args.graph}, {per_process} node(s) per process, {what} to "
         f"{args.until:g} (pass: achieved >= 95% of asked, kept up (median wait within a node's "

@@ -48,12 +48,14 @@ class Answering(Initiator):
             assert isinstance(msg, Busy)
             self.counters.bounced += 1
             bounces = pending.bounces + 1
-            ready = now + backoff_delay(bounces, self._timer.srtt() or self._backoff, self._rng)
             if bounces == 1 and msg.t > pending.t and not pending.movable:
                 # The server had jumped past our T, which it cannot move: it answered with
                 # its floor, and a new request at that floor is likely served. No pause: we
                 # served what waited for us first (_settle), so no cycle of waits re-forms.
                 ready = now
+            else:
+                rtt = self._timer.srtt() or self._backoff
+                ready = now + backoff_delay(bounces, rtt, self._rng)
             self._owe_again(Activation(msg.edge, ready, msg.t, bounces, due=pending.due))
         else:
             self.counters.failed += 1
