@@ -47,8 +47,12 @@ def test_mass_is_conserved_by_any_sequence_of_jumps_and_mixings(
     for v, w, dt in events:
         x, z = mix(x, z, eta, dt)
         x[v], z[v], x[w], z[w] = jump(x[v], z[v], x[w], z[w], c)
-        assert x.sum() == pytest.approx(total, abs=1e-9 * scale * (1 + c) ** 2)
-        assert z.sum() == pytest.approx(total, abs=1e-9 * scale * (1 + c) ** 2)
+        # Rounding is relative to the values summed, and repeated jumps with a large c can
+        # grow them by orders of magnitude (hypothesis found a drift of 4e-7 on a sum of 1.35).
+        now = np.abs(x).sum() + np.abs(z).sum()
+        tol = 1e-9 * (scale + now) * (1 + c) ** 2
+        assert x.sum() == pytest.approx(total, abs=tol)
+        assert z.sum() == pytest.approx(total, abs=tol)
 
 
 @settings(max_examples=80, deadline=None)
