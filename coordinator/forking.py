@@ -57,10 +57,16 @@ class ForkServer:
         self._reader = asyncio.create_task(self._read(), name="forkserver-reader")
 
     @classmethod
-    async def start(cls, env: dict[str, str] | None = None, log: Path | None = None) -> ForkServer:
-        """Start ``python -m cli.forkserver`` (it imports the node code once, in ~1 s)."""
+    async def start(
+        cls, env: dict[str, str] | None = None, log: Path | None = None, optimization: bool = False
+    ) -> ForkServer:
+        """Start ``python -m cli.forkserver`` (it imports the node code once, in ~1 s).
+
+        ``optimization``: also import what an optimization run's nodes load, and compile
+        their solver, once for every child.
+        """
         proc = await spawn(
-            [sys.executable, "-m", "cli.forkserver"],
+            [sys.executable, "-m", "cli.forkserver", *(["--optimization"] if optimization else [])],
             log=log,
             env=env,
             stdout_pipe=True,

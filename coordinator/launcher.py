@@ -267,7 +267,11 @@ async def run_up(
         # First, so that its imports (about a second) overlap the graph's quantities and the
         # broker.
         forks = (
-            await ForkServer.start(env, log=config.log_dir / "forkserver.log")
+            await ForkServer.start(
+                env,
+                log=config.log_dir / "forkserver.log",
+                optimization=bool(config.coordinator.problem),
+            )
             if config.fork
             else None
         )

@@ -292,7 +292,8 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
                 _node(config, boot, transport, stop)
                 for config, boot, transport in zip(configs, boots, transports, strict=True)
             ]
-            warm_up(boots[0].dim)  # before t = 0: the first exchanges are not slower
+            # Before t = 0: the first exchanges are not slower.
+            warm_up(boots[0].dim, problems=[n.problem for n in nodes if n.problem is not None])
             # Everything built so far lives as long as the process: keep it out of the
             # collector's generations, so that collections stay short during the run.
             gc.collect()

@@ -29,9 +29,9 @@ def preload(data: str) -> None:
     """Read the data source ``data`` once, before registering (``gossip node --data``).
 
     Importing the readers and reading the source are the slow part of loading a shard (seconds
-    on a small machine); done after the bootstrap they would start this node's clock late, and
-    the activations it then fires in a burst break the accelerated process. Cutting the shard
-    after the bootstrap is then quick.
+    on a small machine), and so is loading the compiled solver; done after the bootstrap they
+    would start this node's clock late, and the activations it then fires in a burst break the
+    accelerated process. Cutting the shard after the bootstrap is then quick.
 
     Raises
     ------
@@ -39,9 +39,11 @@ def preload(data: str) -> None:
         An unknown or unreadable data source (named).
     """
     from gossip.datasets.sources import node_file, read_rows
+    from gossip.problems.logistic import compiled_solver
 
     if node_file(data) is None:  # csv:DIR holds one file per node: read only ours, later
         read_rows(data)
+    compiled_solver()  # imports numba (and compiles, if its cache is empty) now, not at t = 0
 
 
 def load_problem(boot: Bootstrap, data: str | None = None) -> Any:

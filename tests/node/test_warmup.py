@@ -55,3 +55,30 @@ def test_a_node_after_the_warm_up_is_what_it_would_have_been() -> None:
     before = run(fresh())
     warm_up(1)
     assert run(fresh()) == before
+
+
+def test_an_optimization_node_answers_its_first_y_before_t_0() -> None:
+    # The dual y starts at 0: the warm-up asks each problem for grad f^*(0), the slow first
+    # answer (Newton from no previous one), and the answer is the one a node would compute.
+    import numpy as np
+
+    from gossip.datasets import load_node_shard
+    from gossip.problems import make_local_problem
+
+    shard = load_node_shard("breast-cancer", "iid:0", 8, 3)
+    warmed, cold = (make_local_problem("logistic:0.01", shard) for _ in range(2))
+    asked: list[list[float]] = []
+    answer = warmed.grad_conjugate
+
+    def recording(y: np.ndarray) -> np.ndarray:
+        asked.append(np.asarray(y).tolist())
+        return answer(y)
+
+    warmed.grad_conjugate = recording  # type: ignore[method-assign]
+    warm_up(shard.dim, exchanges=2, problems=[warmed])
+    assert asked == [[0.0] * shard.dim]
+    steps = warmed._fast.newton_steps
+    assert steps >= 3  # from zero: the slow one
+    first = cold.grad_conjugate(np.zeros(shard.dim))
+    assert np.array_equal(warmed.grad_conjugate(np.zeros(shard.dim)), first)
+    assert warmed._fast.newton_steps == steps  # the same y again: no step needed
