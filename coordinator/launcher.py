@@ -261,7 +261,10 @@ async def run_up(
     config.log_dir.mkdir(parents=True, exist_ok=True)
     # The nodes get their settings from their arguments only: a GOSSIP_* variable meant for
     # `gossip up` (GOSSIP_TIMEOUT, GOSSIP_BIND, ...) means something else to `gossip node`.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    # GOSSIP_SOLVER means the same to every process (gossip.problems.logistic).
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_") or k == "GOSSIP_SOLVER"
+    }
     json_path = config.coordinator.json_path
     try:
         # First, so that its imports (about a second) overlap the graph's quantities and the

@@ -404,8 +404,8 @@ class Logistic:
             raise ConfigError(f"y must have shape ({self.dim},), got {rows.shape}")
         fast = self._fast.solve(rows, self._warm[0])
         if fast is not None:
-            self._warm[0] = fast
-            return fast.copy()
+            self._warm[0] = fast  # a copy: the caller owns the answer
+            return fast
         x = newton_conjugate(
             self.shard.A[None],
             self.s[None],

@@ -96,3 +96,53 @@ def test_add_values_refuses_bad_flows_without_change() -> None:
     with pytest.raises(ConfigError, match="not finite"):
         ledger.add_values(0, [1.0, 0.0], [0.0, 0.0], 1e6)
     assert ledger.state_values(1.0) == before
+
+
+def _initiator(value: object, dim: int = 3) -> object:
+    from gossip.exchange import Exchanger
+    from gossip.protocol import Link, TimeBase
+
+    return Exchanger(
+        0,
+        [Link(0, 1, 1.0)],
+        Ledger([0.5] * dim, [0], eta=0.01),
+        0.2,
+        TimeBase(0.0, 1.0),
+        exchange_value=value,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (lambda y: y * 2.0, 1.0),  # an array (the node's x is 0.5 throughout)
+        (lambda y: (y * 2.0).tolist(), 1.0),  # a list of floats
+        (lambda y: [int(v) * 0 + 3 for v in y], 3.0),  # a list of ints: sent as floats
+        (lambda y: (y * 2.0).astype(np.float32), 1.0),  # another dtype
+        (lambda y: [y.tolist()], 0.5),  # one row of d: flattened
+    ],
+)
+def test_an_exchanged_value_is_d_plain_floats(answer: object, expected: float) -> None:
+    u = _initiator(answer)._exchanged(1.0)  # type: ignore[attr-defined]
+    assert u == [expected] * 3
+    assert all(type(v) is float for v in u)
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        (lambda y: [1.0, float("nan"), 2.0], "nan"),
+        (lambda y: [1.0, 2.0], r"\[1.0, 2.0\]"),
+        (lambda y: np.full(3, np.inf), "inf"),
+    ],
+)
+def test_a_bad_exchanged_value_is_refused_by_name(answer: object, shown: str) -> None:
+    from gossip.errors import LocalError
+
+    with pytest.raises(LocalError, match=f"exchange_value returned .*{shown}.*3 finite"):
+        _initiator(answer)._exchanged(1.0)  # type: ignore[attr-defined]
+
+
+def test_finite_values_whose_sum_overflows_are_sent() -> None:
+    u = _initiator(lambda y: [1e308, 1e308, -1.0])._exchanged(1.0)  # type: ignore[attr-defined]
+    assert u == [1e308, 1e308, -1.0]
