@@ -11,10 +11,10 @@ Run as ``python -m cli.forkserver``; it speaks JSON lines (the launcher in
 :mod:`coordinator.launcher` is the client):
 
 ``python -m cli.forkserver --optimization`` also imports what an optimization run's nodes load
-(the data readers, scikit-learn's bundled sets, the problems) and the compiled solver of
-:func:`gossip.problems.logistic.compiled_solver`: about a second of CPU that each of 30 children
-paid again, and numba's compilation, which 30 children would do at once on a machine where
-its cache is still empty.
+(the data readers, scikit-learn's bundled sets, the problems) and the compiled solver
+(:func:`gossip.problems.compiled_newton.compiled_solver`): about a second of CPU that each of
+30 children paid again, and numba's compilation, which 30 children would do at once on a
+machine where its cache is still empty.
 
 * stdin, one request a line: ``{"argv": ["node", "--coordinator", ...], "log": PATH}``;
 * stdout, ``{"pid": PID}`` for each request (in order), and ``{"exit": PID, "code": CODE}``
@@ -53,7 +53,7 @@ def _preload_optimization() -> None:
 
     import gossip.datasets
     import gossip.problems  # noqa: F401
-    from gossip.problems.logistic import compiled_solver
+    from gossip.problems.compiled_newton import compiled_solver
 
     compiled_solver()
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections import deque
 from collections.abc import Sequence
@@ -21,7 +22,24 @@ from pathlib import Path
 from coordinator.procs import spawn, stop_process
 from gossip.errors import LocalError
 
-__all__ = ["ForkServer", "ForkedProcess"]
+__all__ = ["ForkServer", "ForkedProcess", "node_environment"]
+
+SHARED_VARIABLES = frozenset({"GOSSIP_SOLVER"})
+"""GOSSIP_* variables that mean the same to every process (:mod:`gossip.problems.compiled_newton`),
+so the node processes get them."""
+
+
+def node_environment() -> dict[str, str]:
+    """This process's environment for node processes: without its GOSSIP_* variables.
+
+    The nodes get their settings from their arguments only: a GOSSIP_* variable meant for
+    `gossip up` (GOSSIP_TIMEOUT, GOSSIP_BIND, ...) means something else to `gossip node`.
+    :data:`SHARED_VARIABLES` are the exceptions.
+    """
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_") or k in SHARED_VARIABLES
+    }
+
 
 log = logging.getLogger(__name__)
 

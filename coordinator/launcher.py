@@ -40,7 +40,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -58,7 +57,7 @@ from coordinator.broker import (
     parse_broker_url,
     redact_broker_url,
 )
-from coordinator.forking import ForkServer
+from coordinator.forking import ForkServer, node_environment
 from coordinator.mqtt_auth import write_mosquitto_auth
 from coordinator.procs import Child, free_port, spawn, stop_all
 from coordinator.records import RunSummary
@@ -259,12 +258,7 @@ async def run_up(
     state, plan = prepared if prepared is not None else check_up(config)
     sup = supervision if supervision is not None else Supervision(config.max_restarts)
     config.log_dir.mkdir(parents=True, exist_ok=True)
-    # The nodes get their settings from their arguments only: a GOSSIP_* variable meant for
-    # `gossip up` (GOSSIP_TIMEOUT, GOSSIP_BIND, ...) means something else to `gossip node`.
-    # GOSSIP_SOLVER means the same to every process (gossip.problems.logistic).
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_") or k == "GOSSIP_SOLVER"
-    }
+    env = node_environment()
     json_path = config.coordinator.json_path
     try:
         # First, so that its imports (about a second) overlap the graph's quantities and the

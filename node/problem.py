@@ -39,7 +39,7 @@ def preload(data: str) -> None:
         An unknown or unreadable data source (named).
     """
     from gossip.datasets.sources import node_file, read_rows
-    from gossip.problems.logistic import compiled_solver
+    from gossip.problems.compiled_newton import compiled_solver
 
     if node_file(data) is None:  # csv:DIR holds one file per node: read only ours, later
         read_rows(data)

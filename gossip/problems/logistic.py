@@ -31,17 +31,15 @@ solver from the previous answer (40-80 us against 220-440 us, with the machine's
 largest error against a ``1e-14`` solve 2.8e-9 (bound ``tol / mu`` = 1e-8).
 
 Where numba imports, that path runs compiled, one call per answer
-(:mod:`gossip.problems.newton_kernel`, :func:`compiled_solver`; ``GOSSIP_SOLVER=numpy`` turns
-it off): replayed, 22 us per call against 46 us on line:30's node 5 (``iid:0``); in a live
-cluster (line:30, 1500/s), where 30 processes on two cores leave every call's caches cold,
-35 us against 97 us.
+(:mod:`gossip.problems.newton_kernel`, loaded by :mod:`gossip.problems.compiled_newton`;
+``GOSSIP_SOLVER=numpy`` turns it off): replayed, 22 us per call against 46 us on line:30's
+node 5 (``iid:0``); in a live cluster (line:30, 1500/s), where 30 processes on two cores leave
+every call's caches cold, 35 us against 97 us.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,12 +49,12 @@ from scipy.special import expit
 from gossip.datasets.shard import Shard
 from gossip.errors import ConfigError, LocalError
 from gossip.problems.base import FloatArray, ProblemSet
+from gossip.problems.compiled_newton import CompiledNewton, compiled_solver
 
 __all__ = [
     "DEFAULT_TOL",
     "Logistic",
     "LogisticSet",
-    "compiled_solver",
     "labels",
     "newton_conjugate",
 ]
@@ -270,82 +268,6 @@ class _LocalNewton:
         return x
 
 
-_kernel: list[Callable[..., int] | None] = []  # loaded once: [kernel or None]
-_kernel_lock = threading.Lock()
-
-
-def compiled_solver() -> Callable[..., int] | None:
-    """The compiled answer (:func:`gossip.problems.newton_kernel.newton_answer`), or None.
-
-    None if numba cannot be imported, or ``GOSSIP_SOLVER=numpy`` turns it off. The first
-    call imports numba and compiles the kernel or loads it from numba's cache (about half a
-    second with the cache); a fork server calls it once so that its children do not.
-    """
-    if os.environ.get("GOSSIP_SOLVER", "").strip().lower() == "numpy":
-        return None
-    with _kernel_lock:
-        if not _kernel:
-            try:
-                from gossip.problems.newton_kernel import newton_answer
-            except ImportError:
-                _kernel.append(None)
-            else:
-                _first_answer(newton_answer)
-                _kernel.append(newton_answer)
-    return _kernel[0]
-
-
-def _first_answer(kernel: Callable[..., int]) -> None:
-    """Call ``kernel`` once on a 1 x 1 problem: numba compiles (or loads from its cache) on a
-    first call, and this one, not a live exchange's, should pay for it."""
-    one = np.ones(1)
-    kernel(
-        np.ones((1, 1)), one, 1.0, 1.0, 1e-10, one * 0.5, one * 0.0, np.ones((1, 1)), one, False, 5
-    )
-
-
-class _CompiledNewton:
-    """:class:`_LocalNewton` as one compiled call per answer (:mod:`.newton_kernel`)."""
-
-    def __init__(
-        self, kernel: Callable[..., int], A: FloatArray, s: FloatArray, lam: float, tol: float
-    ) -> None:
-        self._kernel = kernel
-        self.As = np.ascontiguousarray(A * s[:, None])  # row i: s_i a_i
-        self.norms = np.ascontiguousarray(np.sqrt((A * A).sum(axis=1)) * (_PHI3 / (2 * len(A))))
-        self.lam, self.tol, self.inv_m = float(lam), float(tol), 1.0 / len(A)
-        self._chol = np.zeros((A.shape[1], A.shape[1]))  # the last Hessian's factor
-        self._y = np.zeros(A.shape[1])  # the y of the last answer
-        self._warm = False  # whether _chol and _y belong to the last answer
-        self.newton_steps = 0  # counted for the benchmark
-
-    def forget(self) -> None:
-        """Drop the kept factor: the next answer starts from the last one, uncorrected."""
-        self._warm = False
-
-    def solve(self, y: FloatArray, x0: FloatArray) -> FloatArray | None:
-        """``grad f^*(y)`` from ``x0`` (the last answer), or None if Newton stalled."""
-        x = np.array(x0, dtype=np.float64)  # a copy: the kernel works in place
-        steps = self._kernel(
-            self.As,
-            self.norms,
-            self.lam,
-            self.inv_m,
-            self.tol,
-            y,
-            x,
-            self._chol,
-            self._y,
-            self._warm,
-            _MAX_NEWTON,
-        )
-        self._warm = steps >= 0
-        if steps < 0:
-            return None
-        self.newton_steps += steps
-        return x
-
-
 class Logistic:
     """One node's L2-regularised logistic regression, built from its own shard only.
 
@@ -360,10 +282,10 @@ class Logistic:
         self._w = np.full((1, shard.m), 1.0 / shard.m)
         self._warm = np.zeros((1, shard.dim))
         kernel = compiled_solver()
-        self._fast: _LocalNewton | _CompiledNewton = (
+        self._fast: _LocalNewton | CompiledNewton = (
             _LocalNewton(shard.A, self.s, self.lam, self.tol)
             if kernel is None
-            else _CompiledNewton(kernel, shard.A, self.s, self.lam, self.tol)
+            else CompiledNewton(kernel, shard.A, self.s, self.lam, self.tol, _PHI3, _MAX_NEWTON)
         )
 
     @property

@@ -1,6 +1,7 @@
 """One shard's logistic ``grad f^*`` by Newton, compiled (numba): the live node's hot path.
 
-Imported only by :func:`gossip.problems.logistic.compiled_solver` (it imports numba at the top).
+Imported only by :func:`gossip.problems.compiled_newton.compiled_solver` (it imports numba at
+the top).
 It is :class:`gossip.problems.logistic._LocalNewton` as one compiled call, with the same steps
 (a residual or a step's bound within rounding of its threshold may take one step more or
 less: 622 against 628 steps over a walk of 300 answers in the tests):

@@ -67,3 +67,40 @@ async def test_forked_nodes_report_exit_codes_and_die_with_the_server(tmp_path: 
     assert waiting[1].returncode in (0, -signal.SIGTERM, -signal.SIGKILL)
     assert _gone(waiting[1].pid)
     assert _gone(server.pid)
+
+
+def test_the_nodes_get_no_gossip_variable_but_the_shared_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from coordinator.forking import node_environment
+
+    monkeypatch.setenv("GOSSIP_TIMEOUT", "5")
+    monkeypatch.setenv("GOSSIP_SOLVER", "numpy")
+    monkeypatch.setenv("UNRELATED", "kept")
+    env = node_environment()
+    assert "GOSSIP_TIMEOUT" not in env
+    assert env["GOSSIP_SOLVER"] == "numpy"
+    assert env["UNRELATED"] == "kept"
+
+
+async def test_an_optimization_server_has_the_solver_loaded_before_it_forks(
+    tmp_path: Path,
+) -> None:
+    # --optimization: the server imports the data readers and loads the compiled solver once
+    # (its children then find them in memory), and still forks nodes.
+    import importlib.util
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    server = await ForkServer.start(env, log=tmp_path / "server.log", optimization=True)
+    try:
+        child = await server.fork(
+            ["node", "--coordinator", "tcp://127.0.0.1:9", "--nodes-per-process", "0"],
+            tmp_path / "child.log",
+        )
+        assert await asyncio.wait_for(child.wait(), 30) == 2
+        maps = " ".join(m.path for m in psutil.Process(server.pid).memory_maps())
+        assert "sklearn" in maps  # scikit-learn's compiled modules are mapped in the server
+        if importlib.util.find_spec("numba") is not None:
+            assert "numba" in maps  # and numba's, with the solver compiled or loaded
+    finally:
+        await server.aclose()
