@@ -51,13 +51,7 @@ from gossip.errors import ConfigError, LocalError
 from gossip.problems.base import FloatArray, ProblemSet
 from gossip.problems.compiled_newton import CompiledNewton, compiled_solver
 
-__all__ = [
-    "DEFAULT_TOL",
-    "Logistic",
-    "LogisticSet",
-    "labels",
-    "newton_conjugate",
-]
+__all__ = ["DEFAULT_TOL", "Logistic", "LogisticSet", "labels", "newton_conjugate"]
 
 DEFAULT_TOL = 1e-10
 _MAX_NEWTON = 100
@@ -281,12 +275,26 @@ class Logistic:
         self._L = float(np.linalg.eigvalsh(shard.A.T @ shard.A)[-1]) / (4 * shard.m) + self.lam
         self._w = np.full((1, shard.m), 1.0 / shard.m)
         self._warm = np.zeros((1, shard.dim))
-        kernel = compiled_solver()
-        self._fast: _LocalNewton | CompiledNewton = (
-            _LocalNewton(shard.A, self.s, self.lam, self.tol)
-            if kernel is None
-            else CompiledNewton(kernel, shard.A, self.s, self.lam, self.tol, _PHI3, _MAX_NEWTON)
-        )
+        self._solver: _LocalNewton | CompiledNewton | None = None
+
+    @property
+    def _fast(self) -> _LocalNewton | CompiledNewton:
+        """This shard's own solver, built on first use: a problem set's problems (the
+        simulator's, the coordinator's) never use it, and the compiled one loads numba."""
+        if self._solver is None:
+            kernel = compiled_solver()
+            self._solver = (
+                _LocalNewton(self.shard.A, self.s, self.lam, self.tol)
+                if kernel is None
+                else CompiledNewton(
+                    kernel, self.shard.A, self.s, self.lam, self.tol, _PHI3, _MAX_NEWTON
+                )
+            )
+        return self._solver
+
+    @_fast.setter
+    def _fast(self, solver: _LocalNewton | CompiledNewton) -> None:
+        self._solver = solver
 
     @property
     def dim(self) -> int:
