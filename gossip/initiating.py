@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -202,22 +201,22 @@ class Initiator:
         if self._value is None:
             return x
         answer = self._value(np.array(x, dtype=np.float64))
-        # Plain floats first: numpy calls on a d-vector cost more than the loop over it, with
-        # the caches as cold as many node processes on few cores leave them.
-        u: Any = answer.tolist() if isinstance(answer, np.ndarray) else answer
-        try:
-            total = sum(u) if type(u) is list and len(u) == self.ledger.dim else math.nan
-        except TypeError:  # not numbers (nested rows, say): the checks below name it
-            total = math.nan
-        if total - total != 0.0:  # nan or inf if any value is, or u is not d numbers
-            u = np.asarray(answer, dtype=np.float64).ravel()
-            if u.shape != (self.ledger.dim,) or not np.all(np.isfinite(u)):
-                raise LocalError(
-                    f"exchange_value returned {answer!r}; it must be {self.ledger.dim} finite "
-                    "numbers"
-                )
-            u = u.tolist()  # finite values whose sum overflowed
-        return [float(v) for v in u]
+        values = (
+            answer
+            if isinstance(answer, np.ndarray) and answer.dtype == np.float64
+            else np.asarray(answer, dtype=np.float64)
+        )
+        u: list[float] = values.ravel().tolist()
+        # One sum on plain floats instead of numpy's isfinite and all: numpy calls on a
+        # d-vector cost more than the loop, with the caches as cold as many node processes on
+        # few cores leave them. The sum is inf or nan if a value is (or if finite ones overflow).
+        total = sum(u)
+        overflowed = total - total != 0.0  # then look at each value
+        if len(u) != self.ledger.dim or (overflowed and not all(map(math.isfinite, u))):
+            raise LocalError(
+                f"exchange_value returned {answer!r}; it must be {self.ledger.dim} finite numbers"
+            )
+        return u
 
     # --- initiating -----------------------------------------------------------------------------
     def initiate(self, edge: int, now: float, due: float = math.nan) -> Outgoing | None:

@@ -5,7 +5,7 @@ With ``H_v = A_v^T A_v / m_v + LAMBDA I`` and ``c_v = A_v^T b_v / m_v``,
 are the extreme eigenvalues of ``H_v``. A node keeps ``H_v^{-1}`` (from the Cholesky factor
 of ``H_v``), so that a live exchange's ``grad f_v^*`` is one matrix-vector product: a live node
 calls it twice per exchange, and scipy's ``cho_solve`` cost 77 us a call there, with the
-cache as cold as 30 processes on two cores leave it (a third of the exchange's CPU). The
+cache as cold as 30 processes on two cores leave it (about a fifth of the exchange's CPU). The
 problem set stacks every node's ``H_v^{-1}`` so that a batch is one ``einsum``: the same
 matrices, so the simulator and the live node compute the same products.
 """
@@ -52,8 +52,7 @@ class Ridge:
     def __init__(self, shard: Shard, lam: float) -> None:
         self.shard, self.lam = shard, float(lam)
         self.H, self.c, self._mu, self._L = _normal_equations(shard, self.lam)
-        self._chol = cho_factor(self.H)
-        self.Hinv = np.ascontiguousarray(cho_solve(self._chol, np.eye(shard.dim)))
+        self.Hinv = np.ascontiguousarray(cho_solve(cho_factor(self.H), np.eye(shard.dim)))
 
     @property
     def dim(self) -> int:
