@@ -106,7 +106,9 @@ class CompiledNewton:
             self._warm,
             self.max_steps,
         )
-        self._warm = steps >= 0
+        # The factor is the last Newton step's: an answer that took none (its start was
+        # already within tol) keeps the one before, which a failed call may have spoiled.
+        self._warm = steps > 0 or (steps == 0 and self._warm)
         if steps < 0:
             return None
         self.newton_steps += steps

@@ -74,3 +74,22 @@ def test_newton_that_runs_out_of_steps_hands_the_problem_back() -> None:
     assert 3 <= steps < 100
     assert np.linalg.norm(f.grad(x) - y) <= f.tol
     assert np.array_equal(y_prev, y)  # kept for the next call's first-order correction
+
+
+def test_an_answer_that_took_no_step_keeps_no_factor_it_never_had() -> None:
+    # A first answer whose start is already within tol takes no Newton step, so no Hessian was
+    # factored: the next answer must not correct with the factor's empty buffer (it divided
+    # by zero), but solve like the numpy path, which keeps no factor either.
+    shard = load_node_shard("breast-cancer", "iid:0", 30, 5)
+    answer = make_local_problem("logistic:0.01", shard).grad_conjugate(np.zeros(shard.dim))
+    compiled = make_local_problem("logistic:0.01", shard)
+    plain = make_local_problem("logistic:0.01", shard)
+    plain._fast = logistic._LocalNewton(shard.A, plain.s, plain.lam, plain.tol)
+    for f in (compiled, plain):
+        f._warm[0] = answer
+        np.testing.assert_array_equal(f.grad_conjugate(np.zeros(shard.dim)), answer)
+    assert compiled._fast.newton_steps == plain._fast.newton_steps == 0
+    for y in (np.full(shard.dim, 1e-3), np.full(shard.dim, 2e-3)):
+        a, b = compiled.grad_conjugate(y), plain.grad_conjugate(y)
+        assert np.linalg.norm(compiled.grad(a) - y) <= compiled.tol
+        assert np.linalg.norm(a - b) <= 1e-12 * (1.0 + np.linalg.norm(b))
