@@ -64,7 +64,8 @@ def _node_ys(graph: str, problem: str, data: str, split: str, node: int, t_end: 
         return solve(nodes, y, x0)
 
     problems.grad_conjugate = recording  # type: ignore[method-assign]
-    simulate_optimization(topo, problems, params, np.linspace(0.0, t_end, 20), 1, 0)
+    grid = np.linspace(0.0, t_end, 20)
+    simulate_optimization(topo, problems, params, grid, 1, 0, engine="numpy")  # it records
     return np.array(seen)
 
 

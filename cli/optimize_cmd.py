@@ -77,7 +77,13 @@ def optimize_cmd(
         int, _opt("Seed of the runs (and of the DGD step search).", "SEED", "--seed")
     ] = 0,
     workers: Annotated[
-        int, _opt("Worker processes; pays off with many runs.", "WORKERS", "--workers")
+        int,
+        _opt(
+            "Threads of the compiled sweep (acd, cd), worker processes for numpy's (dgd, "
+            "GOSSIP_SIM_ENGINE=numpy); pays off with many runs.",
+            "WORKERS",
+            "--workers",
+        ),
     ] = 1,
     estimate: Annotated[
         str,

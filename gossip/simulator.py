@@ -22,14 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import queue
 from collections.abc import Callable
-from concurrent.futures import (
-    FIRST_COMPLETED,
-    Future,
-    ThreadPoolExecutor,
-    wait,
-)
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,7 +35,7 @@ from gossip.sim.compiled import kernel_available, run_block_compiled
 from gossip.sim.engine import BlockSpec, run_block
 from gossip.sim.events import windows
 from gossip.sim.runs import ErrorsOverRuns
-from gossip.sim.sweep import run_blocks_in_processes, run_blocks_inline
+from gossip.sim.sweep import run_blocks_in_processes, run_blocks_in_threads, run_blocks_inline
 from gossip.topology import Topology
 
 __all__ = ["ENGINES", "MAX_BLOCK", "SimulationResult", "simulate"]
@@ -195,7 +188,7 @@ def simulate(
     if workers <= 1:
         parts = run_blocks_inline(run_block_compiled if compiled else run_block, specs, progress)
     elif compiled:
-        parts = _run_threads(specs, workers, progress)
+        parts = run_blocks_in_threads(run_block_compiled, specs, workers, progress)
     else:
         parts = run_blocks_in_processes(run_block, specs, workers, progress)
     errors = np.concatenate(parts, axis=0) if grid.size else np.empty((runs, 0))
@@ -275,29 +268,3 @@ def _blocks(runs: int, workers: int | None, most: int, split: int = 1) -> list[t
     count = min(count, runs)
     edges = np.linspace(0, runs, count + 1).round().astype(int)
     return [(int(a), int(b - a)) for a, b in itertools.pairwise(edges)]
-
-
-def _run_threads(
-    specs: list[BlockSpec], workers: int, progress: Callable[[int], None] | None
-) -> list[FloatArray]:
-    """Sweep the blocks with the compiled kernel in threads: it releases the GIL."""
-    reports: queue.SimpleQueue[int] = queue.SimpleQueue()
-    done = 0
-
-    def drain() -> None:
-        nonlocal done
-        while True:
-            try:
-                done += reports.get_nowait()
-            except queue.Empty:
-                break
-        if progress is not None:
-            progress(done)
-
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gossip-sim") as pool:
-        futures = [pool.submit(run_block_compiled, spec, reports.put) for spec in specs]
-        pending: set[Future[FloatArray]] = set(futures)
-        while pending:
-            _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            drain()
-        return [f.result() for f in futures]

@@ -39,7 +39,7 @@ def algorithm_summary(result: OptimizationResult, eps: float) -> dict[str, Any]:
     Keys: ``t_eps`` (first grid t with median ``sum_v |x_v - x*|^2 <= eps``, or None), the final
     median and mean of the error, of the objective gap and of the consensus distance, the
     initial error, ``bound_factor`` (the C of ``C exp(-theta t)``), ``runs``, ``seed``,
-    ``estimate`` and every parameter.
+    ``estimate``, ``engine`` and every parameter.
     """
 
     def last(values: FloatArray) -> float:
@@ -57,6 +57,7 @@ def algorithm_summary(result: OptimizationResult, eps: float) -> dict[str, Any]:
         "runs": result.runs,
         "seed": result.seed,
         "estimate": result.estimate,
+        "engine": result.engine,
         "params": result.params.as_dict(),
     }
 

@@ -54,6 +54,9 @@ class OptimizationResult(ErrorsOverRuns):
     seed : int
     estimate : str
         ``y`` or ``z``: which dual variable the primal estimates came from.
+    engine : str
+        ``compiled`` (:mod:`gossip.dual.compiled`) or ``numpy`` (:mod:`gossip.dual.engine`):
+        which engine swept the runs.
     """
 
     t_grid: FloatArray
@@ -67,6 +70,7 @@ class OptimizationResult(ErrorsOverRuns):
     n: int
     seed: int
     estimate: str = "y"
+    engine: str = "numpy"
 
     def bound(self) -> FloatArray:
         """The theorem's bound on the mean error, ``C exp(-theta t)`` (nan where there is none)."""

@@ -4,7 +4,9 @@ Runs are independent and run r draws its activations from ``SeedSequence(seed, s
 exactly as :func:`gossip.simulator.simulate` does: for the same seed and graph the two
 simulators see the same activations, so with ``f_v = |x - b_v|^2 / 2`` on a graph whose edges
 all have the same effective resistance, acd reproduces ARG jump for jump. How a block of runs
-is swept: :mod:`gossip.dual.engine`.
+is swept: :mod:`gossip.dual.compiled` (numba, acd and cd on the built-in problems, one run after
+another; blocks in threads) or :mod:`gossip.dual.engine` (numpy, runs in lock step; blocks in
+processes). The two agree (:mod:`gossip.dual.compiled`).
 """
 
 from __future__ import annotations
@@ -16,19 +18,25 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from gossip.dual.compiled import compiled_form, dual_kernel_available, run_dual_block_compiled
 from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
 from gossip.dual.params import DualParams
 from gossip.dual.result import OptimizationResult, bound_constant
 from gossip.errors import ConfigError
 from gossip.sim.events import windows
-from gossip.sim.sweep import run_blocks_in_processes, run_blocks_inline
+from gossip.sim.sweep import run_blocks_in_processes, run_blocks_in_threads, run_blocks_inline
 from gossip.topology import Topology
 
-__all__ = ["simulate_optimization", "sweep_grid"]
+__all__ = ["ENGINES", "simulate_optimization", "sweep_grid"]
+
+ENGINES = ("auto", "compiled", "numpy")
+"""``auto``: the compiled sweep where it can run (numba imports, acd or cd, a built-in problem),
+else numpy."""
 
 FloatArray = NDArray[np.float64]
 
 _MAX_BLOCK = 500  # most runs swept together (bounds the padded rows of a chunk)
+_BLOCKS_PER_THREAD = 4  # compiled: blocks per thread, which even out a slowed-down thread
 
 
 def simulate_optimization(
@@ -43,6 +51,7 @@ def simulate_optimization(
     workers: int = 1,
     estimate: str = "y",
     x_star: FloatArray | None = None,
+    engine: str = "auto",
 ) -> OptimizationResult:
     """Simulate ``runs`` independent runs of one optimizer and record its curves on ``t_grid``.
 
@@ -64,16 +73,21 @@ def simulate_optimization(
     progress : callable, optional
         Called with the number of activations simulated so far (all runs).
     workers : int
-        Worker processes (spawned; ``problems`` must pickle). The result does not depend on it.
+        Threads of the compiled sweep, else worker processes (spawned; ``problems`` must
+        pickle). The result does not depend on it.
     estimate : {"y", "z"}
         Which dual variable acd's primal estimates ``grad f_v^*(.)`` are taken from.
     x_star : ndarray (d,), optional
         The minimiser, if already known; default ``problems.x_star()``.
+    engine : {"auto", "compiled", "numpy"}
+        Which sweep (:data:`ENGINES`); the two agree to rounding, for logistic to Newton's
+        tolerance (:mod:`gossip.dual.compiled`).
 
     Raises
     ------
     ConfigError
-        A size mismatch, a bad grid, runs < 1, seed < 0, workers < 1, an unknown estimate.
+        A size mismatch, a bad grid, runs < 1, seed < 0, workers < 1, an unknown estimate or
+        engine, or ``engine="compiled"`` where it cannot run.
     """
     if problems.n != topology.n:
         raise ConfigError(
@@ -94,10 +108,12 @@ def simulate_optimization(
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
     if estimate not in ("y", "z"):
         raise ConfigError(f"estimate must be 'y' or 'z', got {estimate!r}")
+    compiled = _use_compiled(engine, params, problems)
     star = np.asarray(problems.x_star() if x_star is None else x_star, dtype=np.float64)
     f_star = float(problems.value(star))
     sweep, record = sweep_grid(grid)
-    count = min(runs, max(workers, math.ceil(runs / _MAX_BLOCK)))
+    split = _BLOCKS_PER_THREAD if compiled and workers > 1 else 1
+    count = min(runs, max(split * workers, math.ceil(runs / _MAX_BLOCK)))
     cuts = np.linspace(0, runs, count + 1).round().astype(int)
     specs = [
         DualBlockSpec(
@@ -115,10 +131,13 @@ def simulate_optimization(
         )
         for a, b in itertools.pairwise(cuts)
     ]
+    run = run_dual_block_compiled if compiled else run_dual_block
     if workers <= 1 or len(specs) == 1:
-        parts = run_blocks_inline(run_dual_block, specs, progress)
+        parts = run_blocks_inline(run, specs, progress)
+    elif compiled:
+        parts = run_blocks_in_threads(run, specs, min(workers, len(specs)), progress)
     else:
-        parts = run_blocks_in_processes(run_dual_block, specs, min(workers, len(specs)), progress)
+        parts = run_blocks_in_processes(run, specs, min(workers, len(specs)), progress)
     return OptimizationResult(
         t_grid=grid,
         errors=np.concatenate([c.errors for c in parts]),
@@ -131,7 +150,32 @@ def simulate_optimization(
         n=topology.n,
         seed=seed,
         estimate=estimate,
+        engine="compiled" if compiled else "numpy",
     )
+
+
+def _use_compiled(engine: str, params: DualParams, problems: BatchProblems) -> bool:
+    """Whether ``engine`` resolves to the compiled sweep for this algorithm and problem set."""
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "numpy":
+        return False
+    if compiled_form(params.algorithm, problems) is None:
+        if engine == "compiled":
+            raise ConfigError(
+                f"engine 'compiled' sweeps acd and cd on the built-in problems (quadratic, "
+                f"ridge, logistic); this is {params.algorithm.value} on "
+                f"{type(problems).__name__}: use engine 'auto' or 'numpy'"
+            )
+        return False
+    available = dual_kernel_available()
+    if engine == "compiled" and not available:
+        raise ConfigError(
+            "engine 'compiled' needs numba, which cannot be imported here (or "
+            "GOSSIP_SIM_ENGINE=numpy turns it off): `pip install numba`, or use engine 'auto' "
+            "or 'numpy'"
+        )
+    return available
 
 
 def check_grid(t_grid: ArrayLike) -> FloatArray:

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from gossip.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gossip.problems.arrays import ConjugateArrays
 
 __all__ = ["FloatArray", "ListProblemSet", "LocalProblem", "ProblemSet"]
 
@@ -115,6 +118,12 @@ class ProblemSet(ABC):
         for i, v in enumerate(ids):
             out[i] = self.local(int(v)).grad_conjugate(rows[i])
         return out
+
+    def conjugate_arrays(self) -> ConjugateArrays | None:
+        """``grad f_v^*`` as plain arrays, for the compiled optimization sweep
+        (:mod:`gossip.problems.arrays`); None (the default): only through these methods, so
+        the simulator sweeps with numpy."""
+        return None
 
     def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:
         """Row ``i``: ``grad f_{nodes[i]}(x[i])``; ``x`` of shape ``(k, d)``, nodes may repeat."""

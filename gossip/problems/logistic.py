@@ -48,6 +48,7 @@ from scipy.special import expit
 
 from gossip.datasets.shard import Shard
 from gossip.errors import ConfigError, LocalError
+from gossip.problems.arrays import NewtonConjugate
 from gossip.problems.base import FloatArray, ProblemSet
 from gossip.problems.compiled_newton import CompiledNewton, compiled_solver
 
@@ -409,6 +410,21 @@ class LogisticSet(ProblemSet):
         )
         self._warm[ids] = x
         return x
+
+    def conjugate_arrays(self) -> NewtonConjugate:
+        """Every node's rows for the compiled Newton (the live node's), padded with zero rows."""
+        m = np.array([p.shard.m for p in self._local], dtype=np.float64)
+        A = self._A
+        norms = np.sqrt((A * A).sum(axis=2)) * (_PHI3 / (2.0 * m))[:, None]
+        return NewtonConjugate(
+            As=np.ascontiguousarray(A * self._s[:, :, None]),
+            norms=np.ascontiguousarray(norms),
+            inv_m=1.0 / m,
+            lam=self.lam,
+            tol=self.tol,
+            max_steps=_MAX_NEWTON,
+            max_halvings=_MAX_HALVINGS,
+        )
 
     def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:
         """Row ``i``: ``grad f_v(x[i])``."""

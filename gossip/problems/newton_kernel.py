@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["newton_answer"]
+__all__ = ["careful_answer", "newton_answer"]
 
 FloatArray = NDArray[np.float64]
 
@@ -74,6 +74,64 @@ def _cho_solve(chol: FloatArray, b: FloatArray, out: FloatArray) -> None:
 
 
 @njit(cache=True)
+def _margins(As: FloatArray, x: FloatArray, t: FloatArray) -> None:
+    """``t = As x``."""
+    m, d = As.shape
+    for i in range(m):
+        s = 0.0
+        for j in range(d):
+            s += As[i, j] * x[j]
+        t[i] = s
+
+
+@njit(cache=True)
+def _residual(
+    As: FloatArray,
+    lam: float,
+    inv_m: float,
+    y: FloatArray,
+    x: FloatArray,
+    t: FloatArray,
+    sig: FloatArray,
+    g: FloatArray,
+) -> float:
+    """``g = grad f(x) - y`` from the margins ``t``, with ``sig_i = sigma(-t_i)``; ``|g|``."""
+    m, d = As.shape
+    for i in range(m):
+        sig[i] = 1.0 / (1.0 + math.exp(t[i]))  # sigma(-t_i) = -phi'(t_i)
+    g[:] = 0.0
+    for i in range(m):  # row by row: the rows are contiguous
+        w = sig[i]
+        for j in range(d):
+            g[j] += As[i, j] * w
+    res2 = 0.0
+    for j in range(d):
+        g[j] = lam * x[j] - y[j] - g[j] * inv_m
+        res2 += g[j] * g[j]
+    return math.sqrt(res2)
+
+
+@njit(cache=True)
+def _factor_hessian(
+    As: FloatArray, lam: float, inv_m: float, sig: FloatArray, chol: FloatArray
+) -> bool:
+    """Factor the Hessian at the margins whose ``sigma(-t_i)`` are ``sig`` (overwritten with
+    the row weights) into ``chol``; False if it is not positive definite."""
+    m, d = As.shape
+    for a in range(d):
+        for b in range(a + 1):
+            chol[a, b] = 0.0
+        chol[a, a] = lam
+    for i in range(m):  # sum_i w_i a_i a_i^T, lower triangle, row by row: contiguous
+        w = sig[i] * (1.0 - sig[i]) * inv_m
+        for a in range(d):
+            wa = w * As[i, a]
+            for b in range(a + 1):
+                chol[a, b] += wa * As[i, b]
+    return _cholesky(chol)
+
+
+@njit(cache=True)
 def newton_answer(  # plain arrays and scalars: numba compiles no objects
     As: FloatArray,
     norms: FloatArray,
@@ -106,36 +164,15 @@ def newton_answer(  # plain arrays and scalars: numba compiles no objects
         for j in range(d):
             x[j] += p[j]
         prev = math.sqrt(np.dot(dy, dy)) + tol
-    for i in range(m):
-        s = 0.0
-        for j in range(d):
-            s += As[i, j] * x[j]
-        t[i] = s
+    _margins(As, x, t)
     for step in range(max_steps + 1):
-        for i in range(m):
-            sig[i] = 1.0 / (1.0 + math.exp(t[i]))  # sigma(-t_i) = -phi'(t_i)
-        res2 = 0.0
-        for j in range(d):
-            s = 0.0
-            for i in range(m):
-                s += As[i, j] * sig[i]
-            g[j] = lam * x[j] - y[j] - s * inv_m
-            res2 += g[j] * g[j]
-        res = math.sqrt(res2)
+        res = _residual(As, lam, inv_m, y, x, t, sig, g)
         if res <= tol:
             break
         if not res < prev or step == max_steps:  # also catches nan
             return -1
         prev = res
-        for i in range(m):
-            sig[i] = sig[i] * (1.0 - sig[i]) * inv_m  # the Hessian's row weights
-        for a in range(d):
-            for b in range(a + 1):
-                s = 0.0
-                for i in range(m):
-                    s += As[i, a] * sig[i] * As[i, b]
-                chol[a, b] = s + (lam if a == b else 0.0)
-        if not _cholesky(chol):
+        if not _factor_hessian(As, lam, inv_m, sig, chol):
             return -1
         _cho_solve(chol, g, p)
         bound = 0.0
@@ -152,3 +189,80 @@ def newton_answer(  # plain arrays and scalars: numba compiles no objects
             break
     y_prev[:] = y
     return step
+
+
+@njit(cache=True)
+def _objective(
+    As: FloatArray, lam: float, inv_m: float, y: FloatArray, x: FloatArray, t: FloatArray
+) -> float:
+    """``phi(x) = 1/m sum_i log(1 + exp(-t_i)) + lam/2 |x|^2 - <x, y>``, with ``t = As x``:
+    strongly convex, minimised where ``grad f(x) = y``."""
+    loss = 0.0
+    for i in range(t.shape[0]):
+        ti = t[i]
+        loss += math.log1p(math.exp(-ti)) if ti >= 0.0 else -ti + math.log1p(math.exp(ti))
+    reg = 0.0
+    lin = 0.0
+    for j in range(x.shape[0]):
+        reg += x[j] * x[j]
+        lin += x[j] * y[j]
+    return loss * inv_m + 0.5 * lam * reg - lin
+
+
+@njit(cache=True)
+def careful_answer(
+    As: FloatArray,
+    lam: float,
+    inv_m: float,
+    tol: float,
+    y: FloatArray,
+    x: FloatArray,
+    chol: FloatArray,
+    y_prev: FloatArray,
+    max_steps: int,
+    max_halvings: int,
+) -> int:
+    """Solve ``grad f(x) = y`` in place from ``x`` by Newton with a line search; steps taken.
+
+    The safeguarded solver of :func:`gossip.problems.logistic.newton_conjugate`, compiled, for
+    where :func:`newton_answer`'s full steps stall (the compiled optimization sweep): each
+    Newton step ``p`` is scaled by the first of 1, 1/2, 1/4, ... that decreases ``phi`` by
+    Armijo's rule (with the same slack for rounding), so it converges from any start. Leaves
+    ``chol`` and ``y_prev`` as :func:`newton_answer` does; -1 if ``max_steps`` or
+    ``max_halvings`` ran out, or a Hessian was not positive definite.
+    """
+    m, d = As.shape
+    t = np.empty(m)
+    trial = np.empty(m)
+    sig = np.empty(m)
+    g = np.empty(d)
+    p = np.empty(d)
+    cand = np.empty(d)
+    _margins(As, x, t)
+    for step in range(max_steps + 1):
+        if _residual(As, lam, inv_m, y, x, t, sig, g) <= tol:
+            y_prev[:] = y
+            return step
+        if step == max_steps or not _factor_hessian(As, lam, inv_m, sig, chol):
+            return -1
+        _cho_solve(chol, g, p)
+        phi = _objective(As, lam, inv_m, y, x, t)
+        slope = 0.0
+        for j in range(d):
+            slope += g[j] * p[j]
+        alpha = 1.0
+        accepted = False
+        for _ in range(max_halvings):
+            for j in range(d):
+                cand[j] = x[j] - alpha * p[j]
+            _margins(As, cand, trial)
+            bound = phi - 1e-4 * alpha * slope + 1e-15 * (1.0 + abs(phi))
+            if _objective(As, lam, inv_m, y, cand, trial) <= bound:
+                accepted = True
+                break
+            alpha *= 0.5
+        if not accepted:
+            return -1
+        x[:] = cand
+        t[:] = trial
+    return -1

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError
+from gossip.problems.arrays import AffineConjugate, affine
 from gossip.problems.base import FloatArray, ProblemSet
 
 __all__ = ["Quadratic", "QuadraticSet"]
@@ -103,6 +104,10 @@ class QuadraticSet(ProblemSet):
         """Row ``i``: ``y[i] + b_{nodes[i]}``."""
         ids, rows = self._batch(nodes, y)
         return rows + self._b[ids]
+
+    def conjugate_arrays(self) -> AffineConjugate:
+        """``grad f_v^*(y) = y + b_v``: affine, with ``M_v = I``."""
+        return affine(self._b)
 
     def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:
         """Row ``i``: ``x[i] - b_{nodes[i]}``."""

@@ -20,6 +20,7 @@ from scipy.linalg import cho_factor, cho_solve
 
 from gossip.datasets.shard import Shard
 from gossip.errors import ConfigError
+from gossip.problems.arrays import AffineConjugate, affine
 from gossip.problems.base import FloatArray, ProblemSet
 
 __all__ = ["Ridge", "RidgeSet"]
@@ -129,6 +130,10 @@ class RidgeSet(ProblemSet):
         ids, rows = self._batch(nodes, y)
         out = np.einsum("kij,kj->ki", self._Hinv[ids], rows + self._c[ids])
         return np.asarray(out, dtype=np.float64)
+
+    def conjugate_arrays(self) -> AffineConjugate:
+        """``grad f_v^*(y) = H_v^-1 (y + c_v)``: affine."""
+        return affine(self._c, self._Hinv)
 
     def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:
         """Row ``i``: ``H_v x[i] - c_v``."""

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from gossip.sim.events import _SPARE_SD, CHUNK_T
 from gossip.sim.streams import next_double, pcg_seed, seed_state, standard_exponential
 
-__all__ = ["BATCH", "sweep_runs"]
+__all__ = ["BATCH", "draw_window", "sweep_runs"]
 
 REBASE = 30.0
 """q's base time moves to an activation's time once ``exp(rate (t - q_base))`` is below e^-30."""
@@ -53,7 +53,6 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
     the recorded points go to ``errors[r]``.
     """
     n, d = initial.shape
-    n_edges = accept.shape[0]
     tracks_z = eta != 0.0 or c != 0.0  # plain gossip: z never feeds back, mixing is identity
     rate = -2.0 * eta  # as gossip.mixing.decay: (-2 eta) tau
     flat = initial.ravel()
@@ -79,38 +78,9 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
         q_base = 0.0
         col = 0
         for w in range(bounds.shape[0]):
-            start = starts[w]
-            end = start + CHUNK_T
-            # The gaps: batches of standard exponentials, each batch's cumulative sum added to
-            # the last time so far (as events.draw_chunk), until the window is covered.
-            count = 0
-            base = start
-            while True:
-                if count + BATCH > times.shape[0]:
-                    grown = np.empty(times.shape[0] + BATCH, dtype=np.float64)
-                    grown[:count] = times[:count]
-                    times = grown
-                acc = 0.0
-                for k in range(BATCH):
-                    acc += standard_exponential(rng)
-                    times[count + k] = base + acc
-                count += BATCH
-                base = times[count - 1]
-                if base >= end:
-                    break
-            in_window = 0
-            while in_window < count and times[in_window] < end:
-                in_window += 1
-            # The window's edges, all drawn now (the uniforms follow the gaps in the stream, as
-            # NumPy draws them): the event loop below then has no random-number dependency.
-            if edges.shape[0] < in_window:
-                edges = np.empty(in_window + BATCH, dtype=np.int64)
-            for m in range(in_window):
-                scaled = next_double(rng) * n_edges
-                e = min(int(scaled), n_edges - 1)
-                if not uniform and (scaled - e) >= accept[e]:
-                    e = alias[e]
-                edges[m] = e
+            times, edges, in_window = draw_window(
+                rng, starts[w], times, edges, accept, alias, uniform
+            )
             j = 0
             for i in range(bounds[w, 0], bounds[w, 1]):
                 g = sweep[i]
@@ -160,6 +130,58 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
                     col += 1
             events += j
     return events
+
+
+@njit(cache=True, nogil=True)
+def draw_window(
+    rng: NDArray[np.uint64],
+    start: float,
+    times: FloatArray,
+    edges: IntArray,
+    accept: FloatArray,
+    alias: IntArray,
+    uniform: bool,
+) -> tuple[FloatArray, IntArray, int]:
+    """Draw a run's activations in the window ``[start, start + CHUNK_T)`` from its stream.
+
+    The gaps come in batches of standard exponentials, each batch's cumulative sum added to the
+    last time so far (as :func:`gossip.sim.events.draw_chunk`), until the window is covered;
+    then one uniform per activation of the window, turned into an edge by the alias table
+    (``accept``, ``alias``; ``uniform``: every edge equally likely). Returns the buffers
+    (grown if needed) and how many activations fall in the window: ``times[:count]``,
+    ``edges[:count]``.
+    """
+    end = start + CHUNK_T
+    count = 0
+    base = start
+    while True:
+        if count + BATCH > times.shape[0]:
+            grown = np.empty(times.shape[0] + BATCH, dtype=np.float64)
+            grown[:count] = times[:count]
+            times = grown
+        acc = 0.0
+        for k in range(BATCH):
+            acc += standard_exponential(rng)
+            times[count + k] = base + acc
+        count += BATCH
+        base = times[count - 1]
+        if base >= end:
+            break
+    in_window = 0
+    while in_window < count and times[in_window] < end:
+        in_window += 1
+    # All the window's edges now (the uniforms follow the gaps in the stream, as NumPy draws
+    # them): the caller's event loop then has no random-number dependency.
+    if edges.shape[0] < in_window:
+        edges = np.empty(in_window + BATCH, dtype=np.int64)
+    n_edges = accept.shape[0]
+    for m in range(in_window):
+        scaled = next_double(rng) * n_edges
+        e = min(int(scaled), n_edges - 1)
+        if not uniform and (scaled - e) >= accept[e]:
+            e = alias[e]
+        edges[m] = e
+    return times, edges, in_window
 
 
 @njit(cache=True, nogil=True)

@@ -1,10 +1,11 @@
-"""Blocks of simulated runs swept in this process or in worker processes, with progress
-counted in events.
+"""Blocks of simulated runs swept in this process, in threads or in worker processes, with
+progress counted in events.
 
 Both simulators (gossip's :mod:`gossip.simulator` and the optimizer's
 :mod:`gossip.dual.simulate`) split their runs into blocks and sweep them one after the other
-(:func:`run_blocks_inline`) or, with ``workers > 1`` and no compiled kernel, in a pool of
-processes (:func:`run_blocks_in_processes`). Each block function reports the
+(:func:`run_blocks_inline`), with ``workers > 1`` in threads when a compiled kernel sweeps them
+(it releases the GIL: :func:`run_blocks_in_threads`), or else in a pool of processes
+(:func:`run_blocks_in_processes`). Each block function reports the
 events it has simulated as it goes; the workers put those counts on one queue, which the
 parent drains into ``progress`` while it waits.
 """
@@ -15,10 +16,21 @@ import multiprocessing
 import multiprocessing.queues
 import queue
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from typing import TypeVar
 
-__all__ = ["BlockRunner", "run_blocks_in_processes", "run_blocks_inline"]
+__all__ = [
+    "BlockRunner",
+    "run_blocks_in_processes",
+    "run_blocks_in_threads",
+    "run_blocks_inline",
+]
 
 Spec = TypeVar("Spec")
 Result = TypeVar("Result")
@@ -100,4 +112,35 @@ def run_blocks_in_processes(
             drain(0.2)
             _, pending = wait(pending, timeout=0, return_when=FIRST_COMPLETED)
         drain(0.0)
+        return [f.result() for f in futures]
+
+
+def run_blocks_in_threads(
+    run: BlockRunner[Spec, Result],
+    specs: Sequence[Spec],
+    workers: int,
+    progress: Callable[[int], None] | None,
+) -> list[Result]:
+    """Return ``[run(spec, report) for spec in specs]``, computed in ``workers`` threads of
+    this process: for a compiled kernel, which releases the GIL. ``progress`` (if given) gets
+    the total events done so far, about five times a second, in the calling thread."""
+    reports: queue.SimpleQueue[int] = queue.SimpleQueue()
+    done = 0
+
+    def drain() -> None:
+        nonlocal done
+        while True:
+            try:
+                done += reports.get_nowait()
+            except queue.Empty:
+                break
+        if progress is not None:
+            progress(done)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gossip-sim") as pool:
+        futures = [pool.submit(run, spec, reports.put) for spec in specs]
+        pending: set[Future[Result]] = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            drain()
         return [f.result() for f in futures]

@@ -93,3 +93,26 @@ def test_an_answer_that_took_no_step_keeps_no_factor_it_never_had() -> None:
         a, b = compiled.grad_conjugate(y), plain.grad_conjugate(y)
         assert np.linalg.norm(compiled.grad(a) - y) <= compiled.tol
         assert np.linalg.norm(a - b) <= 1e-12 * (1.0 + np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("scale", [0.05, 0.3, 3.0])
+def test_the_careful_answer_converges_where_full_steps_stall(scale: float) -> None:
+    # From 0 to a y far away, full Newton steps overshoot (-1 beyond the smallest scale); with
+    # its line search the careful answer reaches tol, and leaves the factor and y for the next.
+    from gossip.problems.newton_kernel import careful_answer, newton_answer
+
+    shard = load_node_shard("breast-cancer", "label:1", 16, 5)
+    f = make_local_problem("logistic:0.01", shard)
+    s, d = f._fast, shard.dim
+    y = np.random.default_rng(0).normal(size=d) * scale
+    chol, y_prev = np.zeros((d, d)), np.zeros(d)
+    plain = newton_answer(
+        s.As, s.norms, s.lam, s.inv_m, s.tol, y, np.zeros(d), chol, y_prev, False, 100
+    )
+    assert (plain > 0) == (scale < 0.1)
+    x = np.zeros(d)
+    steps = careful_answer(s.As, s.lam, s.inv_m, s.tol, y, x, chol, y_prev, 100, 40)
+    assert 0 < steps < 100
+    assert np.linalg.norm(f.grad(x) - y) <= f.tol
+    assert np.array_equal(y_prev, y)
+    assert careful_answer(s.As, s.lam, s.inv_m, s.tol, y, np.zeros(d), chol, y_prev, 2, 40) == -1

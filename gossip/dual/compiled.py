@@ -1,0 +1,205 @@
+"""The optimization sweep compiled with numba: runs one after another, one activation per turn.
+
+Theory of operation
+-------------------
+This is the process of :mod:`gossip.dual.engine`, for acd and cd, written as a scalar loop that
+numba compiles (:func:`gossip.dual.kernel.sweep_dual_runs`, ``njit(cache=True, nogil=True)``):
+
+* the activations are the gossip simulator's for the same seed, drawn in the kernel from the
+  run's own stream by :func:`gossip.sim.kernel.draw_window` (PCG64 bit for bit NumPy's,
+  :mod:`gossip.sim.streams`), exactly as the compiled gossip sweep draws them;
+* a node keeps ``y``, ``z`` and the time ``last`` it was brought up to; an activation of {v, w}
+  at T mixes both ends from ``last`` to T (:func:`gossip.mixing.mix`, for acd), computes
+  ``g = grad f^*(y)`` at both and adds the flow of :func:`gossip.jumps.edge_flow`, the same
+  operations as the engine's, in the same order;
+* ``grad f_v^*`` comes from the problem set's plain arrays
+  (:meth:`~gossip.problems.base.ProblemSet.conjugate_arrays`): affine for quadratic and ridge,
+  for logistic the live node's compiled Newton (:mod:`gossip.problems.newton_kernel`), warm
+  started from the node's latest answer in its run and corrected to first order with that
+  answer's Hessian factor. The engine's batched Newton starts from the same answer; both stop
+  at ``|grad f_v(x) - y| <= tol``;
+* at a recorded time every node is mixed to it (the state is kept) and its estimate measured,
+  as :func:`gossip.dual.engine.estimates` does; the kernel returns each run's mean estimate,
+  and the objective gap ``F(mean) - F*`` is computed here with the problem set's ``values``.
+
+So the two engines follow the same trajectories: to rounding for affine problems (the tests
+hold the errors to 1e-9 relative), and for logistic to within what Newton's tolerance lets two
+answers differ by, ``tol / mu`` per answer. Why: the numpy engine sweeps the runs of a block in
+lock step, one row of activations per numpy call, and pays numpy's per-call cost on small
+arrays at every activation: 26 us per logistic activation with 60 runs on line:30, 64 us with
+10. Here an activation costs its arithmetic (``benchmarks/bench_optimize_sim.py``).
+
+A Newton solve that stalls (a step that does not shrink the residual; the live node then falls
+back to the safeguarded solver) stops the kernel: the block is then swept again by the numpy
+engine, whose Newton has a line search. dgd, and problem sets without plain arrays, are always
+swept by the numpy engine.
+
+numba is optional: :func:`dual_kernel_available` says whether the kernel can run here (numba
+imports, and ``GOSSIP_SIM_ENGINE=numpy`` does not turn the compiled simulators off).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gossip.dual.engine import BlockCurves, DualBlockSpec, run_dual_block
+from gossip.dual.params import DualAlgorithm
+from gossip.problems.arrays import AffineConjugate, ConjugateArrays
+from gossip.sim.compiled import kernel_available
+from gossip.sim.events import EdgeSampler, chunk_bounds
+
+__all__ = ["compiled_form", "dual_kernel_available", "run_dual_block_compiled"]
+
+FloatArray = NDArray[np.float64]
+
+AFFINE_EVENTS_PER_CALL = 1 << 20
+"""Activations (about) swept per kernel call with an affine ``grad f^*``."""
+
+NEWTON_EVENTS_PER_CALL = 1 << 15
+"""The same with Newton's (each costs about 5-10 us): progress comes about every 0.3 s."""
+
+_kernel: list[Callable[..., int]] = []
+_lock = threading.Lock()
+
+
+def dual_kernel_available() -> bool:
+    """Whether the compiled optimization sweep can run here (the first call imports numba)."""
+    return _load() is not None
+
+
+def _load() -> Callable[..., int] | None:
+    if not kernel_available():  # numba, and GOSSIP_SIM_ENGINE, as the gossip sweep's
+        return None
+    with _lock:
+        if not _kernel:
+            from gossip.dual.kernel import sweep_dual_runs
+
+            _kernel.append(sweep_dual_runs)
+    return _kernel[0]
+
+
+def compiled_form(algorithm: DualAlgorithm, problems: Any) -> ConjugateArrays | None:
+    """The problem set's plain arrays if the compiled sweep can run ``algorithm`` on it
+    (acd or cd, a problem set with :meth:`~gossip.problems.base.ProblemSet.conjugate_arrays`),
+    else None."""
+    if algorithm not in (DualAlgorithm.ACD, DualAlgorithm.CD):
+        return None
+    form = getattr(problems, "conjugate_arrays", None)
+    return None if form is None else form()
+
+
+def run_dual_block_compiled(
+    spec: DualBlockSpec, report: Callable[[int], None] | None = None
+) -> BlockCurves:
+    """Simulate the block's runs with the compiled kernel: the curves of
+    :func:`gossip.dual.engine.run_dual_block` (module header), which sweeps the block instead
+    if a Newton solve stalls.
+
+    Raises
+    ------
+    RuntimeError
+        numba is not available, or the algorithm or problem set has no compiled form
+        (callers check :func:`dual_kernel_available` and :func:`compiled_form` first).
+    """
+    kernel = _load()
+    form = compiled_form(spec.params.algorithm, spec.problems)
+    if kernel is None or form is None:
+        raise RuntimeError("the compiled optimization sweep needs numba, acd or cd, and arrays")
+    from gossip.sim.streams import seed_words  # numba imports: _load succeeded
+
+    problems, p = spec.problems, spec.params
+    n, d = problems.n, problems.dim
+    newton = not isinstance(form, AffineConjugate)
+    local = (
+        np.ascontiguousarray(problems.grad_conjugate(np.arange(n, dtype=np.intp), np.zeros((n, d))))
+        if newton
+        else np.zeros((n, d))
+    )
+    sampler = EdgeSampler.from_probs(spec.probs)
+    chunks = chunk_bounds(spec.grid)
+    recorded = int(spec.record.sum())
+    curves = BlockCurves(*(np.empty((spec.n_runs, recorded)) for _ in range(3)))
+    means = np.empty((spec.n_runs, recorded, d))
+    accelerated = p.algorithm is DualAlgorithm.ACD
+    fixed: tuple[Any, ...] = (
+        np.ascontiguousarray(spec.edges[:, 0], dtype=np.int64),
+        np.ascontiguousarray(spec.edges[:, 1], dtype=np.int64),
+        sampler.accept,
+        sampler.alias,
+        sampler.uniform,
+        spec.grid,
+        spec.record,
+        np.array([(i0, i1) for i0, i1, _ in chunks], dtype=np.int64).reshape(-1, 2),
+        np.array([s for _, _, s in chunks], dtype=np.float64),
+        accelerated,
+        float(p.eta),
+        float(p.gamma_prime),
+        np.ascontiguousarray(p.steps if p.steps.size else np.zeros(len(spec.edges))),
+        spec.estimate == "z" and accelerated,
+        *_problem_arguments(form, n, d),
+        local,
+        np.ascontiguousarray(spec.x_star, dtype=np.float64),
+    )
+    words = seed_words(spec.seed)
+    span = max(float(spec.grid[-1]) if spec.grid.size else 0.0, 1.0)
+    budget = NEWTON_EVENTS_PER_CALL if newton else AFFINE_EVENTS_PER_CALL
+    per_call = max(1, int(budget / span))
+    runs = spec.runs.tolist()
+    first = 0
+    while first < len(runs):
+        # The kernel sweeps consecutive run indices: a group ends where the block's do not.
+        count = 1
+        while (
+            count < per_call
+            and first + count < len(runs)
+            and runs[first + count] == runs[first] + count
+        ):
+            count += 1
+        part = slice(first, first + count)
+        done = kernel(
+            words, runs[first], *fixed, curves.errors[part], curves.consensus[part], means[part]
+        )
+        if done < 0:  # a Newton solve stalled: the numpy engine has a line search
+            return run_dual_block(spec, report)
+        if report is not None:
+            report(int(done))
+        first += count
+    curves.gaps[:] = problems.values(means.reshape(-1, d)).reshape(spec.n_runs, recorded)
+    curves.gaps[:] -= spec.f_star
+    return curves
+
+
+def _problem_arguments(form: ConjugateArrays, n: int, d: int) -> tuple[Any, ...]:
+    """The kernel's ``offset, matrix, identity, As, norms, inv_m, lam, tol, max_steps,
+    max_halvings``."""
+    if isinstance(form, AffineConjugate):
+        matrix = np.zeros((0, 0, 0)) if form.matrix is None else form.matrix
+        return (
+            form.offset,
+            matrix,
+            form.matrix is None,
+            np.zeros((0, 0, 0)),
+            np.zeros((0, 0)),
+            np.zeros(0),
+            0.0,
+            0.0,
+            0,
+            0,
+        )
+    return (
+        np.zeros((0, d)),
+        np.zeros((0, 0, 0)),
+        False,
+        form.As,
+        form.norms,
+        np.ascontiguousarray(form.inv_m, dtype=np.float64),
+        float(form.lam),
+        float(form.tol),
+        int(form.max_steps),
+        int(form.max_halvings),
+    )
