@@ -175,13 +175,17 @@ def run_dual_block_compiled(
 
 
 def _problem_arguments(form: ConjugateArrays, n: int, d: int) -> tuple[Any, ...]:
-    """The kernel's ``offset, matrix, identity, As, norms, inv_m, lam, tol, max_steps,
+    """The kernel's ``offset, columns, identity, As, norms, inv_m, lam, tol, max_steps,
     max_halvings``."""
     if isinstance(form, AffineConjugate):
-        matrix = np.zeros((0, 0, 0)) if form.matrix is None else form.matrix
+        columns = (
+            np.zeros((0, 0, 0))
+            if form.matrix is None
+            else np.ascontiguousarray(form.matrix.transpose(0, 2, 1))
+        )
         return (
             form.offset,
-            matrix,
+            columns,
             form.matrix is None,
             np.zeros((0, 0, 0)),
             np.zeros((0, 0)),

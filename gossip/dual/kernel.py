@@ -27,12 +27,20 @@ STALLED = -1
 
 @njit(cache=True, nogil=True, inline="always")
 def _affine(
-    v: int, ys: FloatArray, outs: FloatArray, offset: FloatArray, matrix: FloatArray, identity: bool
+    v: int,
+    ys: FloatArray,
+    outs: FloatArray,
+    offset: FloatArray,
+    columns: FloatArray,
+    identity: bool,
 ) -> None:
-    """``outs[v] = M_v (ys[v] + c_v)`` (``identity``: ``M_v = I``).
+    """``outs[v] = M_v (ys[v] + c_v)``, ``columns[v]`` holding ``M_v^T`` (``identity``:
+    ``M_v = I``).
 
-    Whole arrays and a row index, not rows: in numba a row is a new array, whose reference
-    counting costs more than an affine answer itself.
+    Column by column (``columns[v, k]`` is column k of ``M_v``, contiguous): each adds a
+    multiple of a column, which the compiler vectorises, in the order of a row-by-column dot
+    product, so with the same rounding. Whole arrays and a row index, not rows: in numba a row
+    is a new array, whose reference counting costs more than an affine answer itself.
     """
     d = ys.shape[1]
     if identity:
@@ -40,10 +48,11 @@ def _affine(
             outs[v, k] = ys[v, k] + offset[v, k]
         return
     for i in range(d):
-        s = 0.0
-        for k in range(d):
-            s += matrix[v, i, k] * (ys[v, k] + offset[v, k])
-        outs[v, i] = s
+        outs[v, i] = 0.0
+    for k in range(d):
+        yk = ys[v, k] + offset[v, k]
+        for i in range(d):
+            outs[v, i] += columns[v, k, i] * yk
 
 
 @njit(cache=True, nogil=True)
@@ -104,7 +113,7 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
     steps: FloatArray,
     from_z: bool,
     offset: FloatArray,
-    matrix: FloatArray,
+    columns: FloatArray,
     identity: bool,
     As: FloatArray,
     norms: FloatArray,
@@ -123,9 +132,9 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
     :data:`STALLED`.
 
     acd if ``accelerated`` (mixing at rate ``eta``, z's coupling ``gamma``), else cd; edge e's
-    step is ``steps[e]``. ``grad f_v^*`` is affine (``offset``, ``matrix``; ``identity``: every
-    ``M_v = I``) when ``As`` is empty, else logistic Newton from ``local`` (the local
-    minimisers) on. At recorded point i, run r's ``sum_v |x_v - x*|^2`` goes to
+    step is ``steps[e]``. ``grad f_v^*`` is affine (``offset``; ``columns[v] = M_v^T``;
+    ``identity``: every ``M_v = I``) when ``As`` is empty, else logistic Newton from ``local``
+    (the local minimisers) on. At recorded point i, run r's ``sum_v |x_v - x*|^2`` goes to
     ``errors[r, col]``, ``sum_v |x_v - mean|^2`` to ``consensus`` and the mean to ``means[r,
     col]``, the estimates x_v taken from z if ``from_z``.
     """
@@ -180,7 +189,7 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
                             last[v] = t
                     for v in (a, b):
                         if not newton:
-                            _affine(v, y, guess, offset, matrix, identity)
+                            _affine(v, y, guess, offset, columns, identity)
                         elif _newton(
                             v, y, guess, As, norms, inv_m, lam, tol, max_steps, max_halvings,
                             chol, y_prev, v, factored,
@@ -211,7 +220,7 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
                             read[v] = y[v]
                         seen[v] = guess[v]  # Newton's start
                         if not newton:
-                            _affine(v, read, seen, offset, matrix, identity)
+                            _affine(v, read, seen, offset, columns, identity)
                         elif _newton(
                             v, read, seen, As, norms, inv_m, lam, tol, max_steps, max_halvings,
                             scratch_chol, scratch_y, 0, unfactored,
