@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError
 from gossip.params import GossipParams
-from gossip.sim.compiled import kernel_available, run_block_compiled
+from gossip.sim.compiled import ENGINES, resolve_engine, run_block_compiled
 from gossip.sim.engine import BlockSpec, run_block
 from gossip.sim.events import windows
 from gossip.sim.runs import ErrorsOverRuns
@@ -40,8 +40,6 @@ from gossip.topology import Topology
 
 __all__ = ["ENGINES", "MAX_BLOCK", "SimulationResult", "simulate"]
 
-ENGINES = ("auto", "compiled", "numpy")
-"""``engine`` values of :func:`simulate`."""
 
 FloatArray = NDArray[np.float64]
 
@@ -157,7 +155,7 @@ def simulate(
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
     runs, seed = int(runs), int(seed)
-    compiled = _use_compiled(engine)
+    compiled = resolve_engine(engine)
 
     sweep, record = _sweep_grid(grid)
     # Threads take blocks from one queue: several per thread even out a thread that is slowed
@@ -201,22 +199,6 @@ def simulate(
         seed=seed,
         engine="compiled" if compiled else "numpy",
     )
-
-
-def _use_compiled(engine: str) -> bool:
-    """Whether ``engine`` resolves to the compiled kernel here."""
-    if engine not in ENGINES:
-        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if engine == "numpy":
-        return False
-    available = kernel_available()
-    if engine == "compiled" and not available:
-        raise ConfigError(
-            "engine 'compiled' needs numba, which cannot be imported here (or "
-            "GOSSIP_SIM_ENGINE=numpy turns it off): `pip install numba`, or use engine 'auto' "
-            "or 'numpy'"
-        )
-    return available
 
 
 def _check_initial(initial: ArrayLike, n: int) -> FloatArray:

@@ -29,10 +29,12 @@ lock step, one row of activations per numpy call, and pays numpy's per-call cost
 arrays at every activation: 26 us per logistic activation with 60 runs on line:30, 64 us with
 10. Here an activation costs its arithmetic (``benchmarks/bench_optimize_sim.py``).
 
-A Newton solve that stalls (a step that does not shrink the residual; the live node then falls
-back to the safeguarded solver) stops the kernel: the block is then swept again by the numpy
-engine, whose Newton has a line search. dgd, and problem sets without plain arrays, are always
-swept by the numpy engine.
+Where a full Newton step does not shrink the residual (y moved far since the node's last answer,
+as acd's mixing with z does), the answer is solved again from the last one with a line search
+(:func:`gossip.problems.newton_kernel.careful_answer`, the batched solver's Armijo rule). If
+even that fails (out of steps, or a Hessian not positive definite in floating point), the kernel
+stops and the block is swept again by the numpy engine (its progress then counted twice). dgd,
+and problem sets without plain arrays, are always swept by the numpy engine.
 
 numba is optional: :func:`dual_kernel_available` says whether the kernel can run here (numba
 imports, and ``GOSSIP_SIM_ENGINE=numpy`` does not turn the compiled simulators off).
@@ -115,10 +117,14 @@ def run_dual_block_compiled(
     problems, p = spec.problems, spec.params
     n, d = problems.n, problems.dim
     newton = not isinstance(form, AffineConjugate)
+    # Every run starts each node's Newton from its local minimiser grad f_v^*(0), solved here
+    # from 0 (not from the problem set's own warm starts, which other threads may be moving).
+    zeros = np.zeros((n, d))
+    solve: Callable[..., FloatArray] = problems.grad_conjugate  # LogisticSet's takes x0
     local = (
-        np.ascontiguousarray(problems.grad_conjugate(np.arange(n, dtype=np.intp), np.zeros((n, d))))
+        np.ascontiguousarray(solve(np.arange(n, dtype=np.intp), zeros, x0=zeros))
         if newton
-        else np.zeros((n, d))
+        else zeros
     )
     sampler = EdgeSampler.from_probs(spec.probs)
     chunks = chunk_bounds(spec.grid)
@@ -164,7 +170,7 @@ def run_dual_block_compiled(
         done = kernel(
             words, runs[first], *fixed, curves.errors[part], curves.consensus[part], means[part]
         )
-        if done < 0:  # a Newton solve stalled: the numpy engine has a line search
+        if done < 0:  # even the line search failed: the numpy engine's solver may not
             return run_dual_block(spec, report)
         if report is not None:
             report(int(done))

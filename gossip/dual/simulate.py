@@ -18,20 +18,17 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.dual.compiled import compiled_form, dual_kernel_available, run_dual_block_compiled
+from gossip.dual.compiled import compiled_form, run_dual_block_compiled
 from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
 from gossip.dual.params import DualParams
 from gossip.dual.result import OptimizationResult, bound_constant
 from gossip.errors import ConfigError
+from gossip.sim.compiled import ENGINES, resolve_engine
 from gossip.sim.events import windows
 from gossip.sim.sweep import run_blocks_in_processes, run_blocks_in_threads, run_blocks_inline
 from gossip.topology import Topology
 
 __all__ = ["ENGINES", "simulate_optimization", "sweep_grid"]
-
-ENGINES = ("auto", "compiled", "numpy")
-"""``auto``: the compiled sweep where it can run (numba imports, acd or cd, a built-in problem),
-else numpy."""
 
 FloatArray = NDArray[np.float64]
 
@@ -80,7 +77,8 @@ def simulate_optimization(
     x_star : ndarray (d,), optional
         The minimiser, if already known; default ``problems.x_star()``.
     engine : {"auto", "compiled", "numpy"}
-        Which sweep (:data:`ENGINES`); the two agree to rounding, for logistic to Newton's
+        Which sweep (:data:`ENGINES`; ``auto``: the compiled one where it runs: numba, acd or
+        cd, a built-in problem); the two agree to rounding, for logistic to Newton's
         tolerance (:mod:`gossip.dual.compiled`).
 
     Raises
@@ -156,11 +154,7 @@ def simulate_optimization(
 
 def _use_compiled(engine: str, params: DualParams, problems: BatchProblems) -> bool:
     """Whether ``engine`` resolves to the compiled sweep for this algorithm and problem set."""
-    if engine not in ENGINES:
-        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if engine == "numpy":
-        return False
-    if compiled_form(params.algorithm, problems) is None:
+    if engine in ("auto", "compiled") and compiled_form(params.algorithm, problems) is None:
         if engine == "compiled":
             raise ConfigError(
                 f"engine 'compiled' sweeps acd and cd on the built-in problems (quadratic, "
@@ -168,14 +162,7 @@ def _use_compiled(engine: str, params: DualParams, problems: BatchProblems) -> b
                 f"{type(problems).__name__}: use engine 'auto' or 'numpy'"
             )
         return False
-    available = dual_kernel_available()
-    if engine == "compiled" and not available:
-        raise ConfigError(
-            "engine 'compiled' needs numba, which cannot be imported here (or "
-            "GOSSIP_SIM_ENGINE=numpy turns it off): `pip install numba`, or use engine 'auto' "
-            "or 'numpy'"
-        )
-    return available
+    return resolve_engine(engine)
 
 
 def check_grid(t_grid: ArrayLike) -> FloatArray:

@@ -53,10 +53,21 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from gossip.errors import ConfigError
 from gossip.sim.engine import BlockSpec
 from gossip.sim.events import EdgeSampler, chunk_bounds
 
-__all__ = ["EVENTS_PER_CALL", "compile_seconds", "kernel_available", "run_block_compiled"]
+__all__ = [
+    "ENGINES",
+    "EVENTS_PER_CALL",
+    "compile_seconds",
+    "kernel_available",
+    "resolve_engine",
+    "run_block_compiled",
+]
+
+ENGINES = ("auto", "compiled", "numpy")
+"""The simulators' ``engine`` values: ``auto`` takes the compiled sweep where numba imports."""
 
 FloatArray = NDArray[np.float64]
 
@@ -95,6 +106,28 @@ def kernel_available() -> bool:
     The first call imports numba (about half a second), not the import of this module.
     """
     return _load() is not None
+
+
+def resolve_engine(engine: str) -> bool:
+    """Whether ``engine`` (one of :data:`ENGINES`) resolves to a compiled sweep here.
+
+    Raises
+    ------
+    ConfigError
+        An unknown engine, or ``"compiled"`` where numba cannot run.
+    """
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "numpy":
+        return False
+    available = kernel_available()
+    if engine == "compiled" and not available:
+        raise ConfigError(
+            "engine 'compiled' needs numba, which cannot be imported here (or "
+            "GOSSIP_SIM_ENGINE=numpy turns it off): `pip install numba`, or use engine 'auto' "
+            "or 'numpy'"
+        )
+    return available
 
 
 def compile_seconds() -> float | None:
