@@ -1,8 +1,9 @@
 """The optimization simulator's two engines, same runs, same run of this script: activations/s.
 
 For each problem (quadratic, ridge, logistic on breast-cancer, iid shards) and algorithm (acd,
-cd), the same runs (same seed, graph and grid) are swept by the numpy engine (runs in lock
-step, ``gossip.dual.engine``) and by the compiled one (one run after another,
+cd, and dgd at a quarter of ``1/L``: at ``1/L`` the quadratics' dgd does not move), the same
+runs (same seed, graph and grid) are swept by the numpy engine (runs in lock step,
+``gossip.dual.engine``) and by the compiled one (one run after another,
 ``gossip.dual.compiled``), both in this process on one core (``workers=1``), timed in CPU time
 of the process, best of ``--repeat`` interleaved measurements. The first compiled call (numba
 compiling, or loading its cache) is timed apart. The curves of the two engines are compared
@@ -28,6 +29,7 @@ import numpy as np
 
 from gossip.datasets import load_shards
 from gossip.dual.experiment import algorithm_params
+from gossip.dual.params import dual_params
 from gossip.dual.simulate import simulate_optimization
 from gossip.problems import make_problem_set
 from gossip.spectral import graph_quantities
@@ -50,7 +52,11 @@ def compare(graph: str, spec: str, algorithm: str, runs: int, t_end: float, repe
     """Print both engines' activations per CPU second on the same runs, and their ratio."""
     topo = parse_topology(graph)
     problems = _problems(spec, topo.n)
-    params = algorithm_params(algorithm, graph_quantities(topo), problems)
+    q = graph_quantities(topo)
+    params = algorithm_params(algorithm, q, problems)
+    if algorithm == "dgd":
+        step = 0.25 / float(problems.L)
+        params = dual_params("dgd", q.mu_gossip, q.r_eff, problems.mu, problems.L, alpha=step)
     grid = np.linspace(0.0, t_end, 20)
 
     def run(engine: str) -> Any:
@@ -99,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--runs", default="10,200", help="run counts, comma-separated")
     parser.add_argument("--t-end", type=float, default=3000.0)
+    parser.add_argument("--algorithms", default="acd,cd,dgd", help="comma-separated")
     parser.add_argument("--band-t", type=float, default=60000.0, help="t of the band (0: skip)")
     parser.add_argument("--band-runs", type=int, default=60)
     args = parser.parse_args(argv)
@@ -108,10 +115,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         flush=True,
     )
     for spec in ("quadratic", "ridge:0.1", "logistic:0.01"):
-        for algorithm in ("acd", "cd"):
+        for algorithm in args.algorithms.split(","):
             for runs in (int(r) for r in args.runs.split(",")):
-                # Logistic's numpy sweep costs tens of us per activation: fewer of them.
-                t_end = args.t_end / (10 if spec.startswith("logistic") and runs > 20 else 1)
+                # Logistic's numpy sweep costs tens of us per activation (a Newton solve per
+                # answer; dgd's gradient is cheap): fewer of them.
+                newton = spec.startswith("logistic") and algorithm != "dgd"
+                t_end = args.t_end / (10 if newton and runs > 20 else 1)
                 compare(args.graph, spec, algorithm, runs, t_end, args.repeat)
     if args.band_t > 0:
         band_wall(args.graph, args.band_runs, args.band_t)

@@ -79,8 +79,8 @@ def optimize_cmd(
     workers: Annotated[
         int,
         _opt(
-            "Threads of the compiled sweep (acd, cd), worker processes for numpy's (dgd, "
-            "GOSSIP_SIM_ENGINE=numpy); pays off with many runs.",
+            "Threads of the compiled sweep, worker processes for numpy's (user-defined "
+            "problems, GOSSIP_SIM_ENGINE=numpy); pays off with many runs.",
             "WORKERS",
             "--workers",
         ),

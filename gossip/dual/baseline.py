@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from gossip.dual.compiled import run_dual_block_compiled
 from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
 from gossip.dual.params import DualAlgorithm, DualParams, dual_params
-from gossip.dual.simulate import sweep_grid
+from gossip.dual.simulate import sweep_grid, uses_compiled
 from gossip.errors import ConfigError
 from gossip.topology import Topology
 
@@ -49,19 +50,21 @@ def best_dgd_params(
 
     ``base`` gives the graph and problem constants (any algorithm's parameters for them). The
     scores map ``alpha`` (``repr`` of the float) to the median final error of the search runs.
-    All candidates are swept in one lock-step block (each with its own step), so the search
-    costs about one simulation, not one per candidate.
+    All candidates are swept in one block (each with its own step), by the compiled sweep
+    where it runs (:func:`gossip.dual.simulate.uses_compiled`, ``engine="auto"``), so the
+    search costs about one simulation of ``candidates x SEARCH_RUNS`` runs.
     """
     if candidates < 1 or not ratio > 1.0:
         raise ConfigError(f"need candidates >= 1 and ratio > 1, got {candidates!r}, {ratio!r}")
     alphas = ratio ** -np.arange(candidates, dtype=np.float64) / base.L
     star = np.asarray(problems.x_star() if x_star is None else x_star, dtype=np.float64)
     sweep, record = sweep_grid(np.array([t_end], dtype=np.float64))
+    first = _dgd(base, float(alphas[0]))
     spec = DualBlockSpec(
         edges=topology.edges,
         probs=topology.probs,
         problems=problems,
-        params=_dgd(base, float(alphas[0])),
+        params=first,
         x_star=star,
         f_star=float(problems.value(star)),
         grid=sweep,
@@ -71,7 +74,8 @@ def best_dgd_params(
         alphas=np.repeat(alphas, SEARCH_RUNS),
     )
     with np.errstate(over="ignore", invalid="ignore"):  # a too large step may diverge
-        final = run_dual_block(spec).errors[:, -1].reshape(candidates, SEARCH_RUNS)
+        run = run_dual_block_compiled if uses_compiled("auto", first, problems) else run_dual_block
+        final = run(spec).errors[:, -1].reshape(candidates, SEARCH_RUNS)
     medians = np.median(final, axis=1)
     scores = {repr(float(a)): float(m) for a, m in zip(alphas, medians, strict=True)}
     finite = np.flatnonzero(np.isfinite(medians))

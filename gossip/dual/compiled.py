@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-This is the process of :mod:`gossip.dual.engine`, for acd and cd, written as a scalar loop that
+This is the process of :mod:`gossip.dual.engine`, for acd, cd and dgd, written as a scalar loop that
 numba compiles (:func:`gossip.dual.kernel.sweep_dual_runs`, ``njit(cache=True, nogil=True)``):
 
 * the activations are the gossip simulator's for the same seed, drawn in the kernel from the
@@ -18,6 +18,10 @@ numba compiles (:func:`gossip.dual.kernel.sweep_dual_runs`, ``njit(cache=True, n
   started from the node's latest answer in its run and corrected to first order with that
   answer's Hessian factor. The engine's batched Newton starts from the same answer; both stop
   at ``|grad f_v(x) - y| <= tol``;
+* dgd (the primal baseline): both ends average and step along their own gradient at the
+  average (:mod:`gossip.dual.steps`), from the problem set's
+  :meth:`~gossip.problems.base.ProblemSet.gradient_arrays` (affine ``H_v x - c_v``, or
+  logistic's rows); each run its own step (``DualBlockSpec.alphas``, the step search's);
 * at a recorded time every node is mixed to it (the state is kept) and its estimate measured,
   as :func:`gossip.dual.engine.estimates` does; the kernel returns each run's mean estimate,
   and the objective gap ``F(mean) - F*`` is computed here with the problem set's ``values``.
@@ -33,8 +37,8 @@ Where a full Newton step does not shrink the residual (y moved far since the nod
 as acd's mixing with z does), the answer is solved again from the last one with a line search
 (:func:`gossip.problems.newton_kernel.careful_answer`, the batched solver's Armijo rule). If
 even that fails (out of steps, or a Hessian not positive definite in floating point), the kernel
-stops and the block is swept again by the numpy engine (its progress then counted twice). dgd,
-and problem sets without plain arrays, are always swept by the numpy engine.
+stops and the block is swept again by the numpy engine (its progress then counted twice).
+Problem sets without plain arrays are always swept by the numpy engine.
 
 numba is optional: :func:`dual_kernel_available` says whether the kernel can run here (numba
 imports, and ``GOSSIP_SIM_ENGINE=numpy`` does not turn the compiled simulators off).
@@ -51,7 +55,12 @@ from numpy.typing import NDArray
 
 from gossip.dual.engine import BlockCurves, DualBlockSpec, run_dual_block
 from gossip.dual.params import DualAlgorithm
-from gossip.problems.arrays import AffineConjugate, ConjugateArrays
+from gossip.problems.arrays import (
+    AffineConjugate,
+    AffineGradient,
+    ConjugateArrays,
+    GradientArrays,
+)
 from gossip.sim.compiled import kernel_available
 from gossip.sim.events import EdgeSampler, chunk_bounds
 
@@ -85,13 +94,14 @@ def _load() -> Callable[..., int] | None:
     return _kernel[0]
 
 
-def compiled_form(algorithm: DualAlgorithm, problems: Any) -> ConjugateArrays | None:
+def compiled_form(
+    algorithm: DualAlgorithm, problems: Any
+) -> ConjugateArrays | GradientArrays | None:
     """The problem set's plain arrays if the compiled sweep can run ``algorithm`` on it
-    (acd or cd, a problem set with :meth:`~gossip.problems.base.ProblemSet.conjugate_arrays`),
-    else None."""
-    if algorithm not in (DualAlgorithm.ACD, DualAlgorithm.CD):
-        return None
-    form = getattr(problems, "conjugate_arrays", None)
+    (:meth:`~gossip.problems.base.ProblemSet.conjugate_arrays` for acd and cd,
+    :meth:`~gossip.problems.base.ProblemSet.gradient_arrays` for dgd), else None."""
+    name = "gradient_arrays" if algorithm is DualAlgorithm.DGD else "conjugate_arrays"
+    form = getattr(problems, name, None)
     return None if form is None else form()
 
 
@@ -111,20 +121,28 @@ def run_dual_block_compiled(
     kernel = _load()
     form = compiled_form(spec.params.algorithm, spec.problems)
     if kernel is None or form is None:
-        raise RuntimeError("the compiled optimization sweep needs numba, acd or cd, and arrays")
+        raise RuntimeError("the compiled optimization sweep needs numba and the problems' arrays")
     from gossip.sim.streams import seed_words  # numba imports: _load succeeded
 
     problems, p = spec.problems, spec.params
     n, d = problems.n, problems.dim
-    newton = not isinstance(form, AffineConjugate)
-    # Every run starts each node's Newton from its local minimiser grad f_v^*(0), solved here
-    # from 0 (not from the problem set's own warm starts, which other threads may be moving).
+    newton = not isinstance(form, AffineConjugate | AffineGradient)
+    primal = p.algorithm is DualAlgorithm.DGD
+    # Every run starts each node's Newton (and dgd its x_v) from its local minimiser
+    # grad f_v^*(0), solved here from 0 (not from the problem set's own warm starts, which
+    # other threads may be moving).
     zeros = np.zeros((n, d))
-    solve: Callable[..., FloatArray] = problems.grad_conjugate  # LogisticSet's takes x0
+    solve: Callable[..., FloatArray] = problems.grad_conjugate  # the built-ins take x0
     local = (
         np.ascontiguousarray(solve(np.arange(n, dtype=np.intp), zeros, x0=zeros))
-        if newton
+        if newton or primal
         else zeros
+    )
+    alphas = np.ascontiguousarray(
+        np.full(spec.n_runs, float(p.alpha) if primal else 0.0)
+        if spec.alphas is None
+        else spec.alphas,
+        dtype=np.float64,
     )
     sampler = EdgeSampler.from_probs(spec.probs)
     chunks = chunk_bounds(spec.grid)
@@ -143,6 +161,7 @@ def run_dual_block_compiled(
         np.array([(i0, i1) for i0, i1, _ in chunks], dtype=np.int64).reshape(-1, 2),
         np.array([s for _, _, s in chunks], dtype=np.float64),
         accelerated,
+        primal,
         float(p.eta),
         float(p.gamma_prime),
         np.ascontiguousarray(p.steps if p.steps.size else np.zeros(len(spec.edges))),
@@ -168,7 +187,13 @@ def run_dual_block_compiled(
             count += 1
         part = slice(first, first + count)
         done = kernel(
-            words, runs[first], *fixed, curves.errors[part], curves.consensus[part], means[part]
+            words,
+            runs[first],
+            *fixed,
+            alphas[part],
+            curves.errors[part],
+            curves.consensus[part],
+            means[part],
         )
         if done < 0:  # even the line search failed: the numpy engine's solver may not
             return run_dual_block(spec, report)
@@ -180,10 +205,10 @@ def run_dual_block_compiled(
     return curves
 
 
-def _problem_arguments(form: ConjugateArrays, n: int, d: int) -> tuple[Any, ...]:
+def _problem_arguments(form: ConjugateArrays | GradientArrays, n: int, d: int) -> tuple[Any, ...]:
     """The kernel's ``offset, columns, identity, As, norms, inv_m, lam, tol, max_steps,
     max_halvings``."""
-    if isinstance(form, AffineConjugate):
+    if isinstance(form, AffineConjugate | AffineGradient):
         columns = (
             np.zeros((0, 0, 0))
             if form.matrix is None

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from gossip.problems.newton_kernel import careful_answer, newton_answer
+from gossip.problems.newton_kernel import careful_answer, logistic_gradient, newton_answer
 from gossip.sim.kernel import draw_window
 from gossip.sim.streams import pcg_seed, seed_state
 
@@ -53,6 +53,33 @@ def _affine(
         yk = ys[v, k] + offset[v, k]
         for i in range(d):
             outs[v, i] += columns[v, k, i] * yk
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _affine_gradient(
+    v: int,
+    x: FloatArray,
+    outs: FloatArray,
+    slot: int,
+    offset: FloatArray,
+    columns: FloatArray,
+    identity: bool,
+) -> None:
+    """``outs[slot] = H_v x - c_v`` (``offset`` holds c, ``columns[v]`` holds ``H_v^T``;
+    ``identity``: ``H_v = I``), column by column as :func:`_affine`."""
+    d = x.shape[0]
+    if identity:
+        for k in range(d):
+            outs[slot, k] = x[k] - offset[v, k]
+        return
+    for i in range(d):
+        outs[slot, i] = 0.0
+    for k in range(d):
+        xk = x[k]
+        for i in range(d):
+            outs[slot, i] += columns[v, k, i] * xk
+    for i in range(d):
+        outs[slot, i] -= offset[v, i]
 
 
 @njit(cache=True, nogil=True)
@@ -108,6 +135,7 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
     bounds: IntArray,
     starts: FloatArray,
     accelerated: bool,
+    primal: bool,
     eta: float,
     gamma: float,
     steps: FloatArray,
@@ -124,6 +152,7 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
     max_halvings: int,
     local: FloatArray,
     x_star: FloatArray,
+    alphas: FloatArray,
     errors: FloatArray,
     consensus: FloatArray,
     means: FloatArray,
@@ -137,6 +166,10 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
     (the local minimisers) on. At recorded point i, run r's ``sum_v |x_v - x*|^2`` goes to
     ``errors[r, col]``, ``sum_v |x_v - mean|^2`` to ``consensus`` and the mean to ``means[r,
     col]``, the estimates x_v taken from z if ``from_z``.
+
+    ``primal``: dgd instead, from ``local``, run r with the step ``alphas[r]``
+    (:mod:`gossip.dual.steps`); then ``offset`` and ``columns`` hold ``grad f_v(x) = H_v x -
+    c_v`` (``columns[v] = H_v^T``), or ``As`` logistic's rows, and the estimates are the x_v.
     """
     n, d = local.shape
     newton = As.shape[0] > 0
@@ -154,13 +187,21 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
     scratch_y = np.empty((1, d))
     read = np.empty((n, d))  # the values a recorded point reads
     mean = np.empty(d)
+    mid = np.empty(d)  # dgd: the pair's average
+    grads = np.empty((2, d))  # dgd: both ends' gradients at it
+    zero = np.zeros(d)
+    margins = np.empty(As.shape[1])
+    sig = np.empty(As.shape[1])
     rng = np.empty(4, dtype=np.uint64)
     times = np.empty(0, dtype=np.float64)
     edges = np.empty(0, dtype=np.int64)
     events = 0
     for r in range(errors.shape[0]):
         pcg_seed(seed_state(seed, first_run + r), rng)
-        y[:] = 0.0
+        if primal:
+            y[:] = local
+        else:
+            y[:] = 0.0
         z[:] = 0.0
         last[:] = 0.0
         guess[:] = local
@@ -178,6 +219,23 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
                     e = edges[j]
                     a = end_u[e]
                     b = end_v[e]
+                    if primal:
+                        for k in range(d):
+                            mid[k] = 0.5 * (y[a, k] + y[b, k])
+                        for slot in range(2):
+                            v = a if slot == 0 else b
+                            if not newton:
+                                _affine_gradient(v, mid, grads, slot, offset, columns, identity)
+                            else:
+                                logistic_gradient(
+                                    As[v], lam, inv_m[v], mid, zero, margins, sig, grads[slot]
+                                )
+                        alpha = alphas[r]
+                        for k in range(d):
+                            y[a, k] = mid[k] - alpha * grads[0, k]
+                            y[b, k] = mid[k] - alpha * grads[1, k]
+                        j += 1
+                        continue
                     if accelerated:
                         for v in (a, b):
                             decayed = math.exp(rate * (t - last[v]))
@@ -218,6 +276,13 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
                                 )
                         else:
                             read[v] = y[v]
+                        if primal:  # dgd's estimates are its values
+                            for k in range(d):
+                                gap = y[v, k] - x_star[k]
+                                total += gap * gap
+                                seen[v, k] = y[v, k]
+                                mean[k] += y[v, k]
+                            continue
                         seen[v] = guess[v]  # Newton's start
                         if not newton:
                             _affine(v, read, seen, offset, columns, identity)

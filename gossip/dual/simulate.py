@@ -4,8 +4,8 @@ Runs are independent and run r draws its activations from ``SeedSequence(seed, s
 exactly as :func:`gossip.simulator.simulate` does: for the same seed and graph the two
 simulators see the same activations, so with ``f_v = |x - b_v|^2 / 2`` on a graph whose edges
 all have the same effective resistance, acd reproduces ARG jump for jump. How a block of runs
-is swept: :mod:`gossip.dual.compiled` (numba, acd and cd on the built-in problems, one run after
-another; blocks in threads) or :mod:`gossip.dual.engine` (numpy, runs in lock step; blocks in
+is swept: :mod:`gossip.dual.compiled` (numba, the built-in problems, one run after another;
+blocks in threads) or :mod:`gossip.dual.engine` (numpy, runs in lock step; blocks in
 processes). The two agree (:mod:`gossip.dual.compiled`).
 """
 
@@ -28,7 +28,7 @@ from gossip.sim.events import windows
 from gossip.sim.sweep import run_blocks_in_processes, run_blocks_in_threads, run_blocks_inline
 from gossip.topology import Topology
 
-__all__ = ["ENGINES", "simulate_optimization", "sweep_grid"]
+__all__ = ["ENGINES", "simulate_optimization", "sweep_grid", "uses_compiled"]
 
 FloatArray = NDArray[np.float64]
 
@@ -77,8 +77,8 @@ def simulate_optimization(
     x_star : ndarray (d,), optional
         The minimiser, if already known; default ``problems.x_star()``.
     engine : {"auto", "compiled", "numpy"}
-        Which sweep (:data:`ENGINES`; ``auto``: the compiled one where it runs: numba, acd or
-        cd, a built-in problem); the two agree to rounding, for logistic to Newton's
+        Which sweep (:data:`ENGINES`; ``auto``: the compiled one where it runs: numba and a
+        built-in problem); the two agree to rounding, for logistic to Newton's
         tolerance (:mod:`gossip.dual.compiled`).
 
     Raises
@@ -106,7 +106,7 @@ def simulate_optimization(
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
     if estimate not in ("y", "z"):
         raise ConfigError(f"estimate must be 'y' or 'z', got {estimate!r}")
-    compiled = _use_compiled(engine, params, problems)
+    compiled = uses_compiled(engine, params, problems)
     star = np.asarray(problems.x_star() if x_star is None else x_star, dtype=np.float64)
     f_star = float(problems.value(star))
     sweep, record = sweep_grid(grid)
@@ -152,13 +152,19 @@ def simulate_optimization(
     )
 
 
-def _use_compiled(engine: str, params: DualParams, problems: BatchProblems) -> bool:
-    """Whether ``engine`` resolves to the compiled sweep for this algorithm and problem set."""
+def uses_compiled(engine: str, params: DualParams, problems: BatchProblems) -> bool:
+    """Whether ``engine`` resolves to the compiled sweep for this algorithm and problem set.
+
+    Raises
+    ------
+    ConfigError
+        An unknown engine, or ``"compiled"`` where it cannot run.
+    """
     if engine in ("auto", "compiled") and compiled_form(params.algorithm, problems) is None:
         if engine == "compiled":
             raise ConfigError(
-                f"engine 'compiled' sweeps acd and cd on the built-in problems (quadratic, "
-                f"ridge, logistic); this is {params.algorithm.value} on "
+                f"engine 'compiled' sweeps the built-in problems (quadratic, ridge, "
+                f"logistic); this is {params.algorithm.value} on "
                 f"{type(problems).__name__}: use engine 'auto' or 'numpy'"
             )
         return False

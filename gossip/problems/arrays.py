@@ -1,4 +1,4 @@
-"""A problem set's ``grad f_v^*`` as plain arrays, for the compiled optimization sweep.
+"""A problem set's ``grad f_v^*`` and ``grad f_v`` as plain arrays, for the compiled sweep.
 
 The compiled sweep (:mod:`gossip.dual.compiled`) cannot call a :class:`~gossip.problems.base.
 ProblemSet`'s methods: numba compiles functions of arrays and scalars, not Python objects. A
@@ -10,8 +10,15 @@ built-in family says here how its conjugate gradient is computed from arrays alo
   (:mod:`gossip.problems.newton_kernel`), whose answers meet the batched solver's guarantee
   ``|grad f_v(x) - y| <= tol``.
 
+and how its gradient is, for the primal baseline dgd:
+
+* :class:`AffineGradient`: ``grad f_v(x) = H_v x - c_v``, quadratic (``H_v = I``) and ridge;
+* :class:`NewtonConjugate` again: logistic's rows give ``grad f_v`` too (the residual of the
+  Newton kernel at ``y = 0``).
+
 A problem set without such a form (user-defined problems) returns None from
-:meth:`~gossip.problems.base.ProblemSet.conjugate_arrays`, and is swept by the numpy engine.
+:meth:`~gossip.problems.base.ProblemSet.conjugate_arrays` and
+:meth:`~gossip.problems.base.ProblemSet.gradient_arrays`, and is swept by the numpy engine.
 """
 
 from __future__ import annotations
@@ -22,7 +29,15 @@ import numpy as np
 
 from gossip.problems.base import FloatArray
 
-__all__ = ["AffineConjugate", "ConjugateArrays", "NewtonConjugate", "affine"]
+__all__ = [
+    "AffineConjugate",
+    "AffineGradient",
+    "ConjugateArrays",
+    "GradientArrays",
+    "NewtonConjugate",
+    "affine",
+    "affine_gradient",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,12 +67,29 @@ class NewtonConjugate:
     max_halvings: int
 
 
+@dataclass(frozen=True, eq=False)
+class AffineGradient:
+    """``grad f_v(x) = H_v x - c_v``; ``matrix`` (n, d, d) is None when every ``H_v = I``."""
+
+    offset: FloatArray
+    matrix: FloatArray | None = None
+
+
 ConjugateArrays = AffineConjugate | NewtonConjugate
+GradientArrays = AffineGradient | NewtonConjugate
 
 
 def affine(offset: FloatArray, matrix: FloatArray | None = None) -> AffineConjugate:
     """An :class:`AffineConjugate` with C-contiguous float64 arrays (what the kernel takes)."""
     return AffineConjugate(
+        np.ascontiguousarray(offset, dtype=np.float64),
+        None if matrix is None else np.ascontiguousarray(matrix, dtype=np.float64),
+    )
+
+
+def affine_gradient(offset: FloatArray, matrix: FloatArray | None = None) -> AffineGradient:
+    """An :class:`AffineGradient` with C-contiguous float64 arrays (what the kernel takes)."""
+    return AffineGradient(
         np.ascontiguousarray(offset, dtype=np.float64),
         None if matrix is None else np.ascontiguousarray(matrix, dtype=np.float64),
     )

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from gossip.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gossip.problems.arrays import ConjugateArrays
+    from gossip.problems.arrays import ConjugateArrays, GradientArrays
 
 __all__ = ["FloatArray", "ListProblemSet", "LocalProblem", "ProblemSet"]
 
@@ -123,6 +123,11 @@ class ProblemSet(ABC):
         """``grad f_v^*`` as plain arrays, for the compiled optimization sweep
         (:mod:`gossip.problems.arrays`); None (the default): only through these methods, so
         the simulator sweeps with numpy."""
+        return None
+
+    def gradient_arrays(self) -> GradientArrays | None:
+        """``grad f_v`` as plain arrays, for dgd's compiled sweep (:mod:`gossip.problems.arrays`);
+        None (the default): only through :meth:`grad`, so dgd sweeps with numpy."""
         return None
 
     def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:

@@ -426,6 +426,10 @@ class LogisticSet(ProblemSet):
             max_halvings=_MAX_HALVINGS,
         )
 
+    def gradient_arrays(self) -> NewtonConjugate:
+        """The same rows as :meth:`conjugate_arrays`: they give ``grad f_v`` too."""
+        return self.conjugate_arrays()
+
     def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:
         """Row ``i``: ``grad f_v(x[i])``."""
         ids, rows = self._batch(nodes, x)

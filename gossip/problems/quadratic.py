@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError
-from gossip.problems.arrays import AffineConjugate, affine
+from gossip.problems.arrays import AffineConjugate, AffineGradient, affine, affine_gradient
 from gossip.problems.base import FloatArray, ProblemSet
 
 __all__ = ["Quadratic", "QuadraticSet"]
@@ -108,6 +108,10 @@ class QuadraticSet(ProblemSet):
     def conjugate_arrays(self) -> AffineConjugate:
         """``grad f_v^*(y) = y + b_v``: affine, with ``M_v = I``."""
         return affine(self._b)
+
+    def gradient_arrays(self) -> AffineGradient:
+        """``grad f_v(x) = x - b_v``: affine, with ``H_v = I``."""
+        return affine_gradient(self._b)
 
     def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:
         """Row ``i``: ``x[i] - b_{nodes[i]}``."""

@@ -20,7 +20,7 @@ from scipy.linalg import cho_factor, cho_solve
 
 from gossip.datasets.shard import Shard
 from gossip.errors import ConfigError
-from gossip.problems.arrays import AffineConjugate, affine
+from gossip.problems.arrays import AffineConjugate, AffineGradient, affine, affine_gradient
 from gossip.problems.base import FloatArray, ProblemSet
 
 __all__ = ["Ridge", "RidgeSet"]
@@ -134,6 +134,10 @@ class RidgeSet(ProblemSet):
     def conjugate_arrays(self) -> AffineConjugate:
         """``grad f_v^*(y) = H_v^-1 (y + c_v)``: affine."""
         return affine(self._c, self._Hinv)
+
+    def gradient_arrays(self) -> AffineGradient:
+        """``grad f_v(x) = H_v x - c_v``: affine."""
+        return affine_gradient(self._c, self._H)
 
     def grad(self, nodes: NDArray[np.intp], x: FloatArray) -> FloatArray:
         """Row ``i``: ``H_v x[i] - c_v``."""

@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 
 import gossip.dual.compiled as compiled
 from gossip.datasets import load_shards
+from gossip.dual.baseline import best_dgd_params
 from gossip.dual.experiment import algorithm_params
+from gossip.dual.params import dual_params
 from gossip.dual.simulate import simulate_optimization
 from gossip.errors import ConfigError
 from gossip.params import gossip_params
-from gossip.problems import LogisticSet, make_problem_set
+from gossip.problems import ListProblemSet, LogisticSet, make_problem_set
 from gossip.problems.arrays import NewtonConjugate
 from gossip.simulator import simulate
 from gossip.spectral import graph_quantities
@@ -102,6 +104,45 @@ def test_logistic_agrees_to_newtons_tolerance(algorithm: str) -> None:
     _close(fast, slow, 1e-7)
 
 
+@pytest.mark.parametrize(
+    ("spec", "rel"), [("quadratic", 1e-10), ("ridge:0.1", 1e-10), ("logistic:0.01", 1e-7)]
+)
+def test_dgd_gives_the_numpy_engines_curves(spec: str, rel: float) -> None:
+    # dgd's gradient steps from the local minimisers (logistic's solved by Newton, to tol).
+    topo = parse_topology("grid:3x3")
+    if spec == "quadratic":
+        values = np.random.default_rng(8).normal(size=(topo.n, 2))
+        problems = make_problem_set(spec, None, n=topo.n, values=values)
+    else:
+        problems = make_problem_set(spec, load_shards("breast-cancer", "iid:0", topo.n)[0])
+    q = graph_quantities(topo)
+    # A quarter of 1/L (at 1/L the quadratics' x_v would stay at their b_v).
+    params = dual_params(
+        "dgd", q.mu_gossip, q.r_eff, problems.mu, problems.L, alpha=0.25 / problems.L
+    )
+    grid = np.linspace(0.0, 1500.0, 16)
+    fast = simulate_optimization(topo, problems, params, grid, 3, 9, engine="compiled")
+    slow = simulate_optimization(topo, problems, params, grid, 3, 9, engine="numpy")
+    assert fast.errors[:, -1].max() < 0.5 * fast.errors[:, 0].min()  # it did move
+    _close(fast, slow, rel)
+
+
+def test_dgd_step_search_sweeps_each_candidate_with_its_own_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topo = parse_topology("line:6")
+    problems = make_problem_set("ridge:0.1", load_shards("breast-cancer", "iid:0", topo.n)[0])
+    base = algorithm_params("dgd", graph_quantities(topo), problems)
+    chosen, scores = best_dgd_params(topo, problems, base, 800.0, 3, candidates=4)
+    monkeypatch.setenv("GOSSIP_SIM_ENGINE", "numpy")
+    again, reference = best_dgd_params(topo, problems, base, 800.0, 3, candidates=4)
+    assert chosen.alpha == again.alpha
+    assert scores.keys() == reference.keys()
+    for key, score in scores.items():
+        assert score == pytest.approx(reference[key], rel=1e-9)
+    assert len(set(scores.values())) == 4  # four steps, four different outcomes
+
+
 def test_threads_change_nothing() -> None:
     topo = parse_topology("grid:3x3")
     problems = make_problem_set("logistic:0.01", load_shards("breast-cancer", "iid:0", topo.n)[0])
@@ -159,9 +200,12 @@ def test_which_engine_runs_and_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
     dgd = algorithm_params("dgd", q, problems)
     acd = algorithm_params("acd", q, problems)
     assert simulate_optimization(topo, problems, acd, grid, 1, 0).engine == "compiled"
-    assert simulate_optimization(topo, problems, dgd, grid, 1, 0).engine == "numpy"
-    with pytest.raises(ConfigError, match=r"acd and cd.*this is dgd on QuadraticSet"):
-        simulate_optimization(topo, problems, dgd, grid, 1, 0, engine="compiled")
+    assert simulate_optimization(topo, problems, dgd, grid, 1, 0).engine == "compiled"
+    # A user's problems (no plain arrays) are swept by numpy.
+    users = ListProblemSet([problems.local(v) for v in range(topo.n)])
+    assert simulate_optimization(topo, users, dgd, grid, 1, 0).engine == "numpy"
+    with pytest.raises(ConfigError, match=r"built-in problems.*this is dgd on ListProblemSet"):
+        simulate_optimization(topo, users, dgd, grid, 1, 0, engine="compiled")
     with pytest.raises(
         ConfigError, match=r"engine must be one of auto, compiled, numpy, got 'fast'"
     ):
