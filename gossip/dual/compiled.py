@@ -37,7 +37,7 @@ Where a full Newton step does not shrink the residual (y moved far since the nod
 as acd's mixing with z does), the answer is solved again from the last one with a line search
 (:func:`gossip.problems.newton_kernel.careful_answer`, the batched solver's Armijo rule). If
 even that fails (out of steps, or a Hessian not positive definite in floating point), the kernel
-stops and the block is swept again by the numpy engine (its progress then counted twice).
+stops and the block's runs from that one on are swept by the numpy engine.
 Problem sets without plain arrays are always swept by the numpy engine.
 
 numba is optional: :func:`dual_kernel_available` says whether the kernel can run here (numba
@@ -46,6 +46,7 @@ imports, and ``GOSSIP_SIM_ENGINE=numpy`` does not turn the compiled simulators o
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -109,8 +110,8 @@ def run_dual_block_compiled(
     spec: DualBlockSpec, report: Callable[[int], None] | None = None
 ) -> BlockCurves:
     """Simulate the block's runs with the compiled kernel: the curves of
-    :func:`gossip.dual.engine.run_dual_block` (module header), which sweeps the block instead
-    if a Newton solve stalls.
+    :func:`gossip.dual.engine.run_dual_block` (module header), which sweeps the runs from the
+    one where a Newton solve stalled on.
 
     Raises
     ------
@@ -196,12 +197,21 @@ def run_dual_block_compiled(
             means[part],
         )
         if done < 0:  # even the line search failed: the numpy engine's solver may not
-            return run_dual_block(spec, report)
+            rest = dataclasses.replace(
+                spec,
+                runs=spec.runs[first:],
+                alphas=None if spec.alphas is None else spec.alphas[first:],
+            )
+            tail = run_dual_block(rest, report)
+            for name in ("errors", "consensus", "gaps"):
+                getattr(curves, name)[first:] = getattr(tail, name)
+            break
         if report is not None:
             report(int(done))
         first += count
-    curves.gaps[:] = problems.values(means.reshape(-1, d)).reshape(spec.n_runs, recorded)
-    curves.gaps[:] -= spec.f_star
+    if first:  # the runs swept here: their gaps from their means
+        swept = means[:first].reshape(-1, d)
+        curves.gaps[:first] = problems.values(swept).reshape(first, recorded) - spec.f_star
     return curves
 
 

@@ -192,6 +192,48 @@ def test_a_stalled_newton_hands_the_block_to_the_numpy_engine(
     assert reports[-1] >= 2 * 290  # the numpy sweep's activations were reported
 
 
+def test_a_stall_in_a_later_group_leaves_the_groups_before_it_swept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One run per kernel call; the second call stalls: runs 1.. go to numpy, run 0 stays.
+    kernel = compiled._load()
+    assert kernel is not None
+    calls: list[int] = []
+
+    def stalling(*args: Any) -> int:
+        calls.append(args[1])
+        return -1 if len(calls) == 2 else kernel(*args)
+
+    swept: list[list[int]] = []
+    numpy_sweep = compiled.run_dual_block
+
+    def counting(spec: Any, report: Any = None) -> Any:
+        swept.append(spec.runs.tolist())
+        return numpy_sweep(spec, report)
+
+    monkeypatch.setattr(compiled, "_load", lambda: stalling)
+    monkeypatch.setattr(compiled, "AFFINE_EVENTS_PER_CALL", 1)
+    monkeypatch.setattr(compiled, "run_dual_block", counting)
+    topo = parse_topology("line:6")
+    problems = make_problem_set("ridge:0.1", load_shards("breast-cancer", "iid:0", topo.n)[0])
+    params = algorithm_params("cd", graph_quantities(topo), problems)
+    grid = np.linspace(0.0, 500.0, 6)
+    reports: list[int] = []
+    mixed = simulate_optimization(topo, problems, params, grid, 4, 5, reports.append)
+    assert calls == [0, 1]
+    assert swept == [[1, 2, 3]]
+    assert mixed.engine == "compiled"
+    reference: list[int] = []
+    slow = simulate_optimization(
+        topo, problems, params, grid, 4, 5, reference.append, engine="numpy"
+    )
+    _close(mixed, slow, 1e-10)
+    # Progress is cumulative: every activation counted once, run 0's before the others'.
+    assert reports[-1] == reference[-1]
+    assert len(reports) > 1
+    assert reports == sorted(reports)
+
+
 def test_which_engine_runs_and_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
     topo = parse_topology("line:4")
     problems = make_problem_set("quadratic", None, n=topo.n)
