@@ -38,6 +38,14 @@ def _both(
     return fast, slow
 
 
+def _problems(spec: str, topo: Topology, seed: int, dim: int) -> Any:
+    """Random quadratics (``dim``), or ``spec`` on breast-cancer's iid shards."""
+    if spec == "quadratic":
+        values = np.random.default_rng(seed).normal(size=(topo.n, dim))
+        return make_problem_set(spec, None, n=topo.n, values=values)
+    return make_problem_set(spec, load_shards("breast-cancer", "iid:0", topo.n)[0])
+
+
 def _close(fast: Any, slow: Any, rel: float) -> None:
     """Distances (square roots of the errors) within ``rel`` of the starting distance."""
     scale = np.sqrt(slow.errors[:, :1]) + 1e-300
@@ -57,11 +65,7 @@ def test_affine_problems_give_the_numpy_engines_curves(
     algorithm: str, estimate: str, spec: str
 ) -> None:
     topo = parse_topology("grid:3x4")
-    if spec == "quadratic":
-        values = np.random.default_rng(3).normal(size=(topo.n, 3))
-        problems = make_problem_set(spec, None, n=topo.n, values=values)
-    else:
-        problems = make_problem_set(spec, load_shards("breast-cancer", "iid:0", topo.n)[0])
+    problems = _problems(spec, topo, seed=3, dim=3)
     grid = np.linspace(0.0, 2500.0, 26)  # crosses two window ends (CHUNK_T = 1024)
     fast, slow = _both(topo, problems, algorithm, grid, 5, 7, estimate=estimate)
     assert fast.errors[:, -1].max() < 0.5 * fast.errors[:, 0].min()  # it did move
@@ -110,11 +114,7 @@ def test_logistic_agrees_to_newtons_tolerance(algorithm: str) -> None:
 def test_dgd_gives_the_numpy_engines_curves(spec: str, rel: float) -> None:
     # dgd's gradient steps from the local minimisers (logistic's solved by Newton, to tol).
     topo = parse_topology("grid:3x3")
-    if spec == "quadratic":
-        values = np.random.default_rng(8).normal(size=(topo.n, 2))
-        problems = make_problem_set(spec, None, n=topo.n, values=values)
-    else:
-        problems = make_problem_set(spec, load_shards("breast-cancer", "iid:0", topo.n)[0])
+    problems = _problems(spec, topo, seed=8, dim=2)
     q = graph_quantities(topo)
     # A quarter of 1/L (at 1/L the quadratics' x_v would stay at their b_v).
     params = dual_params(
