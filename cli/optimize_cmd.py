@@ -77,14 +77,15 @@ def optimize_cmd(
         int, _opt("Seed of the runs (and of the DGD step search).", "SEED", "--seed")
     ] = 0,
     workers: Annotated[
-        int,
+        int | None,
         _opt(
-            "Threads of the compiled sweep, worker processes for numpy's (user-defined "
-            "problems, GOSSIP_SIM_ENGINE=numpy); pays off with many runs.",
+            "Threads of the compiled sweep (default: one per CPU for large jobs), worker "
+            "processes for numpy's (user-defined problems, GOSSIP_SIM_ENGINE=numpy; "
+            "default 1).",
             "WORKERS",
             "--workers",
         ),
-    ] = 1,
+    ] = None,
     estimate: Annotated[
         str,
         _opt(
@@ -123,7 +124,8 @@ def optimize_cmd(
         _check_count("--runs", runs, 1)
         _check_count("--grid-points", grid_points, 2)
         _check_count("--seed", seed, 0)
-        _check_count("--workers", workers, 1)
+        if workers is not None:
+            _check_count("--workers", workers, 1)
         if t_end is not None and not (math.isfinite(t_end) and t_end > 0):
             raise ConfigError(f"--t-end must be a finite number > 0, got {t_end!r}")
         if not (math.isfinite(eps) and eps > 0):

@@ -35,7 +35,12 @@ from gossip.sim.compiled import ENGINES, resolve_engine, run_block_compiled
 from gossip.sim.engine import BlockSpec, run_block
 from gossip.sim.events import windows
 from gossip.sim.runs import ErrorsOverRuns
-from gossip.sim.sweep import run_blocks_in_processes, run_blocks_in_threads, run_blocks_inline
+from gossip.sim.sweep import (
+    auto_workers,
+    run_blocks_in_processes,
+    run_blocks_in_threads,
+    run_blocks_inline,
+)
 from gossip.topology import Topology
 
 __all__ = ["ENGINES", "MAX_BLOCK", "SimulationResult", "simulate"]
@@ -48,11 +53,7 @@ MAX_BLOCK = 1000
 
 _BLOCK_VALUES = 4_000_000  # most node values (runs x nodes x d) held per block: 32 MB per array
 
-_PARALLEL_EVENTS = (
-    2_000_000  # below this many activations, worker start-up costs more than it saves
-)
 _BLOCKS_PER_THREAD = 4  # blocks per compiled-kernel thread (see simulate)
-_THREADED_EVENTS = 200_000  # the same for the compiled kernel's threads, which start at once
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,8 +181,7 @@ def simulate(
     ]
     expected_events = runs * float(sweep[-1]) if len(sweep) else 0.0
     if workers is None:
-        threshold = _THREADED_EVENTS if compiled else _PARALLEL_EVENTS
-        workers = min(os.cpu_count() or 1, len(specs)) if expected_events > threshold else 1
+        workers = auto_workers(expected_events, compiled, len(specs))
     workers = min(workers, len(specs))
     if workers <= 1:
         parts = run_blocks_inline(run_block_compiled if compiled else run_block, specs, progress)

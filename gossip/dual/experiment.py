@@ -102,7 +102,7 @@ def run_experiment(
     runs: int,
     seed: int,
     *,
-    workers: int = 1,
+    workers: int | None = 1,
     estimate: str = "y",
     progress: Progress | None = None,
     quantities: GraphQuantities | None = None,

@@ -25,7 +25,12 @@ from gossip.dual.result import OptimizationResult, bound_constant
 from gossip.errors import ConfigError
 from gossip.sim.compiled import ENGINES, resolve_engine
 from gossip.sim.events import windows
-from gossip.sim.sweep import run_blocks_in_processes, run_blocks_in_threads, run_blocks_inline
+from gossip.sim.sweep import (
+    auto_workers,
+    run_blocks_in_processes,
+    run_blocks_in_threads,
+    run_blocks_inline,
+)
 from gossip.topology import Topology
 
 __all__ = ["ENGINES", "simulate_optimization", "sweep_grid", "uses_compiled"]
@@ -45,7 +50,7 @@ def simulate_optimization(
     seed: int,
     progress: Callable[[int], None] | None = None,
     *,
-    workers: int = 1,
+    workers: int | None = 1,
     estimate: str = "y",
     x_star: FloatArray | None = None,
     engine: str = "auto",
@@ -69,9 +74,11 @@ def simulate_optimization(
         ``runs >= 1``; run r uses ``SeedSequence(seed, spawn_key=(r,))``, ``seed >= 0``.
     progress : callable, optional
         Called with the number of activations simulated so far (all runs).
-    workers : int
+    workers : int or None
         Threads of the compiled sweep, else worker processes (spawned; ``problems`` must
-        pickle). The result does not depend on it.
+        pickle). None: one thread per CPU for a compiled sweep of more than
+        :data:`gossip.sim.sweep.THREADED_EVENTS` activations, else 1 (no processes unasked).
+        The result does not depend on it.
     estimate : {"y", "z"}
         Which dual variable acd's primal estimates ``grad f_v^*(.)`` are taken from.
     x_star : ndarray (d,), optional
@@ -102,14 +109,18 @@ def simulate_optimization(
         raise ConfigError(f"runs must be an integer >= 1, got {runs!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        raise ConfigError(f"workers must be an integer >= 1 or None, got {workers!r}")
     if estimate not in ("y", "z"):
         raise ConfigError(f"estimate must be 'y' or 'z', got {estimate!r}")
     compiled = uses_compiled(engine, params, problems)
     star = np.asarray(problems.x_star() if x_star is None else x_star, dtype=np.float64)
     f_star = float(problems.value(star))
     sweep, record = sweep_grid(grid)
+    if workers is None:
+        workers = auto_workers(runs * float(grid[-1]), True, runs) if compiled else 1
     split = _BLOCKS_PER_THREAD if compiled and workers > 1 else 1
     count = min(runs, max(split * workers, math.ceil(runs / _MAX_BLOCK)))
     cuts = np.linspace(0, runs, count + 1).round().astype(int)

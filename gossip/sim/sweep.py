@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.queues
+import os
 import queue
 from collections.abc import Callable, Sequence
 from concurrent.futures import (
@@ -26,7 +27,10 @@ from concurrent.futures import (
 from typing import TypeVar
 
 __all__ = [
+    "PARALLEL_EVENTS",
+    "THREADED_EVENTS",
     "BlockRunner",
+    "auto_workers",
     "run_blocks_in_processes",
     "run_blocks_in_threads",
     "run_blocks_inline",
@@ -38,6 +42,20 @@ Result = TypeVar("Result")
 BlockRunner = Callable[[Spec, Callable[[int], None]], Result]
 """``run(spec, report)``: sweep one block, calling ``report(events)`` as events are done.
 It must be a module-level function (the workers import it by name)."""
+
+PARALLEL_EVENTS = 2_000_000
+"""Below this many events, worker processes cost more to start than they save."""
+
+THREADED_EVENTS = 200_000
+"""The same for a compiled kernel's threads, which start at once."""
+
+
+def auto_workers(events: float, threaded: bool, blocks: int) -> int:
+    """Workers for a job of about ``events`` events in at most ``blocks`` blocks, when the
+    caller gave none: one per CPU (and per block) above the threshold of their kind
+    (:data:`THREADED_EVENTS` for threads, :data:`PARALLEL_EVENTS` for processes), else 1."""
+    threshold = THREADED_EVENTS if threaded else PARALLEL_EVENTS
+    return max(1, min(os.cpu_count() or 1, blocks)) if events > threshold else 1
 
 
 def run_blocks_inline(

@@ -93,6 +93,7 @@ def test_reproduce_optimization_figure_quick(tmp_path: Path) -> None:
         (["--algorithm", "acd", "--algorithm", "acd"], ["twice"]),
         (["--graph", "ring:5"], ["ring"]),
         (["--runs", "0"], ["--runs", "0"]),
+        (["--workers", "0"], ["--workers", "0"]),
         (["--eps", "-1"], ["--eps", "-1"]),
         (["--t-end", "nan"], ["--t-end", "nan"]),
         (["--estimate", "w"], ["--estimate", "w"]),

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import numpy as np
 import pytest
 from _quadratics import QuadraticNet
 from numpy.typing import NDArray
 
+import gossip.dual.simulate as simulate_module
 from gossip.dual.baseline import SEARCH_RUNS, SEARCH_SEED_OFFSET, best_dgd_params
+from gossip.dual.compiled import dual_kernel_available
 from gossip.dual.engine import DualBlockSpec, run_dual_block
+from gossip.dual.experiment import algorithm_params
 from gossip.dual.params import DualParams, dual_params
 from gossip.dual.result import t_eps
 from gossip.dual.simulate import simulate_optimization, sweep_grid
 from gossip.errors import ConfigError
 from gossip.params import gossip_params
+from gossip.problems import make_problem_set
+from gossip.sim.sweep import THREADED_EVENTS
 from gossip.simulator import simulate
 from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
@@ -87,6 +95,39 @@ def test_runs_do_not_depend_on_blocks_or_workers() -> None:
     many = simulate_optimization(topo, net, params, grid, 5, 9, workers=2)
     np.testing.assert_allclose(many.errors[:3], alone.errors, rtol=1e-12, atol=0)
     np.testing.assert_allclose(many.gaps[:3], alone.gaps, rtol=1e-9, atol=1e-15)
+
+
+def test_no_workers_given_means_threads_for_a_large_compiled_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not dual_kernel_available():
+        pytest.skip("numba is not installed (numpy engine only)")
+    threads: list[int] = []
+    real = simulate_module.run_blocks_in_threads
+
+    def counting(run: Any, specs: Any, workers: int, progress: Any) -> Any:
+        threads.append(workers)
+        return real(run, specs, workers, progress)
+
+    monkeypatch.setattr(simulate_module, "run_blocks_in_threads", counting)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    topo = parse_topology("line:6")
+    values = np.random.default_rng(4).normal(size=(topo.n, 2))
+    net = make_problem_set("quadratic", None, n=topo.n, values=values)  # built-in: compiled
+    params = algorithm_params("cd", graph_quantities(topo), net)
+    small = simulate_optimization(topo, net, params, [0.0, 100.0], 4, 1, workers=None)
+    assert threads == []  # 400 activations: one thread, this one
+    big_t = 2.0 * THREADED_EVENTS / 4
+    big = simulate_optimization(topo, net, params, [0.0, big_t], 4, 1, workers=None)
+    assert threads == [2]
+    alone = simulate_optimization(topo, net, params, [0.0, big_t], 4, 1)
+    np.testing.assert_array_equal(big.errors, alone.errors)
+    assert small.errors.shape == (4, 2)
+    # The numpy sweep does not start processes unasked.
+    numpy = simulate_optimization(
+        topo, net, params, [0.0, big_t / 100], 2, 1, workers=None, engine="numpy"
+    )
+    assert numpy.engine == "numpy"
 
 
 def test_curves_measure_what_they_say() -> None:
