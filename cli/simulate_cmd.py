@@ -84,7 +84,12 @@ def simulate_cmd(
     ] = 0,
     workers: Annotated[
         int | None,
-        _opt("Worker processes (default: one per CPU for large jobs).", "WORKERS", "--workers"),
+        _opt(
+            "Threads of the compiled kernel, worker processes of the numpy engine (default: "
+            "one per CPU for large jobs).",
+            "WORKERS",
+            "--workers",
+        ),
     ] = None,
     weighted: Annotated[
         bool,
@@ -153,7 +158,13 @@ def gossip_figure(
     eps: Annotated[float, _opt("Target error for t_eps.", "EPS", "--eps")] = 1e-6,
     seed: Annotated[int, _opt("Seed of the runs.", "SEED", "--seed")] = 0,
     workers: Annotated[
-        int | None, _opt("Worker processes (default: one per CPU).", "WORKERS", "--workers")
+        int | None,
+        _opt(
+            "Threads of the compiled kernel, worker processes of the numpy engine (default: "
+            "one per CPU for large jobs).",
+            "WORKERS",
+            "--workers",
+        ),
     ] = None,
     progress: Annotated[
         bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
