@@ -32,6 +32,12 @@ def _opt(help_text: str, name: str, *flags: str) -> Any:
     return typer.Option(*flags, help=help_text, envvar=f"GOSSIP_{name}")
 
 
+_WORKERS_HELP = (
+    "Threads of the compiled kernel, worker processes of the numpy engine (default: one per "
+    "CPU for large jobs)."
+)
+
+
 @app.command("simulate")
 def simulate_cmd(
     graph: Annotated[
@@ -84,12 +90,7 @@ def simulate_cmd(
     ] = 0,
     workers: Annotated[
         int | None,
-        _opt(
-            "Threads of the compiled kernel, worker processes of the numpy engine (default: "
-            "one per CPU for large jobs).",
-            "WORKERS",
-            "--workers",
-        ),
+        _opt(_WORKERS_HELP, "WORKERS", "--workers"),
     ] = None,
     weighted: Annotated[
         bool,
@@ -159,12 +160,7 @@ def gossip_figure(
     seed: Annotated[int, _opt("Seed of the runs.", "SEED", "--seed")] = 0,
     workers: Annotated[
         int | None,
-        _opt(
-            "Threads of the compiled kernel, worker processes of the numpy engine (default: "
-            "one per CPU for large jobs).",
-            "WORKERS",
-            "--workers",
-        ),
+        _opt(_WORKERS_HELP, "WORKERS", "--workers"),
     ] = None,
     progress: Annotated[
         bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
