@@ -178,7 +178,8 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
     z = np.empty((n, d))
     last = np.empty(n)
     guess = np.empty((n, d))  # each node's latest answer: its next Newton's start
-    chol = np.empty((n, d, d) if newton else (n, 0, 0))  # and its last Hessian's factor
+    # and its last Hessian's factor (dgd solves nothing)
+    chol = np.empty((n, d, d) if newton and not primal else (n, 0, 0))
     y_prev = np.empty((n, d))
     factored = np.zeros(n, dtype=np.bool_)  # whether chol[v] holds a factor
     unfactored = np.zeros(1, dtype=np.bool_)  # a measure's Newton keeps no factor
@@ -277,21 +278,17 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
                         else:
                             read[v] = y[v]
                         if primal:  # dgd's estimates are its values
-                            for k in range(d):
-                                gap = y[v, k] - x_star[k]
-                                total += gap * gap
-                                seen[v, k] = y[v, k]
-                                mean[k] += y[v, k]
-                            continue
-                        seen[v] = guess[v]  # Newton's start
-                        if not newton:
+                            seen[v] = read[v]
+                        elif not newton:
                             _affine(v, read, seen, offset, columns, identity)
-                        elif _newton(
-                            v, read, seen, As, norms, inv_m, lam, tol, max_steps, max_halvings,
-                            scratch_chol, scratch_y, 0, unfactored,
-                        ) < 0:  # fmt: skip
-                            return STALLED
-                        unfactored[0] = False  # that factor was node v's
+                        else:
+                            seen[v] = guess[v]  # Newton's start
+                            if _newton(
+                                v, read, seen, As, norms, inv_m, lam, tol, max_steps,
+                                max_halvings, scratch_chol, scratch_y, 0, unfactored,
+                            ) < 0:  # fmt: skip
+                                return STALLED
+                            unfactored[0] = False  # that factor was node v's
                         for k in range(d):
                             gap = seen[v, k] - x_star[k]
                             total += gap * gap
