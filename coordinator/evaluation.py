@@ -275,11 +275,13 @@ class ReportBook:
         present = [h for h in histories if h is not None]
         latest = [h[-1] for h in present]
         chosen = latest
-        # The cut's edges index nodes by id: without departures only (the latest reports then).
-        churned = bool(departed) or everyone != plan.expected
-        cut = None if churned else consistent_cut(present, plan.topology.edges)
-        if cut is not None:
-            candidate = [h[i] for h, i in zip(present, cut, strict=True)]
+        view = self.state.view
+        edges = plan.topology.edges if view is None else view.edges
+        cut = consistent_cut(present, edges, ids)
+        candidate = None if cut is None else [h[i] for h, i in zip(present, cut, strict=True)]
+        # A cut that reaches back before the view's start would mix two memberships (a report
+        # from before the switch still holds the flows the switch rolled back): not a cut.
+        if candidate is not None and (view is None or min(s.t for s in candidate) >= view.start):
             # At high rates some exchange is always in flight, and the latest consistent cut
             # can lie far back; past a couple of report periods the latest reports (whose mass
             # is then only approximate) describe the present better.
@@ -292,7 +294,7 @@ class ReportBook:
         x = np.array([s.x for s in chosen], dtype=np.float64)
         z = np.array([s.z for s in chosen], dtype=np.float64)
         initial = np.array([self.state.initial[k] for k in ids], dtype=np.float64)
-        eta = plan.params.eta if self.state.view_eta is None else self.state.view_eta
+        eta = plan.params.eta if view is None else view.eta
         # The cut's reports were taken at different times and each misses the jumps after its
         # own time: labelling the cut with the median of those times (mixing the others back or
         # forward, exact either way) balances the jumps it misses against those it has early.

@@ -270,7 +270,7 @@ class Churn:
     ) -> None:
         assert self.state.epoch is not None
         self.view = new
-        self.state.view_eta = new.eta
+        self.state.view = new
         self.state.unreach()  # a new mean to reach (only with keep_running can it be reached)
         self._command = {
             "cmd": "view",

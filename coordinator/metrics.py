@@ -128,7 +128,9 @@ class Snapshot:
 
 
 def consistent_cut(
-    histories: Sequence[Sequence[Snapshot]], edges: NDArray[np.int64]
+    histories: Sequence[Sequence[Snapshot]],
+    edges: NDArray[np.int64] | Sequence[tuple[int, int]],
+    ids: Sequence[int] | None = None,
 ) -> list[int] | None:
     """Choose one report per node so that the choice is a consistent cut of the run.
 
@@ -144,8 +146,11 @@ def consistent_cut(
     ----------
     histories : sequence of sequences of Snapshot
         Every node's recent reports, oldest first.
-    edges : ndarray of shape (n_edges, 2)
-        The topology's edges.
+    edges : ndarray of shape (n_edges, 2), or sequence of pairs
+        The topology's edges, as pairs of node ids.
+    ids : sequence of int, optional
+        The node id of each history (default: its position). After churn the members' ids
+        have gaps; an edge with an end that has no history (a departed node) is left out.
 
     Returns
     -------
@@ -161,7 +166,13 @@ def consistent_cut(
     # worklist re-checks only the edges of a node that moved, instead of every edge until
     # nothing changes (this runs at every evaluation, with 64 reports per node).
     hist = [list(h) for h in histories]  # a deque's random access walks its blocks
-    pairs = [(int(u), int(v)) for u, v in np.asarray(edges).tolist()]
+    node_ids = list(range(len(hist))) if ids is None else [int(k) for k in ids]
+    position = {node: i for i, node in enumerate(node_ids)}
+    pairs = [
+        (position[u], position[v])
+        for u, v in ((int(u), int(v)) for u, v in np.asarray(edges).reshape(-1, 2).tolist())
+        if u in position and v in position
+    ]
     around: list[list[tuple[int, int]]] = [[] for _ in hist]
     for a, b in pairs:
         around[a].append((a, b))
@@ -169,11 +180,11 @@ def consistent_cut(
     todo = list(pairs)
     while todo:
         a, b = todo.pop()
-        ca = hist[a][chosen[a]].edges.get(b, 0)
-        cb = hist[b][chosen[b]].edges.get(a, 0)
+        ca = hist[a][chosen[a]].edges.get(node_ids[b], 0)
+        cb = hist[b][chosen[b]].edges.get(node_ids[a], 0)
         if ca == cb:
             continue
-        ahead, peer, limit = (a, b, cb) if ca > cb else (b, a, ca)
+        ahead, peer, limit = (a, node_ids[b], cb) if ca > cb else (b, node_ids[a], ca)
         reports, k = hist[ahead], chosen[ahead]
         while k >= 0 and reports[k].edges.get(peer, 0) > limit:
             k -= 1

@@ -41,7 +41,7 @@ def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> Final
     x = np.array([v.x for v in present], dtype=np.float64)
     z = np.array([v.z for v in present], dtype=np.float64)
     initial = np.array([state.initial[v.node] for v in present], dtype=np.float64)
-    eta = plan.params.eta if state.view_eta is None else state.view_eta
+    eta = plan.params.eta if state.view is None else state.view.eta
     # Mixed forward to the latest final report: exact, and the mass is exact.
     est = estimate(t, x, z, initial, eta)
     # After the stop no node jumps any more, it only mixes its own pair: the error the run was

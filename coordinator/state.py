@@ -28,6 +28,7 @@ from typing import Any
 
 from coordinator.optimization import OptTracker
 from coordinator.records import ErrorPoint, FinalResult, NodeView, RunSummary, json_num, json_nums
+from gossip.membership import View
 from gossip.params import GossipParams
 from gossip.spectral import GraphQuantities
 from gossip.topology import Topology
@@ -139,8 +140,9 @@ class ClusterState:
     departed : set of int
         Ids of the nodes that left (or were declared dead): the error and the final result
         are measured on the other members only, to the mean of their initial values.
-    view_eta : float or None
-        The mixing rate of the current membership view (``None``: the bootstrap's).
+    view : View or None
+        The latest membership view (``None``: the bootstrap graph); its ``eta`` mixes the
+        reports and its ``edges`` give their consistent cuts.
     churn : list of dict
         The membership events, in order (``kind``: leave, dead, refused; ``view``, ``t``,
         ``wall``, ``node``, ``name``, ``members``, ``detail``): the dashboard's timeline.
@@ -173,7 +175,7 @@ class ClusterState:
     revision: int = 0
     optimization: OptTracker | None = None
     departed: set[int] = field(default_factory=set)
-    view_eta: float | None = None
+    view: View | None = None
     churn: list[dict[str, Any]] = field(default_factory=list)
 
     # -- updates -------------------------------------------------------------------------------

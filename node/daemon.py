@@ -18,7 +18,9 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
   back-off pause is over;
 * ``node-recover`` -- a restarted node asks its neighbours for their ledgers until recovered,
   each request preceded by its address (``Moved``): it may have come back on another one, and
-  a neighbour that gets it sends there from then on (:meth:`Node._follow_moves`);
+  a neighbour that gets it sends there from then on (:meth:`Node._follow_moves`); a connection
+  that never heard back is dialled again after a second (a joiner's first handshake can come
+  before its neighbours know its key);
 * ``node-mqtt``    -- reports and the control topic (only with a broker);
 * ``node-membership`` -- switches to the membership views the coordinator announces
   (:mod:`node.membership`).
@@ -66,6 +68,12 @@ _RECOVER_EVERY = 0.5  # seconds between LedgerRequests while recovering
 _PART_EVERY = 0.1  # least seconds between goodbyes (Done) to neighbours that have not heard
 _PART_GRACE = 4 * _PART_EVERY  # seconds to keep answering goodbyes once parted
 _RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive neighbour
+# Seconds of unanswered LedgerRequests after which a connection that never heard back is dialled
+# again. A joiner registers, dials its new neighbours and asks them for ledgers at once, while
+# the view command that gives them its key is still on its way: a secured neighbour then refuses
+# the handshake, for good (node.curve), and without a new dial the joiner would ask into a dead
+# connection until it gave up, then start exchanges that only a redial, seconds later, delivers.
+_REDIAL_AFTER = 2 * _RECOVER_EVERY
 # Seconds between two computations of the round-trip percentiles in the periodic reports: they
 # partition thousands of samples (gossip.recent; the costliest part of a report), and move
 # slowly.
@@ -402,15 +410,21 @@ class Node:
                 self.transport.answer(route, answer)
 
     async def _recover(self) -> None:
-        ex, address = self.exchanger, self.transport.address
-        give_up = self.clock() + _RECOVER_GIVE_UP
+        ex, address, transport = self.exchanger, self.transport.address, self.transport
+        started = self.clock()
+        give_up = started + _RECOVER_GIVE_UP
         while ex.recovering:
             if self.clock() > give_up:
                 edges = ex.give_up_recovery()
                 log.warning("no ledger from the neighbours on edges %s: gossiping on", edges)
                 break
-            for out in ex.ledger_requests(address):
-                self.transport.send(out.peer, out.frame)
+            outs = ex.ledger_requests(address)
+            if self.clock() - started >= _REDIAL_AFTER:
+                for peer in sorted({out.peer for out in outs}):  # before the sends: the new way
+                    if transport.redial(peer):
+                        log.info("neighbour %d silent on this connection: redialled", peer)
+            for out in outs:
+                transport.send(out.peer, out.frame)
             resend_at = self.clock() + _RECOVER_EVERY
             while self.clock() < resend_at:
                 if not ex.recovering:

@@ -74,7 +74,9 @@ def _check_survivors(coord: Coordinator, leaver: int, eps: float) -> None:
     # onehot: node 0 holds 1, the leaver 0; the survivors' initial sum is 1, their mean 1/7
     # (the whole cluster's was 1/8): the leaver's share of the flows was settled exactly.
     assert abs(values.sum() - 1.0) <= 1e-9
-    assert state.final.error <= eps
+    # The stop comes a report period after eps was confirmed, and ARG's error is not
+    # monotone: the final error may sit a little above eps (as in test_cluster).
+    assert state.final.error <= 3 * eps
     assert np.allclose(values, 1 / 7, atol=1e-3)
     kinds = [e["kind"] for e in state.churn]
     assert kinds[0] in ("leave", "dead")
@@ -172,4 +174,6 @@ async def test_a_node_joins_a_running_cluster_and_the_mean_moves_to_include_it(
     # onehot 1 at node 0 plus the joiner's 8: the sum is 9 and the mean 1 (it was 1/8).
     assert abs(values.sum() - 9.0) <= 1e-9 * 9
     assert np.allclose(values, 1.0, atol=1e-3)
-    assert state.final.error <= config.until
+    # The stop comes a report period after eps was confirmed, and ARG's error is not
+    # monotone: the final error may sit a little above eps (as in test_cluster).
+    assert state.final.error <= 3 * config.until

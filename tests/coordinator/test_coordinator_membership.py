@@ -53,7 +53,7 @@ def test_a_leave_publishes_the_next_view_ahead_of_now_and_repeats_it() -> None:
     assert view.number == 1
     assert view.members == (0, 1, 2, 3)
     assert view.start == pytest.approx(100.0 * (1010.0 + 1.0 - 1000.0))  # LEAD seconds ahead
-    assert churn.state.view_eta == view.eta
+    assert churn.state.view == view
     churn.tick(1010.5)
     assert len(out.sent) == 1  # not yet: once a second
     churn.tick(1011.1)

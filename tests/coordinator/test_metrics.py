@@ -121,6 +121,20 @@ def test_consistent_cut_moves_a_node_that_is_ahead_back() -> None:
     assert consistent_cut(histories, edges) is None
 
 
+def test_consistent_cut_after_churn_follows_node_ids_and_skips_departed_ends() -> None:
+    # Members 0, 2 and 9 (node 1 left, 9 joined), edges of the view by id: 0-2, 2-9, and 1-2
+    # to the departed node, whose count is no one's business any more.
+    edges = [(0, 2), (1, 2), (2, 9)]
+    histories = [
+        [_snap(1.0, p2=3), _snap(2.0, p2=4)],  # node 0 applied a 4th exchange with node 2 ...
+        [_snap(1.5, p0=3, p1=7, p9=1), _snap(2.5, p0=3, p1=7, p9=2)],  # ... node 2 not yet
+        [_snap(2.6, p2=2)],
+    ]
+    assert consistent_cut(histories, edges, ids=[0, 2, 9]) == [0, 1, 0]
+    # By position instead of id, node 2's history would be read as node 1's: no such cut.
+    assert consistent_cut(histories, edges, ids=[0, 2, 9]) != consistent_cut(histories, edges)
+
+
 def _latest_cut_by_search(
     histories: list[list[Snapshot]], edges: list[tuple[int, int]]
 ) -> list[int] | None:
