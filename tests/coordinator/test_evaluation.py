@@ -27,6 +27,7 @@ from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
 from gossip.jumps import jump
+from gossip.membership import make_view
 from gossip.mixing import mix
 from gossip.params import gossip_params
 from gossip.spectral import graph_quantities
@@ -339,3 +340,42 @@ def test_divergence_is_growth_over_a_thousand_times_the_first_error_eps_or_the_f
     first: float, last: float, eps: float, floor: float, expected: bool
 ) -> None:
     assert diverged(first, last, eps, floor) is expected
+
+
+def test_after_churn_the_point_comes_from_a_consistent_cut_of_the_members() -> None:
+    # line:3; node 1 left (view 1 joins 0 and 2 directly), and node 3 joined at 2.
+    topo = parse_topology("line:3")
+    q = graph_quantities(topo)
+    plan = Plan(topo, gossip_params("arg", q.mu_gossip, q.r_max), "test", RATE, "", PERIOD)
+    state = ClusterState(graph="line:3", expected=3, eps=EPS, rate=RATE)
+    state.initial = [(1.0,), (0.0,), (0.0,), (2.0,)]
+    state.departed = {1}
+    state.view = make_view(1, 50.0, [0, 2, 3], [(0, 2), (2, 3)], previous=None)
+    book = ReportBook(plan, state, PREFIX)
+    counts = np.zeros((4, 4), dtype=np.int64)
+
+    def send(node: int, t: float, x: float) -> None:
+        peers = [p for p in (0, 2, 3) if p != node]
+        payload = _report(node, t, x, x, state.initial[node][0], counts, peers)
+        book.ingest(f"{PREFIX}/node/{node}/state", payload)
+
+    # Every member equal to the mean, 1: no error, no drift.
+    for node in (0, 2, 3):
+        send(node, 60.0, 1.0)
+    # Then node 3 applies an exchange with node 2 (a flow of 0.5 its way) and reports; node 2
+    # reports later, but before it applied its half: its latest report lacks the flow.
+    counts[3, 2] = 1
+    send(3, 61.0, 1.5)
+    send(2, 62.0, 1.0)
+    send(0, 62.0, 1.0)
+    ev = book.evaluate()
+    assert ev is not None
+    # The latest reports would count the flow at node 3 only: error and drift out of nothing.
+    # The cut goes back to node 3's report before the exchange.
+    assert ev.point.error == pytest.approx(0.0, abs=1e-12)
+    assert ev.point.mass_drift_rel == pytest.approx(0.0, abs=1e-12)
+    # A cut that would reach back before the view's start mixes two memberships: not used.
+    state.view = make_view(1, 60.5, [0, 2, 3], [(0, 2), (2, 3)], previous=None)
+    ev = book.evaluate()
+    assert ev is not None
+    assert ev.point.mass_drift_rel > 0.1
