@@ -39,7 +39,7 @@ from machine import busy_cpu_seconds
 from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 
 from coordinator.launcher import default_metrics_period
-from coordinator.procs import free_port
+from coordinator.procs import free_ports
 from gossip.topology import parse_topology
 
 SKELETON = Path(__file__).with_name("skeleton_node.py")
@@ -61,7 +61,7 @@ async def skeleton_cluster(
 ) -> Floor:
     """Run ``graph`` as skeleton nodes at ``rate`` activations/s; measure the steady part."""
     topo = parse_topology(graph)
-    ports = [free_port() for _ in range(topo.n)]
+    ports = free_ports(topo.n)
     keys = [zmq.curve_keypair() if secure else (b"", b"") for _ in range(topo.n)]
     peers: list[list[list[object]]] = [[] for _ in range(topo.n)]
     for (v, w), prob in zip(topo.edges.tolist(), topo.probs.tolist(), strict=True):

@@ -18,11 +18,11 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
-__all__ = ["Child", "free_port", "spawn", "stop_all", "stop_process"]
+__all__ = ["Child", "free_port", "free_ports", "spawn", "stop_all", "stop_process"]
 
 
 class Child(Protocol):
@@ -56,6 +56,22 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(count: int, taken: Iterable[int] = (), host: str = "127.0.0.1") -> list[int]:
+    """Return ``count`` distinct TCP ports free on ``host`` right now, none of them in ``taken``.
+
+    :func:`free_port` twice can give the same port (the first is not bound yet), and so can a
+    port drawn for a socket that binds later, such as the coordinator's.
+    """
+    seen = set(taken)
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port(host)
+        if port not in seen:
+            seen.add(port)
+            ports.append(port)
+    return ports
 
 
 async def spawn(

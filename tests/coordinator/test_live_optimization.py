@@ -19,7 +19,7 @@ import pytest
 from coordinator.agreement import optimization_agreement
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, node_argv, run_up
-from coordinator.procs import free_port, spawn, stop_all
+from coordinator.procs import free_ports, spawn, stop_all
 from coordinator.records import RunSummary
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState
@@ -155,13 +155,15 @@ async def test_a_killed_node_recovers_its_dual_pair_from_its_neighbours(
 ) -> None:
     # The launcher of `gossip up` fails a run whose node crashes; here the nodes are started
     # by hand with fixed ports, so that node 1 can come back at its address under its name.
-    bind = f"tcp://127.0.0.1:{free_port()}"
+    # Five distinct ports, the coordinator's first: it binds later, so a port drawn after it
+    # could be the same one (a node then fails to bind, and the run never starts).
+    coordinator_port, *ports = free_ports(5)
+    bind = f"tcp://127.0.0.1:{coordinator_port}"
     config = dataclasses.replace(
         _config(tmp_path, "line:4", 1e-5, "kill"), broker=amqtt.url, bind=bind, run_timeout=150.0
     )
     state, plan = prepare(config)
     coordinator = Coordinator(config, state, plan)
-    ports = [free_port() for _ in range(4)]
     logs = tmp_path / "logs"
     logs.mkdir()
 
