@@ -23,7 +23,6 @@ from gossip.lateness import keeps_up
 from gossip.topology import Topology
 
 __all__ = [
-    "DUAL_MAX_BACK",
     "ROUNDING_SHARE",
     "error_at_stop",
     "final_result",
@@ -36,10 +35,6 @@ __all__ = [
 ROUNDING_SHARE = 1e-3
 """The largest share of the nodes' distance to the mean that the rounding errors mixing back
 to the stop amplify may reach (:func:`error_at_stop`)."""
-
-DUAL_MAX_BACK = 4.0
-"""An optimization run's final dual pairs are mixed back at most ``2 eta tau <= 4`` (rounding
-amplified at most ``e^4`` times): their distance to the optimum is not known here."""
 
 
 def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> FinalResult | None:
@@ -58,10 +53,7 @@ def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> Final
     z = np.array([v.z for v in present], dtype=np.float64)
     initial = np.array([state.initial[v.node] for v in present], dtype=np.float64)
     eta = plan.params.eta if state.view is None else state.view.eta
-    # An optimization run's x is the primal, z the dual: the rounding rule would judge a mix
-    # that means nothing (coordinator.opt_measure mixes the dual pairs to the t chosen here).
-    bound = math.inf if state.optimization is None else DUAL_MAX_BACK
-    est = error_at_stop(t, x, z, initial, eta, t_stop, max_back=bound)
+    est = error_at_stop(t, x, z, initial, eta, t_stop)
     return FinalResult(
         t=est.t,
         error=est.error,
@@ -79,7 +71,6 @@ def error_at_stop(
     initial: NDArray[np.float64],
     eta: float,
     t_stop: float | None,
-    max_back: float = math.inf,
 ) -> Estimate:
     """The error of the final states ``(t_v, x_v, z_v)`` at the stop ``t_stop`` if it can be
     told there, else at the latest final report's t; the mass drift always at the latter.
@@ -91,18 +82,14 @@ def error_at_stop(
     values' size, is multiplied by ``exp(2 eta tau)``. So the error is given at the stop when
     that amplified rounding stays within :data:`ROUNDING_SHARE` of the nodes' typical distance
     to the mean there (``sqrt(2 error / n)``): ample for any eps a run stops at, and never at
-    the floor of the floats, where the distance is itself a rounding error. ``max_back``
-    bounds ``2 eta tau`` whatever the values.
+    the floor of the floats, where the distance is itself a rounding error.
     """
     forward = estimate(t, x, z, initial, eta)  # exact, and so is the mass
     if t_stop is None or not float(t.max()) > t_stop or eta <= 0.0:
         return forward  # RG does not mix: its values are the same at any t after the stop
-    power = 2.0 * eta * float(np.max(t - t_stop))
-    if power > max_back:
-        return forward
     back = estimate(t, x, z, initial, eta, at=t_stop)
     size = float(max(np.max(np.abs(x)), np.max(np.abs(z))))
-    growth = math.exp(min(power, 700.0))
+    growth = math.exp(min(2.0 * eta * float(np.max(t - t_stop)), 700.0))
     rounding = float(np.finfo(np.float64).eps) * size * growth
     distance = math.sqrt(2.0 * back.error / len(t)) if math.isfinite(back.error) else 0.0
     if not rounding <= ROUNDING_SHARE * distance:
