@@ -8,41 +8,30 @@ figures of the whole run (t_eps, activations, the achieved rate, round-trip time
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
-from coordinator.metrics import Estimate, estimate
+from coordinator.metrics import estimate
 from coordinator.records import FinalResult, NodeView, RunSummary
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.lateness import keeps_up
 from gossip.topology import Topology
 
-__all__ = [
-    "ROUNDING_SHARE",
-    "error_at_stop",
-    "final_result",
-    "node_shares",
-    "pace_of",
-    "rate_achieved",
-    "run_summary",
-]
+__all__ = ["MAX_BACK", "final_result", "node_shares", "pace_of", "rate_achieved", "run_summary"]
 
-ROUNDING_SHARE = 1e-3
-"""The largest share of the nodes' distance to the mean that the rounding errors mixing back
-to the stop amplify may reach (:func:`error_at_stop`)."""
+MAX_BACK = 4.0
+"""Mixing back over ``2 eta tau <= 4`` amplifies rounding errors at most ``e^4`` times."""
 
 
 def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> FinalResult | None:
     """The exact outcome from the nodes' latest reports (``None`` unless every node reported).
 
     ``t_stop`` is the common t of the stop command: the error is given there when the final
-    states can be mixed back to it (:func:`error_at_stop`), else at the latest final report's t.
-    The mass drift is always measured forward, at the latter.
+    states can be mixed back to it without amplifying rounding errors, else at the latest final
+    report's t. The mass drift is always measured forward, at the latter.
     """
     present = _present(state, plan)
     everyone = max(plan.expected, len(state.initial))  # joined nodes included
@@ -53,7 +42,17 @@ def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> Final
     z = np.array([v.z for v in present], dtype=np.float64)
     initial = np.array([state.initial[v.node] for v in present], dtype=np.float64)
     eta = plan.params.eta if state.view is None else state.view.eta
-    est = error_at_stop(t, x, z, initial, eta, t_stop)
+    # Mixed forward to the latest final report: exact, and the mass is exact.
+    est = estimate(t, x, z, initial, eta)
+    # After the stop no node jumps any more, it only mixes its own pair: the error the run was
+    # stopped at is that of the final states mixed back to the stop (long after it, x has
+    # drifted to (x + z) / 2). Going back multiplies rounding errors by exp(2 eta tau), so only
+    # over a short enough tau.
+    if t_stop is not None:
+        back = float(t.max()) - t_stop
+        if 0.0 < 2.0 * eta * back <= MAX_BACK:
+            at_stop = estimate(t, x, z, initial, eta, at=t_stop)
+            est = dataclasses.replace(est, t=at_stop.t, error=at_stop.error, values=at_stop.values)
     return FinalResult(
         t=est.t,
         error=est.error,
@@ -62,39 +61,6 @@ def final_result(state: ClusterState, plan: Plan, t_stop: float | None) -> Final
         mean=tuple(float(c) for c in est.mean),
         complete=all(v.final for v in present),
     )
-
-
-def error_at_stop(
-    t: NDArray[np.float64],
-    x: NDArray[np.float64],
-    z: NDArray[np.float64],
-    initial: NDArray[np.float64],
-    eta: float,
-    t_stop: float | None,
-) -> Estimate:
-    """The error of the final states ``(t_v, x_v, z_v)`` at the stop ``t_stop`` if it can be
-    told there, else at the latest final report's t; the mass drift always at the latter.
-
-    After the stop no node jumps any more, it only mixes its own pair: mixed forward to the
-    latest report the states are exact, but long after the stop x has drifted towards
-    ``(x + z) / 2`` (a node that lingers, waiting for a neighbour's goodbye, reports seconds
-    later). Mixed back to the stop, each node's ``x - z``, rounded to about ``2^-52`` of the
-    values' size, is multiplied by ``exp(2 eta tau)``. So the error is given at the stop when
-    that amplified rounding stays within :data:`ROUNDING_SHARE` of the nodes' typical distance
-    to the mean there (``sqrt(2 error / n)``): ample for any eps a run stops at, and never at
-    the floor of the floats, where the distance is itself a rounding error.
-    """
-    forward = estimate(t, x, z, initial, eta)  # exact, and so is the mass
-    if t_stop is None or not float(t.max()) > t_stop or eta <= 0.0:
-        return forward  # RG does not mix: its values are the same at any t after the stop
-    back = estimate(t, x, z, initial, eta, at=t_stop)
-    size = float(max(np.max(np.abs(x)), np.max(np.abs(z))))
-    growth = math.exp(min(2.0 * eta * float(np.max(t - t_stop)), 700.0))
-    rounding = float(np.finfo(np.float64).eps) * size * growth
-    distance = math.sqrt(2.0 * back.error / len(t)) if math.isfinite(back.error) else 0.0
-    if not rounding <= ROUNDING_SHARE * distance:
-        return forward
-    return dataclasses.replace(forward, t=back.t, error=back.error, values=back.values)
 
 
 def node_shares(topology: Topology) -> list[float]:
