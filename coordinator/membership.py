@@ -86,7 +86,6 @@ class Churn:
         self.dead_after = dead_after
         self.lead = lead
         self.on_event = on_event
-        self.view: View | None = None
         self._command: dict[str, Any] | None = None
         self._resend_at = math.inf
         self._resend_until = -math.inf
@@ -95,13 +94,17 @@ class Churn:
         self._addresses: dict[int, str] = {}  # joined nodes' addresses, by id
         self._keys: dict[int, str] = {}  # joined nodes' CURVE public keys, by id (secured)
 
+    @property
+    def view(self) -> View | None:
+        """The latest view published (``None``: none yet, the bootstrap graph holds); kept in
+        the state, where the error's measure reads it too."""
+        return self.state.view
+
     def _current(self) -> View:
-        if self.view is None:
-            edges = [(int(u), int(v)) for u, v in self.plan.topology.edges]
-            self.view = make_view(
-                0, 0.0, range(self.plan.expected), edges, self.plan.params.algorithm
-            )
-        return self.view
+        if self.state.view is not None:
+            return self.state.view
+        edges = [(int(u), int(v)) for u, v in self.plan.topology.edges]
+        return make_view(0, 0.0, range(self.plan.expected), edges, self.plan.params.algorithm)
 
     def on_request(self, payload: bytes, now: float) -> None:
         """Take a leave request from MQTT (never raises: a bad one is logged, shown as refused).
@@ -269,7 +272,6 @@ class Churn:
         self, new: View, change: dict[str, Any], now: float, addresses: dict[str, str]
     ) -> None:
         assert self.state.epoch is not None
-        self.view = new
         self.state.view = new
         self.state.unreach()  # a new mean to reach (only with keep_running can it be reached)
         self._command = {
