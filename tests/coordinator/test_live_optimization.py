@@ -117,13 +117,18 @@ async def test_logistic_on_a_grid_stays_inside_the_simulators_band_with_real_mos
         seed=1,
         t_min=20.0,
         floor=1e-6,
-        # The live curve is judged among the model's own runs (coordinator.agreement): with
-        # 240 of them a run the model produces fails at most about 2% of the time.
-        null_runs=240,
+        # The live curve is judged among the model's own runs (coordinator.agreement). An
+        # accelerated dual curve is volatile: at alpha = 0.01 among 240 runs, 1.5% of 400 runs
+        # of the model itself failed (and one CI run did); at 0.002 among 1000, 0.5%. The same
+        # check still fails 2 of 3 runs of a cluster at half the rate, and every run that
+        # falls behind its mixing (gossip.lateness).
+        null_runs=1000,
         workers=2,
     )
     assert len(agreement.t) >= 10
-    assert agreement.typical(0.01), agreement.verdict()
+    if not agreement.typical(0.002):
+        # Say how the run went, so that a failure in CI shows whether the cluster kept up.
+        raise AssertionError(f"{agreement.verdict()}; run: {summary.as_dict()}")
     written = json.loads((tmp_path / "run.json").read_text())
     assert written["algorithm"] == "acd"
     opt = written["optimization"]
