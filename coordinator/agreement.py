@@ -37,7 +37,7 @@ from gossip.errors import ConfigError
 from gossip.params import GossipParams
 from gossip.topology import Topology
 
-__all__ = ["Agreement", "band_agreement", "optimization_agreement"]
+__all__ = ["Agreement", "Band", "band_agreement", "optimization_agreement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,26 +206,74 @@ def _compare(
     quantiles: tuple[float, float],
     null: NDArray[np.float64] | None = None,
 ) -> Agreement:
-    low = np.quantile(errors, quantiles[0], axis=0)
-    high = np.quantile(errors, quantiles[1], axis=0)
-    median = np.median(errors, axis=0)
-    inside, offset = _scores(err, low, median, high)
-    if null is None or not len(null):
-        return Agreement(t_arr, err, low, median, high, inside, offset)
-    scores = np.array([_scores(run, low, median, high) for run in null])
-    null_inside, null_offset = scores[:, 0], scores[:, 1]
-    count = len(null) + 1  # the live run counts among the runs it is compared with
-    p_inside = (np.count_nonzero(null_inside <= inside) + 1) / count
-    if np.isnan(offset):
-        p_offset = float("nan")
-    else:
-        finite = null_offset[np.isfinite(null_offset)]
-        above = (np.count_nonzero(finite >= offset) + 1) / (finite.size + 1)
-        below = (np.count_nonzero(finite <= offset) + 1) / (finite.size + 1)
-        p_offset = min(1.0, 2.0 * min(above, below))
-    return Agreement(
-        t_arr, err, low, median, high, inside, offset, float(p_inside), float(p_offset)
-    )
+    return Band.from_runs(t_arr, errors, quantiles, null).judge(err)
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """The simulator's band at fixed times, and its null runs' scores: judges many curves.
+
+    :func:`band_agreement` and :func:`optimization_agreement` judge one live run; a
+    calibration (``benchmarks/bench_agreement.py``) judges hundreds of the model's own runs
+    against one band, which then costs one simulation, not one per run.
+
+    Examples
+    --------
+    >>> t = np.arange(1.0, 4.0)
+    >>> runs = np.outer(2.0 ** np.arange(-5, 6), [1.0, 0.5, 0.25])  # 11 runs, 2x apart
+    >>> band = Band.from_runs(t, runs, null=runs)
+    >>> middle = band.judge(runs[5])
+    >>> middle.inside, middle.log_ratio_median, middle.p_offset
+    (1.0, 0.0, 1.0)
+    >>> far = band.judge(1000 * runs[5])  # 3 decades above: no null run is that far
+    >>> far.inside, round(far.p_offset, 3), far.typical(0.2)
+    (0.0, 0.167, False)
+    """
+
+    t: NDArray[np.float64]
+    low: NDArray[np.float64]
+    median: NDArray[np.float64]
+    high: NDArray[np.float64]
+    null_inside: NDArray[np.float64] | None = None
+    null_offset: NDArray[np.float64] | None = None
+
+    @classmethod
+    def from_runs(
+        cls,
+        t: NDArray[np.float64],
+        errors: NDArray[np.float64],
+        quantiles: tuple[float, float] = (0.05, 0.95),
+        null: NDArray[np.float64] | None = None,
+    ) -> Band:
+        """The ``quantiles`` band of the runs ``errors`` (``(runs, len(t))``), and the scores
+        of the ``null`` runs (independent of them) to place a judged curve among."""
+        low = np.quantile(errors, quantiles[0], axis=0)
+        high = np.quantile(errors, quantiles[1], axis=0)
+        median = np.median(errors, axis=0)
+        if null is None or not len(null):
+            return cls(t, low, median, high)
+        scores = np.array([_scores(run, low, median, high) for run in null])
+        return cls(t, low, median, high, scores[:, 0], scores[:, 1])
+
+    def judge(self, err: NDArray[np.float64]) -> Agreement:
+        """The :class:`Agreement` of the curve ``err`` (errors at :attr:`t`) with the band."""
+        t_arr, low, median, high = self.t, self.low, self.median, self.high
+        inside, offset = _scores(err, low, median, high)
+        null_inside, null_offset = self.null_inside, self.null_offset
+        if null_inside is None or null_offset is None:
+            return Agreement(t_arr, err, low, median, high, inside, offset)
+        count = len(null_inside) + 1  # the judged run counts among the runs it is compared with
+        p_inside = (np.count_nonzero(null_inside <= inside) + 1) / count
+        if np.isnan(offset):
+            p_offset = float("nan")
+        else:
+            finite = null_offset[np.isfinite(null_offset)]
+            above = (np.count_nonzero(finite >= offset) + 1) / (finite.size + 1)
+            below = (np.count_nonzero(finite <= offset) + 1) / (finite.size + 1)
+            p_offset = min(1.0, 2.0 * min(above, below))
+        return Agreement(
+            t_arr, err, low, median, high, inside, offset, float(p_inside), float(p_offset)
+        )
 
 
 def _scores(
