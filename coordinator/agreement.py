@@ -141,7 +141,7 @@ def band_agreement(
     null = (
         simulate(topology, params, values, t_arr, null_runs, seed + 1).errors if null_runs else None
     )
-    return _compare(t_arr, err, band, quantiles, null)
+    return Band.from_runs(t_arr, band, quantiles, null).judge(err)
 
 
 def optimization_agreement(
@@ -177,7 +177,7 @@ def optimization_agreement(
         if null_runs
         else None
     )
-    return _compare(t_arr, err, band, quantiles, null)
+    return Band.from_runs(t_arr, band, quantiles, null).judge(err)
 
 
 def _measured(
@@ -197,16 +197,6 @@ def _measured(
 def _empty() -> Agreement:
     empty = np.zeros(0, dtype=np.float64)
     return Agreement(empty, empty, empty, empty, empty, 0.0, float("nan"))
-
-
-def _compare(
-    t_arr: NDArray[np.float64],
-    err: NDArray[np.float64],
-    errors: NDArray[np.float64],
-    quantiles: tuple[float, float],
-    null: NDArray[np.float64] | None = None,
-) -> Agreement:
-    return Band.from_runs(t_arr, errors, quantiles, null).judge(err)
 
 
 @dataclass(frozen=True, slots=True)
