@@ -297,7 +297,7 @@ def _leave(broker: str | None, cluster: str, name: str | None, ca: Path | None) 
     import asyncio
 
     from gossip.errors import ConfigError
-    from node.membership import request_leave
+    from node.mqtt import request_leave
 
     if not broker or not name:
         raise ConfigError(

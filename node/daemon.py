@@ -52,14 +52,13 @@ from gossip.protocol import Counters, Link, TimeBase
 from gossip.trace import Trace, trace_step
 from gossip.wire import Bootstrap
 from node.clock import PoissonClock
-from node.config import NodeConfig
 from node.membership import NodeMembership
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.transport import Transport
 from node.waits import Alarm, wait_at_most
 
-__all__ = ["Node", "run_node", "run_node_sync"]
+__all__ = ["Node"]
 
 log = logging.getLogger(__name__)
 
@@ -439,33 +438,3 @@ class Node:
             for out in ex.announcements(address):
                 self.transport.send(out.peer, out.frame)
             await asyncio.sleep(_RECOVER_EVERY)
-
-
-async def run_node(config: NodeConfig) -> int:
-    """Run one node process: register, gossip, stop on command or signal. Async; returns 0.
-
-    A host of one node (:func:`node.host.run_host`). Prints the final report as one JSON
-    line on stdout when it stops.
-
-    Raises
-    ------
-    GossipError
-        A bad setting (ConfigError), a refused registration (RemoteError), or a socket
-        failure or registration timeout (TransportError).
-    """
-    from node.host import run_host  # node.host builds on this module
-
-    return await run_host([config])
-
-
-def run_node_sync(config: NodeConfig) -> int:
-    """Run :func:`run_node` in a new event loop (uvloop if installed); return its exit code.
-
-    Raises
-    ------
-    GossipError
-        As :func:`run_node`, in one line (not wrapped in an ExceptionGroup).
-    """
-    from node.host import run_host_sync
-
-    return run_host_sync([config])

@@ -58,7 +58,7 @@ from node.transport import Transport
 from node.warmup import warm_up
 from node.zmq_transport import ZmqTransport
 
-__all__ = ["host_configs", "run_host", "run_host_sync"]
+__all__ = ["host_configs", "run_host", "run_host_sync", "run_node", "run_node_sync"]
 
 log = logging.getLogger(__name__)
 
@@ -356,3 +356,29 @@ def run_host_sync(configs: Sequence[NodeConfig]) -> int:
         if first is None:
             raise
         raise first from None
+
+
+async def run_node(config: NodeConfig) -> int:
+    """Run one node process: register, gossip, stop on command or signal. Async; returns 0.
+
+    A host of one node (:func:`run_host`). Prints the final report as one JSON
+    line on stdout when it stops.
+
+    Raises
+    ------
+    GossipError
+        A bad setting (ConfigError), a refused registration (RemoteError), or a socket
+        failure or registration timeout (TransportError).
+    """
+    return await run_host([config])
+
+
+def run_node_sync(config: NodeConfig) -> int:
+    """Run :func:`run_node` in a new event loop (uvloop if installed); return its exit code.
+
+    Raises
+    ------
+    GossipError
+        As :func:`run_node`, in one line (not wrapped in an ExceptionGroup).
+    """
+    return run_host_sync([config])

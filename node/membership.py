@@ -32,24 +32,43 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import numpy as np
 
 from gossip.errors import GossipError
+from gossip.exchange import Exchanger
 from gossip.membership import View, carry_to, view_from_dict
-from gossip.protocol import Link
+from gossip.protocol import Link, TimeBase
+from gossip.wire import Bootstrap
 from node.clock import PoissonClock
+from node.transport import Transport
 
-if TYPE_CHECKING:
-    from node.daemon import Node
-
-__all__ = ["NodeMembership", "request_leave"]
+__all__ = ["MemberNode", "NodeMembership"]
 
 log = logging.getLogger(__name__)
 
 _FREE_POLL = 0.001  # seconds between two looks at the lock while waiting to switch
+
+
+class MemberNode(Protocol):
+    """What a view switch reads and changes of a running node (:class:`node.daemon.Node` is one).
+
+    Stated as a protocol so that this module needs nothing of the daemon that runs it.
+    """
+
+    boot: Bootstrap
+    transport: Transport
+    timebase: TimeBase
+    exchanger: Exchanger
+    ticks: PoissonClock
+    seed: int | None
+    problem: Any
+    clock: Callable[[], float]
+
+    def request_stop(self) -> None:
+        """Stop starting exchanges, settle those in flight, then stop."""
 
 
 class NodeMembership:
@@ -63,7 +82,7 @@ class NodeMembership:
         Whether a view without this node came: the node is leaving.
     """
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: MemberNode) -> None:
         self.node = node
         self.number = 0
         self.left = False
@@ -187,45 +206,3 @@ class NodeMembership:
     def pending_start(self) -> float:
         """``T_e`` of the announced view not switched to yet (``inf``: none)."""
         return self._next.start if self._next is not None else math.inf
-
-
-async def request_leave(broker_url: str, cluster: str, name: str, ca: str | None = None) -> None:
-    """Ask the coordinator to take node ``name`` out of the membership (``gossip node --leave``).
-
-    Publishes ``{"cmd": "leave", "name": name}`` on ``gossip/<cluster>/membership`` (QoS 1).
-
-    Raises
-    ------
-    ConfigError
-        ``broker_url`` is not an ``mqtt://`` or ``mqtts://`` URL.
-    TransportError
-        The broker cannot be reached within 5 seconds.
-    """
-    import dataclasses
-    import json
-
-    import aiomqtt
-
-    from gossip.errors import ConfigError, TransportError
-    from node.mqtt import parse_broker
-
-    broker = parse_broker(broker_url)
-    if broker is None:
-        raise ConfigError(f"--broker must be mqtt://HOST:PORT or mqtts://..., got {broker_url!r}")
-    if ca is not None:
-        broker = dataclasses.replace(broker, ca=ca)
-    payload = json.dumps({"cmd": "leave", "name": name})
-    try:
-        async with (
-            asyncio.timeout(5.0),
-            aiomqtt.Client(
-                broker.host,
-                broker.port,
-                username=broker.username,
-                password=broker.password,
-                tls_params=aiomqtt.TLSParameters(ca_certs=broker.ca) if broker.tls else None,
-            ) as client,
-        ):
-            await client.publish(f"gossip/{cluster}/membership", payload, qos=1)
-    except (TimeoutError, aiomqtt.MqttError) as exc:
-        raise TransportError(f"cannot send the leave request to {broker_url}: {exc}") from exc

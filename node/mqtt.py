@@ -27,13 +27,13 @@ import json
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aiomqtt
 
-from gossip.errors import ConfigError
+from gossip.errors import ConfigError, TransportError
 
 __all__ = [
     "ENDED_PHASES",
@@ -42,6 +42,7 @@ __all__ = [
     "control_topic",
     "ends_run",
     "parse_broker",
+    "request_leave",
     "state_topic",
     "status_topic",
 ]
@@ -307,3 +308,37 @@ class NodeMqtt:
         except (TimeoutError, aiomqtt.MqttError) as exc:
             log.warning("final report not published: %s", exc)
             return False
+
+
+async def request_leave(broker_url: str, cluster: str, name: str, ca: str | None = None) -> None:
+    """Ask the coordinator to take node ``name`` out of the membership (``gossip node --leave``).
+
+    Publishes ``{"cmd": "leave", "name": name}`` on ``gossip/<cluster>/membership`` (QoS 1).
+
+    Raises
+    ------
+    ConfigError
+        ``broker_url`` is not an ``mqtt://`` or ``mqtts://`` URL.
+    TransportError
+        The broker cannot be reached within 5 seconds.
+    """
+    broker = parse_broker(broker_url)
+    if broker is None:
+        raise ConfigError(f"--broker must be mqtt://HOST:PORT or mqtts://..., got {broker_url!r}")
+    if ca is not None:
+        broker = replace(broker, ca=ca)
+    payload = json.dumps({"cmd": "leave", "name": name})
+    try:
+        async with (
+            asyncio.timeout(5.0),
+            aiomqtt.Client(
+                broker.host,
+                broker.port,
+                username=broker.username,
+                password=broker.password,
+                tls_params=aiomqtt.TLSParameters(ca_certs=broker.ca) if broker.tls else None,
+            ) as client,
+        ):
+            await client.publish(f"gossip/{cluster}/membership", payload, qos=1)
+    except (TimeoutError, aiomqtt.MqttError) as exc:
+        raise TransportError(f"cannot send the leave request to {broker_url}: {exc}") from exc

@@ -26,8 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
-from gossip.problems.base import FloatArray
+# The same alias as gossip.problems.base's, restated: base imports this module's classes for
+# its signatures, and an import back would make the two modules a circle.
+FloatArray = NDArray[np.float64]
 
 __all__ = [
     "AffineConjugate",
