@@ -67,7 +67,7 @@ class CoordinatorConfig:
         Never send the stop command; measure until cancelled.
     dead_after : float or None
         Declare a node dead after this many seconds without a report, and remove it from the
-        membership (:mod:`coordinator.membership`); ``None``: never.
+        membership (:mod:`coordinator.roster`); ``None``: never.
     allow_joins : bool
         After the bootstrap, attach a node registering under a new name with its value
         (``gossip node --join``) instead of refusing it.

@@ -265,7 +265,7 @@ class ReportBook:
         reported or before the epoch.
         """
         plan = self.plan
-        # Only the current members: a node that left is measured no more (coordinator.membership).
+        # Only the current members: a node that left is measured no more (coordinator.roster).
         departed = self.state.departed
         everyone = max(plan.expected, len(self.state.initial))  # joined nodes have ids past n
         ids = [k for k in range(everyone) if k not in departed]

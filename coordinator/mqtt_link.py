@@ -56,7 +56,7 @@ def topics(cluster: str) -> dict[str, str]:
         "state": f"{prefix}/node/+/state",
         "status": f"{prefix}/coordinator/status",
         "control": f"{prefix}/control",
-        "membership": f"{prefix}/membership",  # leave requests (coordinator.membership)
+        "membership": f"{prefix}/membership",  # leave requests (coordinator.roster)
     }
 
 

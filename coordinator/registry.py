@@ -281,7 +281,7 @@ class Registry:
     _assignment: Assignment | None = None
     _bootstraps: dict[str, Bootstrap] = field(default_factory=dict)
     on_join: Callable[[Register, str | None], Outcome] | None = None
-    """After the bootstrap, what answers a new name (a join, :mod:`coordinator.membership`)."""
+    """After the bootstrap, what answers a new name (a join, :mod:`coordinator.roster`)."""
 
     @property
     def bootstrapped(self) -> bool:

@@ -44,13 +44,13 @@ from coordinator._groups import single_error
 from coordinator.broker import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.evaluation import DIVERGED, EpsRule, ReportBook, diverged
-from coordinator.membership import Churn
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
 from coordinator.outcome import final_result, node_shares, pace_of, run_summary
 from coordinator.records import RunSummary
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
 from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
+from coordinator.roster import Churn
 from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
 from coordinator.status import resumable, run_header, status_record

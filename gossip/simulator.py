@@ -34,7 +34,7 @@ from gossip.params import GossipParams
 from gossip.sim.compiled import ENGINES, resolve_engine, run_block_compiled
 from gossip.sim.engine import BlockSpec, run_block
 from gossip.sim.events import windows
-from gossip.sim.runs import ErrorsOverRuns
+from gossip.sim.statistics import ErrorsOverRuns
 from gossip.sim.sweep import (
     auto_workers,
     run_blocks_in_processes,

@@ -23,7 +23,7 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
   before its neighbours know its key);
 * ``node-mqtt``    -- reports and the control topic (only with a broker);
 * ``node-membership`` -- switches to the membership views the coordinator announces
-  (:mod:`node.membership`).
+  (:mod:`node.switchover`).
 
 Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating (activations still owed are
 dropped); keep serving normally for
@@ -52,9 +52,9 @@ from gossip.protocol import Counters, Link, TimeBase
 from gossip.trace import Trace, trace_step
 from gossip.wire import Bootstrap
 from node.clock import PoissonClock
-from node.membership import NodeMembership
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
+from node.switchover import NodeMembership
 from node.transport import Transport
 from node.waits import Alarm, wait_at_most
 
@@ -160,7 +160,7 @@ class Node:
         )
         self.seed = seed
         self.ticks = PoissonClock(links, np.random.default_rng(seed))
-        self.membership = NodeMembership(self)  # membership views: node.membership
+        self.membership = NodeMembership(self)  # membership views: node.switchover
         self.stop_requested = asyncio.Event()
         self._bounced = Alarm()  # rung when a Busy queued an activation to start later
         self._parted = asyncio.Event()  # set when, stopping, every neighbour said goodbye

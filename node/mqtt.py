@@ -177,7 +177,7 @@ class NodeMqtt:
         self._members: list[tuple[str, Callable[[], dict[str, Any]], Callable[[], None]]] = []
         self.add(node_id, snapshot, on_stop)
         self._client: aiomqtt.Client | None = None
-        # Other commands of the control topic (membership views: node.membership).
+        # Other commands of the control topic (membership views: node.switchover).
         self._handlers: list[Callable[[dict[str, Any]], None]] = []
         self.published = 0
         self.reconnects = 0

@@ -44,7 +44,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from coordinator.dashboard.band import BandKeeper
 from coordinator.dashboard.feed import Client, Feed, membership_events
 from coordinator.dashboard.layout import GraphLayout, graph_layout
-from coordinator.dashboard.metrics import make_registry
+from coordinator.dashboard.prometheus import make_registry
 from coordinator.dashboard.runs import RunArchive, RunRecord
 from coordinator.dashboard.views import NODE_FIELDS, cluster_counters, node_row, stale_after
 from coordinator.state import ClusterState

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from gossip.dual.engine import BatchProblems
 from gossip.dual.params import DualAlgorithm, DualParams
-from gossip.sim.runs import ErrorsOverRuns
+from gossip.sim.statistics import ErrorsOverRuns
 from gossip.spectral import DENSE_LIMIT, dense_laplacian
 from gossip.topology import Topology
 

@@ -31,7 +31,7 @@ def switch_all(net: ExactNet, old: View, new: View, done: set[int], joiner_value
     for v, node in list(net.nodes.items()):
         if v in done or net.now < new.start:
             continue
-        if v not in new.members:  # the leaver stops at once, engaged or not (node.membership)
+        if v not in new.members:  # the leaver stops at once, engaged or not (node.switchover)
             done.add(v)
             node.close()
             net._flush(v, [])  # deferred requests, now Nacked

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.dashboard.metrics import make_registry
+from coordinator.dashboard.prometheus import make_registry
 from coordinator.dashboard.synthetic import SyntheticCluster
 
 yaml = pytest.importorskip("yaml")

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from coordinator.config import CoordinatorConfig, prepare
-from coordinator.membership import Churn
 from coordinator.records import NodeView
 from coordinator.registry import Assignment, Known, Refused
+from coordinator.roster import Churn
 from gossip.membership import view_from_dict
 from gossip.trace import trace_step
 from gossip.wire import Register
