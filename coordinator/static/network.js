@@ -156,12 +156,22 @@
         // around 0.0625 reads 0.062531 / 0.06248, not 0.0625 / 0.0625.
         const digits = flat || !known ? 4 : Math.min(15, Math.max(4,
           Math.ceil(Math.log10(Math.max(Math.abs(lo), Math.abs(hi)) / span)) + 2));
-        // Past 6 digits the labels would not fit: the bar then shows the offsets from a
-        // rounded middle value, which its title names ("x − 0.0625").
-        const offset = digits > 6 ? Number(((lo + hi) / 2).toPrecision(4)) : 0;
+        // Past 6 digits the labels would not fit: the bar then shows the values minus an
+        // offset, which its title names ("x − 0.06249"). The offset is the smallest value cut
+        // at the spread's decade, so both ends read apart with 3 digits (lo' < spread <= hi').
+        let offset = 0;
+        if (digits > 6) {
+          const step = Math.pow(10, Math.floor(Math.log10(span)));
+          offset = Number((Math.floor(lo / step) * step).toPrecision(15));
+        }
         const shown = (v) => offset ? fmt(v - offset, 3) : fmt(v, digits);
         this.title.textContent = !offset ? this.label :
-          `${this.label} ${offset < 0 ? "+" : "−"} ${fmt(Math.abs(offset))}`;
+          `${this.label} ${offset < 0 ? "+" : "−"} ${Math.abs(offset)}`;
+        // A long title ends at the bar's right edge, in a smaller font, instead of being
+        // centred (and clipped, or drawn over the top-right node).
+        this.title.setAttribute("text-anchor", offset ? "end" : "middle");
+        this.title.setAttribute("x", offset ? 1.215 : 1.115);
+        this.title.setAttribute("font-size", offset ? 0.022 : 0.03);
         this.hiText.textContent = !known ? "" : flat ? "all " + fmt(hi) : shown(hi);
         this.loText.textContent = !known || flat ? "" : shown(lo);
         this.bar.setAttribute("fill", known && flat ? PALETTE[BUCKETS >> 1] : "url(#viridis)");
