@@ -1,4 +1,8 @@
-"""Compact JSON rows for the page, built from the coordinator's :class:`ClusterState`.
+"""Compact JSON rows and the header's figures for the page, from the coordinator's state.
+
+The header's figures (:func:`headline`) are measured ones: the exact mass drift and, once the
+run finished, the run summary's figures, the same as ``gossip up --json``; never a running
+estimate shown as the run's result.
 
 The page receives node rows as positional lists (see :data:`NODE_FIELDS`) rather than dicts: a
 batch for 225 nodes is sent several times a second to every open tab, and repeating the field

@@ -407,7 +407,7 @@
       if (run.run_id === snap.live_run) tr.className = "current";
       const cells = [
         `<span class="swatch" style="background:${runColor(i)}"></span>${esc(run.run_id)}` +
-          (run.live ? " (live)" : ""),
+          `<span class="run-state">${run.live ? liveLabel(finished) : ""}</span>`,
         esc((run.algorithm || "?").toUpperCase()), esc(run.graph), "", "", "", "",
         esc(run.band_status),
         `<a href="${api("api/runs/" + encodeURIComponent(run.run_id) + ".csv")}" download>CSV</a> · ` +
@@ -430,7 +430,9 @@
     setClass(td[6], run.reached ? "ok" : "");
   }
 
-  function updateLiveRun(summary, newPoints) {
+  function liveLabel(over) { return over ? " (this run, over)" : " (live)"; }
+
+  function updateLiveRun(summary) {
     const snap = dash.snapshot;
     const run = snap && snap.runs.find((r) => r.run_id === liveRun);
     if (!run) return;
@@ -440,7 +442,10 @@
     run.reached = summary.reached;
     run.points = summary.points;
     const tr = document.querySelector(`#runs-table tbody tr[data-run="${CSS.escape(liveRun)}"]`);
-    if (tr) drawRunProgress(tr, run);
+    if (tr) {
+      drawRunProgress(tr, run);
+      setText(tr.querySelector(".run-state"), liveLabel(summary.finished));
+    }
   }
 
   function esc(s) {
@@ -558,11 +563,10 @@
     dash.batches += 1;
     dash.clockOffset = batch.now - Date.now() / 1000;
     const p = pending || (pending = { points: [], exact: [], gap: [], nodes: new Set(),
-      edges: null, counters: null, walls: [], arrived: performance.now(), newPoints: 0 });
+      edges: null, counters: null, walls: [], arrived: performance.now() });
     for (const pt of batch.points) if (pt[1] > 0) p.points.push(pt);
     for (const row of batch.opt || []) if (row[2] !== null && row[2] > 0) p.gap.push(row);
     for (const pt of batch.exact || []) if (pt[1] > 0) p.exact.push(pt);
-    p.newPoints += batch.points.length;
     const newIds = [];
     for (const row of batch.nodes) {
       const id = row[F.id];
@@ -612,7 +616,7 @@
     // Chart points are waiting and no batch came to draw them: draw them in a frame of their own.
     laterTimer = 0;
     if (!pending) pending = { points: [], exact: [], gap: [], nodes: new Set(), edges: null,
-      counters: null, walls: [], newPoints: 0 };
+      counters: null, walls: [] };
     requestAnimationFrame(draw);
   }
 
@@ -653,7 +657,7 @@
       levels = p.edges.slice();
     }
     if (p.counters) timed("counters", () => updateCounters(p.counters[0], p.counters[1]));
-    if (p.counters) updateLiveRun(p.counters[0], p.newPoints);
+    if (p.counters) updateLiveRun(p.counters[0]);
     const took = performance.now() - started;
     // Latency = from the node publishing its report to the frame that shows it: measured after
     // the browser has painted (the next frame), against the server's clock.

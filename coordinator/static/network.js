@@ -126,8 +126,9 @@
       this.hiText = el("text", { x: 1.115, y: 0.105 }, g);
       this.loText = el("text", { x: 1.115, y: 0.915 }, g);
       this.title = el("text", { x: 1.115, y: 0.05, "font-weight": 600 }, g);
-      this.title.textContent = label;
       this.label = label;
+      this.titleKey = null;
+      this.setTitle([label]);
     }
 
     // values[v] is node v's number (or null if unknown); names[v] its registered name.
@@ -165,18 +166,28 @@
           offset = Number((Math.floor(lo / step) * step).toPrecision(15));
         }
         const shown = (v) => offset ? fmt(v - offset, 3) : fmt(v, digits);
-        this.title.textContent = !offset ? this.label :
-          `${this.label} ${offset < 0 ? "+" : "−"} ${Math.abs(offset)}`;
-        // A long title ends at the bar's right edge, in a smaller font, instead of being
-        // centred (and clipped, or drawn over the top-right node).
-        this.title.setAttribute("text-anchor", offset ? "end" : "middle");
-        this.title.setAttribute("x", offset ? 1.215 : 1.115);
-        this.title.setAttribute("font-size", offset ? 0.022 : 0.03);
+        this.setTitle(!offset ? [this.label] :
+          [`${this.label} ${offset < 0 ? "+" : "−"} `, String(Math.abs(offset))]);
         this.hiText.textContent = !known ? "" : flat ? "all " + fmt(hi) : shown(hi);
         this.loText.textContent = !known || flat ? "" : shown(lo);
         this.bar.setAttribute("fill", known && flat ? PALETTE[BUCKETS >> 1] : "url(#viridis)");
         this.flat = known && flat;
       }
+    }
+
+    // The bar's title, on one line or, with an offset, two ("x −" above "0.0624999"): a long
+    // line would be clipped at the right edge or drawn over the top-right node.
+    setTitle(lines) {
+      const key = lines.join("");
+      if (this.titleKey === key) return;
+      this.titleKey = key;
+      const two = lines.length > 1;
+      this.title.textContent = "";
+      this.title.setAttribute("y", two ? 0.035 : 0.05);
+      this.title.setAttribute("font-size", two ? 0.024 : 0.03);
+      lines.forEach((line, i) => {
+        el("tspan", { x: 1.115, dy: i ? 0.03 : 0 }, this.title).textContent = line;
+      });
     }
 
     setLevels(levels) {

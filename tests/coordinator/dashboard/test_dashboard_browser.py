@@ -269,4 +269,8 @@ async def test_the_colour_scale_has_the_range_of_the_colours_drawn(
         assert offset + float(hi) == pytest.approx(0.0625 + 5e-12, abs=1e-15)
         assert offset + float(lo) == pytest.approx(0.0625, abs=1e-15)
         assert await page.evaluate(bar) == "url(#viridis)"
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.locator("#graph-chart").screenshot(
+            path=str(ARTIFACTS / "dashboard-colour-scale.png")
+        )
         assert tab.errors() == []

@@ -175,6 +175,7 @@ async def _check_finished(page: Any, kind: str, summary: dict[str, Any], log: Pa
         ".map(td => td.textContent)"
     )
     metrics = [json.loads(line) for line in (log.parent / "run.jsonl").read_text().splitlines()]
+    assert row[0] == f"{summary['run_id']} (this run, over)"
     curve = "exact" if kind == "gossip" else "point"
     assert int(row[3]) == sum(1 for m in metrics if m.get("kind") == curve)
     assert float(row[4]) == pytest.approx(summary["final_t"], rel=1e-3)
