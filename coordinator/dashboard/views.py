@@ -23,6 +23,7 @@ __all__ = [
     "cluster_counters",
     "curve_points",
     "display_value",
+    "exact_drift",
     "headline",
     "initial_error",
     "node_row",
@@ -145,6 +146,23 @@ def run_summary_of(state: ClusterState) -> RunSummary | None:
     return None
 
 
+def exact_drift(state: ClusterState) -> tuple[float | None, str]:
+    """The run's exact mass drift and where it comes from (one of :data:`DRIFT_SOURCES`).
+
+    The run summary's (from the final reports) once the run finished, else the exact curve's
+    latest point (gossip runs), else ``(None, "")``: unknown, as while an optimization run goes
+    on (its drift is exact only at the stop).
+    """
+    run = run_summary_of(state) if state.phase in ("done", "failed") else None
+    if run is not None:
+        drift = _num(run.mass_drift_rel)
+        return drift, DRIFT_SOURCES[0] if drift is not None else ""
+    if state.exact:
+        drift = _num(state.exact[-1].mass_drift_rel)
+        return drift, DRIFT_SOURCES[1] if drift is not None else ""
+    return None, ""
+
+
 def curve_points(state: ClusterState) -> int:
     """Points of the run's own curve: the exact curve's, else (optimization runs, churn) the
     estimated one's. It is the ``exact curve points`` figure of ``gossip up``'s summary."""
@@ -158,9 +176,7 @@ def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[s
     jumps in flight), which is what the coordinator watches but not what the run did. This
     replaces what a measured figure exists for:
 
-    * ``mass_drift_rel``: the run summary's (from the final reports) once the run finished,
-      else the exact curve's latest (gossip runs), else ``None``: unknown while an optimization
-      run goes on (its drift is exact only at the stop). ``drift_source`` says which;
+    * ``mass_drift_rel``: :func:`exact_drift`; ``drift_source`` says where it comes from;
     * ``t``, ``error``: the final result's once the run finished (``final_t`` and
       ``final_error`` of ``--json``), else the latest estimate;
     * ``t_eps``, ``reached``, ``rate_achieved``, ``activations``: the run summary's once the
@@ -172,14 +188,7 @@ def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[s
     """
     out = state.summary(now)
     run = run_summary_of(state) if state.phase in ("done", "failed") else None
-    drift: float | None = None
-    source = ""
-    if run is not None and run.mass_drift_rel is not None:
-        drift, source = run.mass_drift_rel, DRIFT_SOURCES[0]
-    elif run is None and state.exact:
-        drift, source = state.exact[-1].mass_drift_rel, DRIFT_SOURCES[1]
-    out["mass_drift_rel"] = _num(drift)
-    out["drift_source"] = source if out["mass_drift_rel"] is not None else ""
+    out["mass_drift_rel"], out["drift_source"] = exact_drift(state)
     out["finished"] = run is not None
     out["stop_reason"] = run.stop_reason if run is not None else ""
     out["problem"] = state.optimization.task.problem if state.optimization is not None else ""

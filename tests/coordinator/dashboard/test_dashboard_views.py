@@ -8,8 +8,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.dashboard.feed import OPT_ROWS, Feed, opt_view
+from coordinator.dashboard.metrics import make_registry
 from coordinator.dashboard.runs import RunArchive, RunRecord
 from coordinator.dashboard.server import Dashboard
 from coordinator.dashboard.synthetic import SyntheticCluster
@@ -80,6 +83,28 @@ def test_headline_shows_the_exact_drift_not_the_estimate(cluster: SyntheticClust
     assert figures["points"] == 1  # the exact curve's
     assert figures["t"] == state.t  # the latest estimate while the run goes on
     assert figures["problem"] == ""
+
+
+def _drift_gauge(state: ClusterState) -> list[float]:
+    text = generate_latest(make_registry(state)).decode()
+    return [
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "gossip_mass_drift_rel"
+    ]
+
+
+def test_the_drift_gauge_of_metrics_is_the_exact_one(cluster: SyntheticCluster) -> None:
+    state = cluster.new_state()
+    cluster.feed(state)
+    now = time.time()
+    state.record(ErrorPoint(state.t + 1.0, 0.01, 3.61e-6, now))
+    assert _drift_gauge(state) == []  # unknown: left out, not the estimate
+    state.exact.append(ErrorPoint(state.t - 2.0, 0.02, 1.1e-16, now))
+    assert _drift_gauge(state) == [1.1e-16]
+    _finish(state, drift=2.2e-16)
+    assert _drift_gauge(state) == [2.2e-16]
 
 
 def test_headline_of_a_finished_run_is_its_summary(cluster: SyntheticCluster) -> None:
