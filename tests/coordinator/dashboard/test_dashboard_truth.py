@@ -35,14 +35,15 @@ pytestmark = [
 
 GRAPH = "grid:3x3"
 
-# Each run lasts long enough for the live checks whatever the machine's load: the gossip run
-# until ARG on grid:3x3 reaches 1e-24 (near t = 500: 25 s at rate 20), the optimization run
-# until logistic:0.1 reaches 1e-14 (near t = 1400: 23 s at rate 60), or its --timeout.
+# Each run lasts a fixed 40 s (its --timeout; the target is out of reach), long enough for
+# the live checks however slowly the machine starts the page: reaching a target makes the
+# length depend on the load (ARG on grid:3x3 reached 1e-24 in 20 s, before a loaded machine's
+# page was up). Both runs then stop on "timeout", as clean a stop as "reached".
 RUNS = {
-    "gossip": ["--algorithm", "arg", "--rate", "20", "--until", "1e-24", "--timeout", "150"],
+    "gossip": ["--algorithm", "arg", "--rate", "20", "--until", "1e-300", "--timeout", "40"],
     "optimization": [
         "--problem", "logistic:0.1", "--data", "breast-cancer", "--split", "label:1",
-        "--rate", "60", "--until", "1e-14", "--timeout", "30",
+        "--rate", "60", "--until", "1e-300", "--timeout", "40",
     ],
 }  # fmt: skip
 
@@ -163,7 +164,8 @@ async def _check_finished(page: Any, kind: str, summary: dict[str, Any], log: Pa
     assert await page.evaluate(_text("c-alive-label")) == "nodes stopped (final report)"
     assert await page.evaluate(_text("c-alive")) == "9 / 9"
     assert await page.evaluate("document.getElementById('c-alive').className") == "value ok"
-    assert await page.evaluate(_text("c-broker")) in ("closed", "none")
+    # The run's own dashboard may still be up (its link open) or the held one (link closed).
+    assert await page.evaluate(_text("c-broker")) in ("connected", "closed")
     assert "bad" not in await page.evaluate("document.getElementById('c-broker').className")
     rows = await page.evaluate(
         "[...document.querySelectorAll('#nodes-table tbody tr')].map(r => r.className)"
