@@ -19,7 +19,7 @@ band
 layout
     Node positions for the network view.
 views
-    Compact rows and counters for the page.
+    Compact rows and counters for the page, and the header's figures.
 """
 
 from coordinator.dashboard.server import Dashboard, serve

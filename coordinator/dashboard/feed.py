@@ -11,7 +11,9 @@ default), and :meth:`Feed.tick` compares the state with what it has already sent
   :class:`RunArchive`);
 * the nodes whose report count changed since the last tick (one compact row each);
 * the edges' activity levels, when any level changed;
-* the cluster counters and the summary (small, always sent);
+* the cluster counters and the header's figures (:func:`~.views.headline`; small, always
+  sent);
+* for an optimization run, its new measurement rows (``opt``: the objective gap's curve);
 * the publish (``walls``) and arrival (``arrivals``) times of the oldest and newest report in
   the batch, from which the page measures the update latency.
 
@@ -40,10 +42,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coordinator.dashboard.runs import RunArchive
-from coordinator.dashboard.views import cluster_counters, node_row
+from coordinator.dashboard.views import cluster_counters, headline, node_row
 from coordinator.state import ClusterState
 
-__all__ = ["ACTIVITY_TAU", "Client", "Feed", "activity_levels", "membership_events"]
+__all__ = [
+    "ACTIVITY_TAU",
+    "OPT_ROWS",
+    "Client",
+    "Feed",
+    "activity_levels",
+    "membership_events",
+    "opt_view",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -52,6 +62,9 @@ ACTIVITY_TAU = 1.0
 
 _RATE_WINDOW = 5.0  # seconds of activation counts behind the achieved rate
 _QUEUE = 16  # batches a tab may fall behind (4 s at the default tick) before it must reload
+
+OPT_ROWS = 2000
+"""Most optimization rows in a snapshot: a long run's rows are thinned evenly, never cut."""
 
 
 def activity_levels(activity: NDArray[np.float64], expected: NDArray[np.float64]) -> list[int]:
@@ -127,6 +140,7 @@ class Feed:
         self.seq = 0
         self.batches_sent = 0
         self.rate_achieved: float | None = None
+        self.opt_sent = 0  # optimization rows of the live run already in batches
         self._reports: dict[int, int] = {}
         self._samples: collections.deque[tuple[float, int]] = collections.deque()
         self._activity: NDArray[np.float64] | None = None
@@ -161,6 +175,7 @@ class Feed:
         self.seq += 1
         if reset:
             self._reports.clear()
+        opt_rows = self._new_opt_rows(reset)
         changed = []
         # Publish times (the reports' own wall) and arrival times at the coordinator of the
         # oldest and newest report in the batch: the page measures its latency from both.
@@ -178,8 +193,9 @@ class Feed:
             "seq": self.seq,
             "now": now,
             "run": live.run_id if live is not None else "",
-            "summary": state.summary(now),
+            "summary": headline(state, now, self.rate_achieved),
             "counters": cluster_counters(state, now, self.rate_achieved),
+            "opt": opt_rows,
             "points": [[_num(p[0]), _num(p[1])] for p in points],
             "exact": [[_num(p[0]), _num(p[1])] for p in exact],
             "nodes": changed,
@@ -205,6 +221,18 @@ class Feed:
         """Queue one event for every connected tab."""
         for client in self.clients:
             client.offer(event, data)
+
+    def _new_opt_rows(self, reset: bool) -> list[list[float | None]]:
+        """The optimization rows measured since the last tick (none on a reset: the page then
+        reloads the snapshot, which holds them all)."""
+        opt = self.state.optimization
+        rows = [] if opt is None else opt.history
+        if reset or len(rows) < self.opt_sent:
+            self.opt_sent = len(rows)
+            return []
+        new = [p.as_list() for p in rows[self.opt_sent :]]
+        self.opt_sent = len(rows)
+        return new
 
     def _measure_rate(self, now: float) -> None:
         activations = self.state.activations()
@@ -252,6 +280,27 @@ def membership_events(state: ClusterState) -> list[dict[str, Any]]:
         {k: (_num(v) if isinstance(v, float) else v) for k, v in event.items()}
         for event in state.churn
     ]
+
+
+def opt_view(state: ClusterState, upto: int) -> dict[str, Any] | None:
+    """An optimization run's task and its rows ``[:upto]`` (``None`` for an averaging run).
+
+    Past :data:`OPT_ROWS` rows they are thinned evenly over the whole run, the last one kept,
+    so the curves span the run however long it is.
+    """
+    opt = state.optimization
+    if opt is None:
+        return None
+    rows = opt.history[:upto]
+    step = max(1, math.ceil(len(rows) / OPT_ROWS))
+    kept = rows[::step]
+    if rows and kept[-1] is not rows[-1]:
+        kept.append(rows[-1])
+    return {
+        **opt.task.as_dict(),
+        "history": [p.as_list() for p in kept],
+        "final": None if opt.final is None else opt.final.as_list(),
+    }
 
 
 def _num(value: float) -> float | None:

@@ -73,7 +73,10 @@ class RunRecord:
     run_id : str
         The coordinator's run identifier.
     graph, algorithm : str
-        Topology spec and ``rg``/``arg``.
+        Topology spec and ``rg``/``arg`` (``acd`` for an optimization run).
+    problem : str
+        The optimization problem (``logistic:0.01``, ...); ``""`` for an averaging run. Runs
+        are only drawn together when their problems are the same: they measure one quantity.
     theta, bound_factor : float or None
         The guaranteed rate and the constant of the bound ``bound_factor * e0 * exp(-theta t)``.
     e0 : float or None
@@ -102,6 +105,7 @@ class RunRecord:
     run_id: str
     graph: str = ""
     algorithm: str = ""
+    problem: str = ""
     theta: float | None = None
     bound_factor: float | None = None
     e0: float | None = None
@@ -128,13 +132,15 @@ class RunRecord:
             "run_id": self.run_id,
             "graph": self.graph,
             "algorithm": self.algorithm,
+            "problem": self.problem,
             "theta": _num(self.theta),
             "bound_factor": _num(self.bound_factor),
             "e0": _num(self.e0),
             "eps": _num(self.eps),
             "rate": _num(self.rate),
             "epoch": _num(self.epoch),
-            "points": len(self.points),
+            # The run's own curve: the exact one, else (optimization, churn) the estimated one.
+            "points": len(self.exact) or len(self.points),
             "t": _num(last[0]) if last else None,
             "error": _num(last[1]) if last else None,
             "t_eps": _num(self.t_eps),
@@ -200,6 +206,9 @@ def parse_jsonl(text: str) -> RunRecord:
                 run_id=str(item["run_id"]),
                 graph=str(item.get("graph", "")),
                 algorithm=str(item.get("algorithm", "")),
+                # Files written before runs named their problem: an optimization run's
+                # problem is unknown, so it is drawn with no other run.
+                problem=str(item.get("problem", "?" if item.get("algorithm") == "acd" else "")),
                 theta=item.get("theta"),
                 bound_factor=item.get("bound_factor"),
                 e0=item.get("e0"),
@@ -347,6 +356,7 @@ class RunArchive:
         if state.optimization is not None:
             # sum_v |x_v - x*|^2 against t, and its rate line C exp(-theta t) (gossip.dual).
             record.algorithm = "acd"
+            record.problem = state.optimization.task.problem
             record.bound_factor = 1.0
             record.e0 = state.optimization.task.bound_c
         elif record.e0 is None and state.initial:

@@ -7,6 +7,7 @@ Routes (all ``GET``; the server is read-only and answers 405 to anything else):
 ``/static/<file>``                 its script and style sheet
 ``/vendor/plotly.min.js``          plotly.js from the installed ``plotly`` wheel (no CDN)
 ``/api/summary``                   contract C4: reached, t, error, t_eps, mass_drift_rel, ...
+                                   as the header shows them (:func:`~.views.headline`)
 ``/api/snapshot``                  everything the page draws, consistent with a feed ``seq``
 ``/api/state``                     the coordinator's full :meth:`ClusterState.snapshot`
 ``/api/nodes``                     every node's latest report (dicts)
@@ -42,11 +43,17 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator.dashboard.band import BandKeeper
-from coordinator.dashboard.feed import Client, Feed, membership_events
+from coordinator.dashboard.feed import Client, Feed, membership_events, opt_view
 from coordinator.dashboard.layout import GraphLayout, graph_layout
 from coordinator.dashboard.prometheus import make_registry
 from coordinator.dashboard.runs import RunArchive, RunRecord
-from coordinator.dashboard.views import NODE_FIELDS, cluster_counters, node_row, stale_after
+from coordinator.dashboard.views import (
+    NODE_FIELDS,
+    cluster_counters,
+    headline,
+    node_row,
+    stale_after,
+)
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
 
@@ -168,7 +175,11 @@ class Dashboard:
     # -- JSON API ------------------------------------------------------------------------------
 
     async def _summary(self, request: web.Request) -> web.StreamResponse:
-        return _json(self.state.summary())
+        return _json(self.headline(time.time()))
+
+    def headline(self, now: float) -> dict[str, Any]:
+        """The run's figures as the header shows them (:func:`~.views.headline`)."""
+        return headline(self.state, now, self.feed.rate_achieved)
 
     async def _state(self, request: web.Request) -> web.StreamResponse:
         return _json(self.state.snapshot())
@@ -186,19 +197,18 @@ class Dashboard:
         return _json([self.run_meta(r) for r in self.archive.records.values()])
 
     def run_meta(self, record: RunRecord) -> dict[str, Any]:
-        """A run's metadata; for the live run, its progress as :meth:`ClusterState.summary`.
+        """A run's metadata; for the live run, its progress as :meth:`headline`.
 
         The archive follows the state on the feed's ticks, so between two ticks its copy of the
         live run lags; the header (``/api/summary``) and the Runs table must agree, so both
-        read the live run's t, error, t_eps and reached from the state itself.
+        read the live run's t, error, t_eps, reached and points from the state itself.
         """
         meta = record.meta()
         state = self.state
         if record.live and record.run_id == state.run_id:
-            summary = state.summary()
-            for key in ("t", "error", "t_eps", "reached"):
+            summary = self.headline(time.time())
+            for key in ("t", "error", "t_eps", "reached", "points"):
                 meta[key] = summary[key]
-            meta["points"] = len(state.history)
         return meta
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
@@ -240,10 +250,13 @@ class Dashboard:
         state = self.state
         layout = self.layout()
         runs = []
+        problem = state.optimization.task.problem if state.optimization is not None else ""
         for record in self.archive.records.values():
             # Earlier runs (from runs_dir) are overlaid only when they are comparable: the same
-            # graph as the live run, whatever the algorithm.
-            if state.graph and record.graph != state.graph and not record.live:
+            # graph and the same quantity as the live run (averaging, or the same problem),
+            # whatever the algorithm.
+            comparable = record.graph == state.graph and record.problem == problem
+            if state.graph and not comparable and not record.live:
                 continue
             meta = self.run_meta(record)
             meta["xy"] = [[_num(p[0]), _num(p[1])] for p in record.points]
@@ -260,7 +273,7 @@ class Dashboard:
             "epoch": _num(state.epoch) if state.epoch is not None else None,
             "params": _params(state),
             "quantities": state.quantities.as_dict() if state.quantities is not None else None,
-            "summary": state.summary(now),
+            "summary": self.headline(now),
             "counters": cluster_counters(state, now, self.feed.rate_achieved),
             "alive_timeout": state.alive_timeout,
             "stale_after": stale_after(state),
@@ -273,12 +286,9 @@ class Dashboard:
             "live_run": self.archive.live.run_id if self.archive.live is not None else "",
             "runs": runs,
             # Optimization runs: the task (x*, parameters) and [t, distance, gap, consensus,
-            # dual_drift, wall] rows; the error curve above is then the distance to x*.
-            "optimization": (
-                state.optimization.as_dict(history_limit=2000)
-                if state.optimization is not None
-                else None
-            ),
+            # dual_drift, wall] rows over the whole run; the error curve above is then the
+            # distance to x*. Feed batches carry the rows that follow (``opt``).
+            "optimization": opt_view(state, self.feed.opt_sent),
         }
 
     def layout(self) -> GraphLayout | None:

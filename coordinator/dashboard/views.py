@@ -1,4 +1,8 @@
-"""Compact JSON rows for the page, built from the coordinator's :class:`ClusterState`.
+"""Compact JSON rows and the header's figures for the page, from the coordinator's state.
+
+The header's figures (:func:`headline`) are measured ones: the exact mass drift and, once the
+run finished, the run summary's figures, the same as ``gossip up --json``; never a running
+estimate shown as the run's result.
 
 The page receives node rows as positional lists (see :data:`NODE_FIELDS`) rather than dicts: a
 batch for 225 nodes is sent several times a second to every open tab, and repeating the field
@@ -10,15 +14,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from coordinator.records import NodeView
+from coordinator.records import NodeView, RunSummary
 from coordinator.state import ClusterState
 
 __all__ = [
+    "DRIFT_SOURCES",
     "NODE_FIELDS",
     "cluster_counters",
+    "curve_points",
     "display_value",
+    "exact_drift",
+    "headline",
     "initial_error",
     "node_row",
+    "run_summary_of",
     "stale_after",
 ]
 
@@ -123,6 +132,80 @@ def cluster_counters(
         "rate_achieved": _num(rate_achieved),
         "broker": state.broker.as_dict(),
     }
+
+
+DRIFT_SOURCES = ("final reports", "exact curve", "")
+"""Where :func:`headline` took ``mass_drift_rel`` from (``""``: unknown so far)."""
+
+
+def run_summary_of(state: ClusterState) -> RunSummary | None:
+    """The run summary of the state's current run once it finished (what ``--json`` holds)."""
+    for run in reversed(state.runs):
+        if run.run_id == state.run_id:
+            return run
+    return None
+
+
+def exact_drift(state: ClusterState) -> tuple[float | None, str]:
+    """The run's exact mass drift and where it comes from (one of :data:`DRIFT_SOURCES`).
+
+    The run summary's (from the final reports) once the run finished, else the exact curve's
+    latest point (gossip runs), else ``(None, "")``: unknown, as while an optimization run goes
+    on (its drift is exact only at the stop).
+    """
+    run = run_summary_of(state) if state.phase in ("done", "failed") else None
+    if run is not None:
+        drift = _num(run.mass_drift_rel)
+        return drift, DRIFT_SOURCES[0] if drift is not None else ""
+    if state.exact:
+        drift = _num(state.exact[-1].mass_drift_rel)
+        return drift, DRIFT_SOURCES[1] if drift is not None else ""
+    return None, ""
+
+
+def curve_points(state: ClusterState) -> int:
+    """Points of the run's own curve: the exact curve's, else (optimization runs, churn) the
+    estimated one's. It is the ``exact curve points`` figure of ``gossip up``'s summary."""
+    return len(state.exact) or len(state.history)
+
+
+def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[str, Any]:
+    """Return the figures the page's header shows: :meth:`ClusterState.summary`, made true.
+
+    The state's summary follows the running estimate (reports mixed to a common t, missing the
+    jumps in flight), which is what the coordinator watches but not what the run did. This
+    replaces what a measured figure exists for:
+
+    * ``mass_drift_rel``: :func:`exact_drift`; ``drift_source`` says where it comes from;
+    * ``t``, ``error``: the final result's once the run finished (``final_t`` and
+      ``final_error`` of ``--json``), else the latest estimate;
+    * ``t_eps``, ``reached``, ``rate_achieved``, ``activations``: the run summary's once the
+      run finished; while it runs, ``rate_achieved`` is ``rate_live`` (measured by the feed).
+
+    It adds ``finished``, ``stop_reason``, ``problem`` (``""`` for averaging), ``points``
+    (:func:`curve_points`), ``nodes_final`` (nodes that sent their final report) and
+    ``rate_asked``. The keys of contract C4 keep their meaning.
+    """
+    out = state.summary(now)
+    run = run_summary_of(state) if state.phase in ("done", "failed") else None
+    out["mass_drift_rel"], out["drift_source"] = exact_drift(state)
+    out["finished"] = run is not None
+    out["stop_reason"] = run.stop_reason if run is not None else ""
+    out["problem"] = state.optimization.task.problem if state.optimization is not None else ""
+    out["points"] = curve_points(state)
+    out["nodes_final"] = sum(1 for view in state.nodes.values() if view.final)
+    out["rate_asked"] = state.rate
+    out["rate_achieved"] = _num(rate_live) if state.phase == "running" else None
+    out["activations"] = state.activations()
+    if run is not None:
+        out["t_eps"], out["reached"] = _num(run.t_eps), run.reached
+        out["rate_achieved"] = _num(run.rate_achieved)
+        out["activations"] = run.activations
+        if run.final_error is not None:
+            out["error"] = _num(run.final_error)
+        if state.final is not None:
+            out["t"] = _num(state.final.t)
+    return out
 
 
 def _num(value: float | None) -> float | None:

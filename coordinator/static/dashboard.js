@@ -39,6 +39,11 @@
     const gd = document.getElementById("error-chart");
     return i === undefined || !gd.data ? 0 : gd.data[i].x.length;
   };
+  // Points of the objective gap's curve (optimization runs).
+  dash.gapPoints = () => {
+    const gd = document.getElementById("error-chart");
+    return gapTrace < 0 || !gd.data ? 0 : gd.data[gapTrace].x.length;
+  };
   dash.graphNodes = () => document.querySelectorAll("#graph-chart circle.node").length;
   dash.rowsOnScreen = () => [...rowEls.values()].filter((el) => el.visible).length;
 
@@ -48,16 +53,19 @@
   let runTrace = new Map(); // run id -> index of its curve in the error chart
   let exactTrace = new Map(); // run id -> index of its exact curve in the error chart
   let theoryTrace = -1;
+  let gapTrace = -1;     // index of the objective gap's curve (optimization runs), or -1
   let liveRun = "";
   let levels = [];
   let pending = null;    // what the next frame must draw
   let chartPoints = [];  // live-run points not yet on the chart
   let chartExact = [];   // live-run exact points not yet on the chart
+  let chartGap = [];     // objective gap rows not yet on the chart
   let chartDue = 0;      // performance.now() after which the chart may be drawn again
   let laterTimer = 0;
   let waiting = [];      // batches that arrived before the snapshot
   let loading = false;
   let source = null;
+  let finished = false;  // the run shown is over: its nodes stopped on purpose
 
   function api(path) {
     if (!TOKEN) return path;
@@ -106,6 +114,7 @@
       snap.node_fields.forEach((name, i) => { F[name] = i; });
       nodes = new Map(snap.nodes.map((row) => [row[F.id], row]));
       liveRun = snap.live_run;
+      finished = snap.summary.finished;
       levels = snap.edge_levels.slice();
       buildHeader(snap);
       buildErrorChart(snap);
@@ -127,11 +136,32 @@
     }
   }
 
+  // What the run computes, which names the quantity on the chart: averaging (gossip) or the
+  // distance to the minimiser x* of an optimization problem (or the consensus, without x*).
+  function runKind(snap) {
+    const opt = snap.optimization;
+    if (!opt) {
+      return { task: "averaging", title: "Error Σ½|x_v − mean|² vs t",
+        axis: "error Σ½|x_v − mean|²" };
+    }
+    if (!opt.x_star) {
+      return { task: opt.problem, title: `Consensus Σ|x_v − x̄|² vs t (${opt.problem})`,
+        axis: "consensus Σ|x_v − x̄|²" };
+    }
+    return { task: opt.problem,
+      title: `Distance Σ|x_v − x*|² and objective gap F(x̄) − F(x*) vs t (${opt.problem})`,
+      axis: "Σ|x_v − x*|², F(x̄) − F(x*)" };
+  }
+
   function buildHeader(snap) {
-    const p = snap.params;
+    const algorithm = snap.summary.algorithm || (snap.params ? snap.params.algorithm : "");
     setText($("cluster"), "cluster " + snap.cluster);
-    setText($("algo-badge"), p ? p.algorithm.toUpperCase() : "algorithm: –");
+    setText($("algo-badge"), algorithm ? `${algorithm.toUpperCase()} · ${runKind(snap).task}` :
+      "algorithm: –");
     setText($("graph-badge"), snap.graph);
+    setText($("error-title"), runKind(snap).title);
+    setText($("c-drift-label"), snap.optimization ? "dual sums' drift |Σy| + |Σz|" :
+      "mass drift (relative)");
     setText($("x-head"), snap.dim > 1 ? "|x|" : "x");
     const q = snap.quantities;
     setText($("graph-note"), q ? `${q.n} nodes, ${q.n_edges} edges, μ=${fmt(q.mu_gossip, 3)}, ` +
@@ -144,7 +174,9 @@
   // stops this many decades below eps, and so does the bound's line.
   const DECADES_BELOW_EPS = 4;
 
-  const ROUNDING_FLOOR = 1e-26;  // below this an error is float64 round-off on values of order 1
+  const ROUNDING_FLOOR = 1e-26;
+  // An exact mass drift above this is more than rounding: a value was lost or counted twice.
+  const DRIFT_WARN = 1e-9;  // below this an error is float64 round-off on values of order 1
 
   function floorOf(snap) {
     return snap.eps ? Math.max(snap.eps * Math.pow(10, -DECADES_BELOW_EPS), ROUNDING_FLOOR) : 0;
@@ -161,10 +193,12 @@
   function buildErrorChart(snap) {
     chartPoints = [];  // the snapshot holds every point so far
     chartExact = [];
+    chartGap = [];
     const traces = [];
     runTrace = new Map();
     exactTrace = new Map();
     theoryTrace = -1;
+    gapTrace = -1;
     snap.runs.forEach((run, i) => {
       const color = runColor(i);
       const live = run.run_id === snap.live_run;
@@ -193,7 +227,8 @@
       // The exact curve: the network's state at grid times every node has passed. It lags the
       // estimate above by about a node's time between jumps, and is what the band is for.
       const exact = (run.exact || []).filter((p) => p[1] > 0);
-      if (live || exact.length) {
+      // Optimization runs have no exact curve (the primal is not mixed in closed form).
+      if ((live && !snap.optimization) || exact.length) {
         exactTrace.set(run.run_id, traces.length);
         traces.push({ x: exact.map((p) => p[0]), y: exact.map((p) => p[1]), mode: "lines",
           name: `exact (${run.run_id})`, line: { color: color, width: 1, dash: "dot" },
@@ -202,10 +237,11 @@
       }
     });
     const opt = snap.optimization;
-    if (opt && opt.history && opt.history.length) {
+    if (opt && opt.x_star) {
       // Optimization: the error above is sum_v |x_v - x*|^2; the objective gap of the nodes'
-      // average goes on the same axes.
-      const gap = opt.history.filter((r) => r[2] !== null && r[2] > 0);
+      // average goes on the same axes, over the whole run (batches extend it).
+      const gap = (opt.history || []).filter((r) => r[2] !== null && r[2] > 0);
+      gapTrace = traces.length;
       traces.push({ x: gap.map((r) => r[0]), y: gap.map((r) => r[2]), mode: "lines",
         name: `objective gap F(x̄) − F(x*) (${opt.problem})`,
         line: { color: "#555", width: 1.5, dash: "dot" },
@@ -217,12 +253,13 @@
         line: { color: "#888", width: 1, dash: "dot" } });
     }
     const layout = {
-      margin: { l: 60, r: 10, t: 10, b: 45 },
+      // The top margin holds plotly's toolbar, so the legend below it never covers it.
+      margin: { l: 60, r: 10, t: 34, b: 45 },
       xaxis: { title: { text: "t (continuized time)" }, zeroline: false },
-      yaxis: { title: { text: opt ? "Σ|x_v − x*|², objective gap" : "error" }, type: "log",
+      yaxis: { title: { text: runKind(snap).axis }, type: "log",
         exponentformat: "power",
         range: yRange(snap), autorange: yRange(snap) ? false : true },
-      legend: { x: 1, xanchor: "right", y: 1, bgcolor: "rgba(255,255,255,0.8)",
+      legend: { x: 1, xanchor: "right", y: 1, yanchor: "top", bgcolor: "rgba(255,255,255,0.8)",
         font: { size: 11 } },
       shapes: shapes,
       annotations: snap.eps ? [{ xref: "paper", x: 1, y: Math.log10(snap.eps),
@@ -230,7 +267,8 @@
         font: { color: "#777", size: 11 } }] : [],
       uirevision: "keep",  // keep the user's zoom across updates
     };
-    Plotly.react("error-chart", traces, layout, { displaylogo: false, responsive: true });
+    Plotly.react("error-chart", traces, layout,
+      { displaylogo: false, responsive: true, displayModeBar: true });
   }
 
   function yRange(snap) {
@@ -314,7 +352,6 @@
     for (const id of ids) frag.appendChild(newRow(id).tr);
     body.appendChild(frag);
     for (const id of ids) drawRow(id);
-    setText($("nodes-note"), `${ids.length} of ${snap.counters.expected} reporting`);
   }
 
   function ensureRow(id) {
@@ -324,7 +361,6 @@
     const after = [...rowEls.keys()].filter((k) => k > id).sort((a, b) => a - b)[0];
     const el = newRow(id);
     body.insertBefore(el.tr, after === undefined ? null : rowEls.get(after).tr);
-    setText($("nodes-note"), `${rowEls.size} of ${dash.snapshot.counters.expected} reporting`);
   }
 
   function drawRow(id) {
@@ -355,7 +391,8 @@
     const age = row[F.received] ? serverNow() - row[F.received] : null;
     setText(el.tds[4], age === null ? "–" : Math.max(0, age).toFixed(1));
     let cls = "";
-    if (row[F.final]) cls = "final";
+    // After the run no node reports any more, on purpose: none is stale or dead then.
+    if (row[F.final] || finished) cls = "final";
     else if (age === null || age > snap.alive_timeout) cls = "dead";
     else if (age > snap.stale_after) cls = "stale";
     setClass(el.tr, cls);
@@ -370,7 +407,7 @@
       if (run.run_id === snap.live_run) tr.className = "current";
       const cells = [
         `<span class="swatch" style="background:${runColor(i)}"></span>${esc(run.run_id)}` +
-          (run.live ? " (live)" : ""),
+          `<span class="run-state">${run.live ? liveLabel(finished) : ""}</span>`,
         esc((run.algorithm || "?").toUpperCase()), esc(run.graph), "", "", "", "",
         esc(run.band_status),
         `<a href="${api("api/runs/" + encodeURIComponent(run.run_id) + ".csv")}" download>CSV</a> · ` +
@@ -393,7 +430,9 @@
     setClass(td[6], run.reached ? "ok" : "");
   }
 
-  function updateLiveRun(summary, newPoints) {
+  function liveLabel(over) { return over ? " (this run, over)" : " (live)"; }
+
+  function updateLiveRun(summary) {
     const snap = dash.snapshot;
     const run = snap && snap.runs.find((r) => r.run_id === liveRun);
     if (!run) return;
@@ -401,9 +440,12 @@
     run.error = summary.error;
     run.t_eps = summary.t_eps;
     run.reached = summary.reached;
-    run.points += newPoints;
+    run.points = summary.points;
     const tr = document.querySelector(`#runs-table tbody tr[data-run="${CSS.escape(liveRun)}"]`);
-    if (tr) drawRunProgress(tr, run);
+    if (tr) {
+      drawRunProgress(tr, run);
+      setText(tr.querySelector(".run-state"), liveLabel(summary.finished));
+    }
   }
 
   function esc(s) {
@@ -424,27 +466,57 @@
     if (run && run.theta && run.e0 && run.bound_factor && summary.t !== null) {
       setText($("c-bound"), "bound " + fmt(run.bound_factor * run.e0 * Math.exp(-run.theta * summary.t), 3));
     }
-    const ach = counters.phase === "running" ? counters.rate_achieved : null;
-    const ask = counters.rate_asked;
+    // Every figure below comes from the server's headline (views.headline): while the run
+    // goes on, the live measures; once it finished, the run summary's (what --json holds).
+    const done = summary.finished;
+    const ach = summary.rate_achieved;
+    const ask = summary.rate_asked;
     setText($("c-rate"), `${ach === null ? "–" : fmt(ach, 3)} / ${fmt(ask, 4)}`);
     setClass($("c-rate"), "value" + (ach !== null && ask > 0 && ach < 0.8 * ask ? " warn" : ""));
-    setText($("c-rate-sub"), `${fmtInt(counters.activations)} activations, per second`);
-    setText($("c-drift"), fmt(summary.mass_drift_rel, 2));
-    setClass($("c-drift"), "value" + (summary.mass_drift_rel > 1e-6 ? " warn" : ""));
-    setText($("c-mean"), snap && snap.params ? `phase: ${counters.phase}` : "");
-    setText($("c-alive"), `${counters.nodes_alive} / ${counters.expected}`);
-    setClass($("c-alive"), "value" + (counters.nodes_alive < counters.expected ? " warn" : " ok"));
+    setText($("c-rate-sub"), `${fmtInt(summary.activations)} activations` +
+      (done ? ", whole run" : ach === null ? ", rate measured after 1 s" : ", last 5 s"));
+    // The drift shown is exact (the exact curve, or the final reports): a running estimate
+    // mixes reports of different times and drifts by the exchanges in flight, so it would
+    // raise alarms for healthy runs. Rounding alone stays far below the warning level.
+    const drift = summary.mass_drift_rel;
+    setText($("c-drift"), drift === null ? "unknown" : fmt(drift, 2));
+    setClass($("c-drift"), "value" + (drift !== null && drift > DRIFT_WARN ? " warn" : ""));
+    $("c-drift").title = summary.drift_source ? "from the " + summary.drift_source : "";
+    setText($("c-mean"), drift === null ? (summary.problem && !done ?
+      "exact at the stop" : "no exact point yet") : "from the " + summary.drift_source);
+    if (done) {
+      // After a clean stop no node is alive, by design: count the final reports instead.
+      setText($("c-alive-label"), "nodes stopped (final report)");
+      setText($("c-alive"), `${summary.nodes_final} / ${counters.expected}`);
+      setClass($("c-alive"), "value" + (summary.nodes_final < counters.expected ? " warn" : " ok"));
+    } else {
+      setText($("c-alive-label"), "nodes alive");
+      setText($("c-alive"), `${counters.nodes_alive} / ${counters.expected}`);
+      setClass($("c-alive"), "value" + (counters.nodes_alive < counters.expected ? " warn" : " ok"));
+    }
     setText($("c-stale"), `${counters.nodes_stale} stale, ${counters.registered} registered`);
     const b = counters.broker;
-    setText($("c-broker"), b.url ? (b.connected ? "connected" : "disconnected") : "none");
-    setClass($("c-broker"), "value" + (b.url ? (b.connected ? " ok" : " bad") : ""));
+    const closed = done && !b.connected;  // the run is over: its broker link was closed with it
+    setText($("c-broker"), !b.url ? "none" : b.connected ? "connected" :
+      closed ? "closed" : "disconnected");
+    setClass($("c-broker"), "value" + (!b.url || closed ? "" : b.connected ? " ok" : " bad"));
     setText($("c-broker-sub"), b.url ? `${b.kind} ${b.url}` + (b.reconnects ? `, ${b.reconnects} reconnects` : "") +
-      (b.last_error && !b.connected ? ` (${b.last_error})` : "") : "");
+      (closed ? ", after the run" : b.last_error && !b.connected ? ` (${b.last_error})` : "") : "");
     const badge = $("state-badge");
-    setText(badge, summary.reached ? "ε reached" : counters.phase);
-    setClass(badge, "badge " + (summary.reached ? "ok" : counters.phase === "failed" ? "bad" :
-      counters.phase === "running" ? "" : "warn"));
+    let state = summary.reached ? "ε reached" : counters.phase;
+    let cls = summary.reached ? "ok" : counters.phase === "failed" ? "bad" :
+      counters.phase === "running" ? "" : "warn";
+    if (done) {
+      state = "finished: " + (summary.reached ? "ε reached" : summary.stop_reason || "stopped");
+      cls = summary.reached ? "ok" : summary.stop_reason === "diverged" ? "bad" : "warn";
+    }
+    setText(badge, state);
+    setClass(badge, "badge " + cls);
     if (counters.message) badge.title = counters.message;
+    const note = done ? `${nodes.size} of ${counters.expected} reported, ` +
+      `${summary.nodes_final} final reports` : `${nodes.size} of ${counters.expected} reporting`;
+    setText($("nodes-note"), note);
+    finished = done;
   }
 
   // ---- membership: joins, leaves, declared-dead nodes and the views (membership epochs) -----
@@ -490,11 +562,11 @@
     dash.seq = batch.seq;
     dash.batches += 1;
     dash.clockOffset = batch.now - Date.now() / 1000;
-    const p = pending || (pending = { points: [], exact: [], nodes: new Set(), edges: null,
-      counters: null, walls: [], arrived: performance.now(), newPoints: 0 });
+    const p = pending || (pending = { points: [], exact: [], gap: [], nodes: new Set(),
+      edges: null, counters: null, walls: [], arrived: performance.now() });
     for (const pt of batch.points) if (pt[1] > 0) p.points.push(pt);
+    for (const row of batch.opt || []) if (row[2] !== null && row[2] > 0) p.gap.push(row);
     for (const pt of batch.exact || []) if (pt[1] > 0) p.exact.push(pt);
-    p.newPoints += batch.points.length;
     const newIds = [];
     for (const row of batch.nodes) {
       const id = row[F.id];
@@ -510,7 +582,7 @@
     requestAnimationFrame(draw);
   }
 
-  function drawPoints(points, exact) {
+  function drawPoints(points, exact, gap) {
     const snap = dash.snapshot;
     // One extendTraces for both curves: each call redraws the whole chart.
     const xs = [], ys = [], which = [];
@@ -521,6 +593,10 @@
     if (exact.length && exactTrace.has(liveRun)) {
       xs.push(exact.map((q) => q[0])); ys.push(exact.map((q) => q[1]));
       which.push(exactTrace.get(liveRun));
+    }
+    if (gap.length && gapTrace >= 0) {
+      xs.push(gap.map((r) => r[0])); ys.push(gap.map((r) => r[2]));
+      which.push(gapTrace);
     }
     if (which.length) Plotly.extendTraces("error-chart", { x: xs, y: ys }, which);
     if (!points.length) return;
@@ -539,8 +615,8 @@
   function drawLater() {
     // Chart points are waiting and no batch came to draw them: draw them in a frame of their own.
     laterTimer = 0;
-    if (!pending) pending = { points: [], exact: [], nodes: new Set(), edges: null, counters: null,
-      walls: [], newPoints: 0 };
+    if (!pending) pending = { points: [], exact: [], gap: [], nodes: new Set(), edges: null,
+      counters: null, walls: [] };
     requestAnimationFrame(draw);
   }
 
@@ -552,17 +628,19 @@
     const snap = dash.snapshot;
     if (p.points.length) chartPoints.push(...p.points);
     if (p.exact.length) chartExact.push(...p.exact);
+    if (p.gap.length) chartGap.push(...p.gap);
     // Appending to the chart redraws all of its traces, which grows with the run; so the chart
     // is drawn at most once per five times its own last drawing time (and once a second),
     // keeping it under ~20% of the page's time on a slow machine. Points wait, never drop.
     const nowMs = performance.now();
-    const due = chartPoints.length || chartExact.length;
+    const due = chartPoints.length || chartExact.length || chartGap.length;
     if (due && runTrace.has(liveRun) && nowMs >= chartDue) {
-      const batch = chartPoints, exact = chartExact;
+      const batch = chartPoints, exact = chartExact, gap = chartGap;
       chartPoints = [];
       chartExact = [];
+      chartGap = [];
       const t0 = performance.now();
-      timed("chart", () => drawPoints(batch, exact));
+      timed("chart", () => drawPoints(batch, exact, gap));
       chartDue = nowMs + Math.max(1000, 5 * (performance.now() - t0));
     } else if (due && !laterTimer) {
       laterTimer = setTimeout(drawLater, Math.max(0, chartDue - nowMs));
@@ -579,7 +657,7 @@
       levels = p.edges.slice();
     }
     if (p.counters) timed("counters", () => updateCounters(p.counters[0], p.counters[1]));
-    if (p.counters) updateLiveRun(p.counters[0], p.newPoints);
+    if (p.counters) updateLiveRun(p.counters[0]);
     const took = performance.now() - started;
     // Latency = from the node publishing its report to the frame that shows it: measured after
     // the browser has painted (the next frame), against the server's clock.

@@ -43,10 +43,11 @@
     return node;
   }
 
-  function fmt(v) {
+  function fmt(v, digits) {
     if (v === null || v === undefined) return "–";
     const a = Math.abs(v);
-    return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(2) : Number(v.toPrecision(4)).toString();
+    return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(digits ? digits - 1 : 2) :
+      Number(v.toPrecision(digits || 4)).toString();
   }
 
   class NetworkView {
@@ -121,11 +122,13 @@
       // The bar sits right of the graph, its labels above and below it so they never clip.
       const g = el("g", { class: "colorbar", "font-size": 0.03, fill: "#444",
         "text-anchor": "middle" }, svg);
-      el("rect", { x: 1.1, y: 0.12, width: 0.03, height: 0.76, fill: "url(#viridis)" }, g);
+      this.bar = el("rect", { x: 1.1, y: 0.12, width: 0.03, height: 0.76, fill: "url(#viridis)" }, g);
       this.hiText = el("text", { x: 1.115, y: 0.105 }, g);
       this.loText = el("text", { x: 1.115, y: 0.915 }, g);
-      const title = el("text", { x: 1.115, y: 0.05, "font-weight": 600 }, g);
-      title.textContent = label;
+      this.title = el("text", { x: 1.115, y: 0.05, "font-weight": 600 }, g);
+      this.label = label;
+      this.titleKey = null;
+      this.setTitle([label]);
     }
 
     // values[v] is node v's number (or null if unknown); names[v] its registered name.
@@ -135,8 +138,9 @@
       for (const x of values) if (x !== null && x !== undefined) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
       const span = hi - lo;
       // The colour range follows the current spread: as gossip converges the differences that
-      // remain are still visible (the bar's labels say how small they are).
-      const flat = !(span > 1e-12 * Math.max(1, Math.abs(hi)));
+      // remain are still visible (the bar's labels say how small they are). Values equal up to
+      // float64 rounding are one value: one colour, and a bar of that one colour.
+      const flat = !(span > 1e-13 * Math.max(Math.abs(lo), Math.abs(hi)));
       for (let v = 0; v < this.circles.length; v++) {
         const x = values[v];
         this.values[v] = x;
@@ -148,9 +152,42 @@
         }
       }
       if (this.hiText) {
-        this.hiText.textContent = Number.isFinite(hi) ? fmt(hi) : "";
-        this.loText.textContent = Number.isFinite(lo) ? fmt(lo) : "";
+        const known = Number.isFinite(lo);
+        // Labels carry as many digits as it takes to tell the ends apart: a spread of 1e-5
+        // around 0.0625 reads 0.062531 / 0.06248, not 0.0625 / 0.0625.
+        const digits = flat || !known ? 4 : Math.min(15, Math.max(4,
+          Math.ceil(Math.log10(Math.max(Math.abs(lo), Math.abs(hi)) / span)) + 2));
+        // Past 6 digits the labels would not fit: the bar then shows the values minus an
+        // offset, which its title names ("x − 0.06249"). The offset is the smallest value cut
+        // at the spread's decade, so both ends read apart with 3 digits (lo' < spread <= hi').
+        let offset = 0;
+        if (digits > 6) {
+          const step = Math.pow(10, Math.floor(Math.log10(span)));
+          offset = Number((Math.floor(lo / step) * step).toPrecision(15));
+        }
+        const shown = (v) => offset ? fmt(v - offset, 3) : fmt(v, digits);
+        this.setTitle(!offset ? [this.label] :
+          [`${this.label} ${offset < 0 ? "+" : "−"} `, String(Math.abs(offset))]);
+        this.hiText.textContent = !known ? "" : flat ? "all " + fmt(hi) : shown(hi);
+        this.loText.textContent = !known || flat ? "" : shown(lo);
+        this.bar.setAttribute("fill", known && flat ? PALETTE[BUCKETS >> 1] : "url(#viridis)");
+        this.flat = known && flat;
       }
+    }
+
+    // The bar's title, on one line or, with an offset, two ("x −" above "0.0624999"): a long
+    // line would be clipped at the right edge or drawn over the top-right node.
+    setTitle(lines) {
+      const key = lines.join("");
+      if (this.titleKey === key) return;
+      this.titleKey = key;
+      const two = lines.length > 1;
+      this.title.textContent = "";
+      this.title.setAttribute("y", two ? 0.035 : 0.05);
+      this.title.setAttribute("font-size", two ? 0.024 : 0.03);
+      lines.forEach((line, i) => {
+        el("tspan", { x: 1.115, dy: i ? 0.03 : 0 }, this.title).textContent = line;
+      });
     }
 
     setLevels(levels) {

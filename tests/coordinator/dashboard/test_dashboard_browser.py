@@ -227,3 +227,50 @@ async def test_a_node_that_stops_reporting_turns_stale_then_dead(
                 assert tab.errors() == []
         finally:
             stop.set()
+
+
+async def test_the_colour_scale_has_the_range_of_the_colours_drawn(
+    start_dashboard: Callable[..., Any],
+) -> None:
+    need(CHROMIUM)
+    cluster = SyntheticCluster("line:6", "arg", rate=100.0, run_id="colours")
+    state = cluster.new_state()
+    cluster.feed(state)
+    served = await start_dashboard(state, interval=0.1)
+
+    def set_values(values: list[float]) -> None:
+        for node, value in enumerate(values):
+            view = state.nodes[node]
+            view.x = view.z = (value,)
+            view.reports += 1  # the feed sends the rows whose report count changed
+
+    labels = "[...document.querySelectorAll('.colorbar text')].map(t => t.textContent)"
+    fills = (
+        "new Set([...document.querySelectorAll('circle.node')].map(c => c.getAttribute('fill')))"
+    )
+    bar = "document.querySelector('.colorbar rect').getAttribute('fill')"
+    async with chromium_tab() as tab:
+        page = tab.page
+        await page.goto(served.url)
+        await _wait_for(page, "window.__dash && window.__dash.graphNodes() === 6")
+        # A constant field: one colour, and a bar of that colour that says "all".
+        set_values([0.5] * 6)
+        await _wait_for(page, f"{labels}[0] === 'all 0.5'")
+        assert await page.evaluate(f"{labels}") == ["all 0.5", "", "x"]
+        assert await page.evaluate(f"{fills}.size") == 1
+        assert await page.evaluate(f"{fills}.has({bar})")
+        # Values 1e-12 apart: every colour is drawn, and the labels tell the ends apart.
+        set_values([0.0625 + k * 1e-12 for k in range(6)])
+        await _wait_for(page, f"{fills}.size === 6")
+        hi, lo, title = await page.evaluate(labels)
+        assert hi != lo
+        assert title.startswith("x − 0.0625")
+        offset = float(title.split("−")[1])
+        assert offset + float(hi) == pytest.approx(0.0625 + 5e-12, abs=1e-15)
+        assert offset + float(lo) == pytest.approx(0.0625, abs=1e-15)
+        assert await page.evaluate(bar) == "url(#viridis)"
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.locator("#graph-chart").screenshot(
+            path=str(ARTIFACTS / "dashboard-colour-scale.png")
+        )
+        assert tab.errors() == []

@@ -1,0 +1,250 @@
+"""The page tells the run's truth: a live ``gossip up`` in a browser, held against its --json.
+
+For a gossip run and an optimization run, while each runs and after it (``--hold`` keeps the
+dashboard up on the finished state), the page must name the run's algorithm and problem, show
+the exact mass drift, the achieved rate, a finished run as finished, and, once it finished, the
+t, error, points, rate and drift the run's own ``--json`` summary holds. Earlier runs of the
+other kind, found in the runs directory, must not be drawn on its axes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+from coordinator.dashboard.runs import RunRecord
+from coordinator.procs import free_port, spawn, stop_process
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.browser,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    pytest.mark.timeout(420),
+]
+
+GRAPH = "grid:3x3"
+
+# Each run lasts a fixed 40 s (its --timeout; the target is out of reach), long enough for
+# the live checks however slowly the machine starts the page: reaching a target makes the
+# length depend on the load (ARG on grid:3x3 reached 1e-24 in 20 s, before a loaded machine's
+# page was up). Both runs then stop on "timeout", as clean a stop as "reached".
+RUNS = {
+    "gossip": ["--algorithm", "arg", "--rate", "20", "--until", "1e-300", "--timeout", "40"],
+    "optimization": [
+        "--problem", "logistic:0.1", "--data", "breast-cancer", "--split", "label:1",
+        "--rate", "60", "--until", "1e-300", "--timeout", "40",
+    ],
+}  # fmt: skip
+
+
+def _text(element_id: str) -> str:
+    return f"document.getElementById('{element_id}').textContent"
+
+
+def _earlier_run_of_the_other_kind(runs_dir: Path, kind: str) -> str:
+    """Leave a finished run of the other kind on the same graph in the runs directory."""
+    if kind == "gossip":
+        record = RunRecord("earlier-acd", graph=GRAPH, algorithm="acd", problem="logistic:0.1")
+    else:
+        record = RunRecord("earlier-arg", graph=GRAPH, algorithm="arg")
+    record.points.extend((float(t), 2.0**-t, 0.0, 0.0) for t in range(1, 30))
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    (runs_dir / f"{record.run_id}.jsonl").write_text(record.to_jsonl())
+    return record.run_id
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
+
+
+async def _wait(page: Any, condition: str, log: Path, timeout_s: float = 60.0) -> None:
+    """Wait for ``condition`` in the page; if it never holds, say what the page and run saw."""
+    try:
+        await page.wait_for_function(condition, timeout=timeout_s * 1000)
+    except PlaywrightTimeout:
+        seen = await page.evaluate(
+            "JSON.stringify(Object.fromEntries(['state-badge', 'c-t', 'c-error', 'c-rate', "
+            "'c-drift', 'c-mean', 'c-alive', 'algo-badge'].map(i => "
+            "[i, document.getElementById(i).textContent])))"
+        )
+        tail = _tail(log)
+        raise AssertionError(
+            f"{condition!r} never held; the page: {seen}; up.log:\n{tail}"
+        ) from None
+
+
+async def _wait_running(url: str, log: Path) -> None:
+    deadline = time.monotonic() + 150
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            try:
+                async with session.get(url + "api/summary") as resp:
+                    summary = await resp.json()
+                if summary["t"] and summary["nodes_alive"] == summary["expected"]:
+                    return
+            except (aiohttp.ClientError, ValueError):
+                pass  # not listening yet
+            await asyncio.sleep(0.3)
+    raise AssertionError("the cluster did not start reporting:\n" + _tail(log))
+
+
+async def _number(page: Any, element_id: str) -> float:
+    return float(await page.evaluate(_text(element_id)))
+
+
+async def _legend_clear_of_toolbar(page: Any) -> None:
+    boxes = await page.evaluate(
+        "['.modebar', '.legend'].map(s => { const r = document.querySelector('#error-chart ' + s)"
+        ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })"
+    )
+    (l1, t1, r1, b1), (l2, t2, r2, b2) = boxes
+    assert r1 > l1, boxes  # both drawn
+    assert r2 > l2, boxes
+    assert r1 <= l2 or r2 <= l1 or b1 <= t2 or b2 <= t1, f"legend covers the toolbar: {boxes}"
+
+
+async def _check_live(page: Any, kind: str, log: Path, other: str) -> None:
+    if kind == "gossip":
+        assert await page.evaluate(_text("algo-badge")) == "ARG · averaging"
+        assert (await page.evaluate(_text("error-title"))).startswith("Error Σ½|x_v − mean|²")
+        # The drift is the exact curve's: rounding only, never an alarm for a healthy run.
+        await _wait(page, f"{_text('c-mean')} === 'from the exact curve'", log)
+        assert await _number(page, "c-drift") <= 1e-12
+        assert await page.evaluate("document.getElementById('c-drift').className") == "value"
+    else:
+        assert await page.evaluate(_text("algo-badge")) == "ACD · logistic:0.1"
+        title = await page.evaluate(_text("error-title"))
+        assert title.startswith("Distance Σ|x_v − x*|² and objective gap"), title
+        # No exact figure exists while an optimization run goes on: the page says so.
+        assert await page.evaluate(_text("c-drift")) == "unknown"
+        assert await page.evaluate(_text("c-mean")) == "exact at the stop"
+        # The objective gap grows with the batches, without a new snapshot.
+        await _wait(page, "window.__dash.gapPoints() >= 2", log)
+        before = await page.evaluate("[window.__dash.gapPoints(), window.__dash.snapshots]")
+        await _wait(page, f"window.__dash.gapPoints() >= {before[0] + 3}", log)
+        assert await page.evaluate("window.__dash.snapshots") == before[1]
+    # The achieved rate is measured while the run goes on.
+    await _wait(page, f"!{_text('c-rate')}.startsWith('–')", log)
+    achieved, asked = (await page.evaluate(_text("c-rate"))).split(" / ")
+    assert float(achieved) > 0
+    assert float(asked) == float(RUNS[kind][RUNS[kind].index("--rate") + 1])
+    assert await page.evaluate(_text("c-alive")) == "9 / 9"
+    assert await page.evaluate(_text("state-badge")) == "running"
+    names = await page.evaluate("document.getElementById('error-chart').data.map(t => t.name)")
+    assert not any(other in (n or "") for n in names), names
+    await _legend_clear_of_toolbar(page)
+
+
+async def _check_finished(page: Any, kind: str, summary: dict[str, Any], log: Path) -> None:
+    """The held page against the run's --json summary."""
+    await _wait(page, f"{_text('state-badge')}.startsWith('finished')", log)
+    await _wait(page, f"{_text('c-mean')} === 'from the final reports'", log)
+    reason = "ε reached" if summary["reached"] else summary["stop_reason"]
+    assert await page.evaluate(_text("state-badge")) == f"finished: {reason}"
+    assert await _number(page, "c-t") == pytest.approx(summary["final_t"], rel=1e-4)
+    assert await _number(page, "c-error") == pytest.approx(summary["final_error"], rel=2e-3)
+    drift = await _number(page, "c-drift")
+    assert drift == pytest.approx(summary["mass_drift_rel"], rel=1e-2, abs=1e-300)
+    assert await page.evaluate("document.getElementById('c-drift').className") == "value"
+    achieved, asked = (await page.evaluate(_text("c-rate"))).split(" / ")
+    assert float(achieved) == pytest.approx(summary["rate_achieved"], rel=5e-3)
+    assert float(asked) == summary["rate_asked"]
+    # A clean stop: every node sent its final report; nothing reads as an alarm.
+    assert await page.evaluate(_text("c-alive-label")) == "nodes stopped (final report)"
+    assert await page.evaluate(_text("c-alive")) == "9 / 9"
+    assert await page.evaluate("document.getElementById('c-alive').className") == "value ok"
+    # The run's own dashboard may still be up (its link open) or the held one (link closed).
+    assert await page.evaluate(_text("c-broker")) in ("connected", "closed")
+    assert "bad" not in await page.evaluate("document.getElementById('c-broker').className")
+    rows = await page.evaluate(
+        "[...document.querySelectorAll('#nodes-table tbody tr')].map(r => r.className)"
+    )
+    assert rows == ["final"] * 9
+    # The Runs table's live row: the run's own points, t and error.
+    row = await page.evaluate(
+        "[...document.querySelector('#runs-table tbody tr.current').children]"
+        ".map(td => td.textContent)"
+    )
+    metrics = [json.loads(line) for line in (log.parent / "run.jsonl").read_text().splitlines()]
+    assert row[0] == f"{summary['run_id']} (this run, over)"
+    curve = "exact" if kind == "gossip" else "point"
+    assert int(row[3]) == sum(1 for m in metrics if m.get("kind") == curve)
+    assert float(row[4]) == pytest.approx(summary["final_t"], rel=1e-3)
+    assert float(row[5]) == pytest.approx(summary["final_error"], rel=2e-3)
+    # The colour scale's labels tell its ends apart (or say the field is constant).
+    labels = await page.evaluate(
+        "[...document.querySelectorAll('.colorbar text')].map(t => t.textContent)"
+    )
+    assert labels[0].startswith("all ") or labels[0] != labels[1], labels
+    await _legend_clear_of_toolbar(page)
+
+
+@pytest.mark.parametrize("kind", ["gossip", "optimization"])
+async def test_the_page_agrees_with_the_runs_summary(kind: str, tmp_path: Path) -> None:
+    need(CHROMIUM)
+    need("mosquitto")
+    port = free_port()
+    other = _earlier_run_of_the_other_kind(tmp_path / "runs", kind)
+    argv = [
+        sys.executable, "-m", "cli.app", "up", "--graph", GRAPH, *RUNS[kind],
+        "--json", str(tmp_path / "run.json"), "--metrics-file", str(tmp_path / "run.jsonl"),
+        "--log-dir", str(tmp_path / "logs"), "--quiet",
+        "--dashboard-port", str(port), "--dashboard-runs-dir", str(tmp_path / "runs"),
+        "--hold", "90",
+    ]  # fmt: skip
+    log = tmp_path / "up.log"
+    proc = await spawn(argv, log=log)
+    url = f"http://127.0.0.1:{port}/"
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        await _wait_running(url, log)
+        async with chromium_tab() as tab:
+            page = tab.page
+            await page.goto(url)
+            await _wait(page, "window.__dash && window.__dash.graphNodes() === 9", log)
+            await _wait(page, "window.__dash.livePoints() >= 2", log)
+            await _check_live(page, kind, log, other)
+            await page.screenshot(
+                path=str(ARTIFACTS / f"dashboard-{kind}-live.png"), full_page=True
+            )
+
+            deadline = time.monotonic() + 200
+            while not (tmp_path / "run.json").is_file():
+                assert proc.returncode is None, _tail(log)
+                assert time.monotonic() < deadline, "the run did not finish"
+                await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the file is written whole, but let the writer close it
+            summary = json.loads((tmp_path / "run.json").read_text())
+            await _check_finished(page, kind, summary, log)
+            await page.screenshot(
+                path=str(ARTIFACTS / f"dashboard-{kind}-finished.png"), full_page=True
+            )
+            # The run's own dashboard closes with the run and the held one opens: the stream
+            # is cut, then refused in between, which the browser logs. Nothing else may go wrong.
+            swap = ("net::ERR_CONNECTION_REFUSED", "net::ERR_INCOMPLETE_CHUNKED_ENCODING")
+            errors = [e for e in tab.errors() if not e[1].endswith(swap)]
+            assert errors == []
+        async with aiohttp.ClientSession() as session, session.get(url + "api/summary") as resp:
+            api = await resp.json()
+        assert api["mass_drift_rel"] == summary["mass_drift_rel"]
+        assert api["t"] == summary["final_t"]
+        assert api["error"] == summary["final_error"]
+        assert api["rate_achieved"] == summary["rate_achieved"]
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)  # Ctrl-C ends the hold
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=30)
+            finally:
+                await stop_process(proc)
