@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.dashboard.feed import OPT_ROWS, Feed, opt_view
-from coordinator.dashboard.metrics import make_registry
+from coordinator.dashboard.prometheus import make_registry
 from coordinator.dashboard.runs import RunArchive, RunRecord
 from coordinator.dashboard.server import Dashboard
 from coordinator.dashboard.synthetic import SyntheticCluster
