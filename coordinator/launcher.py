@@ -175,7 +175,7 @@ def default_metrics_period(nodes: int, nodes_per_process: int = 1) -> float:
 
     A report costs about 1 ms of CPU all told (its process's wake-up, the publish, the broker,
     the coordinator): 30 processes reporting every 0.1 s took a fifth of a two-core machine at
-    3000 activations a second (docs/PERFORMANCE.md). So the processes wake up about 100 times
+    3000 activations a second (docs/changelog.md). So the processes wake up about 100 times
     a second in all to report, and the broker and the coordinator get about 2,000 reports a
     second at most. Reports further apart carry more exact samples each
     (:func:`gossip.trace.trace_step`). The processes are :func:`host_sizes`'.

@@ -6,7 +6,7 @@ a cluster asked for a rate near what its machine carries, every node pays that a
 at t = 0: the first exchanges are slow, ticks wait for their lock, crossing requests get
 refused, and the backlog outlasts the short runs it matters most to. On line:30 at 4000/s,
 one process per node, six runs with the warm-up against six without, alternating
-(``benchmarks/bench_cluster.py``, docs/PERFORMANCE.md): 88-100% of the exact points inside the
+(``benchmarks/bench_cluster.py``, docs/changelog.md): 88-100% of the exact points inside the
 simulator's band in five runs of six, against 3-85%.
 
 So each node process, before its first tick, runs :data:`WARM_UP_EXCHANGES` exchanges between

@@ -29,7 +29,7 @@ pytest.importorskip("gossip.problems", reason="needs the optimization core (bran
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 
 # logistic:0.1 keeps the condition number L/mu small enough for a test of a few seconds; the
-# README's logistic:0.01 runs the same code.
+# the guide's logistic:0.01 (docs/optimize.md) runs the same code.
 PROBLEM = "logistic:0.1"
 DATA = "breast-cancer"
 SPLIT = "label:1"
