@@ -82,7 +82,7 @@ Rules for the bad days:
   neighbour: the lock is *released* (``counters.released``), the node serves and initiates
   again, the exchange stays pending (and retried) so that if the peer applied it, its reply
   is still applied and the sums stay exact; that edge's ticks are skipped until it settles.
-  The peer is handed out of :meth:`~gossip.initiating.Initiator.take_silent`, for the shell
+  The peer is handed out of :meth:`Exchanger.take_silent`, for the shell
   to check its connection (:mod:`node.curve`). Exactness then holds only for exchanges
   answered in time: a reply to a released exchange is applied at its own T, possibly before
   jumps made since.
@@ -98,18 +98,17 @@ Rules for the bad days:
 * ``exclusive=False`` turns the lock off (no waiting, no refusal): the server then reads its
   state at T even if it jumped after T. That is not exact; it exists to show the difference.
 
-Recovery: a restarted node takes its ledger back from its neighbours before it gossips, and
-Nacks until every edge is recovered (:mod:`gossip.recovery`, also how a node announces a new
-address). Stopping: a closed node exits only once its neighbours can no longer need its
-answers (:mod:`gossip.parting`).
-
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
-:mod:`gossip.protocol`); :class:`Exchanger` looks them up and carries them out: this module
-serves and receives, its bases :class:`gossip.initiating.Initiator` and
-:class:`gossip.answers.Answering` initiate (steps 1 and 3).
-The owed activations are :mod:`gossip.waiting`, the retry timer :mod:`gossip.rto`, recovery
-:mod:`gossip.recovery`. Time comes in as ``now``, Unix seconds on the caller's clock; the
-protocol's time is ``t = rate * (now - epoch)``.
+:mod:`gossip.protocol`). :class:`Exchanger` receives and dispatches to the parts it owns, each
+with its own fields, all sharing one :class:`~gossip.protocol.ExchangeState` (``L``, edges,
+ledger, open, recovering, the view's bounds): step 1 is the initiator's (:mod:`gossip.initiating`:
+the lock, the owed activations of :mod:`gossip.waiting`, the retries of :mod:`gossip.rto`),
+step 2 the server's (:mod:`gossip.serving`, :mod:`gossip.deferral`), step 3 the answers'
+(:mod:`gossip.answers`). A restarted node takes its ledger back from its neighbours, and Nacks
+until then (:mod:`gossip.recovery`, also how it announces a new address); a closed node exits
+only once its neighbours can no longer need its answers (:mod:`gossip.parting`); the
+membership view switch is :mod:`gossip.views`. Time comes in as ``now``, Unix seconds on the
+caller's clock; the protocol's time is ``t = rate * (now - epoch)``.
 """
 
 from __future__ import annotations
@@ -120,31 +119,17 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.crossing import (
-    catchable,
-    caught_up,
-    crosses_pending,
-    lacks_jump,
-    standing_toward_peer,
-)
-from gossip.deferral import Deferred
-from gossip.errors import ConfigError, GossipError, ProtocolError
-from gossip.initiating import ExchangeValue
-from gossip.jumps import edge_flow_values
+from gossip.answers import Answers
+from gossip.errors import ConfigError, GossipError, LocalError, ProtocolError
+from gossip.initiating import ExchangeValue, Initiator
 from gossip.ledger import Ledger
-from gossip.mixing import mix_values
-from gossip.protocol import (
-    SEQ_WINDOW,
-    SERVER_ACTIONS,
-    EdgeState,
-    Event,
-    Link,
-    Outgoing,
-    Standing,
-    TimeBase,
-)
+from gossip.parting import Parting
+from gossip.protocol import Counters, EdgeState, Event, ExchangeState, Link, Outgoing, TimeBase
+from gossip.recovery import Recovery
+from gossip.rto import RetryTimer
+from gossip.serving import DEFERRED, Server
 from gossip.trace import Trace
-from gossip.views import Viewing
+from gossip.views import Views
 from gossip.wire import (
     Busy,
     Done,
@@ -156,19 +141,14 @@ from gossip.wire import (
     Reply,
     Request,
     decode,
-    encode,
 )
 
 __all__ = ["DEFERRED", "Exchanger"]
 
 FloatArray = NDArray[np.float64]
 
-DEFERRED = b""
-"""What :meth:`Exchanger.receive` returns for a request that waits for this node to be free:
-its answer comes later from :meth:`Exchanger.take_released`, with the route given."""
 
-
-class Exchanger(Viewing):
+class Exchanger:
     """One node's side of every exchange: what to send, and what to do with what arrives.
 
     Parameters
@@ -194,7 +174,7 @@ class Exchanger(Viewing):
         Most exchanges started by this node and pending on one edge; ``None``: no limit
         (with the lock, only a released one can be pending beside a new one).
     exchange_value : callable or None
-        ``u = g(x)``, see :data:`ExchangeValue`; ``None``: ``u = x``.
+        ``u = g(x)``, see :data:`~gossip.initiating.ExchangeValue`; ``None``: ``u = x``.
     exclusive : bool
         The lock of the module header. ``False`` is for showing what it prevents.
     rng : numpy Generator, int or None
@@ -207,7 +187,16 @@ class Exchanger(Viewing):
     wait_limit : float or None
         Longest a request waits for this node's exchange, in seconds, before it is refused
         (it breaks a cycle of waits: module header). ``None``: the current first timeout
-        (:meth:`~gossip.initiating.Initiator.current_timeout`), a few round trips.
+        (:meth:`current_timeout`), a few round trips.
+
+    Attributes
+    ----------
+    recovery : gossip.recovery.Recovery
+        A restarted node's ledger requests and address announcements, and the neighbours'
+        new addresses (``recovery.moved``, ``recovery.take_moved()``).
+    parting : gossip.parting.Parting
+        A closed node's Dones to its neighbours (``parting.goodbyes()``), and whether it may
+        exit (``parting.parted``).
     """
 
     def __init__(
@@ -231,43 +220,233 @@ class Exchanger(Viewing):
         trace: Trace | None = None,
         wait_limit: float | None = None,
     ):
-        super().__init__(
-            node_id,
-            links,
-            ledger,
-            timebase,
-            timeout=timeout,
+        if sorted(link.edge for link in links) != sorted(ledger.edges):
+            raise ConfigError(
+                f"links {[link.edge for link in links]} and ledger edges {list(ledger.edges)} "
+                "differ"
+            )
+        self.node_id = node_id
+        self.timebase = timebase
+        self.exclusive = exclusive
+        self.max_skew_t = float(max_skew) * timebase.rate
+        self.trace = trace  # exact samples on a grid of times (gossip.trace), read before jumps
+        self.timeout = float(timeout)
+        edges = {link.edge: EdgeState(link) for link in links}
+        self._state = ExchangeState(
+            node_id, timebase, ledger, edges, self.max_skew_t, exclusive=exclusive, trace=trace
+        )
+        self.counters: Counters = self._state.counters
+        timer = RetryTimer(self.timeout, min_timeout, max_timeout)
+        self.min_timeout = timer.low
+        self._timer = timer
+        self._initiator = Initiator(
+            self._state,
+            timer,
             max_timeout=max_timeout,
-            min_timeout=min_timeout,
-            max_skew=max_skew,
-            recover=recover,
             max_in_flight=max_in_flight,
             exchange_value=exchange_value,
-            exclusive=exclusive,
-            rng=rng,
-            backoff=backoff,
-            trace=trace,
+            on_free=self._serve_deferred,
         )
-        self.c = float(c)
-        if wait_limit is not None and not wait_limit > 0:
-            raise ConfigError(f"wait_limit must be > 0 seconds or None, got {wait_limit!r}")
-        self.wait_limit = wait_limit
-        self._deferred = Deferred()  # requests waiting for our exchange to settle
-        self._released: list[tuple[bytes | None, bytes]] = []
-        self._start_recovery(recover)
-        self._start_parting()
+        self.max_timeout = self._initiator.max_timeout
+        self._views = Views(self._state)
+        self._answers = Answers(
+            self._state, self._initiator, timer, self._views, rng=rng, backoff=backoff
+        )
+        self.recovery = Recovery(self._state, recover)
+        self.parting = Parting(self._state)
+        self._server = Server(
+            self._state, self._initiator, self._answers, self.recovery, c=c, wait_limit=wait_limit
+        )
+
+    def _serve_deferred(self, now: float) -> None:
+        # The lock is free (gossip.initiating): the requests that waited for it go first.
+        self._server.serve_deferred(now)
+
+    # --- introspection: read-only views of the parts' state --------------------------------------
+    @property
+    def ledger(self) -> Ledger:
+        """The node's state (replaced at a view switch)."""
+        return self._state.ledger
+
+    @property
+    def eta(self) -> float:
+        """The current view's ``eta``."""
+        return self._state.eta
+
+    @property
+    def c(self) -> float:
+        """The current view's jump coupling of the second variable."""
+        return self._server.c
+
+    @property
+    def links(self) -> tuple[Link, ...]:
+        """The node's edges."""
+        return tuple(state.link for state in self._state.edges.values())
+
+    @property
+    def open(self) -> bool:
+        """False once :meth:`close` was called."""
+        return self._state.open
+
+    @property
+    def horizon(self) -> float:
+        """Every jump of the current view has ``T < horizon``: set it to the next view's start
+        once announced (:mod:`gossip.membership`)."""
+        return self._state.horizon
+
+    @horizon.setter
+    def horizon(self, t: float) -> None:
+        self._state.horizon = t
+
+    @property
+    def wait_limit(self) -> float | None:
+        """Longest a request waits for this node's exchange, in seconds (``None``: the first
+        timeout); settable."""
+        return self._server.wait_limit
+
+    @wait_limit.setter
+    def wait_limit(self, seconds: float | None) -> None:
+        self._server.wait_limit = seconds
+
+    @property
+    def recovering(self) -> bool:
+        """True until every edge's ledger has been recovered from its neighbour."""
+        return self._state.unrecovered > 0
+
+    @property
+    def pending(self) -> int:
+        """Number of exchanges this node started that are not settled yet."""
+        return self._initiator.pending
+
+    @property
+    def engaged(self) -> bool:
+        """True while an exchange this node started holds its lock."""
+        return self._initiator.engaged is not None
+
+    @property
+    def waiting(self) -> int:
+        """Number of activations owed: ticks waiting for the lock, refused ones backing off."""
+        return self._initiator.waiting
+
+    @property
+    def last_jump_time(self) -> float:
+        """``L``: the latest time (units of t) of a jump applied here; ``-inf`` before any."""
+        return self._state.last
+
+    def state(self, now: float) -> tuple[float, FloatArray, FloatArray]:
+        """Return ``(t, x, z)`` at Unix time ``now``."""
+        t = self.timebase.t(now)
+        x, z = self._state.ledger.state(t)
+        return t, x, z
+
+    def activations(self) -> dict[int, int]:
+        """Return, per peer id, the exchanges applied at this end on the shared edge."""
+        return {state.link.peer: state.activations for state in self._state.edges.values()}
+
+    def current_timeout(self) -> float:
+        """Return the first timeout of a new exchange, in seconds (adapted to round trips)."""
+        return self._timer.timeout()
+
+    def lag(self) -> dict[str, float]:
+        """Return the p50 and p99 lag (units of t) of recent jumps behind their ticks (0: none)."""
+        return self._answers.lag()
+
+    def wait(self) -> dict[str, float]:
+        """Return the p50 and p99 wait (units of t) of recent exchanges' last start behind
+        their ticks (0: none): the backlog, :func:`gossip.lateness.keeps_up`."""
+        return self._answers.wait()
+
+    def rtt_ms(self) -> dict[str, float]:
+        """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
+        return self._timer.percentiles_ms()
+
+    # --- what to send ---------------------------------------------------------------------------
+    def take_silent(self) -> set[int]:
+        """Return (and forget) the peers silent for another
+        :data:`~gossip.protocol.STUCK_RETRIES` retries: the shell may check its way to them
+        (:meth:`node.transport.Transport.redial`); re-sending cannot mend a dead connection."""
+        return self._initiator.take_silent()
+
+    def take_outgoing(self) -> list[Outgoing]:
+        """Return (and forget) the requests started since the last call: waiting ticks that
+        started when the lock was freed by :meth:`receive`. Send them after each call."""
+        return self._initiator.take_outgoing()
 
     def take_released(self) -> list[tuple[bytes | None, bytes]]:
         """Return (and forget) the answers to deferred requests, with the routes given to
         :meth:`receive`: send them after each call, like :meth:`take_outgoing`."""
-        out, self._released = self._released, []
+        return self._server.take_released()
+
+    # --- initiating -----------------------------------------------------------------------------
+    def initiate(self, edge: int, now: float, due: float = math.nan) -> Outgoing | None:
+        """Handle a tick of ``edge``'s clock at this end; return the request to send, if any.
+
+        ``due`` is the time (units of t) the clock rang, if known: the jump's lag behind it is
+        recorded (:meth:`lag`). ``None``: the tick waits for the lock (it starts through
+        :meth:`take_outgoing` or :meth:`expire`), or is skipped (counted): the edge is stuck,
+        ``max_in_flight`` are pending on it, the node is recovering or closed.
+        """
+        return self._initiator.initiate(edge, now, due)
+
+    def next_deadline(self) -> float | None:
+        """Return the earliest retry deadline, or limit of a waiting request (Unix seconds)."""
+        times = (self._initiator.next_deadline(), self._server.next_limit())
+        return min((t for t in times if t is not None), default=None)
+
+    def next_start(self) -> float | None:
+        """Return when (Unix seconds) the node, free, pausing after a refusal, starts again."""
+        return self._initiator.next_start()
+
+    def expire(self, now: float) -> list[Outgoing]:
+        """Return what to send at ``now``: requests re-sent because their timeout passed, and
+        activations started (their pause is over, or the lock was released); and refuse the
+        requests that waited their limit (:meth:`take_released`)."""
+        out = self._initiator.expire(now)
+        self._server.expire(now)
         return out
+
+    def stop_initiating(self) -> int:
+        """Start nothing more (the node is stopping); return the activations dropped."""
+        return self._initiator.stop_initiating()
+
+    def abandon_all(self) -> int:
+        """Give up on everything pending (the node is exiting), counted as failed; return how
+        much there was. The peer may have applied some: the one case where the sums can
+        break, and why stopping waits for pending exchanges first."""
+        return self._initiator.abandon_all()
 
     def close(self) -> None:
         """Stop initiating, and answer new requests with a Nack (cached ones are still
         answered; so are deferred ones, through :meth:`take_released`)."""
-        super().close()
-        self._serve_deferred(math.nan)  # closed: each gets a Nack
+        self._state.open = False
+        self._initiator.stop_initiating()
+        self._server.serve_deferred(math.nan)  # closed: each gets a Nack
+
+    def switch_view(self, ledger: Ledger, links: Sequence[Link], c: float, start: float) -> int:
+        """Go on in the next membership view from time ``start`` (:mod:`gossip.membership`).
+
+        ``ledger`` is :func:`gossip.membership.carry_ledger`'s (the settled edges dropped,
+        the new ``eta`` from ``start``). Kept edges keep their sequence numbers, caches and
+        pending exchanges (a late reply of the old view is placed exactly); a settled edge is
+        forgotten, so anything on it later is rejected and counted, never applied. From here
+        on a request at ``T < start`` is refused (``L >= start``). Returns the exchanges
+        dropped with the settled edges (counted as failed: harmless, their rows are gone).
+
+        Raises
+        ------
+        LocalError
+            The node is engaged (switch when it is free), or the links and ledger differ.
+        """
+        if self._initiator.engaged is not None:
+            raise LocalError("switch_view needs a free node; it is engaged in an exchange")
+        gone = self._views.switch(ledger, links, start)
+        dropped = sum(len(state.pending) for state in gone.values())
+        for edge in gone:
+            self._server.deferred.forget(edge, math.inf)
+        self._initiator.forget(dropped)
+        self._server.c = float(c)
+        self.counters.failed += dropped
+        return dropped
 
     # --- receiving ------------------------------------------------------------------------------
     def receive(
@@ -294,177 +473,27 @@ class Exchanger(Viewing):
 
     def _dispatch(self, message: Message, now: float, route: bytes | None) -> bytes | None:
         if isinstance(message, Request):
-            return self._on_request(message, now, route)
+            return self._server.on_request(message, now, route)
         if isinstance(message, Reply):
-            self._on_answer(message, Event.REPLY, now)
+            self._answers.on_answer(message, Event.REPLY, now)
             return None
         if isinstance(message, Busy):
             # Its t becomes the floor of our next request's T: one far ahead would make every
             # later request of ours absurd (refused by the peer, the edge stuck for good).
-            self._check_time(message.t, now)
-            self._on_answer(message, Event.BUSY, now)
+            self._state.check_time(message.t, now)
+            self._answers.on_answer(message, Event.BUSY, now)
             return None
         if isinstance(message, Nack):
-            self._on_answer(message, Event.NACK, now)
+            self._answers.on_answer(message, Event.NACK, now)
             return None
         if isinstance(message, LedgerRequest):
-            return self._on_ledger_request(message, now)
+            return self.recovery.on_ledger_request(message, now)
         if isinstance(message, LedgerReply):
-            self._on_ledger_reply(message, now)
+            self.recovery.on_ledger_reply(message, now)
             return None
         if isinstance(message, Moved):
-            self._on_moved(message, route)
+            self.recovery.on_moved(message, route)
             return None
         if isinstance(message, Done):
-            return self._on_done(message, route)
+            return self.parting.on_done(message, route)
         raise ProtocolError(f"a {message.TYPE} message is not part of the exchange protocol")
-
-    def _standing(self, msg: Request, state: EdgeState) -> Standing:
-        if not self.open or self._unrecovered:
-            return Standing.CLOSED
-        if msg.t >= self.horizon:  # of a membership view we have not switched to yet
-            return Standing.BUSY
-        if not self.exclusive:
-            return Standing.FREE
-        if msg.t < self._last and not self._movable(msg):
-            return Standing.BUSY
-        if lacks_jump(msg, state) and not catchable(
-            msg, state, self._movable(msg), self._view_start
-        ):
-            return Standing.BUSY  # it lacks jumps we cannot put back in: waiting cannot help
-        engaged = self._engaged
-        if engaged is not None and engaged.peer == msg.src:  # each asked the other
-            standing = standing_toward_peer(msg, engaged, self.node_id)
-        elif crosses_pending(msg, state, self.node_id, self._movable(msg)):
-            return Standing.BUSY  # our lock was released: its sender may have withdrawn it
-        elif engaged is None:
-            standing = Standing.FREE
-        elif msg.t < engaged.t and not self._movable(msg):
-            return Standing.BUSY  # after our exchange L >= its T: waiting would end in a Busy
-        else:
-            return Standing.WAIT
-        serve_now = standing is Standing.FREE or standing is Standing.CROSSING
-        return Standing.BUSY if serve_now and self._served_at(msg) >= self.horizon else standing
-
-    def _movable(self, msg: Request) -> bool:
-        # Within one membership view only: the old view's mixing and edges differ.
-        return msg.z is not None and msg.t >= self._view_start
-
-    def _served_at(self, msg: Request) -> float:
-        """The time T_s at which a free server applies ``msg``: its own T, or our L if later and
-        the request lets us move it (the initiator is engaged: it jumps nowhere until then)."""
-        if self.exclusive and msg.t < self._last and self._movable(msg):
-            return self._last
-        return msg.t
-
-    def _serve_deferred(self, now: float) -> None:
-        for waiter in self._deferred.take_all():
-            try:
-                answer = self._on_request(waiter.request, now, waiter.route)
-            except GossipError:
-                self.counters.rejected += 1
-                continue
-            if answer is not None and answer != DEFERRED:
-                self._released.append((waiter.route, answer))
-
-    def _refusal(self, msg: Request) -> bytes:
-        """Count and return a Busy for ``msg``, with the earliest T we could accept: after our
-        own exchange's, and our last jump (at least its own T: finite, although we may have
-        no jump yet)."""
-        after = max(self._last, msg.t, -math.inf if self._engaged is None else self._engaged.t)
-        self.counters.refused += 1
-        return encode(Busy(src=self.node_id, edge=msg.edge, seq=msg.seq, t=after))
-
-    def next_deadline(self) -> float | None:
-        """Return the earliest retry deadline, or limit of a waiting request (Unix seconds)."""
-        times = [t for t in (super().next_deadline(), self._deferred.next_limit()) if t is not None]
-        return min(times, default=None)
-
-    def expire(self, now: float) -> list[Outgoing]:
-        """Return what to send at ``now`` (:meth:`Initiator.expire`), and refuse the requests
-        that waited their limit: their Busy answers come out of :meth:`take_released`."""
-        out = super().expire(now)
-        for waiter in self._deferred.overdue(now):
-            msg = waiter.request
-            answer = self._refusal(msg)
-            state = self._edges.get(msg.edge)
-            if state is not None:  # a repeat gets the same refusal
-                state.max_seen = max(state.max_seen, msg.seq)
-                state.cache[msg.seq] = answer
-            self.counters.overdue += 1
-            self._released.append((waiter.route, answer))
-        return out
-
-    def _on_request(self, msg: Request, now: float, route: bytes | None) -> bytes | None:
-        state = self._edge_from(msg.src, msg.edge)
-        if self._unheard:
-            self._unheard.discard(msg.edge)  # they reach us where we are: no more Moved
-        self._check_dim("u", msg.u)
-        if msg.z is not None:
-            self._check_dim("z", msg.z)
-        if not msg.ack < msg.seq <= msg.ack + SEQ_WINDOW:
-            # An honest initiator numbers at most SEQ_WINDOW ahead of its watermark: our bound.
-            raise ProtocolError(
-                f"request {msg.seq} on edge {msg.edge} has ack {msg.ack}; valid: ack < seq <= "
-                f"ack + {SEQ_WINDOW}"
-            )
-        if not math.isnan(now):  # nan: answering what waited, while closing
-            self._check_time(msg.t, now)
-        acked = state.ack_seen
-        standing = self._standing(msg, state)
-        action = SERVER_ACTIONS[(standing, state.lookup(msg.seq, msg.ack))]
-        if state.ack_seen > acked and self._deferred:
-            # The initiator has settled every exchange numbered <= ack on this edge: those
-            # still waiting here need no answer (and would otherwise pile up).
-            self.counters.duplicates += self._deferred.forget(msg.edge, state.ack_seen)
-        if action == "answer":
-            self.counters.duplicates += 1
-            return state.cache[msg.seq]
-        if action == "ignore" or (msg.edge, msg.seq) in self._deferred:
-            self.counters.duplicates += 1  # a repeat of one waiting: answered when it is
-            return None
-        if action == "defer":
-            # At most about a round trip (our exchange's), unless the waits closed a cycle:
-            # the limit breaks it (module header, "No deadlock").
-            limit = now + (self.current_timeout() if self.wait_limit is None else self.wait_limit)
-            self._deferred.add(msg, route, limit)
-            self.counters.deferred += 1
-            return DEFERRED
-        if action == "nack":
-            why = "recovering" if self._unrecovered else "closed"
-            answer = encode(Nack(src=self.node_id, edge=msg.edge, seq=msg.seq, reason=why))
-        elif action == "busy":
-            answer = self._refusal(msg)
-        else:
-            if self.timebase.t(now) - msg.t > self.max_skew_t:
-                # Our state that far back would be mixed back by exp(+2 eta tau): overflow.
-                # Only a clock off by more than the skew sends a new request so old.
-                raise ProtocolError(
-                    f"field 't' = {msg.t!r} is behind our time {self.timebase.t(now)!r} by "
-                    f"more than the max skew {self.max_skew_t!r} (units of t)"
-                )
-            t = self._served_at(msg)
-            u_v: Sequence[float] = msg.u
-            if self.exclusive and lacks_jump(msg, state):  # it served ours after reading u
-                u_v = caught_up(msg, state, self.eta, t)
-                self.counters.caught_up += 1
-            elif t != msg.t:  # moved: the initiator's (x, z) mixed from its T to ours
-                assert msg.z is not None
-                u_v = mix_values(msg.u, msg.z, self.eta, t - msg.t)[0]
-            self.counters.postponed += t != msg.t
-            self.counters.crossed += standing is Standing.CROSSING
-            u_w = self._exchanged(t)
-            dx, dz = edge_flow_values(u_v, u_w, self.c, state.link.step)  # into the initiator
-            self._book_jump(msg.edge, dx, dz, t, sign=-1.0)
-            self._last = max(self._last, t)
-            answer = encode(
-                Reply(src=self.node_id, edge=msg.edge, seq=msg.seq, t=t, dx=tuple(dx), dz=tuple(dz))
-            )
-            state.activations += 1
-            self.counters.served += 1
-        state.max_seen = max(state.max_seen, msg.seq)
-        state.cache[msg.seq] = answer
-        engaged = self._engaged
-        if standing is Standing.CROSSING and engaged is not None and not engaged.movable:
-            self._withdraw(engaged, now)  # gossip.crossing, step 3
-        return answer

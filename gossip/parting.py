@@ -25,32 +25,47 @@ be off, as before this rule.
 
 from __future__ import annotations
 
-from gossip.protocol import Outgoing
-from gossip.recovery import Recovering
+from gossip.protocol import ExchangeState, Outgoing
 from gossip.wire import Done, encode
 
 __all__ = ["Parting"]
 
 
-class Parting(Recovering):
-    """The parting half of a node's :class:`~gossip.exchange.Exchanger` (module header)."""
+class Parting:
+    """The parting part of a node's :class:`~gossip.exchange.Exchanger` (module header): the
+    Dones it has had and those its neighbours have heard.
 
-    # Edges whose neighbour has said it has nothing pending with us, and edges whose neighbour
-    # has heard that we have nothing pending with it.
-    _done_from: set[int]
-    _heard_by: set[int]
+    Examples
+    --------
+    >>> from gossip.ledger import Ledger
+    >>> from gossip.protocol import EdgeState, Link, TimeBase
+    >>> state = ExchangeState(0, TimeBase(0.0, 1.0), Ledger([0.0], [0], eta=0.1),
+    ...                       {0: EdgeState(Link(0, 1, 1.0))}, max_skew_t=60.0, exclusive=True)
+    >>> parting = Parting(state)
+    >>> parting.goodbyes(), parting.parted  # open: nothing to say yet
+    ([], False)
+    >>> state.open = False
+    >>> parting.on_done(Done(1, 0, heard=1), route=None)  # the neighbour's answer to ours
+    >>> parting.parted
+    True
+    """
 
-    def _start_parting(self) -> None:
-        self._done_from, self._heard_by = set(), set()
+    def __init__(self, state: ExchangeState):
+        self._state = state
+        # Edges whose neighbour has said it has nothing pending with us, and edges whose
+        # neighbour has heard that we have nothing pending with it.
+        self._done_from: set[int] = set()
+        self._heard_by: set[int] = set()
 
     def goodbyes(self) -> list[Outgoing]:
         """Return a Done for every edge whose neighbour has not heard ours yet (empty while
         this node is open): send them, and again every so often, until :attr:`parted`."""
-        if self.open:
+        shared = self._state
+        if shared.open:
             return []
         return [
-            Outgoing(state.link.peer, encode(Done(self.node_id, e, int(e in self._done_from))))
-            for e, state in self._edges.items()
+            Outgoing(state.link.peer, encode(Done(shared.node_id, e, int(e in self._done_from))))
+            for e, state in shared.edges.items()
             if e not in self._heard_by and not state.pending
         ]
 
@@ -58,14 +73,16 @@ class Parting(Recovering):
     def parted(self) -> bool:
         """Whether this closed node may exit: on every edge the neighbour is done with it, and
         has heard that it is done with the neighbour."""
-        edges = self._edges.keys()
-        return not self.open and edges <= self._done_from and edges <= self._heard_by
+        edges = self._state.edges.keys()
+        return not self._state.open and edges <= self._done_from and edges <= self._heard_by
 
-    def _on_done(self, msg: Done, route: bytes | None) -> bytes | None:
-        state = self._edge_from(msg.src, msg.edge)
+    def on_done(self, msg: Done, route: bytes | None) -> bytes | None:
+        """Take in a neighbour's Done; return ours in answer (``heard=1``) if it came as a
+        request (``route``) and nothing of ours is pending on the edge."""
+        state = self._state.edge_from(msg.src, msg.edge)
         self._done_from.add(msg.edge)
         if msg.heard:
             self._heard_by.add(msg.edge)
         if route is None or state.pending:
             return None  # an answer, or ours are not settled yet: our own Done comes later
-        return encode(Done(self.node_id, msg.edge, 1))
+        return encode(Done(self._state.node_id, msg.edge, 1))

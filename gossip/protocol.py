@@ -2,15 +2,23 @@
 
 :mod:`gossip.exchange` states the rules and carries them out; this module only names the
 phases, events and actions, the tables between them, and the small records of one node's
-protocol state (per edge: what it started and is waiting for, what it answered).
+protocol state (per edge: what it started and is waiting for, what it answered; per node:
+:class:`ExchangeState`, what the exchanger's parts share).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from gossip.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from gossip.ledger import Ledger
+    from gossip.trace import Trace
 
 __all__ = [
     "INITIATOR_TRANSITIONS",
@@ -21,6 +29,7 @@ __all__ = [
     "Counters",
     "EdgeState",
     "Event",
+    "ExchangeState",
     "Link",
     "Outgoing",
     "Pending",
@@ -250,3 +259,78 @@ class EdgeState:
         if seq <= self.ack_seen:
             return ServerCase.STALE
         return ServerCase.NEW
+
+
+@dataclass(slots=True, eq=False)
+class ExchangeState:
+    """What the parts of one node's :class:`~gossip.exchange.Exchanger` share.
+
+    The exchanger owns it and hands it to each part it owns: the initiator
+    (:mod:`gossip.initiating`), the answers to its requests (:mod:`gossip.answers`), the
+    server (:mod:`gossip.serving`), recovery, parting and the view switch. A field is here only
+    if more than one part reads or writes it; what one part alone uses is that part's own. The
+    rule that governs ``last`` (``L``) is :mod:`gossip.exchange`'s.
+    """
+
+    node_id: int
+    timebase: TimeBase
+    ledger: Ledger  # replaced at a view switch (gossip.views)
+    edges: dict[int, EdgeState]  # the current view's edges
+    max_skew_t: float  # largest accepted gap between a peer's time and ours (units of t)
+    exclusive: bool  # the lock of gossip.exchange; False only shows what it prevents
+    trace: Trace | None = None  # exact samples on a grid of times, read before each jump
+    counters: Counters = field(default_factory=Counters)
+    last: float = -math.inf  # L: the latest time of a jump applied here
+    open: bool = True  # False once closing: start nothing, Nack new requests
+    unrecovered: int = 0  # edges recovery has not rebuilt yet: Nack, start nothing
+    view_start: float = -math.inf  # the current membership view's start (gossip.views)
+    horizon: float = math.inf  # every jump of the current view has T < horizon
+
+    @property
+    def eta(self) -> float:
+        """The current view's ``eta`` (the ledger's)."""
+        return self.ledger.eta
+
+    def edge_from(self, src: int, edge: int) -> EdgeState:
+        """Return the state of ``edge`` if ``src`` is the node at its other end.
+
+        Raises
+        ------
+        ProtocolError
+            ``edge`` is not one of this node's, or ``src`` is not at its other end.
+        """
+        state = self.edges.get(edge)
+        if state is None or state.link.peer != src:
+            raise ProtocolError(
+                f"edge {edge} from node {src} is not an edge of node {self.node_id}"
+            )
+        return state
+
+    def check_time(self, t: float, now: float) -> None:
+        """Raise :class:`ProtocolError` if a peer's time ``t`` is ahead of ours (at Unix time
+        ``now``) by more than the max skew."""
+        # Only the future is dangerous: moving a flow back from far ahead multiplies by
+        # exp(+2 eta tau). A time far in the past (an old retry) is merely late, and exact.
+        t_now = self.timebase.t(now)
+        if t - t_now > self.max_skew_t:
+            raise ProtocolError(
+                f"field 't' = {t!r} is ahead of our time {t_now!r} by more than the max skew "
+                f"{self.max_skew_t!r} (units of t)"
+            )
+
+    def check_dim(self, name: str, value: tuple[float, ...]) -> None:
+        """Raise :class:`ProtocolError` if a peer's field ``name`` is not of the ledger's dim."""
+        if len(value) != self.ledger.dim:
+            raise ProtocolError(
+                f"field {name!r} has {len(value)} components; this cluster's dim is "
+                f"{self.ledger.dim}"
+            )
+
+    def book_jump(
+        self, edge: int, dx: Sequence[float], dz: Sequence[float], t: float, sign: float = 1.0
+    ) -> None:
+        """Book ``sign * (dx, dz)`` at t in the ledger (it raises before any change), reading the
+        trace's grid times before t first: every jump of either side goes through here."""
+        if self.trace is not None:
+            self.trace.before_jump(self.ledger, t)
+        self.ledger.add_values(edge, dx, dz, t, sign=sign)

@@ -29,14 +29,13 @@ import re
 
 import numpy as np
 
-from gossip.answers import Answering
 from gossip.errors import ProtocolError
 from gossip.jumps import Flow
 from gossip.ledger import Ledger
-from gossip.protocol import EdgeState, Outgoing
+from gossip.protocol import EdgeState, ExchangeState, Outgoing
 from gossip.wire import LedgerReply, LedgerRequest, Moved, encode
 
-__all__ = ["Recovering", "apply_ledger_reply", "check_moved", "ledger_reply"]
+__all__ = ["Recovery", "apply_ledger_reply", "check_moved", "ledger_reply"]
 
 # tcp://host:port, host a name, an IPv4 or a bracketed IPv6 address (no wildcard: a neighbour
 # cannot connect to one).
@@ -101,20 +100,39 @@ def check_moved(msg: Moved) -> str:
     return address
 
 
-class Recovering(Answering):
-    """The recovery half of a node's :class:`~gossip.exchange.Exchanger` (module header):
-    ledger requests and replies, and the ``Moved`` announcements of a restarted node."""
+class Recovery:
+    """The recovery part of a node's :class:`~gossip.exchange.Exchanger` (module header):
+    ledger requests and replies, and the ``Moved`` announcements of a restarted node.
 
-    # Neighbours' new addresses (peer id -> tcp://host:port), for take_moved(); checked by the
-    # caller after each receive() (an empty dict is false: one test per frame).
-    moved: dict[int, str]
-    # Edges whose neighbour may still send to an address we had before a restart: until a
-    # request of theirs reaches us (proof that they send where we are), we announce ours.
-    _unheard: set[int]
+    With ``recover``, every edge starts unrecovered (``state.unrecovered`` counts them: the
+    node Nacks and starts nothing until it is 0).
 
-    def _start_recovery(self, recover: bool) -> None:
-        self.moved = {}
-        self._unheard = set(self._edges) if recover else set()
+    Examples
+    --------
+    >>> from gossip.protocol import Link, TimeBase
+    >>> from gossip.wire import decode
+    >>> state = ExchangeState(0, TimeBase(0.0, 1.0), Ledger([0.0], [0], eta=0.1),
+    ...                       {0: EdgeState(Link(0, 1, 1.0))}, max_skew_t=60.0, exclusive=True)
+    >>> recovery = Recovery(state, recover=True)
+    >>> [type(decode(out.frame)).__name__ for out in recovery.ledger_requests("tcp://h:7001")]
+    ['Moved', 'LedgerRequest']
+    >>> reply = LedgerReply(src=1, edge=0, seq=4, t=2.0, fx=(0.5,), fz=(0.0,), settled=4)
+    >>> recovery.on_ledger_reply(reply, now=2.0)
+    >>> state.unrecovered, state.last, state.edges[0].next_seq
+    (0, 2.0, 5)
+    """
+
+    def __init__(self, state: ExchangeState, recover: bool):
+        self._state = state
+        for edge in state.edges.values():
+            edge.recovered = not recover
+        state.unrecovered = len(state.edges) if recover else 0
+        # Neighbours' new addresses (peer id -> tcp://host:port), for take_moved(); checked by
+        # the caller after each receive() (an empty dict is false: one test per frame).
+        self.moved: dict[int, str] = {}
+        # Edges whose neighbour may still send to an address we had before a restart: until a
+        # request of theirs reaches us (proof that they send where we are), we announce ours.
+        self._unheard: set[int] = set(state.edges) if recover else set()
 
     def ledger_requests(self, address: str = "") -> list[Outgoing]:
         """Return a LedgerRequest for every edge not yet recovered (re-send them until done).
@@ -123,13 +141,14 @@ class Recovering(Answering):
         announcing it, so that a neighbour that knew an older address learns this one before
         it answers.
         """
+        node_id = self._state.node_id
         out = []
-        for e, s in self._edges.items():
+        for e, s in self._state.edges.items():
             if not s.recovered:
                 if address and e in self._unheard:
-                    moved = Moved(src=self.node_id, edge=e, address=address)
+                    moved = Moved(src=node_id, edge=e, address=address)
                     out.append(Outgoing(s.link.peer, encode(moved)))
-                out.append(Outgoing(s.link.peer, encode(LedgerRequest(src=self.node_id, edge=e))))
+                out.append(Outgoing(s.link.peer, encode(LedgerRequest(src=node_id, edge=e))))
         return out
 
     @property
@@ -138,13 +157,19 @@ class Recovering(Answering):
         still send to an older address (see :meth:`announcements`)."""
         return bool(self._unheard)
 
+    def heard(self, edge: int) -> None:
+        """A request came on ``edge``: its neighbour reaches us where we are, no more Moved."""
+        if self._unheard:
+            self._unheard.discard(edge)
+
     def announcements(self, address: str) -> list[Outgoing]:
         """Return a ``Moved`` with ``address`` for every neighbour not heard from since the
         restart: a lost one, or one whose LedgerRequest was answered while it was lost, would
         leave that neighbour sending to the old address. Re-send them until
         :attr:`announcing` is False (or the neighbour is given up on)."""
+        edges, node_id = self._state.edges, self._state.node_id
         return [
-            Outgoing(self._edges[e].link.peer, encode(Moved(self.node_id, e, address)))
+            Outgoing(edges[e].link.peer, encode(Moved(node_id, e, address)))
             for e in sorted(self._unheard)
         ]
 
@@ -160,35 +185,40 @@ class Recovering(Answering):
         For a neighbour that never answers. The sums are exact only if that neighbour's
         ledger on the edge was zero. Returns the edges given up on.
         """
-        edges = [e for e, s in self._edges.items() if not s.recovered]
+        edges = [e for e, s in self._state.edges.items() if not s.recovered]
         for e in edges:
-            self._edges[e].recovered = True
-        self._unrecovered = 0
+            self._state.edges[e].recovered = True
+        self._state.unrecovered = 0
         return edges
 
     # --- answers -------------------------------------------------------------------------------
-    def _on_ledger_request(self, msg: LedgerRequest, now: float) -> bytes:
-        state = self._edge_from(msg.src, msg.edge)
-        t = max(self.timebase.t(now), self._last)  # after every jump of ours
-        return encode(ledger_reply(self.node_id, self.ledger, state, t))
+    def on_ledger_request(self, msg: LedgerRequest, now: float) -> bytes:
+        """Return our answer to a neighbour's ``LedgerRequest``, taken after all our jumps."""
+        shared = self._state
+        state = shared.edge_from(msg.src, msg.edge)
+        t = max(shared.timebase.t(now), shared.last)  # after every jump of ours
+        return encode(ledger_reply(shared.node_id, shared.ledger, state, t))
 
-    def _on_moved(self, msg: Moved, route: bytes | None) -> None:
-        state = self._edge_from(msg.src, msg.edge)
+    def on_moved(self, msg: Moved, route: bytes | None) -> None:
+        """Take in a neighbour's new address (for :meth:`take_moved`), once checked."""
+        state = self._state.edge_from(msg.src, msg.edge)
         if route is None:
             # A Moved is sent as a request (to our server), never as an answer on a
             # connection of ours, which the move is about to replace.
             raise ProtocolError("a moved message must come as a request, not as an answer")
         self.moved[state.link.peer] = check_moved(msg)
 
-    def _on_ledger_reply(self, msg: LedgerReply, now: float) -> None:
-        state = self._edge_from(msg.src, msg.edge)
+    def on_ledger_reply(self, msg: LedgerReply, now: float) -> None:
+        """Rebuild the ledger of ``msg``'s edge from the neighbour's (a repeat is counted)."""
+        shared = self._state
+        state = shared.edge_from(msg.src, msg.edge)
         if state.recovered:
-            self.counters.duplicates += 1
+            shared.counters.duplicates += 1
             return
-        self._check_dim("fx", msg.fx)
-        self._check_time(msg.t, now)
-        apply_ledger_reply(self.ledger, state, msg)
-        self._unrecovered -= 1
-        self._last = max(self._last, msg.t)
-        if self.trace is not None:  # the rebuilt ledger holds the neighbours' jumps up to L
-            self.trace.skip_to(self._last)
+        shared.check_dim("fx", msg.fx)
+        shared.check_time(msg.t, now)
+        apply_ledger_reply(shared.ledger, state, msg)
+        shared.unrecovered -= 1
+        shared.last = max(shared.last, msg.t)
+        if shared.trace is not None:  # the rebuilt ledger holds the neighbours' jumps up to L
+            shared.trace.skip_to(shared.last)

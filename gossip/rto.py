@@ -23,6 +23,10 @@ class RetrySchedule:
         self._heap: list[tuple[float, int, int]] = []
         self._find = find
 
+    def __len__(self) -> int:
+        """Return how many deadlines are scheduled, stale ones included (dropped lazily)."""
+        return len(self._heap)
+
     def arm(self, pending: Pending) -> None:
         """Schedule ``pending`` at its ``deadline``."""
         heapq.heappush(self._heap, (pending.deadline, pending.edge, pending.seq))

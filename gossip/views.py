@@ -8,64 +8,86 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from gossip.deferral import Deferred
-from gossip.errors import LocalError
+from gossip.errors import LocalError, ProtocolError
 from gossip.ledger import Ledger
-from gossip.parting import Parting
-from gossip.protocol import EdgeState, Link
+from gossip.mixing import mix_values
+from gossip.protocol import EdgeState, ExchangeState, Link
+from gossip.wire import Reply
 
-__all__ = ["Viewing"]
+__all__ = ["Views"]
 
 
-class Viewing(Parting):
-    """A node's exchanges, able to switch membership views (the base of
-    :class:`gossip.exchange.Exchanger`, which sets ``c`` and the deferred requests)."""
+class Views:
+    """The switch from one membership view to the next, and what it keeps of the previous one:
+    its ``eta`` and start, which place a late reply of that view exactly (:meth:`carried`).
 
-    c: float
-    _deferred: Deferred
+    The current view's start and horizon are in the shared state (``view_start``,
+    ``horizon``): the initiator and the server read them on every exchange.
 
-    def switch_view(self, ledger: Ledger, links: Sequence[Link], c: float, start: float) -> int:
-        """Go on in the next membership view from time ``start`` (:mod:`gossip.membership`).
+    Examples
+    --------
+    >>> from gossip.protocol import TimeBase
+    >>> state = ExchangeState(0, TimeBase(0.0, 1.0), Ledger([1.0], [0], eta=0.1),
+    ...                       {0: EdgeState(Link(0, 1, 1.0))}, max_skew_t=60.0, exclusive=True)
+    >>> gone = Views(state).switch(Ledger([1.0], [1], eta=0.2), [Link(1, 2, 1.0)], start=5.0)
+    >>> list(gone), list(state.edges), state.eta, state.last
+    ([0], [1], 0.2, 5.0)
+    """
 
-        ``ledger`` is :func:`gossip.membership.carry_ledger`'s (the settled edges dropped,
-        the new ``eta`` from ``start``). Kept edges keep their sequence numbers, caches and
-        pending exchanges (a late reply of the old view is placed exactly); a settled edge is
-        forgotten, so anything on it later is rejected and counted, never applied. From here
-        on a request at ``T < start`` is refused (``L >= start``). Returns the exchanges
-        dropped with the settled edges (counted as failed: harmless, their rows are gone).
+    def __init__(self, state: ExchangeState):
+        self._state = state
+        self._old_eta = state.eta
+        self._old_start = -math.inf
+
+    def switch(self, ledger: Ledger, links: Sequence[Link], start: float) -> dict[int, EdgeState]:
+        """Go on with ``ledger`` and ``links`` from time ``start``; return the dropped edges.
+
+        Kept edges keep their sequence numbers, caches and pending exchanges; a settled edge
+        is forgotten. ``L`` becomes at least ``start``. The caller checks the node is free and
+        accounts for the dropped edges' pending exchanges
+        (:meth:`gossip.exchange.Exchanger.switch_view`).
 
         Raises
         ------
         LocalError
-            The node is engaged (switch when it is free), or the links and ledger differ.
+            The links and the ledger's edges differ.
         """
-        if self._engaged is not None:
-            raise LocalError("switch_view needs a free node; it is engaged in an exchange")
         if sorted(link.edge for link in links) != sorted(ledger.edges):
             raise LocalError(
                 f"links {[link.edge for link in links]} and ledger edges {list(ledger.edges)} "
                 "differ"
             )
-        dropped = 0
+        shared = self._state
         edges: dict[int, EdgeState] = {}
         for link in links:
-            state = self._edges.get(link.edge)
+            state = shared.edges.get(link.edge)
             if state is not None and state.link.peer == link.peer:
                 state.link = link  # new P_e and step, same numbering
                 edges[link.edge] = state
             else:
                 edges[link.edge] = EdgeState(link)
-        for edge, state in self._edges.items():
-            if edge not in edges:
-                dropped += len(state.pending)
-                self._in_flight -= len(state.pending)
-                self._deferred.forget(edge, math.inf)
-        self._edges = edges
-        self._old_eta, self._old_start = self.eta, self._view_start
-        self.ledger, self.eta, self.c = ledger, ledger.eta, float(c)
-        self._view_start, self.horizon = float(start), math.inf
-        self._last = max(self._last, float(start))
-        if self.trace is not None:  # the new ledger is re-based at start: nothing before it
-            self.trace.skip_to(self._last)
-        self.counters.failed += dropped
-        return dropped
+        gone = {edge: state for edge, state in shared.edges.items() if edge not in edges}
+        shared.edges = edges
+        self._old_eta, self._old_start = shared.eta, shared.view_start
+        shared.ledger = ledger
+        shared.view_start, shared.horizon = float(start), math.inf
+        shared.last = max(shared.last, float(start))
+        if shared.trace is not None:  # the new ledger is re-based at start: nothing before it
+            shared.trace.skip_to(shared.last)
+        return gone
+
+    def carried(self, msg: Reply) -> tuple[list[float], list[float]]:
+        """Return the flow of ``msg``, a reply of the previous view (``T`` before this view's
+        start), mixed to this view's start, where it is booked: exact, like any late jump.
+
+        Raises
+        ------
+        ProtocolError
+            The reply is older than the previous view too: not applied.
+        """
+        if msg.t < self._old_start:
+            raise ProtocolError(
+                f"reply to exchange {msg.seq} on edge {msg.edge} at t={msg.t!r} is two "
+                "membership views old; not applied"
+            )
+        return mix_values(msg.dx, msg.dz, self._old_eta, self._state.view_start - msg.t)

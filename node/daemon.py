@@ -283,13 +283,13 @@ class Node:
         :mod:`gossip.parting`), for at most ``linger`` seconds (a dead one never says so)."""
         ex, transport = self.exchanger, self.transport
         deadline = self.clock() + self.linger
-        while not ex.parted and self.clock() < deadline:
-            for out in ex.goodbyes():
+        while not ex.parting.parted and self.clock() < deadline:
+            for out in ex.parting.goodbyes():
                 transport.send(out.peer, out.frame)
             # Not faster than a retry of an exchange would be: a thousand nodes in one
             # process must not flood each other with goodbyes.
             await wait_at_most(self._parted, max(_PART_EVERY, ex.current_timeout()))
-        if not ex.parted:
+        if not ex.parting.parted:
             log.warning("stopped without every neighbour's goodbye (after %.1f s)", self.linger)
             return
         # Our last answer to a goodbye may be lost, and its sender re-sends: answer a few more
@@ -312,7 +312,7 @@ class Node:
         transport, ex = self.transport, self.exchanger
         bounced = ex.counters.bounced
         answer = ex.receive(data, self.clock(), route, sender)
-        if ex.moved:  # a restarted neighbour announced its address
+        if ex.recovery.moved:  # a restarted neighbour announced its address
             self._follow_moves()
         if answer and route is not None:  # b"" (DEFERRED): answered later
             transport.answer(route, answer)
@@ -321,13 +321,13 @@ class Node:
         self._send_released()
         if ex.counters.bounced != bounced:
             self._bounced.ring()  # a refused activation to start after a pause: re-arm
-        if not ex.open and ex.parted:
+        if not ex.open and ex.parting.parted:
             self._parted.set()
 
     def _follow_moves(self) -> None:
         """Send to each neighbour that announced another address there from now on."""
         ex = self.exchanger
-        for peer, address in ex.take_moved().items():
+        for peer, address in ex.recovery.take_moved().items():
             try:
                 moved = self.transport.move(peer, address)
             except GossipError as exc:  # unreachable address, or no key for the peer
@@ -414,10 +414,10 @@ class Node:
         give_up = started + _RECOVER_GIVE_UP
         while ex.recovering:
             if self.clock() > give_up:
-                edges = ex.give_up_recovery()
+                edges = ex.recovery.give_up_recovery()
                 log.warning("no ledger from the neighbours on edges %s: gossiping on", edges)
                 break
-            outs = ex.ledger_requests(address)
+            outs = ex.recovery.ledger_requests(address)
             if self.clock() - started >= _REDIAL_AFTER:
                 for peer in sorted({out.peer for out in outs}):  # before the sends: the new way
                     if transport.redial(peer):
@@ -434,7 +434,7 @@ class Node:
         # A neighbour whose Moved was lost (its LedgerRequest was not) would send to our old
         # address for good: announce it until each neighbour's requests reach us here.
         give_up = self.clock() + _RECOVER_GIVE_UP
-        while ex.announcing and self.clock() < give_up:
-            for out in ex.announcements(address):
+        while ex.recovery.announcing and self.clock() < give_up:
+            for out in ex.recovery.announcements(address):
                 self.transport.send(out.peer, out.frame)
             await asyncio.sleep(_RECOVER_EVERY)

@@ -77,7 +77,7 @@ class Transport(ABC):
 
     def redial(self, peer: int) -> bool:
         """``peer`` has left an exchange unanswered for long (the protocol's
-        :meth:`~gossip.initiating.Initiator.take_silent`): open the way to it again if nothing
+        :meth:`~gossip.exchange.Exchanger.take_silent`): open the way to it again if nothing
         ever came back on the current one; return whether it did.
 
         For transports whose connections can die silently for good (a refused CurveZMQ

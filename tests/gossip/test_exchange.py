@@ -22,7 +22,6 @@ from gossip.params import gossip_params
 from gossip.protocol import (
     INITIATOR_TRANSITIONS,
     SERVER_ACTIONS,
-    STUCK_RETRIES,
     Event,
     Link,
     Phase,
@@ -262,23 +261,6 @@ def replay_pair(jumps: list[tuple[float, int]], t_end: float) -> np.ndarray:
 
 def states_of(*nodes: Exchanger, t: float) -> np.ndarray:
     return np.array([np.concatenate(node.ledger.state(t)) for node in nodes])
-
-
-def test_a_tick_while_engaged_waits_and_starts_when_the_reply_frees_the_lock() -> None:
-    a, b = pair()
-    first = a.initiate(0, now=101.0)
-    assert first is not None
-    assert a.engaged
-    assert a.initiate(0, now=101.1) is None  # waits: late, not dropped
-    assert (a.counters.waited, a.counters.skipped, a.waiting) == (1, 0, 1)
-    a.receive(b.receive(first.frame, now=101.2) or b"", now=101.3)
-    started = a.take_outgoing()  # the reply freed the lock: the waiting tick starts now
-    assert len(started) == 1
-    request = decode(started[0].frame)
-    assert isinstance(request, Request)
-    assert (request.seq, request.t) == (2, pytest.approx(2.6))  # 2 * (101.3 - 100)
-    assert a.engaged
-    assert a.waiting == 0
 
 
 def test_a_crossing_request_that_cannot_move_is_served_and_the_higher_id_withdraws_its_own() -> (
@@ -590,42 +572,6 @@ def test_a_movable_request_older_than_the_servers_last_jump_is_served_at_that_ju
     assert b.last_jump_time == 3.0
 
 
-def test_a_reply_at_another_time_than_asked_is_rejected_unless_the_jump_could_move() -> None:
-    a, _b = pair()
-    out = a.initiate(0, now=101.5)  # T = 3.0, movable: a's u is its x and it sent its z
-    assert out is not None
-    request = decode(out.frame)
-    assert isinstance(request, Request)
-    assert request.z is not None
-    for t in (2.5, 1e9):  # earlier than asked; absurdly far ahead (beyond the max skew)
-        bad = Reply(src=1, edge=0, seq=request.seq, t=t, dx=(0.1,), dz=(0.1,))
-        a.receive(encode(bad), now=101.6)
-        assert a.pending == 1
-    assert a.counters.rejected == 2
-    later = Reply(src=1, edge=0, seq=request.seq, t=3.5, dx=(0.1,), dz=(0.2,))
-    a.receive(encode(later), now=101.7)
-    assert (a.pending, a.last_jump_time) == (0, 3.5)  # applied at the server's time
-    # An exchanged g(x) cannot be mixed by the server: such a request carries no z, and
-    # a reply that moved it anyway is rejected.
-    timebase = TimeBase(epoch=100.0, rate=2.0)
-    c = Exchanger(
-        0,
-        [Link(0, 1, 1.0)],
-        Ledger([1.0], [0], eta=0.1),
-        0.5,
-        timebase,
-        exchange_value=lambda x: 2.0 * x,
-    )
-    out = c.initiate(0, now=101.5)
-    assert out is not None
-    fixed = decode(out.frame)
-    assert isinstance(fixed, Request)
-    assert fixed.z is None
-    moved = Reply(src=1, edge=0, seq=fixed.seq, t=3.5, dx=(0.1,), dz=(0.2,))
-    c.receive(encode(moved), now=101.6)
-    assert (c.pending, c.counters.rejected) == (1, 1)
-
-
 def test_a_repeated_request_is_answered_from_the_cache_and_applied_once() -> None:
     a, b = pair()
     out = a.initiate(0, now=101.0)
@@ -651,84 +597,6 @@ def test_a_repeated_request_is_answered_from_the_cache_and_applied_once() -> Non
     assert a.rtt_ms()["p50"] == pytest.approx(600.0)
     assert a.activations() == {1: 1}
     assert b.activations() == {0: 1}
-
-
-def test_a_forgotten_old_request_is_ignored() -> None:
-    a, b = pair()
-    first = a.initiate(0, now=101.0)
-    assert first is not None
-    a.receive(b.receive(first.frame, now=101.0) or b"", now=101.0)
-    second = a.initiate(0, now=102.0)  # carries ack=1: b forgets exchange 1's answer
-    assert second is not None
-    request = decode(second.frame)
-    assert isinstance(request, Request)
-    assert (request.seq, request.ack, request.t) == (2, 1, 4.0)
-    b.receive(second.frame, now=102.0)
-    assert b.receive(first.frame, now=103.0) is None
-    assert (b.counters.served, b.counters.duplicates) == (2, 1)
-
-
-def test_timeouts_resend_the_same_frame_and_a_stuck_exchange_releases_the_lock() -> None:
-    a, b = pair(timeout=0.5)
-    out = a.initiate(0, now=101.0)
-    assert out is not None
-    assert a.next_deadline() == pytest.approx(101.5)
-    assert a.expire(now=101.4) == []
-    retries = a.expire(now=101.5)
-    assert [r.frame for r in retries] == [out.frame]  # same seq, same T, same value
-    assert a.next_deadline() == pytest.approx(102.5)  # doubled
-    assert a.initiate(0, now=101.6) is None  # engaged: the tick waits
-    now = 102.5
-    for _ in range(STUCK_RETRIES - 2):
-        a.expire(now=now)
-        now += 2.0  # the timeout doubles up to max_timeout (2 s)
-    assert a.engaged
-    a.expire(now=now)  # the last retry: stuck; the node is released, the tick dropped
-    assert not a.engaged
-    assert (a.counters.retried, a.counters.released, a.counters.skipped) == (STUCK_RETRIES, 1, 1)
-    assert a.initiate(0, now=now + 0.1) is None  # the edge is stuck: skipped
-    assert a.counters.skipped == 2
-    # The first copy arrives late; the retry is answered from the cache, applied once.
-    answer = b.receive(out.frame, now=now + 0.2)
-    assert b.receive(retries[0].frame, now=now + 0.3) == answer
-    assert b.counters.served == 1
-    a.receive(answer or b"", now=now + 0.4)
-    assert a.pending == 0
-    assert a.initiate(0, now=now + 0.5) is not None  # no longer stuck
-
-
-def test_a_peer_silent_for_every_stuck_retries_retries_is_named_for_the_shell() -> None:
-    a, _ = pair(timeout=0.5)
-    assert a.initiate(0, now=101.0) is not None
-    now, named = 101.0, []
-    for _ in range(3 * STUCK_RETRIES):
-        deadline = a.next_deadline()
-        assert deadline is not None
-        now = deadline
-        a.expire(now=now)
-        named.append(a.take_silent())
-    peer = a.links[0].peer
-    # Named once per STUCK_RETRIES retries without an answer, and taken once.
-    assert [k + 1 for k, s in enumerate(named) if s] == [
-        STUCK_RETRIES,
-        2 * STUCK_RETRIES,
-        3 * STUCK_RETRIES,
-    ]
-    assert all(s == {peer} for s in named if s)
-    assert a.take_silent() == set()
-
-
-def test_the_first_timeout_adapts_to_measured_round_trips() -> None:
-    a, b = pair(timeout=0.5)
-    assert a.current_timeout() == 0.5
-    for k in range(20):
-        out = a.initiate(0, now=101.0 + k)
-        assert out is not None
-        a.receive(b.receive(out.frame, now=101.0 + k) or b"", now=101.002 + k)
-    assert a.current_timeout() == pytest.approx(0.01)  # 2 ms round trips: the floor
-    out = a.initiate(0, now=130.0)
-    assert out is not None
-    assert a.next_deadline() == pytest.approx(130.01)
 
 
 def test_a_closed_server_nacks_new_requests_and_the_initiator_abandons() -> None:
@@ -811,7 +679,7 @@ def test_a_restarted_node_recovers_its_exact_state_from_its_neighbours() -> None
     net.deliver(0)
     assert isinstance(decode(net.wire[-1].data), Nack)
     net.deliver(0)
-    for out in fresh.ledger_requests():
+    for out in fresh.recovery.ledger_requests():
         assert isinstance(decode(out.frame), LedgerRequest)
         net.wire.append(Frame(out.peer, out.frame, 1))
     while net.wire:

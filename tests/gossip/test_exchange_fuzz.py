@@ -68,17 +68,17 @@ def make_pair(exclusive: bool = True) -> tuple[Exchanger, Exchanger]:
 def check_bounds(node: Exchanger) -> None:
     """The stated bounds of every structure a peer's frames can make grow."""
     edges = len(node.links)
-    for state in node._edges.values():
+    for state in node._state.edges.values():
         assert len(state.cache) <= SEQ_WINDOW  # answers numbered in (ack, ack + SEQ_WINDOW]
         assert all(s > state.ack_seen for s in state.cache)
-    assert len(node._deferred) <= SEQ_WINDOW * edges  # same window, per edge
-    assert not node._released  # the harness drains it after every call
+    assert len(node._server.deferred) <= SEQ_WINDOW * edges  # same window, per edge
+    assert not node._server._released  # the harness drains it after every call
     # With the lock, one exchange is engaged; a released, stuck one blocks its edge, so at
     # most one is pending per edge. (Without it, ticks are local: max_in_flight bounds them.)
     if node.exclusive:
         assert node.pending <= edges
     # Every live deadline has one entry; settled ones are dropped when they come due.
-    assert len(node._deadlines._heap) <= node.counters.initiated + node.counters.retried
+    assert len(node._initiator._deadlines) <= node.counters.initiated + node.counters.retried
 
 
 def snapshot(node: Exchanger) -> tuple[Any, ...]:
@@ -88,14 +88,14 @@ def snapshot(node: Exchanger) -> tuple[Any, ...]:
     x, z = node.ledger.state_values(1000.0)
     edges = [
         (s.next_seq, s.ack_seen, s.max_seen, dict(s.cache), sorted(s.pending), s.stuck)
-        for s in node._edges.values()
+        for s in node._state.edges.values()
     ]
     return (
         x,
         z,
         counters,
         edges,
-        node._deferred.waiters(),
+        node._server.deferred.waiters(),
         node.engaged,
         node.waiting,
         node.last_jump_time,
@@ -395,11 +395,11 @@ def test_a_flood_of_fresh_requests_keeps_the_cache_and_deferred_bounded(engaged:
     assert a.counters.rejected > 0  # those beyond the window
     if engaged:
         assert a.counters.deferred > SEQ_WINDOW  # more deferred over time than ever held
-        assert 0 < len(a._deferred) <= SEQ_WINDOW
+        assert 0 < len(a._server.deferred) <= SEQ_WINDOW
         assert released == 0  # still engaged: nothing answered
     else:
         assert a.counters.served > SEQ_WINDOW  # more answers over time than ever cached
-        assert 0 < len(a._edges[EDGE].cache) <= SEQ_WINDOW
+        assert 0 < len(a._state.edges[EDGE].cache) <= SEQ_WINDOW
 
 
 def test_a_flood_of_replays_and_forgeries_changes_nothing_and_grows_nothing() -> None:

@@ -59,7 +59,7 @@ def switch_all(net: ExactNet, old: View, new: View, done: set[int], joiner_value
                 rng=v,
                 backoff=1.0,
             )
-            net.nodes[v]._last = new.start
+            net.nodes[v]._state.last = new.start
             done.add(v)
 
 
@@ -88,7 +88,9 @@ def run(net: ExactNet, old: View, new: View, steps: int, dup: float, value: floa
         # The leaver exits. A request of its own still pending reached its neighbour after
         # that one had switched, on an edge it settled: rejected, never applied or answered.
         leaver = net.nodes[v]
-        pending = [(e, state.link.peer) for e, state in leaver._edges.items() if state.pending]
+        pending = [
+            (e, state.link.peer) for e, state in leaver._state.edges.items() if state.pending
+        ]
         assert all(edge not in {k.edge for k in net.nodes[peer].links} for edge, peer in pending)
         leaver.abandon_all()
 
@@ -173,7 +175,7 @@ def test_a_late_reply_on_a_settled_edge_is_rejected_and_counted() -> None:
     answer = net.nodes[3].receive(out.frame, 0.0, b"2")
     assert answer is not None
     # Node 2 must be free to switch: release it as a stuck exchange would be, then switch.
-    net.nodes[2]._engaged = None
+    net.nodes[2]._initiator.engaged = None
     new = leave_view(old, 3, 5.0)
     ledger, _ = carry_ledger(net.nodes[2].ledger, old, new, 2)
     before = net.nodes[2].ledger.state(6.0)

@@ -13,9 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gossip.errors import ProtocolError
 from gossip.exchange import Exchanger
 from gossip.ledger import Ledger
-from gossip.protocol import Link, TimeBase
+from gossip.parting import Parting
+from gossip.protocol import EdgeState, ExchangeState, Link, Pending, TimeBase
 from gossip.wire import Done, Reply, decode, encode
 
 _T = 50.0  # a common time after every jump: rate 2, Unix 125
@@ -44,26 +46,26 @@ def test_a_server_whose_reply_was_lost_stays_until_the_initiator_is_done() -> No
     assert isinstance(decode(reply or b""), Reply)
     a.close()
     b.close()
-    assert a.goodbyes() == []  # a's exchange is pending: it is not done with b
-    for goodbye in b.goodbyes():
+    assert a.parting.goodbyes() == []  # a's exchange is pending: it is not done with b
+    for goodbye in b.parting.goodbyes():
         assert a.receive(goodbye.frame, now=101.2, route=b"r") is None  # a: not done yet
-    assert not b.parted  # the exit of a timer-only stop: here b stays
+    assert not b.parting.parted  # the exit of a timer-only stop: here b stays
     retry = a.expire(now=101.4)  # a re-sends the same frame; b's cache answers it
     assert [r.frame for r in retry] == [out.frame]
     a.receive(b.receive(retry[0].frame, now=101.5) or b"", now=101.6)
     assert a.pending == 0
     assert _total(a, b) == pytest.approx(1.0, abs=1e-15)
-    (done,) = a.goodbyes()
+    (done,) = a.parting.goodbyes()
     assert decode(done.frame) == Done(src=0, edge=0, heard=1)  # b's Done came in meanwhile
     answer = b.receive(done.frame, now=101.7, route=b"r")
     assert decode(answer or b"") == Done(src=1, edge=0, heard=1)
     # a's Done said it heard b's, and that a is done: b may go; a waits for b's answer.
-    assert b.parted
-    assert b.goodbyes() == []
-    assert not a.parted
+    assert b.parting.parted
+    assert b.parting.goodbyes() == []
+    assert not a.parting.parted
     a.receive(answer or b"", now=101.8)
-    assert a.parted
-    assert a.goodbyes() == []
+    assert a.parting.parted
+    assert a.parting.goodbyes() == []
 
 
 def test_a_running_neighbour_answers_a_goodbye_only_with_nothing_of_its_own_pending() -> None:
@@ -71,25 +73,25 @@ def test_a_running_neighbour_answers_a_goodbye_only_with_nothing_of_its_own_pend
     a.close()
     mine = b.initiate(0, now=101.0)  # b keeps running; its request reaches closed a
     assert mine is not None
-    (done,) = a.goodbyes()
+    (done,) = a.parting.goodbyes()
     assert b.receive(done.frame, now=101.1, route=b"r") is None  # b has one pending on a
     b.receive(a.receive(mine.frame, now=101.2, route=b"r") or b"", now=101.3)  # a Nack
     assert (b.pending, b.counters.failed) == (0, 1)
     answer = b.receive(done.frame, now=101.4, route=b"r")
     assert decode(answer or b"") == Done(src=1, edge=0, heard=1)
     a.receive(answer or b"", now=101.5)
-    assert a.parted
+    assert a.parting.parted
     assert _total(a, b) == pytest.approx(1.0, abs=1e-15)
 
 
 def test_open_nodes_send_no_goodbye_and_a_goodbye_from_a_stranger_is_rejected() -> None:
     a, _b = _pair()
-    assert a.goodbyes() == []
-    assert not a.parted
+    assert a.parting.goodbyes() == []
+    assert not a.parting.parted
     a.close()
     assert a.receive(encode(Done(src=7, edge=0, heard=1)), now=101.0, route=b"r") is None
     assert a.counters.rejected == 1
-    assert not a.parted
+    assert not a.parting.parted
 
 
 @settings(max_examples=150, deadline=None)
@@ -131,15 +133,63 @@ def test_whatever_frames_are_lost_both_ends_part_with_exact_sums(
         for _route, released in nodes[v].take_released():  # what waited: Nacked at close
             send(1 - v, released, False)
     for _ in range(400):  # the daemons' loop after the final report: retries and goodbyes
-        if a.parted and b.parted:
+        if a.parting.parted and b.parting.parted:
             break
         now += 0.1
         for node in nodes.values():
-            for out in [*node.expire(now), *node.goodbyes()]:
+            for out in [*node.expire(now), *node.parting.goodbyes()]:
                 send(out.peer, out.frame, True)
         deliver()
-    assert a.parted
-    assert b.parted
+    assert a.parting.parted
+    assert b.parting.parted
     assert a.pending == b.pending == 0
     assert _total(a, b) == pytest.approx(1.0, abs=1e-14)
     np.testing.assert_allclose(a.ledger.state(_T)[1] + b.ledger.state(_T)[1], 1.0, atol=1e-14)
+
+
+# --- the Parting part alone (no exchanger): its Dones, from a shared state the test sets ---
+
+
+def test_a_closed_node_says_done_on_each_edge_with_nothing_of_its_own_pending() -> None:
+    state = _shared(peers=(1, 2))
+    parting = Parting(state)
+    assert parting.goodbyes() == []  # open
+    state.open = False
+    state.edges[1].pending[1] = Pending(1, 1, 2, b"", 1.0, 100.0, 1.0, 101.0)
+    (goodbye,) = parting.goodbyes()  # not on edge 1: an exchange of ours is pending there
+    assert (goodbye.peer, decode(goodbye.frame)) == (1, Done(0, 0, 0))
+    parting.on_done(Done(1, 0, 0), route=b"1")
+    (goodbye,) = parting.goodbyes()
+    assert decode(goodbye.frame) == Done(0, 0, 1)  # and now: "I have had yours"
+    assert not parting.parted
+
+
+def test_a_done_is_answered_as_a_request_only_when_nothing_of_ours_is_pending() -> None:
+    state = _shared()
+    parting = Parting(state)  # open: a running node answers too
+    assert decode(parting.on_done(Done(1, 0, 0), route=b"1") or b"") == Done(0, 0, 1)
+    assert parting.on_done(Done(1, 0, 0), route=None) is None  # an answer: no answer to it
+    state.edges[0].pending[1] = Pending(0, 1, 1, b"", 1.0, 100.0, 1.0, 101.0)
+    assert parting.on_done(Done(1, 0, 0), route=b"1") is None  # ours first
+    with pytest.raises(ProtocolError, match="edge 0 from node 3"):
+        parting.on_done(Done(3, 0, 0), route=b"3")
+
+
+def test_a_node_parts_once_every_neighbour_is_done_and_has_heard_it() -> None:
+    state = _shared(peers=(1, 2))
+    parting = Parting(state)
+    state.open = False
+    parting.on_done(Done(1, 0, 1), route=None)
+    assert not parting.parted  # node 2 has said nothing
+    parting.on_done(Done(2, 1, 0), route=b"2")
+    assert not parting.parted  # node 2 has not heard ours
+    parting.on_done(Done(2, 1, 1), route=None)
+    assert parting.parted
+    assert parting.goodbyes() == []
+
+
+def _shared(peers: tuple[int, ...] = (1,)) -> ExchangeState:
+    links = [Link(k, peer, 1.0) for k, peer in enumerate(peers)]
+    ledger = Ledger([0.0], [link.edge for link in links], eta=0.1)
+    edges = {link.edge: EdgeState(link) for link in links}
+    return ExchangeState(0, TimeBase(100.0, 2.0), ledger, edges, 60.0, exclusive=True)

@@ -41,7 +41,7 @@ def line3(recover_middle: bool = False) -> dict[int, Exchanger]:
 
 def test_a_recovering_node_announces_its_address_before_each_ledger_request() -> None:
     node = line3(recover_middle=True)[1]
-    frames = [(out.peer, decode(out.frame)) for out in node.ledger_requests(ADDRESS)]
+    frames = [(out.peer, decode(out.frame)) for out in node.recovery.ledger_requests(ADDRESS)]
     assert frames == [
         (0, Moved(src=1, edge=0, address=ADDRESS)),
         (0, LedgerRequest(src=1, edge=0)),
@@ -49,22 +49,22 @@ def test_a_recovering_node_announces_its_address_before_each_ledger_request() ->
         (2, LedgerRequest(src=1, edge=1)),
     ]
     # Without an address (a transport that has none to give) only the requests go.
-    assert [type(decode(o.frame)) for o in node.ledger_requests()] == [LedgerRequest] * 2
+    assert [type(decode(o.frame)) for o in node.recovery.ledger_requests()] == [LedgerRequest] * 2
 
 
 def test_a_neighbour_learns_the_address_and_recovery_is_unchanged() -> None:
     nodes = line3(recover_middle=True)
     fresh = nodes[1]
     before = {v: nodes[v].ledger.state(5.0) for v in (0, 2)}
-    for out in fresh.ledger_requests(ADDRESS):
+    for out in fresh.recovery.ledger_requests(ADDRESS):
         answer = nodes[out.peer].receive(out.frame, now=5.0, route=b"r1")
         if answer is not None:
             assert isinstance(decode(answer), LedgerReply)
             assert fresh.receive(answer, now=5.0) is None
     assert not fresh.recovering
     for v in (0, 2):
-        assert nodes[v].take_moved() == {1: ADDRESS}
-        assert nodes[v].take_moved() == {}  # handed out once
+        assert nodes[v].recovery.take_moved() == {1: ADDRESS}
+        assert nodes[v].recovery.take_moved() == {}  # handed out once
         np.testing.assert_array_equal(nodes[v].ledger.state(5.0), before[v])
         assert nodes[v].counters.rejected == 0
         assert nodes[v].activations() == {1: 0}
@@ -73,16 +73,16 @@ def test_a_neighbour_learns_the_address_and_recovery_is_unchanged() -> None:
 def test_it_announces_again_until_each_neighbours_requests_reach_it() -> None:
     nodes = line3(recover_middle=True)
     fresh = nodes[1]
-    assert not nodes[0].announcing  # started normally: nobody knows an older address
-    for out in fresh.ledger_requests(ADDRESS):
+    assert not nodes[0].recovery.announcing  # started normally: nobody knows an older address
+    for out in fresh.recovery.ledger_requests(ADDRESS):
         if isinstance(decode(out.frame), Moved):
             continue  # every Moved lost, every LedgerRequest answered
         answer = nodes[out.peer].receive(out.frame, now=5.0, route=b"r1")
         assert answer is not None
         fresh.receive(answer, now=5.0)
     assert not fresh.recovering
-    assert fresh.announcing
-    assert [(o.peer, decode(o.frame)) for o in fresh.announcements(ADDRESS)] == [
+    assert fresh.recovery.announcing
+    assert [(o.peer, decode(o.frame)) for o in fresh.recovery.announcements(ADDRESS)] == [
         (0, Moved(src=1, edge=0, address=ADDRESS)),
         (2, Moved(src=1, edge=1, address=ADDRESS)),
     ]
@@ -90,8 +90,8 @@ def test_it_announces_again_until_each_neighbours_requests_reach_it() -> None:
     out = nodes[0].initiate(0, now=6.0)
     assert out is not None
     assert fresh.receive(out.frame, now=6.0, route=b"r0") is not None
-    assert [o.peer for o in fresh.announcements(ADDRESS)] == [2]
-    assert fresh.announcing
+    assert [o.peer for o in fresh.recovery.announcements(ADDRESS)] == [2]
+    assert fresh.recovery.announcing
 
 
 def moved(src: int = 1, edge: int = 0, address: str = ADDRESS) -> bytes:
@@ -119,13 +119,13 @@ def test_a_moved_from_anyone_but_the_neighbour_changes_no_route(
     node = line3()[0]
     assert node.receive(frame, now=1.0, route=route, sender=sender) is None
     assert getattr(node.counters, counter) == 1
-    assert node.take_moved() == {}
+    assert node.recovery.take_moved() == {}
 
 
 def test_the_authenticated_neighbour_may_move_its_edge() -> None:
     node = line3()[0]
     assert node.receive(moved(), now=1.0, route=b"r", sender=1) is None
-    assert node.take_moved() == {1: ADDRESS}
+    assert node.recovery.take_moved() == {1: ADDRESS}
 
 
 @given(
