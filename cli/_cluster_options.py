@@ -30,8 +30,26 @@ __all__ = [
     "Split",
     "Timeout",
     "Until",
+    "check_hold",
     "env",
 ]
+
+
+def check_hold(text: str, seconds: float, dashboard_port: int | None) -> None:
+    """Refuse ``--hold`` (given as ``text``, ``seconds`` long) on a run without a dashboard.
+
+    Raises
+    ------
+    ConfigError
+        ``seconds > 0`` and no ``--dashboard-port``: there would be nothing to hold.
+    """
+    from gossip.errors import ConfigError
+
+    if seconds > 0 and dashboard_port is None:
+        raise ConfigError(
+            f"--hold {text} keeps the dashboard up after the run, but there is no dashboard: "
+            "add --dashboard-port PORT (e.g. --dashboard-port 8080), or drop --hold"
+        )
 
 
 def env(name: str) -> str:

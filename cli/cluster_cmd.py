@@ -32,6 +32,7 @@ from cli._cluster_options import (
     Split,
     Timeout,
     Until,
+    check_hold,
     env,
 )
 from cli._cluster_view import (
@@ -40,6 +41,7 @@ from cli._cluster_view import (
     with_log_lines,
 )
 from cli._errors import fail, reported_errors, warn
+from cli._ports import check_port_free, check_zmq_bind_free
 
 if TYPE_CHECKING:
     pass
@@ -177,6 +179,9 @@ def coordinator(
         if keys is None:
             warn("no --keys: registration and exchanges are not authenticated (insecure)")
         state, plan = prepare(config)
+        check_hold(f"{hold:g}", hold, dashboard_port)
+        check_port_free("--dashboard-port", dashboard_host, dashboard_port)
+        check_zmq_bind_free("--bind", bind)
         coord = Coordinator(config, state, plan)
         from coordinator.broker import redact_broker_url
 

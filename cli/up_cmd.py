@@ -29,6 +29,7 @@ from cli._cluster_options import (
     Rate,
     Split,
     Until,
+    check_hold,
     env,
 )
 from cli._cluster_view import (
@@ -39,6 +40,7 @@ from cli._cluster_view import (
     progress_bar,
 )
 from cli._errors import fail, reported_errors, warn
+from cli._ports import check_port_free
 
 if TYPE_CHECKING:
     from coordinator.records import RunSummary
@@ -225,6 +227,8 @@ def up(
         _check_node_args(config.node_args)
         _warn_below_float_floor(until, prepared[1].values)
         hold_s = parse_hold(hold)
+        check_hold(hold, hold_s, dashboard_port)
+        check_port_free("--dashboard-port", dashboard_host, dashboard_port)
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
         config = dataclasses.replace(config, log_dir=logs)
