@@ -61,14 +61,16 @@ def test_up_refuses_a_busy_dashboard_port_before_the_broker_starts(
     )
     line = _one_error_line(result)
     assert f"--dashboard-port {busy_port}" in line
-    assert "in use" in line and "choose another --dashboard-port" in line
+    assert "in use" in line
+    assert "choose another --dashboard-port" in line
     assert "starting" not in result.stderr  # printed once the broker is up
     _nothing_started(tmp_path)
 
 
 def test_up_refuses_hold_without_a_dashboard(tmp_path: Path) -> None:
     line = _one_error_line(_run(["up", "--graph", "line:4", "--quiet", "--hold", "40"], tmp_path))
-    assert "--hold 40" in line and "--dashboard-port" in line
+    assert "--hold 40" in line
+    assert "--dashboard-port" in line
     _nothing_started(tmp_path)
 
 
@@ -84,15 +86,18 @@ def test_coordinator_refuses_a_busy_dashboard_port_and_a_busy_bind(
 ) -> None:
     base = ["coordinator", "--graph", "line:4", "--bind", "tcp://127.0.0.1:0"]
     line = _one_error_line(_run([*base, "--dashboard-port", str(busy_port)], tmp_path))
-    assert f"--dashboard-port {busy_port}" in line and "in use" in line
+    assert f"--dashboard-port {busy_port}" in line
+    assert "in use" in line
     bind = f"tcp://127.0.0.1:{busy_port}"
     line = _one_error_line(_run([*base[:-2], "--bind", bind], tmp_path))
-    assert f"--bind {bind}" in line and "in use" in line
+    assert f"--bind {bind}" in line
+    assert "in use" in line
 
 
 def test_coordinator_refuses_hold_without_a_dashboard(tmp_path: Path) -> None:
     line = _one_error_line(_run(["coordinator", "--graph", "line:4", "--hold", "5"], tmp_path))
-    assert "--hold 5" in line and "--dashboard-port" in line
+    assert "--hold 5" in line
+    assert "--dashboard-port" in line
 
 
 def test_node_refuses_a_busy_port_of_its_host_mode_range(busy_port: int, tmp_path: Path) -> None:
@@ -100,7 +105,8 @@ def test_node_refuses_a_busy_port_of_its_host_mode_range(busy_port: int, tmp_pat
     bind = f"tcp://127.0.0.1:{busy_port - 1}"
     args = ["node", "--coordinator", "tcp://127.0.0.1:1", "--bind", bind]
     line = _one_error_line(_run([*args, "--nodes-per-process", "2"], tmp_path))
-    assert f"--bind {bind}" in line and f"127.0.0.1:{busy_port} is already in use" in line
+    assert f"--bind {bind}" in line
+    assert f"127.0.0.1:{busy_port} is already in use" in line
 
 
 def test_a_free_port_and_port_zero_pass() -> None:
