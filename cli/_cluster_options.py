@@ -62,7 +62,14 @@ Graph = Annotated[
     str,
     typer.Option(envvar=env("graph"), help="Topology, e.g. grid:4x4, line:30, er:50:0.2:1."),
 ]
-Algorithm = Annotated[str, typer.Option(envvar=env("algorithm"), help="arg or rg.")]
+Algorithm = Annotated[
+    str,
+    typer.Option(
+        envvar=env("algorithm"),
+        help="arg or rg (default arg); with --problem: acd (the default).",
+        show_default=False,
+    ),
+]
 Rate = Annotated[
     float, typer.Option(envvar=env("rate"), help="Network-wide activations per second.")
 ]

@@ -66,7 +66,7 @@ def coordinator(
     bind: Annotated[
         str, typer.Option(envvar=env("bind"), help="ZeroMQ address for node registration.")
     ] = "tcp://0.0.0.0:5555",
-    algorithm: Algorithm = "arg",
+    algorithm: Algorithm = "",
     rate: Rate = 500.0,
     values: Annotated[
         str | None,

@@ -114,12 +114,14 @@ def simulate_cmd(
 ) -> None:
     """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
     from gossip.errors import ConfigError
-    from gossip.params import parse_algorithm
+    from gossip.params import check_algorithm
     from gossip.report import FIGURE_SUFFIXES, check_output_path, prepare_plotting
 
     started = time.perf_counter()
     with reported_errors():
-        names = [parse_algorithm(a).value for a in (algorithms or ["rg", "arg"])]
+        names = [
+            check_algorithm(a, problem=False, live=False) for a in (algorithms or ["rg", "arg"])
+        ]
         if len(set(names)) != len(names):
             raise ConfigError(f"--algorithm given twice: {', '.join(algorithms or [])}")
         _check_count("--runs", runs, 1)

@@ -52,7 +52,7 @@ __all__ = ["parse_hold", "up"]
 @app.command()
 def up(
     graph: Graph = "grid:4x4",
-    algorithm: Algorithm = "arg",
+    algorithm: Algorithm = "",
     rate: Rate = 500.0,
     until: Until = 1e-6,
     values: Annotated[
