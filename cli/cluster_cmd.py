@@ -38,6 +38,7 @@ from cli._cluster_options import (
 from cli._cluster_view import (
     hold_dashboard,
     print_summary,
+    timeout_advice,
     with_log_lines,
 )
 from cli._errors import fail, reported_errors, warn
@@ -206,4 +207,11 @@ def coordinator(
     if hold > 0 and dashboard_port is not None:
         hold_dashboard(state, config, hold)
     if not summary.reached:
-        raise fail(f"the error did not reach {until:g} (final error {summary.final_error})", 1)
+        advice = (
+            "; " + timeout_advice(summary, state, timeout)
+            if timeout is not None and summary.stop_reason == "timeout"
+            else ""
+        )
+        raise fail(
+            f"the error did not reach {until:g} (final error {summary.final_error}){advice}", 1
+        )

@@ -38,6 +38,7 @@ from cli._cluster_view import (
     print_failure,
     print_summary,
     progress_bar,
+    timeout_advice,
 )
 from cli._errors import fail, reported_errors, warn
 from cli._ports import check_port_free
@@ -266,7 +267,7 @@ def up(
     if not summary.reached:
         raise fail(
             f"the error did not reach {until:g} within --timeout {timeout:g} s "
-            f"(final error {summary.final_error}); try a longer --timeout or a lower --rate",
+            f"(final error {summary.final_error}); " + timeout_advice(summary, state, timeout),
             code=1,
         )
 
