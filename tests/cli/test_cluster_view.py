@@ -20,7 +20,7 @@ from coordinator.state import ClusterState
 BASE = RunSummary("run-a", True, 1.0, 0.5, 100, 390.0, 400.0, 1e-7, 0.0, 0.3, 1.2)
 
 
-def _summary(**figures: float) -> RunSummary:
+def _summary(**figures: float | bool | None) -> RunSummary:
     return dataclasses.replace(BASE, **figures)  # type: ignore[arg-type]
 
 
