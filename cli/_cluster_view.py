@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from cli._errors import plain_console
+from cli._tables import figures_table
 
 if TYPE_CHECKING:
     from coordinator.records import RunSummary
@@ -156,12 +157,11 @@ def _restarts(sup: Supervision) -> str:
 
 def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConfig) -> None:
     """Print what is known of a run that failed (no summary): why, where it was, restarts."""
-    from rich.table import Table
-
     err = state.error
-    table = Table(title=f"{state.algorithm} on {state.graph}: run {state.run_id or '-'} failed")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
+    table = figures_table(
+        f"{state.algorithm} on {state.graph}: run {state.run_id or '-'} failed",
+        ["quantity", "value"],
+    )
     table.add_row("reached eps", f"False (eps {config.until:g})")
     table.add_row("failure", sup.failure or "-")
     table.add_row("last t / error", f"{state.t:.1f} / {'-' if err is None else format(err, '.3e')}")
@@ -247,14 +247,13 @@ def print_summary(
     sup: Supervision | None = None,
 ) -> None:
     """Print the run's headline figures as a table on stdout (with ``sup``: its restarts)."""
-    from rich.table import Table
 
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
-    table = Table(title=f"{state.algorithm} on {state.graph}: run {summary.run_id}")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
+    table = figures_table(
+        f"{state.algorithm} on {state.graph}: run {summary.run_id}", ["quantity", "value"]
+    )
     rows = [
         ("reached eps", f"{summary.reached} (eps {config.until:g})"),
         ("t to eps", num(summary.t_eps, ".1f")),

@@ -12,6 +12,7 @@ import typer
 
 from cli._app import app, reproduce_app
 from cli._errors import plain_console, reported_errors
+from cli._tables import figures_table
 
 if TYPE_CHECKING:
     from gossip.simulator import SimulationResult
@@ -332,16 +333,15 @@ def _write_outputs(
 
 def _print_panels(summaries: dict[str, dict[str, Any]], eps: float) -> None:
     """One line per panel of the figure: RG's and ARG's t_eps, and how much sooner ARG is."""
-    from rich.table import Table
 
     def t_eps(summary: dict[str, Any], name: str) -> str:
         hit = summary["algorithms"][name]["t_eps"]
         return "never" if hit is None else f"{hit:.6g}"
 
-    table = Table(title=f"t where the median error reaches {eps:g}, per panel")
-    table.add_column("graph")
-    for column in ("RG t_eps", "ARG t_eps", "RG / ARG"):
-        table.add_column(column, justify="right")
+    table = figures_table(
+        f"t where the median error reaches {eps:g}, per panel",
+        ["graph", "RG t_eps", "ARG t_eps", "RG / ARG"],
+    )
     for spec, summary in summaries.items():
         ratio = summary.get("speedup_t_eps")
         arg_hit = summary["algorithms"]["arg"]["t_eps"]
@@ -359,15 +359,12 @@ def _print_panels(summaries: dict[str, dict[str, Any]], eps: float) -> None:
 def _print_summary(
     graph: str, summary: dict[str, Any], written: Sequence[Path], headline: bool = True
 ) -> None:
-    from rich.table import Table
-
     q = summary["quantities"]
-    table = Table(
-        title=f"{graph}: n={q['n']}, |E|={q['n_edges']}, mu={q['mu_gossip']:.4g}, "
-        f"R_max={q['r_max']:.4g}; eps={summary['eps']:g}"
+    table = figures_table(
+        f"{graph}: n={q['n']}, |E|={q['n_edges']}, mu={q['mu_gossip']:.4g}, "
+        f"R_max={q['r_max']:.4g}; eps={summary['eps']:g}",
+        ["algorithm", "theta", "t_eps", "final median", "final mean", "runs"],
     )
-    for column in ("algorithm", "theta", "t_eps", "final median", "final mean", "runs"):
-        table.add_column(column, justify="right")
     for name, a in summary["algorithms"].items():
         t_hit = "never" if a["t_eps"] is None else f"{a['t_eps']:.6g}"
         table.add_row(
