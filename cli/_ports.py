@@ -33,11 +33,13 @@ def check_port_free(option: str, host: str, port: int | None, given: str = "") -
     Raises
     ------
     ConfigError
-        The port is in use or not allowed, naming ``option`` and the port.
+        The port is in use or not allowed, naming ``option`` and the port (other bind errors,
+        such as an address this machine does not have, are left to the server).
     """
     if not port:
         return
-    bind_host = None if host in ("", "*", "0.0.0.0") else host
+    # ZeroMQ's "*" is every IPv4 interface; an empty host is every interface of every family.
+    bind_host = {"*": "0.0.0.0", "": None}.get(host, host)
     try:
         infos = socket.getaddrinfo(
             bind_host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -51,7 +53,9 @@ def check_port_free(option: str, host: str, port: int | None, given: str = "") -
                 sock.bind(address)
                 sock.listen(1)
             except OSError as exc:
-                raise _refusal(f"{option} {given or port}", host, port, exc) from None
+                refusal = _refusal(f"{option} {given or port}", host, port, exc)
+                if refusal is not None:
+                    raise refusal from None
 
 
 def check_zmq_bind_free(option: str, endpoint: str, count: int = 1) -> None:
@@ -76,7 +80,8 @@ def check_zmq_bind_free(option: str, endpoint: str, count: int = 1) -> None:
         check_port_free(option, host, port, endpoint)
 
 
-def _refusal(given: str, host: str, port: int, exc: OSError) -> ConfigError:
+def _refusal(given: str, host: str, port: int, exc: OSError) -> ConfigError | None:
+    """The error for a port that is taken or forbidden; ``None`` leaves others to the server."""
     option = given.split(" ", 1)[0]
     where = f"{host}:{port}" if host else f"port {port}"
     if exc.errno == errno.EADDRINUSE:
@@ -87,11 +92,7 @@ def _refusal(given: str, host: str, port: int, exc: OSError) -> ConfigError:
     if exc.errno == errno.EACCES:
         return ConfigError(
             f"{given}: not allowed to listen on {where} (ports below 1024 need root); "
-            f"choose a {option} of 1024 or more"
+            f"choose a port of 1024 or more"
         )
-    if exc.errno == errno.EADDRNOTAVAIL:
-        return ConfigError(
-            f"{given}: {host} is not an address of this machine; bind 127.0.0.1, "
-            "0.0.0.0 or one of its own addresses"
-        )
-    return ConfigError(f"{given}: cannot listen on {where}: {exc.strerror}")
+    # An address this machine does not have, a family it lacks: the server says it, as before.
+    return None
