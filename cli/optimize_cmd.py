@@ -241,6 +241,11 @@ def optimization_figure(
     )
 
 
+def _t(value: float) -> str:
+    """A time t, whole from 100 on (a grid point: ``18466``, never ``1.84662e+06``)."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _cell(value: Any, fmt: str = ".4g") -> str:
     if value is None:
         return "-"
@@ -297,18 +302,18 @@ def _print_experiment(console: Any, exp: Experiment, summary: dict[str, Any]) ->
         console.print(params.describe(), highlight=False)
     q = summary["quantities"]
     runs = sorted({a["runs"] for a in summary["algorithms"].values()})
-    # Seven narrow columns (the run count goes to the title) fit 80 columns whole.
+    # Six narrow columns fit 80 columns whole: theta is on each algorithm's line above, the run
+    # count goes to the title.
     table = figures_table(
         f"{summary['graph']}: n={q['n']}, |E|={q['n_edges']}, "
         f"mu_gossip={q['mu_gossip']:.4g}, R_max={q['r_max']:.4g}; eps={summary['eps']:g}; "
         f"error = sum_v |x_v - x*|^2; {'/'.join(map(str, runs))} runs each",
-        ["algorithm", "theta", "t_eps", "final median", "final mean", "final gap", "consensus"],
+        ["algorithm", "t_eps", "final median", "final mean", "final gap", "consensus"],
     )
     for name, a in summary["algorithms"].items():
         table.add_row(
             name,
-            f"{a['params']['theta']:.3g}",
-            "never" if a["t_eps"] is None else f"{a['t_eps']:.6g}",
+            "never" if a["t_eps"] is None else _t(a["t_eps"]),
             f"{a['final_median']:.2e}",
             f"{a['final_mean']:.2e}",
             f"{a['final_gap_mean']:.2e}",
