@@ -314,10 +314,10 @@ def _print_experiment(console: Any, exp: Experiment, summary: dict[str, Any]) ->
         table.add_row(
             name,
             "never" if a["t_eps"] is None else _t(a["t_eps"]),
-            f"{a['final_median']:.2e}",
-            f"{a['final_mean']:.2e}",
-            f"{a['final_gap_mean']:.2e}",
-            f"{a['final_consensus_mean']:.2e}",
+            f"{a['final_median']:.3e}",
+            f"{a['final_mean']:.3e}",
+            f"{a['final_gap_mean']:.3e}",
+            f"{a['final_consensus_mean']:.3e}",
         )
     console.print(table)
     if "speedup_t_eps" in summary:

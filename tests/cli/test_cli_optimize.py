@@ -68,7 +68,7 @@ def test_optimize_writes_png_csv_and_json(tmp_path: Path) -> None:
     for name, a in data["algorithms"].items():
         row = next(line for line in out.splitlines() if line.startswith(f"│ {name} "))
         for key in ("final_median", "final_mean", "final_gap_mean", "final_consensus_mean"):
-            assert f"{a[key]:.2e}" in row, (key, row)
+            assert f"{a[key]:.3e}" in row, (key, row)
     acd = data["algorithms"]["acd"]
     for key in ("eta", "gamma", "gamma_prime", "mu_dual", "L_dual", "theta", "kappa"):
         assert key in acd["params"]
