@@ -148,7 +148,9 @@ def optimization_figure(
 def _fitted_legend(fig: Figure, handles: list[Any], labels: list[str]) -> None:
     """A legend below the axes with the most columns (up to 4) that fit the figure's width."""
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    for ncol in range(min(4, len(labels)), 0, -1):
+    # Balanced rows: five entries go 3 + 2, not 4 + 1.
+    widest = -(-len(labels) // -(-len(labels) // 4)) if labels else 1
+    for ncol in range(widest, 0, -1):
         legend = fig.legend(
             handles, labels, loc="outside lower center", ncol=ncol, fontsize=9, frameon=False
         )
