@@ -30,8 +30,26 @@ __all__ = [
     "Split",
     "Timeout",
     "Until",
+    "check_hold",
     "env",
 ]
+
+
+def check_hold(text: str, seconds: float, dashboard_port: int | None) -> None:
+    """Refuse ``--hold`` (given as ``text``, ``seconds`` long) on a run without a dashboard.
+
+    Raises
+    ------
+    ConfigError
+        ``seconds > 0`` and no ``--dashboard-port``: there would be nothing to hold.
+    """
+    from gossip.errors import ConfigError
+
+    if seconds > 0 and dashboard_port is None:
+        raise ConfigError(
+            f"--hold {text} keeps the dashboard up after the run, but there is no dashboard: "
+            "add --dashboard-port PORT (e.g. --dashboard-port 8080), or drop --hold"
+        )
 
 
 def env(name: str) -> str:
@@ -44,7 +62,14 @@ Graph = Annotated[
     str,
     typer.Option(envvar=env("graph"), help="Topology, e.g. grid:4x4, line:30, er:50:0.2:1."),
 ]
-Algorithm = Annotated[str, typer.Option(envvar=env("algorithm"), help="arg or rg.")]
+Algorithm = Annotated[
+    str,
+    typer.Option(
+        envvar=env("algorithm"),
+        help="arg or rg (default arg); with --problem: acd (the default).",
+        show_default=False,
+    ),
+]
 Rate = Annotated[
     float, typer.Option(envvar=env("rate"), help="Network-wide activations per second.")
 ]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from cli._errors import plain_console
+from cli._tables import figures_table
 
 if TYPE_CHECKING:
     from coordinator.records import RunSummary
@@ -18,7 +19,19 @@ if TYPE_CHECKING:
     from coordinator.state import ClusterState
     from coordinator.supervise import Supervision
 
-__all__ = ["hold_dashboard", "print_failure", "print_summary", "progress_bar", "with_log_lines"]
+__all__ = [
+    "fell_behind",
+    "hold_dashboard",
+    "print_failure",
+    "print_summary",
+    "progress_bar",
+    "timeout_advice",
+    "with_log_lines",
+]
+
+# A run whose achieved rate is below this share of the asked one did not keep up, even when no
+# node reported its tick wait (``kept_up`` unknown).
+_KEPT_UP_SHARE = 0.9
 
 
 def hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: float) -> None:
@@ -144,12 +157,11 @@ def _restarts(sup: Supervision) -> str:
 
 def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConfig) -> None:
     """Print what is known of a run that failed (no summary): why, where it was, restarts."""
-    from rich.table import Table
-
     err = state.error
-    table = Table(title=f"{state.algorithm} on {state.graph}: run {state.run_id or '-'} failed")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
+    table = figures_table(
+        f"{state.algorithm} on {state.graph}: run {state.run_id or '-'} failed",
+        ["quantity", "value"],
+    )
     table.add_row("reached eps", f"False (eps {config.until:g})")
     table.add_row("failure", sup.failure or "-")
     table.add_row("last t / error", f"{state.t:.1f} / {'-' if err is None else format(err, '.3e')}")
@@ -174,6 +186,60 @@ def fell_behind(summary: RunSummary, rate: float, nodes: int) -> str:
     )
 
 
+def timeout_advice(summary: RunSummary, state: ClusterState, timeout: float) -> str:
+    """Which way to turn the knobs after a run that stopped at ``--timeout`` short of eps.
+
+    The direction comes from the run's measured figures: a cluster that fell behind its rate
+    (``kept_up`` False, or an achieved rate below 90% of the asked one) needs a lower
+    ``--rate``; one that kept up simply ran out of t, and needs t to advance faster (a higher
+    ``--rate``), for longer (``--timeout``), or less of it (a looser ``--until``). For averaging
+    runs the t still needed is estimated from the theorem's bound on the expected error,
+    ``bound_factor e0 exp(-theta t)``, with ``e0`` the first measured error.
+    """
+    asked, achieved = summary.rate_asked, summary.rate_achieved
+    behind = summary.kept_up is False or (
+        summary.kept_up is None and achieved < _KEPT_UP_SHARE * asked
+    )
+    if behind:
+        return (
+            f"the cluster fell behind --rate {asked:g} (it achieved {achieved:.0f}/s): try a "
+            "lower --rate, or --nodes-per-process, so that it keeps up, and a longer --timeout "
+            "for the t it then needs"
+        )
+    t_end = state.final.t if state.final is not None else state.t
+    kept = (
+        f"the cluster kept up with --rate {asked:g} ({achieved:.0f}/s achieved), but t only "
+        f"reached {t_end:.0f} in {timeout:g} s"
+    )
+    need = _bound_t(state)
+    if need is None or need <= t_end:
+        return (
+            f"{kept}: let t advance faster or further, with a higher --rate (if this machine "
+            "keeps up), a longer --timeout, or a looser --until"
+        )
+    return (
+        f"{kept}, and the theorem's bound on the expected error reaches {state.eps:g} at "
+        f"t = {need:.0f}: try a higher --rate (about {need / timeout:.0f}/s for --timeout "
+        f"{timeout:g}, if this machine keeps up), a longer --timeout (about {need / asked:.0f} "
+        "s at this rate), or a looser --until"
+    )
+
+
+def _bound_t(state: ClusterState) -> float | None:
+    """The t at which the theorem's bound falls to eps (``None``: unknown, or no bound)."""
+    import math
+
+    params = state.params
+    if state.optimization is not None or params is None or params.theta <= 0:
+        return None
+    first = state.exact[0] if state.exact else (state.history[0] if state.history else None)
+    if first is None or not first.error > 0 or not state.eps > 0:
+        return None
+    return first.t + max(
+        0.0, math.log(params.bound_factor * first.error / state.eps) / params.theta
+    )
+
+
 def print_summary(
     summary: RunSummary,
     state: ClusterState,
@@ -181,14 +247,13 @@ def print_summary(
     sup: Supervision | None = None,
 ) -> None:
     """Print the run's headline figures as a table on stdout (with ``sup``: its restarts)."""
-    from rich.table import Table
 
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
-    table = Table(title=f"{state.algorithm} on {state.graph}: run {summary.run_id}")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
+    table = figures_table(
+        f"{state.algorithm} on {state.graph}: run {summary.run_id}", ["quantity", "value"]
+    )
     rows = [
         ("reached eps", f"{summary.reached} (eps {config.until:g})"),
         ("t to eps", num(summary.t_eps, ".1f")),

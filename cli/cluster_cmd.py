@@ -32,14 +32,17 @@ from cli._cluster_options import (
     Split,
     Timeout,
     Until,
+    check_hold,
     env,
 )
 from cli._cluster_view import (
     hold_dashboard,
     print_summary,
+    timeout_advice,
     with_log_lines,
 )
 from cli._errors import fail, reported_errors, warn
+from cli._ports import check_port_free, check_zmq_bind_free
 
 if TYPE_CHECKING:
     pass
@@ -64,7 +67,7 @@ def coordinator(
     bind: Annotated[
         str, typer.Option(envvar=env("bind"), help="ZeroMQ address for node registration.")
     ] = "tcp://0.0.0.0:5555",
-    algorithm: Algorithm = "arg",
+    algorithm: Algorithm = "",
     rate: Rate = 500.0,
     values: Annotated[
         str | None,
@@ -177,6 +180,9 @@ def coordinator(
         if keys is None:
             warn("no --keys: registration and exchanges are not authenticated (insecure)")
         state, plan = prepare(config)
+        check_hold(f"{hold:g}", hold, dashboard_port)
+        check_port_free("--dashboard-port", dashboard_host, dashboard_port)
+        check_zmq_bind_free("--bind", bind)
         coord = Coordinator(config, state, plan)
         from coordinator.broker import redact_broker_url
 
@@ -201,4 +207,11 @@ def coordinator(
     if hold > 0 and dashboard_port is not None:
         hold_dashboard(state, config, hold)
     if not summary.reached:
-        raise fail(f"the error did not reach {until:g} (final error {summary.final_error})", 1)
+        advice = (
+            "; " + timeout_advice(summary, state, timeout)
+            if timeout is not None and summary.stop_reason == "timeout"
+            else ""
+        )
+        raise fail(
+            f"the error did not reach {until:g} (final error {summary.final_error}){advice}", 1
+        )

@@ -9,6 +9,7 @@ import typer
 
 from cli._app import graph_app
 from cli._errors import plain_console, reported_errors
+from cli._tables import figures_table
 
 __all__ = ["info"]
 
@@ -27,8 +28,6 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Print n, |E|, mu_gossip, R_max, theta_RG and theta_ARG of a topology."""
-    from rich.table import Table
-
     from gossip.errors import ConfigError
     from gossip.spectral import graph_quantities
     from gossip.topology import parse_topology
@@ -42,7 +41,7 @@ def info(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
-    table = Table(title=f"graph {graph}", show_header=False)
+    table = figures_table(f"graph {graph}", ["quantity", "value"], show_header=False)
     for key, value in summary.items():
         table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
     plain_console().print(table)

@@ -9,6 +9,7 @@ import typer
 
 from cli._app import app
 from cli._errors import reported_errors
+from cli._ports import check_zmq_bind_free
 
 __all__ = ["node"]
 
@@ -235,6 +236,8 @@ def node(
             )
         if host is not None:
             bind, advertise = f"tcp://{host}:0", advertise or host
+        # Host mode binds PORT, PORT+1, ...: all of them must be free.
+        check_zmq_bind_free("--bind", bind, max(nodes_per_process, 1))
         explicit_name = name is not None and keys_pool is None
         name = name or default_node_name()
         lease = None

@@ -9,6 +9,7 @@ import typer
 
 from cli._app import reproduce_app
 from cli._errors import reported_errors
+from cli._tables import figures_table
 
 __all__ = ["optim_figure"]
 
@@ -45,15 +46,16 @@ def optim_figure(
     (with measured against theoretical convergence slopes) into --out.
     """
     from rich.console import Console
-    from rich.table import Table
 
     from gossip.optim.figures import write_optim_figures
 
     with reported_errors():
         summary = write_optim_figures(out, runs=runs, noise_runs=noise_runs, seed=seed)
-    table = Table(title="convergence slopes (comparison figure)")
-    for column in ("panel", "method", "measured", "theory"):
-        table.add_column(column)
+    table = figures_table(
+        "convergence slopes (comparison figure)",
+        ["panel", "method", "measured", "theory"],
+        left=2,
+    )
     for panel, methods in summary["slopes"]["comparison"].items():
         for method, slope in methods.items():
             table.add_row(panel, method, f"{slope['measured']:.4g}", f"{slope['theory']:.4g}")

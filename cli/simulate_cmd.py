@@ -12,6 +12,7 @@ import typer
 
 from cli._app import app, reproduce_app
 from cli._errors import plain_console, reported_errors
+from cli._tables import figures_table
 
 if TYPE_CHECKING:
     from gossip.simulator import SimulationResult
@@ -114,12 +115,14 @@ def simulate_cmd(
 ) -> None:
     """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
     from gossip.errors import ConfigError
-    from gossip.params import parse_algorithm
+    from gossip.params import check_algorithm
     from gossip.report import FIGURE_SUFFIXES, check_output_path, prepare_plotting
 
     started = time.perf_counter()
     with reported_errors():
-        names = [parse_algorithm(a).value for a in (algorithms or ["rg", "arg"])]
+        names = [
+            check_algorithm(a, problem=False, live=False) for a in (algorithms or ["rg", "arg"])
+        ]
         if len(set(names)) != len(names):
             raise ConfigError(f"--algorithm given twice: {', '.join(algorithms or [])}")
         _check_count("--runs", runs, 1)
@@ -213,7 +216,8 @@ def gossip_figure(
             figure, panels, title=f"Randomized gossip vs accelerated gossip ({runs} runs each)"
         )
     for spec, summary in summaries.items():
-        _print_summary(spec, summary, [])
+        _print_summary(spec, summary, [], headline=False)
+    _print_panels(summaries, eps)
     typer.echo(f"wrote {figure} and per-graph CSV/JSON in {out}/")
     typer.echo(f"wall time: {time.perf_counter() - started:.1f} s")
 
@@ -327,16 +331,40 @@ def _write_outputs(
         write_json(json_path, summary)
 
 
-def _print_summary(graph: str, summary: dict[str, Any], written: Sequence[Path]) -> None:
-    from rich.table import Table
+def _print_panels(summaries: dict[str, dict[str, Any]], eps: float) -> None:
+    """One line per panel of the figure: RG's and ARG's t_eps, and how much sooner ARG is."""
 
-    q = summary["quantities"]
-    table = Table(
-        title=f"{graph}: n={q['n']}, |E|={q['n_edges']}, mu={q['mu_gossip']:.4g}, "
-        f"R_max={q['r_max']:.4g}; eps={summary['eps']:g}"
+    def t_eps(summary: dict[str, Any], name: str) -> str:
+        hit = summary["algorithms"][name]["t_eps"]
+        return "never" if hit is None else f"{hit:.6g}"
+
+    table = figures_table(
+        f"t where the median error reaches {eps:g}, per panel",
+        ["graph", "RG t_eps", "ARG t_eps", "RG / ARG"],
     )
-    for column in ("algorithm", "theta", "t_eps", "final median", "final mean", "runs"):
-        table.add_column(column, justify="right")
+    for spec, summary in summaries.items():
+        ratio = summary.get("speedup_t_eps")
+        arg_hit = summary["algorithms"]["arg"]["t_eps"]
+        if ratio is not None:
+            speedup = f"{ratio:.2f}x"
+        elif arg_hit and summary["algorithms"]["rg"]["t_eps"] is None:
+            # RG had not reached eps by the panel's end: the ratio is at least this.
+            speedup = f"> {summary['t_end'] / arg_hit:.2f}x"
+        else:
+            speedup = "unknown"
+        table.add_row(spec, t_eps(summary, "rg"), t_eps(summary, "arg"), speedup)
+    plain_console().print(table)
+
+
+def _print_summary(
+    graph: str, summary: dict[str, Any], written: Sequence[Path], headline: bool = True
+) -> None:
+    q = summary["quantities"]
+    table = figures_table(
+        f"{graph}: n={q['n']}, |E|={q['n_edges']}, mu={q['mu_gossip']:.4g}, "
+        f"R_max={q['r_max']:.4g}; eps={summary['eps']:g}",
+        ["algorithm", "theta", "t_eps", "final median", "final mean", "runs"],
+    )
     for name, a in summary["algorithms"].items():
         t_hit = "never" if a["t_eps"] is None else f"{a['t_eps']:.6g}"
         table.add_row(
@@ -349,7 +377,7 @@ def _print_summary(graph: str, summary: dict[str, Any], written: Sequence[Path])
         )
     console = plain_console()
     console.print(table)
-    if "speedup_t_eps" in summary:
-        console.print(f"ARG reaches eps {summary['speedup_t_eps']:.2f}x sooner than RG")
+    if headline and "speedup_t_eps" in summary:
+        console.print(f"on {graph}, ARG reaches eps {summary['speedup_t_eps']:.2f}x sooner than RG")
     for path in written:
         console.print(f"wrote {path}")

@@ -29,6 +29,7 @@ from cli._cluster_options import (
     Rate,
     Split,
     Until,
+    check_hold,
     env,
 )
 from cli._cluster_view import (
@@ -37,8 +38,10 @@ from cli._cluster_view import (
     print_failure,
     print_summary,
     progress_bar,
+    timeout_advice,
 )
 from cli._errors import fail, reported_errors, warn
+from cli._ports import check_port_free
 
 if TYPE_CHECKING:
     from coordinator.records import RunSummary
@@ -50,7 +53,7 @@ __all__ = ["parse_hold", "up"]
 @app.command()
 def up(
     graph: Graph = "grid:4x4",
-    algorithm: Algorithm = "arg",
+    algorithm: Algorithm = "",
     rate: Rate = 500.0,
     until: Until = 1e-6,
     values: Annotated[
@@ -225,6 +228,8 @@ def up(
         _check_node_args(config.node_args)
         _warn_below_float_floor(until, prepared[1].values)
         hold_s = parse_hold(hold)
+        check_hold(hold, hold_s, dashboard_port)
+        check_port_free("--dashboard-port", dashboard_host, dashboard_port)
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
         config = dataclasses.replace(config, log_dir=logs)
@@ -262,7 +267,7 @@ def up(
     if not summary.reached:
         raise fail(
             f"the error did not reach {until:g} within --timeout {timeout:g} s "
-            f"(final error {summary.final_error}); try a longer --timeout or a lower --rate",
+            f"(final error {summary.final_error}); " + timeout_advice(summary, state, timeout),
             code=1,
         )
 

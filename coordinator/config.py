@@ -14,7 +14,14 @@ from coordinator.optimization import OptTracker, prepare_task
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
-from gossip.params import Algorithm, GossipParams, gossip_params, parse_algorithm
+from gossip.params import (
+    AVERAGING,
+    Algorithm,
+    GossipParams,
+    check_algorithm,
+    gossip_params,
+    parse_algorithm,
+)
 from gossip.spectral import graph_quantities
 from gossip.topology import parse_topology
 
@@ -39,7 +46,7 @@ class CoordinatorConfig:
     bind : str
         ZeroMQ address of the registration ROUTER.
     algorithm : str
-        ``arg`` or ``rg``.
+        ``arg`` or ``rg``; with ``problem``, ``acd``; ``""``: the default (``arg``, ``acd``).
     rate : float
         Network-wide activations per second.
     values : str or None
@@ -93,7 +100,7 @@ class CoordinatorConfig:
     expect: int | None = None
     broker: str = ""
     bind: str = "tcp://0.0.0.0:5555"
-    algorithm: str = "arg"
+    algorithm: str = ""
     rate: float = 500.0
     values: str | None = None
     dim: int = 1
@@ -157,7 +164,9 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     for option, path in (("--metrics-file", config.metrics_file), ("--json", config.json_path)):
         if path is not None and path.is_dir():
             raise ConfigError(f"{option} {str(path)!r} is a directory; give a file name")
-    algorithm = parse_algorithm(config.algorithm)
+    name = check_algorithm(config.algorithm, problem=bool(config.problem), live=True)
+    # An optimization's parameters replace these below.
+    algorithm = parse_algorithm(name if name in AVERAGING else "arg")
     topology = parse_topology(config.graph, weighted=config.weighted)
     if config.expect is not None and config.expect != topology.n:
         raise ConfigError(

@@ -135,7 +135,11 @@ class ForkServer:
                     log.warning("fork server: not JSON: %r", line[:200])
                     continue
                 if "pid" in message and self._answers:
-                    self._answers.popleft().set_result(int(message["pid"]))
+                    answer = self._answers.popleft()
+                    # A fork cancelled while waiting (the run failed meanwhile) has no one to
+                    # answer; the server stops that child when its stdin closes.
+                    if not answer.done():
+                        answer.set_result(int(message["pid"]))
                 elif "exit" in message:
                     pid, code = int(message["exit"]), int(message["code"])
                     child = self._children.get(pid)
@@ -150,9 +154,9 @@ class ForkServer:
                 if child.returncode is None:
                     child._exit(-9)
             while self._answers:
-                self._answers.popleft().set_exception(
-                    LocalError("the node fork server has exited; see its log")
-                )
+                answer = self._answers.popleft()
+                if not answer.done():
+                    answer.set_exception(LocalError("the node fork server has exited; see its log"))
 
     async def aclose(self, grace: float = 5.0) -> None:
         """Close the server's stdin (it stops its remaining children), then stop it."""

@@ -26,7 +26,15 @@ from enum import StrEnum
 
 from gossip.errors import ConfigError
 
-__all__ = ["Algorithm", "GossipParams", "gossip_params", "parse_algorithm"]
+__all__ = [
+    "AVERAGING",
+    "OPTIMIZING",
+    "Algorithm",
+    "GossipParams",
+    "check_algorithm",
+    "gossip_params",
+    "parse_algorithm",
+]
 
 
 class Algorithm(StrEnum):
@@ -63,6 +71,70 @@ def parse_algorithm(name: str) -> Algorithm:
     except ValueError:
         valid = ", ".join(a.value for a in Algorithm)
         raise ConfigError(f"unknown algorithm {name!r}; valid: {valid}") from None
+
+
+# Which algorithm runs which task, and where: the one rule every command applies (gossip
+# simulate, up, coordinator, node and optimize). Averaging (no --problem) is randomized gossip or
+# its acceleration; optimization (--problem) is dual coordinate descent (gossip.dual), of which a
+# live node runs only the accelerated pair, and the simulator also the plain one and primal DGD.
+AVERAGING = ("arg", "rg")
+OPTIMIZING = ("acd", "cd", "dgd")
+_VALID: dict[tuple[bool, bool], tuple[str, ...]] = {
+    # (optimization, live cluster): the algorithms it runs, the default first
+    (False, False): AVERAGING,
+    (False, True): AVERAGING,
+    (True, False): OPTIMIZING,
+    (True, True): ("acd",),
+}
+
+
+def check_algorithm(name: str, *, problem: bool, live: bool) -> str:
+    """Return ``name`` (lower-case) if it can run this task here; ``""`` gives the default.
+
+    Parameters
+    ----------
+    name : str
+        The ``--algorithm`` given, or ``""`` for the task's default (``arg``, or ``acd`` for an
+        optimization).
+    problem : bool
+        An optimization run (``--problem``) rather than averaging.
+    live : bool
+        A live cluster (``gossip up``, ``coordinator``, ``node``) rather than the simulator.
+
+    Raises
+    ------
+    ConfigError
+        An algorithm this task cannot run, with the valid ones: an algorithm is refused, never
+        swapped for another.
+
+    Examples
+    --------
+    >>> check_algorithm("", problem=True, live=True)
+    'acd'
+    >>> check_algorithm("RG", problem=False, live=True)
+    'rg'
+    """
+    valid = _VALID[(problem, live)]
+    key = name.strip().lower()
+    if not key:
+        return valid[0]
+    if key in valid:
+        return key
+    task = "an optimization (--problem)" if problem else "an averaging run (no --problem)"
+    where = "in a live cluster" if live else "in the simulator"
+    if key in AVERAGING:
+        why = f": {key} averages values (gossip simulate, or gossip up without --problem)"
+    elif key in OPTIMIZING and not problem:
+        why = f": {key} minimizes a function (gossip optimize, or gossip up --problem)"
+    elif key in OPTIMIZING:
+        why = f": {key} runs only in the simulator (gossip optimize)"
+    else:
+        raise ConfigError(
+            f"unknown algorithm {name!r}; valid for {task} {where}: {', '.join(valid)}"
+        )
+    raise ConfigError(
+        f"--algorithm {name!r} cannot run {task} {where}{why}; valid: {', '.join(valid)}"
+    )
 
 
 def gossip_params(algorithm: Algorithm | str, mu_gossip: float, r_max: float) -> GossipParams:

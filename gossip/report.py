@@ -22,12 +22,14 @@ from gossip.simulator import SimulationResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = [
     "COLORS",
     "FIGURE_SUFFIXES",
     "algorithm_summary",
     "check_output_path",
+    "gossip_figure",
     "plot_gossip_figure",
     "prepare_plotting",
     "t_eps",
@@ -169,7 +171,15 @@ def plot_gossip_figure(
     Each axis has the error ``sum_v 1/2 (x_v(t) - mean)^2`` on a log scale against t. The right
     column shows, per algorithm, the mean over runs (thick), its 5% and 95% quantiles (shaded
     band, thin edges) and the theorem's bound ``factor * e0 * exp(-theta t)`` (dashed).
+    See :func:`gossip_figure`.
     """
+    gossip_figure(panels, title).savefig(path, dpi=110)
+
+
+def gossip_figure(
+    panels: Sequence[tuple[str, Mapping[str, SimulationResult]]], title: str | None = None
+) -> Figure:
+    """The figure :func:`plot_gossip_figure` saves; its legends sit inside their axes."""
     with _preparing_lock:
         preparing = _preparing
     if preparing is not None:
@@ -189,8 +199,10 @@ def plot_gossip_figure(
     for (label, results), (ax_run, ax_mean) in zip(panels, axes, strict=True):
         _draw_one_run(ax_run, results)
         _draw_mean(ax_mean, results)
-        ax_run.set_title(f"{label}: one run")
-        ax_mean.set_title(f"{label}: mean, 5-95% band ({_runs(results)} runs)")
+        # 10 pt: the longest title ("Complete graph, 10 nodes: mean, 5-95% band (1000 runs)")
+        # then fits the width of its axis.
+        ax_run.set_title(f"{label}: one run", fontsize=10)
+        ax_mean.set_title(f"{label}: mean, 5-95% band ({_runs(results)} runs)", fontsize=10)
         floor = _floor(results)
         for ax in (ax_run, ax_mean):
             ax.set_yscale("log")
@@ -213,7 +225,7 @@ def plot_gossip_figure(
     )
     if title:
         fig.suptitle(title, y=1 - 0.12 / height, va="top")
-    fig.savefig(path, dpi=110)
+    return fig
 
 
 def _power_of_ten(value: float, _pos: int | None = None) -> str:

@@ -39,7 +39,8 @@ from typing import Any, ClassVar, TypeAlias, get_args
 
 import msgpack
 
-from gossip.errors import ProtocolError
+from gossip.errors import ConfigError, ProtocolError
+from gossip.params import check_algorithm
 from gossip.wire_checks import (
     MAX_DIM,
     MAX_INT,
@@ -465,5 +466,19 @@ def _checked(kind: str, body: dict[str, Any]) -> Message:
             f"field 'initial_value' has {len(values['initial_value'])} components but 'dim' is "
             f"{values['dim']}"
         )
+    if kind == Bootstrap.TYPE:
+        _check_bootstrap_algorithm(values["algorithm"], values["problem"])
     message: Message = cls(**values)
     return message
+
+
+def _check_bootstrap_algorithm(algorithm: str, problem: str) -> None:
+    """A node runs only what the one rule allows (:func:`gossip.params.check_algorithm`)."""
+    if not algorithm:  # an empty name would mean "the default": a bootstrap names its algorithm
+        raise ProtocolError("field 'algorithm' is empty; a bootstrap names its algorithm")
+    try:
+        check_algorithm(algorithm, problem=bool(problem), live=True)
+    except ConfigError as exc:
+        raise ProtocolError(
+            f"field 'algorithm' {algorithm!r} does not go with problem {problem!r}: {exc}"
+        ) from None

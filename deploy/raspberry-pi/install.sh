@@ -23,7 +23,7 @@
 #              on the route to the coordinator), --port PORT (default 7000), --name NAME
 #              (default: the hostname; a Pi that reboots keeps its node id), --data SPEC
 #              (optimization runs: data on this Pi replacing the coordinator's data spec)
-# coordinator: --graph SPEC, --expect N, --algorithm arg|rg, --rate R, --values SPEC,
+# coordinator: --graph SPEC, --expect N, --algorithm arg|rg|acd, --rate R, --values SPEC,
 #              --until EPS, --broker HOST[:PORT], --dashboard-port PORT (default 8080),
 #              --dashboard-token TOKEN, --problem SPEC (optimize: logistic:0.01, ridge:0.1, ...),
 #              --data SPEC (default breast-cancer), --split SPEC (default iid:0)
@@ -53,7 +53,7 @@ port=7000
 name=""
 graph=grid:4x4
 expect=""
-algorithm=arg
+algorithm=""  # the task's default: arg, or acd with --problem
 rate=200
 values=onehot
 until=1e-6
@@ -213,7 +213,7 @@ else
     echo "# \`gossip coordinator\`. Change them and \`systemctl start gossip-coordinator\`."
     echo "GOSSIP_GRAPH=$graph"
     [ -n "$expect" ] && echo "GOSSIP_EXPECT=$expect"
-    echo "GOSSIP_ALGORITHM=$algorithm"
+    [ -n "$algorithm" ] && echo "GOSSIP_ALGORITHM=$algorithm"
     echo "GOSSIP_RATE=$rate"
     echo "GOSSIP_VALUES=$values"
     echo "GOSSIP_UNTIL=$until"

@@ -14,11 +14,12 @@ from numpy.typing import NDArray
 
 from gossip.dual.baseline import best_dgd_params
 from gossip.dual.engine import BatchProblems
-from gossip.dual.params import DualAlgorithm, DualParams, dual_params, parse_dual_algorithm
+from gossip.dual.params import DualAlgorithm, DualParams, dual_params
 from gossip.dual.report import algorithm_summary
 from gossip.dual.result import OptimizationResult
 from gossip.dual.simulate import simulate_optimization
 from gossip.errors import ConfigError
+from gossip.params import check_algorithm
 from gossip.spectral import GraphQuantities, graph_quantities
 from gossip.topology import Topology
 
@@ -77,7 +78,8 @@ class Experiment:
 
 def parse_algorithms(names: Sequence[str]) -> list[str]:
     """Return the algorithm names, checked and without repeats (ConfigError otherwise)."""
-    parsed = [parse_dual_algorithm(a).value for a in names]
+    # The one rule of which algorithm runs which task (an averaging one is refused, not swapped).
+    parsed = [check_algorithm(a, problem=True, live=False) for a in names]
     if len(set(parsed)) != len(parsed):
         raise ConfigError(f"an algorithm is given twice: {', '.join(names)}")
     if not parsed:

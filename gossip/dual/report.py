@@ -18,8 +18,16 @@ from gossip.errors import ConfigError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-__all__ = ["COLORS", "LABELS", "algorithm_summary", "plot_optimization", "write_curves"]
+__all__ = [
+    "COLORS",
+    "LABELS",
+    "algorithm_summary",
+    "optimization_figure",
+    "plot_optimization",
+    "write_curves",
+]
 
 COLORS = {"acd": "tab:red", "cd": "tab:blue", "dgd": "tab:green"}
 """One colour per algorithm, the same in every figure."""
@@ -99,28 +107,56 @@ def plot_optimization(
     band, and the theorem's bound ``C exp(-theta t)`` (dashed).
 
     The y axis is ``sum_v |x_v(t) - x*|^2`` on a log scale (divided by n with ``per_node``, the
-    DADAO paper's metric), against t (expected activations).
+    DADAO paper's metric), against t (expected activations). See :func:`optimization_figure`.
     """
-    import matplotlib
+    fig = optimization_figure(panels, title=title, per_node=per_node, columns=columns)
+    fig.savefig(path, dpi=110)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def optimization_figure(
+    panels: Sequence[tuple[str, Mapping[str, OptimizationResult]]],
+    *,
+    title: str | None = None,
+    per_node: bool = False,
+    columns: int = 2,
+) -> Figure:
+    """The figure :func:`plot_optimization` saves, every label inside its own canvas.
+
+    The shared legend goes below the axes, in as many columns (at most 4) as fit the figure's
+    width, and the constrained layout reserves its room.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     cols = max(1, min(columns, len(panels)))
     rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    fig = Figure(figsize=(5.2 * cols, 3.6 * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     for (label, results), ax in zip(panels, axes.flat, strict=False):
         _draw_panel(ax, results, per_node)
         ax.set_title(label, fontsize=10)
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=9)
+    _fitted_legend(fig, handles, labels)
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.07 if rows == 1 else 0.045, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
+
+
+def _fitted_legend(fig: Figure, handles: list[Any], labels: list[str]) -> None:
+    """A legend below the axes with the most columns (up to 4) that fit the figure's width."""
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    # Balanced rows: five entries go 3 + 2, not 4 + 1.
+    widest = -(-len(labels) // -(-len(labels) // 4)) if labels else 1
+    for ncol in range(widest, 0, -1):
+        legend = fig.legend(
+            handles, labels, loc="outside lower center", ncol=ncol, fontsize=9, frameon=False
+        )
+        if legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width or ncol == 1:
+            return
+        legend.remove()
 
 
 def _draw_panel(ax: Axes, results: Mapping[str, OptimizationResult], per_node: bool) -> None:

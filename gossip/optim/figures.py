@@ -17,13 +17,16 @@ import csv
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gossip.errors import ConfigError
 from gossip.optim._checks import check_count
 from gossip.optim.experiments import METHODS, Panel, comparison_panels, noise_panels
 
-__all__ = ["write_optim_figures"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["optim_figure", "write_optim_figures"]
 
 _LABELS = {
     "gradient_descent": "gradient descent",
@@ -59,6 +62,14 @@ _SLOPE_DEFINITIONS = {
 
 
 def _draw(panels: list[Panel], path: Path, title: str, band_label: str) -> None:
+    optim_figure(panels, title, band_label).savefig(path, dpi=110)
+
+
+def optim_figure(panels: list[Panel], title: str, band_label: str) -> Figure:
+    """One of the paper's optimization figures: a column per panel, one run over the mean.
+
+    The constrained layout keeps every label and legend inside the figure's own canvas.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -92,7 +103,7 @@ def _draw(panels: list[Panel], path: Path, title: str, band_label: str) -> None:
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8)
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
+    return fig
 
 
 def _write_csv(panel: Panel, path: Path) -> None:

@@ -17,8 +17,17 @@ runner = CliRunner()
 
 
 def _run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
+    # At 80 columns, as in a default terminal: every table must fit it whole.
+    result = runner.invoke(app, list(args), env={"COLUMNS": "80"})
     return result.exit_code, result.output
+
+
+def _tables_fit(out: str) -> None:
+    """Every table line fits 80 columns and no figure is cut with an ellipsis."""
+    assert "\N{HORIZONTAL ELLIPSIS}" not in out, out
+    table_lines = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table_lines, out
+    assert max(len(line) for line in table_lines) <= 80, out
 
 
 def test_optimize_writes_png_csv_and_json(tmp_path: Path) -> None:
@@ -43,6 +52,7 @@ def test_optimize_writes_png_csv_and_json(tmp_path: Path) -> None:
         "--json", str(summary),
     )  # fmt: skip
     assert code == 0, out
+    _tables_fit(out)
     # The split's description and every parameter are printed.
     for word in ("iid", "mu_gossip", "kappa", "L_dual", "gamma'", "alpha", "t_eps"):
         assert word in out, word
@@ -55,6 +65,10 @@ def test_optimize_writes_png_csv_and_json(tmp_path: Path) -> None:
     expected = build_network("ridge:1", "breast-cancer", "iid:3", 6).problems.x_star()
     np.testing.assert_allclose(data["x_star"], expected, rtol=1e-9, atol=1e-12)
     assert set(data["algorithms"]) == {"acd", "cd", "dgd"}
+    for name, a in data["algorithms"].items():
+        row = next(line for line in out.splitlines() if line.startswith(f"│ {name} "))
+        for key in ("final_median", "final_mean", "final_gap_mean", "final_consensus_mean"):
+            assert f"{a[key]:.3e}" in row, (key, row)
     acd = data["algorithms"]["acd"]
     for key in ("eta", "gamma", "gamma_prime", "mu_dual", "L_dual", "theta", "kappa"):
         assert key in acd["params"]
@@ -81,6 +95,11 @@ def test_reproduce_optimization_figure_quick(tmp_path: Path) -> None:
     assert len(summary["panels"]) == 16
     assert "barbell" in out
     assert "cd/acd" in out
+    _tables_fit(out)
+    # One row per panel, with its measured t_eps whole.
+    for setting, panel, _eps, acd, *_rest in summary["table"]:
+        row = next(line for line in out.splitlines() if f"│ {setting} {panel} " in line)
+        assert ("-" if acd is None else f"{acd:.0f}") in row.split("│")[3], row
 
 
 @pytest.mark.parametrize(

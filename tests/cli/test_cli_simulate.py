@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -202,9 +203,31 @@ def test_reproduce_gossip_figure_small(tmp_path: Path) -> None:
         text=True,
         timeout=300,
         check=False,
+        env={**os.environ, "COLUMNS": "80"},
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "gossip-figure.png").read_bytes()[:4] == b"\x89PNG"
+    lines = proc.stdout.splitlines()
+    # Every table fits 80 columns (the closing line names paths, which may be longer).
+    assert max(len(line) for line in lines if not line.startswith("wrote ")) <= 80, proc.stdout
+    # No headline that holds for one panel only: one line per panel, RG's and ARG's t_eps.
+    assert not any(line.startswith("ARG reaches eps") for line in lines), proc.stdout
+    for spec, stem in (
+        ("line:30", "line30"),
+        ("grid:15x15", "grid15x15"),
+        ("complete:10", "complete10"),
+    ):
+        data = json.loads((tmp_path / f"gossip-{stem}.json").read_text())
+        algos = data["algorithms"]
+        row = next(line for line in lines if line.split("│")[1:2] and spec in line.split("│")[1])
+        cells = [cell.strip() for cell in row.split("│")[1:-1]]
+        expected = [
+            "never" if algos[a]["t_eps"] is None else f"{algos[a]['t_eps']:.6g}"
+            for a in ("rg", "arg")
+        ]
+        assert cells[1:3] == expected, row
+        if "speedup_t_eps" in data:
+            assert cells[3] == f"{data['speedup_t_eps']:.2f}x"
     for stem in ("line30", "grid15x15", "complete10"):
         data = json.loads((tmp_path / f"gossip-{stem}.json").read_text())
         arg, rg = data["algorithms"]["arg"], data["algorithms"]["rg"]

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
-from cli._cluster_view import fell_behind
-from coordinator.records import RunSummary
+import pytest
+
+from cli._cluster_view import fell_behind, timeout_advice
+from coordinator.config import CoordinatorConfig, prepare
+from coordinator.records import ErrorPoint, RunSummary
+from coordinator.state import ClusterState
 
 BASE = RunSummary("run-a", True, 1.0, 0.5, 100, 390.0, 400.0, 1e-7, 0.0, 0.3, 1.2)
 
 
-def _summary(**figures: float) -> RunSummary:
+def _summary(**figures: float | bool | None) -> RunSummary:
     return dataclasses.replace(BASE, **figures)  # type: ignore[arg-type]
 
 
@@ -24,3 +34,64 @@ def test_falling_behind_is_said_with_the_ticks_wait() -> None:
 def test_nodes_that_report_no_wait_are_judged_on_their_lag() -> None:
     text = fell_behind(_summary(lag_p50=53.0, lag_p99=120.0), 4000, 30)
     assert "waited 53 t to start (median; p99 120 t)" in text
+
+
+def _timed_out_state(rate: float, t_end: float) -> ClusterState:
+    """The state of an averaging run on line:8 that stopped at ``t_end``, short of 1e-6."""
+    state, _plan = prepare(CoordinatorConfig(graph="line:8", values="onehot", rate=rate))
+    state.history += [ErrorPoint(0.0, 0.4375, 0.0, 0.0), ErrorPoint(t_end, 1e-3, 0.0, 1.0)]
+    return state
+
+
+def test_a_cluster_that_kept_up_and_timed_out_is_told_to_raise_the_rate() -> None:
+    state = _timed_out_state(20.0, 100.0)
+    timed_out = _summary(reached=False, rate_asked=20.0, rate_achieved=19.0, kept_up=True)
+    text = timeout_advice(timed_out, state, 5.0)
+    assert "kept up with --rate 20 (19/s achieved), but t only reached 100 in 5 s" in text
+    assert "higher --rate" in text
+    assert "lower --rate" not in text
+    # The t still needed is where the theorem's bound 2 e0 exp(-theta t) falls to eps.
+    assert state.params is not None
+    need = math.log(2 * 0.4375 / 1e-6) / state.params.theta
+    assert f"reaches 1e-06 at t = {need:.0f}" in text
+    assert f"about {need / 5.0:.0f}/s for --timeout 5" in text
+    assert f"about {need / 20.0:.0f} s at this rate" in text
+
+
+def test_a_cluster_that_fell_behind_and_timed_out_is_told_to_lower_the_rate() -> None:
+    state = _timed_out_state(8000.0, 100.0)
+    for behind in (
+        _summary(reached=False, rate_asked=8000.0, rate_achieved=7900.0, kept_up=False),
+        # No node reported its wait: the achieved rate says it.
+        _summary(reached=False, rate_asked=8000.0, rate_achieved=2000.0, kept_up=None),
+    ):
+        text = timeout_advice(behind, state, 5.0)
+        assert "fell behind --rate 8000" in text
+        assert "lower --rate" in text
+        assert "higher --rate" not in text
+
+
+def test_gossip_up_that_times_out_at_a_low_rate_advises_a_higher_one(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    env.update(TMPDIR=str(tmp_path), COLUMNS="200")
+    args = [
+        "up", "--graph", "line:8", "--rate", "20", "--timeout", "3",
+        "--quiet", "--insecure", "--metrics-file", "m.jsonl",
+    ]  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.app", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    if "fell behind" in error:  # the shared machine was too loaded even for 20/s
+        pytest.skip(f"the cluster fell behind 20/s on this machine: {error}")
+    assert "higher --rate" in error
+    assert "lower --rate" not in error
+    advised = re.search(r"about (\d+)/s for --timeout 3", error)
+    assert advised is not None, error
+    assert int(advised.group(1)) > 20

@@ -104,3 +104,21 @@ async def test_an_optimization_server_has_the_solver_loaded_before_it_forks(
             assert "numba" in maps  # and numba's, with the solver compiled or loaded
     finally:
         await server.aclose()
+
+
+async def test_a_fork_cancelled_while_waiting_leaves_the_server_closable(tmp_path: Path) -> None:
+    # A run that fails while a node is being forked (a busy dashboard port, say) cancels the
+    # fork; the server's answer then finds no one waiting, and closing must still work, so the
+    # run's own error is the one reported.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    server = await ForkServer.start(env, log=tmp_path / "server.log")
+    fork = asyncio.create_task(
+        server.fork(["node", "--coordinator", "tcp://127.0.0.1:9"], tmp_path / "n.log")
+    )
+    await until(lambda: bool(server._answers))  # the request is out, its answer awaited
+    fork.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await fork
+    await server.aclose()  # InvalidStateError here before
+    assert server._reader.done()
+    assert server._reader.exception() is None

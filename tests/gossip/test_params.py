@@ -51,3 +51,37 @@ def test_bad_parameters(args: tuple[str, float, float], needle: str) -> None:
     with pytest.raises(ConfigError) as info:
         gossip_params(*args)
     assert needle in str(info.value)
+
+
+def test_the_algorithm_rule_names_only_real_algorithms() -> None:
+    from gossip.dual.params import DualAlgorithm
+    from gossip.params import AVERAGING, OPTIMIZING
+
+    assert set(AVERAGING) == {a.value for a in Algorithm}
+    assert set(OPTIMIZING) == {a.value for a in DualAlgorithm}
+
+
+@pytest.mark.parametrize(
+    ("problem", "live", "valid"),
+    [
+        (False, False, ["arg", "rg"]),
+        (False, True, ["arg", "rg"]),
+        (True, False, ["acd", "cd", "dgd"]),
+        (True, True, ["acd"]),
+    ],
+)
+def test_every_task_runs_its_algorithms_and_refuses_the_others(
+    problem: bool, live: bool, valid: list[str]
+) -> None:
+    from gossip.params import AVERAGING, OPTIMIZING, check_algorithm
+
+    assert check_algorithm("", problem=problem, live=live) == valid[0]
+    for name in (*AVERAGING, *OPTIMIZING):
+        if name in valid:
+            assert check_algorithm(name.upper(), problem=problem, live=live) == name
+            continue
+        with pytest.raises(ConfigError) as info:
+            check_algorithm(name, problem=problem, live=live)
+        # Refused, naming the bad one and listing every valid one.
+        assert f"--algorithm '{name}'" in str(info.value)
+        assert str(info.value).endswith(f"valid: {', '.join(valid)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -11,6 +12,9 @@ import pytest
 from gossip import report
 from gossip.params import gossip_params
 from gossip.simulator import SimulationResult
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _result(algorithm: str) -> SimulationResult:
@@ -41,3 +45,29 @@ def test_prepared_plotting_draws_the_same_png_after_it(tmp_path: Path) -> None:
 def test_log_ticks_are_powers_of_ten_in_unicode(value: float, label: str) -> None:
     assert report._power_of_ten(value) == label
     assert report._power_of_ten(0.0) == ""
+
+
+def _inside(fig: Figure) -> None:
+    """Every legend, and every artist of the figure, lies inside the figure's own canvas."""
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    fig.canvas.draw()
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    assert legends
+    for legend in legends:
+        assert fig.bbox.contains(*legend.get_window_extent(renderer).min)
+        assert fig.bbox.contains(*legend.get_window_extent(renderer).max)
+    tight = fig.get_tightbbox(renderer)  # in inches
+    width, height = fig.get_size_inches()
+    assert tight.x0 >= 0
+    assert tight.y0 >= 0
+    assert tight.x1 <= width
+    assert tight.y1 <= height
+
+
+@pytest.mark.parametrize("panels", [1, 3])
+def test_the_gossip_figure_fits_its_canvas(panels: int) -> None:
+    # One panel: gossip simulate --plot; three: gossip reproduce gossip-figure, with its title.
+    results = {"rg": _result("rg"), "arg": _result("arg")}
+    named = [(f"Complete graph, 10 nodes #{i}", results) for i in range(panels)]
+    title = "Randomized gossip vs accelerated gossip (1000 runs each)" if panels > 1 else None
+    _inside(report.gossip_figure(named, title))

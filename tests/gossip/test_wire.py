@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from typing import Any
 
@@ -227,3 +228,19 @@ def test_random_bytes_never_escape_as_other_errors(frame: bytes) -> None:
     # Anything but a ProtocolError (or a valid message) escaping here fails the test.
     with contextlib.suppress(ProtocolError):
         decode(frame)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "problem"), [("rg", "quadratic"), ("cd", "quadratic"), ("acd", ""), ("", "")]
+)
+def test_a_bootstrap_whose_algorithm_does_not_go_with_its_problem_is_refused(
+    algorithm: str, problem: str
+) -> None:
+    frame = encode(dataclasses.replace(BOOT, algorithm=algorithm, problem=problem, n=4))
+    with pytest.raises(ProtocolError, match="field 'algorithm'"):
+        decode(frame)
+
+
+def test_a_bootstrap_of_a_live_optimization_runs_acd() -> None:
+    boot = dataclasses.replace(BOOT, algorithm="acd", problem="quadratic", n=4)
+    assert decode(encode(boot)) == boot

@@ -62,8 +62,10 @@ def pairs(draw: st.DrawFn) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 @st.composite
 def bootstraps(draw: st.DrawFn) -> Bootstrap:
-    """A valid Bootstrap (probabilities in (0, 1], positive rate, dim matching the value)."""
+    """A valid Bootstrap (probabilities in (0, 1], positive rate, dim matching the value, an
+    algorithm its task runs: acd for an optimization, arg or rg for averaging)."""
     value = draw(vectors)
+    problem = draw(text)
     positive = st.floats(min_value=1e-300, max_value=1e300)
     neighbors = st.builds(
         Neighbor, ints, text, ints, st.floats(min_value=1e-300, max_value=1.0), positive
@@ -71,7 +73,7 @@ def bootstraps(draw: st.DrawFn) -> Bootstrap:
     return Bootstrap(
         node_id=draw(ints),
         cluster=draw(text),
-        algorithm=draw(text),
+        algorithm=draw(st.just("acd") if problem else st.sampled_from(["arg", "rg"])),
         eta=draw(finite),
         c=draw(finite),
         theta=draw(finite),
@@ -82,7 +84,7 @@ def bootstraps(draw: st.DrawFn) -> Bootstrap:
         broker=draw(text),
         metrics_period=draw(positive),
         dim=len(value),
-        problem=draw(text),
+        problem=problem,
         data=draw(text),
         split=draw(text),
         n=draw(ints),
