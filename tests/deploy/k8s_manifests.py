@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +96,18 @@ def container(workload: dict[str, Any], name: str) -> dict[str, Any]:
     return found[0]
 
 
-def environment(spec: dict[str, Any]) -> dict[str, str]:
+def environment(
+    spec: dict[str, Any],
+    maps: dict[str, dict[str, str]] | None = None,
+    keys: dict[str, dict[str, str]] | None = None,
+) -> dict[str, str]:
     """A container's environment as the kubelet sets it: envFrom, then env (which wins), with
-    ``$(VAR)`` expanded from the variables before it; a pod field reads ``<fieldPath>``."""
-    maps, keys = config_maps(), secrets()
+    ``$(VAR)`` expanded from the variables before it; a pod field reads ``<fieldPath>``.
+
+    The ConfigMaps and Secrets are the generated ones unless ``maps`` and ``keys`` are given.
+    """
+    maps = config_maps() if maps is None else maps
+    keys = secrets() if keys is None else keys
     env: dict[str, str] = {}
     for source in spec.get("envFrom", []):
         env.update(maps[source["configMapRef"]["name"]])
@@ -131,3 +141,23 @@ def compose_environment(service: dict[str, Any]) -> dict[str, str]:
         name: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
         for name, value in (service.get("environment") or {}).items()
     }
+
+
+def kustomize_command() -> list[str] | None:
+    """``kustomize build`` or ``kubectl kustomize``, whichever is installed (None: neither)."""
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        probe = subprocess.run(
+            ["kubectl", "kustomize", "--help"], capture_output=True, text=True, timeout=60
+        )
+        if probe.returncode == 0:
+            return ["kubectl", "kustomize"]
+    return None
+
+
+def built(command: list[str]) -> list[dict[str, Any]]:
+    """What kustomize makes of deploy/k8s (offline: it reads only the directory)."""
+    done = subprocess.run([*command, str(K8S)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]

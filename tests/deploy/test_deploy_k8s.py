@@ -14,7 +14,9 @@ No cluster runs here: that the pods start and the run reaches eps on Kubernetes 
 
 from __future__ import annotations
 
+import base64
 import copy
+import re
 from typing import Any
 
 import kubernetes_validate
@@ -22,6 +24,7 @@ import pytest
 from k8s_manifests import (
     K8S,
     ROOT,
+    built,
     compose_environment,
     compose_services,
     config_maps,
@@ -30,6 +33,7 @@ from k8s_manifests import (
     find,
     generated,
     kustomization,
+    kustomize_command,
     pod_spec,
     resources,
     secrets,
@@ -65,7 +69,8 @@ K8S_ONLY = {
 }
 
 
-def objects() -> list[dict[str, Any]]:
+def objects_read() -> list[dict[str, Any]]:
+    """The objects as these tests read them (tests/deploy/k8s_manifests.py)."""
     return resources() + generated()
 
 
@@ -89,7 +94,7 @@ def test_the_kustomization_lists_every_manifest_and_its_files_exist() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_object_validates_strictly_against_the_api_schema(version: str) -> None:
     checked = []
-    for obj in objects():
+    for obj in objects_read():
         try:
             kubernetes_validate.validate(obj, version, strict=True)
         except kubernetes_validate.ValidationError as error:
@@ -198,15 +203,18 @@ def test_the_node_count_is_set_in_one_place_and_matches_the_graph() -> None:
 # ---- the same roles as compose and Swarm ------------------------------------------------------
 
 
+# Each role's workload and container in deploy/k8s.
+WORKLOADS = {
+    "keys": ("Job", "gossip-keys", "keys"),
+    "mosquitto": ("Deployment", "mosquitto", "mosquitto"),
+    "coordinator": ("Deployment", "coordinator", "coordinator"),
+    "node": ("StatefulSet", "node", "node"),
+}
+
+
 def _role(role: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The compose service and the Kubernetes container of a role."""
-    workloads = {
-        "keys": ("Job", "gossip-keys", "keys"),
-        "mosquitto": ("Deployment", "mosquitto", "mosquitto"),
-        "coordinator": ("Deployment", "coordinator", "coordinator"),
-        "node": ("StatefulSet", "node", "node"),
-    }
-    kind, name, box = workloads[role]
+    kind, name, box = WORKLOADS[role]
     return compose_services()[role], container(find(kind, name), box)
 
 
@@ -270,3 +278,42 @@ def test_the_probes_are_compose_s_healthchecks() -> None:
     broker = container(find("Deployment", "mosquitto"), "mosquitto")
     shell = services["mosquitto"]["healthcheck"]["test"][1].replace("$$", "$")
     assert broker["readinessProbe"]["exec"]["command"] == ["/bin/sh", "-c", shell]
+
+
+KUSTOMIZE = kustomize_command()
+
+
+def _hash_free(name: str) -> str:
+    """A generated name without kustomize's content hash (name-<10 characters>)."""
+    return re.sub(r"-[a-z0-9]{10}$", "", name)
+
+
+@pytest.mark.skipif(KUSTOMIZE is None, reason="neither kustomize nor kubectl is installed")
+def test_kustomize_builds_it_and_the_build_is_what_these_tests_read() -> None:
+    """What `kubectl apply -k` would send: valid, and the objects the other tests read."""
+    assert KUSTOMIZE is not None
+    objects = built(KUSTOMIZE)
+    for obj in objects:
+        kubernetes_validate.validate(obj, VERSIONS[-1], strict=True)
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "continuized-gossip"
+    maps = {o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"}
+    keys = {
+        o["metadata"]["name"]: {k: base64.b64decode(v).decode() for k, v in o["data"].items()}
+        for o in objects
+        if o["kind"] == "Secret"
+    }
+    assert {_hash_free(name): data for name, data in maps.items()} == config_maps()
+    assert {_hash_free(name): data for name, data in keys.items()} == secrets()
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    assert {(kind, _hash_free(name)) for kind, name in by_name} == {
+        (o["kind"], o["metadata"]["name"]) for o in objects_read()
+    }
+    # The count comes from `replicas:`, the images from `images:`.
+    count = kustomization()["replicas"][0]["count"]
+    assert by_name["StatefulSet", "node"]["spec"]["replicas"] == count
+    for role in ROLES:
+        kind, name, box = WORKLOADS[role]
+        ours = container(by_name[kind, name], box)
+        assert ours["image"] in ("continuized-gossip:latest", "eclipse-mosquitto:2"), ours
+        # The references now name the hashed objects, and resolve to what the tests read.
+        assert environment(ours, maps, keys) == environment(_role(role)[1]), role

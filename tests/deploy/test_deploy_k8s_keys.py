@@ -152,13 +152,13 @@ def upload(
 
 
 def mount(secret: dict[str, Any], where: Path) -> Path:
-    """Lay ``secret`` out as the kubelet mounts a Secret volume (defaultMode 0440, fsGroup)."""
+    """Lay ``secret`` out as the kubelet mounts a Secret volume (defaultMode 0444)."""
     data = where / "..2026_11_27_00_00_00.000000001"
     data.mkdir(parents=True)
     for key, value in secret["data"].items():
         path = data / key
         path.write_bytes(base64.b64decode(value))
-        path.chmod(0o440)
+        path.chmod(0o444)
     (where / "..data").symlink_to(data.name)
     for key in secret["data"]:
         (where / key).symlink_to(f"..data/{key}")
@@ -166,8 +166,9 @@ def mount(secret: dict[str, Any], where: Path) -> Path:
 
 
 def own_keys(role: str, src: Path, dest: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """The pods' init container script."""
+    """The pods' init container script, into ``dest`` made as an emptyDir is (mode 0777)."""
     dest.mkdir(parents=True, exist_ok=True)
+    dest.chmod(0o777)
     return subprocess.run(
         ["sh", str(SCRIPTS / "own_keys.sh"), role, str(src), str(dest)],
         capture_output=True,

@@ -1,8 +1,10 @@
 #!/bin/sh
 # Copy a pod's own keys out of a Secret volume into a private directory: the init containers of
-# deploy/k8s. The key loader refuses a secret readable by a group, and a Secret volume mounted
-# for a non-root user (fsGroup) is group-readable, so the keys the gossip process reads are
-# copies, 0600 in 0700 directories, owned by the pod's user, in a memory-backed emptyDir.
+# deploy/k8s. The key loader takes only a secret that no group or other user may read, and a
+# Secret volume's files belong to root, so a non-root pod reads them only if they are group- or
+# world-readable (defaultMode 0444 here, in this init container only, where one user runs). The
+# keys the gossip process reads are copies: 0600 in 0700 directories, the pod user's, in a
+# memory-backed emptyDir (no fsGroup, which would make them group-readable again).
 #
 #   own_keys.sh coordinator SRC DEST   every file of SRC (gossip-coordinator-keys) into DEST
 #   own_keys.sh node SRC DEST          pod node-P (POD_NAME), running K nodes
