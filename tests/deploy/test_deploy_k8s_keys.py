@@ -311,3 +311,46 @@ def test_a_pod_beyond_the_graph_or_without_keys_stops_with_the_fix(
     done = own_keys("coordinator", empty, tmp_path / "pod-coordinator")
     assert done.returncode == 1
     assert "has the gossip-keys Job run?" in done.stderr
+
+
+def _entrypoint(tmp_path: Path, advertise: str) -> subprocess.Popen[str]:
+    """The image's entrypoint for a Kubernetes node pod, with a stand-in ``gossip`` that prints
+    what it was started with."""
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir(exist_ok=True)
+    gossip = stand_in / "gossip"
+    gossip.write_text('#!/bin/sh\necho "gossip $* as $GOSSIP_NAME"\n')
+    gossip.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{stand_in}:{os.environ['PATH']}",
+        "GOSSIP_BIND": f"tcp://{advertise}:7000",
+        "GOSSIP_ADVERTISE": advertise,
+        "GOSSIP_COORDINATOR": "tcp://coordinator:5555",
+    }
+    return subprocess.Popen(
+        ["sh", str(ROOT / "deploy" / "entrypoint.sh"), "node"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_a_node_binding_its_dns_name_waits_until_it_resolves(tmp_path: Path) -> None:
+    # A name that resolves: the node starts at once, named after its host (the pod's name).
+    resolved = _entrypoint(tmp_path, "localhost")
+    out, err = resolved.communicate(timeout=60)
+    assert resolved.returncode == 0, err
+    assert out.startswith("gossip node as "), out
+    assert "waiting until" not in err
+    # One that does not resolve yet: it waits, and says for what.
+    waiting = _entrypoint(tmp_path, "node-0.node.invalid")
+    try:
+        assert waiting.stderr is not None
+        line = waiting.stderr.readline()
+        assert line.strip() == "waiting until node-0.node.invalid resolves", line
+        assert waiting.poll() is None
+    finally:
+        waiting.kill()
+        waiting.communicate(timeout=30)
