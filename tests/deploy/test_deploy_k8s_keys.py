@@ -10,6 +10,7 @@ own key pair(s), which the node's key-pool claim and the key loader then accept.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -354,3 +355,125 @@ def test_a_node_binding_its_dns_name_waits_until_it_resolves(tmp_path: Path) -> 
     finally:
         waiting.kill()
         waiting.communicate(timeout=30)
+
+
+def _role_env(kind: str, name: str, **over: str) -> dict[str, str]:
+    """The environment deploy/k8s gives a role's container, with ``over`` for loopback, and
+    no GOSSIP_* variable of this process's own."""
+    from k8s_manifests import container, environment, find
+
+    ours = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    return {**ours, **environment(container(find(kind, name), name)), **over}
+
+
+@pytest.mark.cluster
+@pytest.mark.broker
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_a_secure_run_reaches_eps_with_the_keys_of_the_kubernetes_path(
+    api: FakeApi, tmp_path: Path, made: Any
+) -> None:
+    """The whole keys path, then a run: keys Job -> Secrets -> init containers -> a real
+    mosquitto with the Secret's node accounts, the coordinator and one process per node pod
+    (through the image's entrypoint), each with deploy/k8s's environment, on loopback."""
+    from coordinator.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
+    from coordinator.procs import free_ports
+
+    nodes = 3
+    assert upload(made(f"cycle:{nodes}"), api, tmp_path).returncode == 0
+    coordinator_keys = tmp_path / "pod-coordinator"
+    src = mount(api.secrets["gossip-coordinator-keys"], tmp_path / "secret-coordinator")
+    assert own_keys("coordinator", src, coordinator_keys).returncode == 0
+    src = mount(api.secrets["gossip-node-keys"], tmp_path / "secret-nodes")
+    for k in range(nodes):
+        assert (
+            own_keys("node", src, tmp_path / f"pod-node-{k}", POD_NAME=f"node-{k}").returncode == 0
+        )
+    # The broker as its entrypoint sets it up: the cluster account, then the Secret's accounts.
+    accounts = mount(api.secrets["gossip-mqtt-accounts"], tmp_path / "secret-mqtt")
+    passwd, acl = tmp_path / "passwd", tmp_path / "acl"
+    binary = find_mosquitto()
+    if binary is None and os.environ.get("CI") != "true":
+        pytest.skip("mosquitto is not installed")
+    assert binary is not None, "mosquitto is not installed (scripts/system-deps installs it)"
+    made_passwd = await asyncio.create_subprocess_exec(
+        "mosquitto_passwd", "-b", "-c", str(passwd), "gossip", "gossip"
+    )
+    assert await made_passwd.wait() == 0
+    passwd.write_text(passwd.read_text() + (accounts / "passwd").read_text())
+    acl.write_text("user gossip\ntopic readwrite gossip/#\n\n" + (accounts / "acl").read_text())
+
+    # `gossip` on the PATH of the image's entrypoint: this checkout's.
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    (stand_in / "gossip").write_text(f'#!/bin/sh\nexec {sys.executable} -m cli.app "$@"\n')
+    (stand_in / "gossip").chmod(0o755)
+    path = f"{stand_in}:{os.environ['PATH']}"
+    register, dashboard = free_ports(2)
+    auth = MosquittoAuth(passwd, acl)
+    async with mosquitto_broker(binary, auth=auth) as broker:
+        summary = tmp_path / "summary.json"
+        coordinator_env = _role_env(
+            "Deployment",
+            "coordinator",
+            PATH=path,
+            GOSSIP_GRAPH=f"cycle:{nodes}",
+            GOSSIP_BROKER=f"mqtt://gossip:gossip@127.0.0.1:{broker.port}",
+            GOSSIP_BIND=f"tcp://127.0.0.1:{register}",
+            GOSSIP_DASHBOARD_PORT=str(dashboard),
+            GOSSIP_DASHBOARD_HOST="127.0.0.1",
+            GOSSIP_KEYS=str(coordinator_keys),
+            GOSSIP_KEYS_WAIT=str(coordinator_keys / "ready"),
+            GOSSIP_HOLD="0",
+        )
+        assert _role_env("Deployment", "coordinator")["GOSSIP_KEYS"] == "/keys/coordinator"
+        entry = str(ROOT / "deploy" / "entrypoint.sh")
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        with (logs / "coordinator.log").open("w") as log:
+            coordinator = await asyncio.create_subprocess_exec(
+                *["sh", entry, "coordinator", "--json", str(summary)],
+                env=coordinator_env,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+        pods = []
+        for k in range(nodes):
+            pool = tmp_path / f"pod-node-{k}"
+            env = _role_env(
+                "StatefulSet",
+                "node",
+                PATH=path,
+                GOSSIP_COORDINATOR=f"tcp://127.0.0.1:{register}",
+                # Loopback stands in for node-K.node (a name that resolves, then bound).
+                GOSSIP_BIND="tcp://127.0.0.1:0",
+                GOSSIP_ADVERTISE="127.0.0.1",
+                GOSSIP_KEYS_POOL=str(pool),
+                GOSSIP_KEYS_WAIT=str(pool / "ready"),
+                GOSSIP_NAME=f"node-{k}",  # the entrypoint's: the pod's hostname
+            )
+            with (logs / f"node-{k}.log").open("w") as log:
+                pods.append(
+                    await asyncio.create_subprocess_exec(
+                        *["sh", entry, "node"],
+                        env=env,
+                        stdout=log,
+                        stderr=asyncio.subprocess.STDOUT,
+                    )
+                )
+        try:
+            code = await asyncio.wait_for(coordinator.wait(), 240)
+            codes = [await asyncio.wait_for(pod.wait(), 60) for pod in pods]
+        finally:
+            for proc in [coordinator, *pods]:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+        said = "\n".join(f"{p.name}:\n{p.read_text()[-1500:]}" for p in sorted(logs.iterdir()))
+        assert code == 0, said
+        assert codes == [0] * nodes, said
+    result = json.loads(summary.read_text())
+    assert result["reached"], result
+    assert "CurveZMQ, 3 node keys allowed" in (logs / "coordinator.log").read_text()
+    for k in range(nodes):
+        assert f"claimed key(s) node-{k}" in (logs / f"node-{k}.log").read_text()
