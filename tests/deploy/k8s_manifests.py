@@ -91,7 +91,7 @@ def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
 
 def container(workload: dict[str, Any], name: str) -> dict[str, Any]:
     """The (main) container ``name`` of a workload."""
-    found = [c for c in pod_spec(workload)["containers"] if c["name"] == name]
+    found: list[dict[str, Any]] = [c for c in pod_spec(workload)["containers"] if c["name"] == name]
     assert len(found) == 1, f"no container {name} in {workload['metadata']['name']}"
     return found[0]
 

@@ -136,7 +136,10 @@ class Api:
         ca = account / "ca.crt"
         return cls(url, namespace, token, ca if url.startswith("https") else None)
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> int:
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """One call: the object answered, or None for a 404 (an absent Secret)."""
         request = urllib.request.Request(
             self._url + path,
             method=method,
@@ -149,13 +152,15 @@ class Api:
         )
         try:
             with urllib.request.urlopen(request, context=self._context, timeout=30) as answer:
-                return int(answer.status)
+                found: dict[str, Any] = json.load(answer)
+                return found
         except urllib.error.HTTPError as error:
             if error.code == 404 and method == "GET":
-                return 404
+                return None
             said = error.read().decode(errors="replace")[:300]
             hint = (
-                " (the Job's service account needs the Role gossip-keys: create on secrets)"
+                " (the Job's service account needs the Role gossip-keys: create on secrets, "
+                "get on the three key Secrets)"
                 if error.code == 403
                 else ""
             )
@@ -163,28 +168,17 @@ class Api:
         except urllib.error.URLError as error:
             raise UploadError(f"{method} {self._url}{path}: {error.reason}") from None
 
-    def annotation(self, name: str) -> str | None:
-        """Return the node count the Secret ``name`` was made for, "" if unknown, None if absent."""
-        request = urllib.request.Request(
-            f"{self._url}{self._path}/{name}",
-            headers={"Authorization": f"Bearer {self._token}", "Accept": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, context=self._context, timeout=30) as answer:
-                found = json.load(answer)
-        except urllib.error.HTTPError as error:
-            if error.code == 404:
-                return None
-            hint = " (the Role gossip-keys allows get on it)" if error.code == 403 else ""
-            raise UploadError(f"GET secret {name}: HTTP {error.code}{hint}") from None
-        except urllib.error.URLError as error:
-            raise UploadError(f"GET {self._url}{self._path}/{name}: {error.reason}") from None
+    def node_count(self, name: str) -> str | None:
+        """The node count the Secret ``name`` was made for ("" if unsaid; None: no Secret)."""
+        found = self._request("GET", f"{self._path}/{name}")
+        if found is None:
+            return None
         annotations = found.get("metadata", {}).get("annotations") or {}
         return str(annotations.get(NODES_ANNOTATION, ""))
 
     def create(self, body: dict[str, Any]) -> None:
         """Create the Secret ``body``."""
-        self._call("POST", self._path, body)
+        self._request("POST", self._path, body)
 
 
 def upload(keys: Path, api: Api) -> str:
@@ -197,7 +191,7 @@ def upload(keys: Path, api: Api) -> str:
     """
     secrets = secret_files(keys)
     nodes = node_count(secrets[NODES])
-    found = {name: api.annotation(name) for name in secrets}
+    found = {name: api.node_count(name) for name in secrets}
     present = {name: count for name, count in found.items() if count is not None}
     if len(present) == len(secrets):
         if all(count == str(nodes) for count in present.values()):
