@@ -63,4 +63,19 @@ if [ "${1:-}" = node ] && [ -z "${GOSSIP_ADVERTISE:-}" ] && [ -n "${GOSSIP_COORD
     sleep 1
   done
 fi
+# A node that binds to the name it advertises (Kubernetes: its stable DNS name, node-K.node,
+# deploy/k8s) waits until that name resolves: the cluster's DNS publishes it shortly after the
+# pod gets its address, and binding to a name that does not resolve yet would fail.
+case "${GOSSIP_BIND:-}" in
+  tcp://"${GOSSIP_ADVERTISE:-}":*)
+    if [ "${1:-}" = node ] && [ -n "${GOSSIP_ADVERTISE:-}" ]; then
+      tries=0
+      until getent hosts "$GOSSIP_ADVERTISE" >/dev/null 2>&1 || [ "$tries" -ge 300 ]; do
+        [ "$tries" -eq 0 ] && echo "waiting until $GOSSIP_ADVERTISE resolves" >&2
+        tries=$((tries + 1))
+        sleep 1
+      done
+    fi
+    ;;
+esac
 exec gossip "$@"
