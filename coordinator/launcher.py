@@ -25,9 +25,10 @@ Theory of operation
 * The ``--json`` record is written however the run ends (reached, timeout, diverged, too many
   restarts, an error, Ctrl-C), with ``failure``, ``restarts`` and ``events``.
 * Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.keys.init_keys`), CurveZMQ
-  on every ZeroMQ socket, and, with the embedded mosquitto, a password per role and an ACL
-  (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process has its own key and
-  ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``) turns it all off.
+  on every ZeroMQ socket, and, with the embedded broker (mosquitto or amqtt alike), a password
+  per role and an ACL (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process has
+  its own key and ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``)
+  turns it all off.
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
   (SIGTERM to its process group, then SIGKILL) and the broker shut down before
   :func:`run_up` returns or raises; nodes that got the stop command exit by themselves first.
@@ -50,15 +51,15 @@ import zmq
 
 from coordinator._groups import single_error
 from coordinator.broker import (
+    BrokerAuth,
     BrokerKind,
-    MosquittoAuth,
     RunningBroker,
     broker_for,
     parse_broker_url,
     redact_broker_url,
 )
 from coordinator.forking import ForkServer, node_environment
-from coordinator.mqtt_auth import write_mosquitto_auth
+from coordinator.mqtt_auth import write_broker_auth
 from coordinator.procs import Child, free_port, spawn, stop_all
 from coordinator.records import RunSummary
 from coordinator.registry import Plan
@@ -101,8 +102,8 @@ class UpConfig:
     broker : str or None
         ``mqtt://host:port`` of an external broker; ``None``: an embedded one.
     embedded : {"auto", "mosquitto", "amqtt"}
-        Which embedded broker (``auto``: mosquitto if installed, else amqtt, which only an
-        insecure run may use).
+        Which embedded broker (``auto``: mosquitto if installed, else the in-process amqtt;
+        both enforce the run's passwords and ACL).
     timeout : float
         Seconds after the start of t before the run is stopped as not converged.
     node_args : tuple of str
@@ -119,8 +120,8 @@ class UpConfig:
     max_restarts : int
         Restarts allowed per node process within the run (0: the first crash fails it).
     secure : bool
-        CurveZMQ with fresh keys in ``log_dir/keys``, and MQTT passwords and ACL with the
-        embedded mosquitto (see the module header). False: plain sockets, anonymous MQTT.
+        CurveZMQ with fresh keys in ``log_dir/keys``, and MQTT passwords and ACL on the
+        embedded broker (see the module header). False: plain sockets, anonymous MQTT.
     """
 
     coordinator: CoordinatorConfig
@@ -332,13 +333,13 @@ async def _run_up(
         keys = config.log_dir / "keys"
         init_keys(keys, [f"node-{k}" for k in range(plan.expected)], zmq.curve_keypair, force=True)
         security = load_security(keys / COORDINATOR)
-        passwd, acl = write_mosquitto_auth(keys / "mqtt", security.mqtt_secret, plan.expected)
-        auth = MosquittoAuth(passwd, acl)
+        passwd, acl = write_broker_auth(keys / "mqtt", security.mqtt_secret, plan.expected)
+        auth = BrokerAuth(passwd, acl)
         plan = dataclasses.replace(plan, security=security)
     async with broker_for(config.broker, config.embedded, config.host, auth) as broker:
         if plan.security is not None and not broker.access_controlled:
-            # Our passwords mean nothing to this broker: use the URL's credentials as they are.
-            # (An external one: broker_for refuses amqtt in a secure run.)
+            # An external broker: our passwords mean nothing to it, so the URL's credentials
+            # are used as they are.
             plan = dataclasses.replace(
                 plan, security=dataclasses.replace(plan.security, mqtt_secret="")
             )
