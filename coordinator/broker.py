@@ -46,6 +46,7 @@ __all__ = [
     "amqtt_broker",
     "broker_credentials",
     "broker_for",
+    "embedded_binary",
     "find_mosquitto",
     "mosquitto_broker",
     "parse_broker_url",
@@ -384,6 +385,30 @@ async def amqtt_broker(
     raise TransportError(f"the in-process amqtt broker could not start on {host}: {last}")
 
 
+def embedded_binary(kind: BrokerKind) -> str | None:
+    """Return the mosquitto binary the embedded broker of ``kind`` runs (``None``: amqtt).
+
+    Raises
+    ------
+    ConfigError
+        An unknown kind, ``mosquitto`` without the binary, or a bad ``GOSSIP_MOSQUITTO``.
+    """
+    if kind not in ("auto", "mosquitto", "amqtt"):
+        raise ConfigError(f"--embedded-broker must be auto, mosquitto or amqtt, got {kind!r}")
+    binary = find_mosquitto() if kind in ("auto", "mosquitto") else None
+    if kind == "mosquitto" and binary is None:
+        hidden = os.environ.get(_MOSQUITTO_ENV, "").strip().lower() == "none"
+        raise ConfigError(
+            f"--embedded-broker mosquitto: {_MOSQUITTO_ENV}=none hides mosquitto; unset "
+            f"{_MOSQUITTO_ENV}, or use --embedded-broker auto or amqtt"
+            if hidden
+            else "--embedded-broker mosquitto: no mosquitto binary found on the PATH or in "
+            f"/usr/sbin; install it (apt-get install mosquitto), set {_MOSQUITTO_ENV} to its "
+            "path, or use --embedded-broker auto or amqtt (in-process, as secure)"
+        )
+    return binary
+
+
 @contextlib.asynccontextmanager
 async def broker_for(
     url: str | None = None,
@@ -416,18 +441,7 @@ async def broker_for(
         b_host, b_port = await reach_external(url)
         yield RunningBroker(url.strip(), b_host, b_port, "external")
         return
-    if kind not in ("auto", "mosquitto", "amqtt"):
-        raise ConfigError(f"unknown broker kind {kind!r}; valid: auto, mosquitto, amqtt")
-    binary = find_mosquitto() if kind in ("auto", "mosquitto") else None
-    if kind == "mosquitto" and binary is None:
-        hidden = os.environ.get(_MOSQUITTO_ENV, "").strip().lower() == "none"
-        raise ConfigError(
-            f"--embedded-broker mosquitto: {_MOSQUITTO_ENV}=none hides mosquitto; unset it"
-            if hidden
-            else "--embedded-broker mosquitto: no mosquitto binary found on the PATH or in "
-            f"/usr/sbin; install it (apt-get install mosquitto), set {_MOSQUITTO_ENV} to its "
-            "path, or use --embedded-broker auto or amqtt (in-process, as secure)"
-        )
+    binary = embedded_binary(kind)
     if binary is not None:
         async with mosquitto_broker(binary, host, auth=auth) as running:
             yield running

@@ -55,7 +55,9 @@ from coordinator.broker import (
     BrokerKind,
     RunningBroker,
     broker_for,
+    embedded_binary,
     parse_broker_url,
+    reach_external,
     redact_broker_url,
 )
 from coordinator.forking import ForkServer, node_environment
@@ -224,12 +226,10 @@ def check_up(config: UpConfig) -> tuple[ClusterState, Plan]:
         raise ConfigError(
             f"--timeout must be a finite number of seconds > 0, got {config.timeout!r}"
         )
-    if config.embedded not in ("auto", "mosquitto", "amqtt"):
-        raise ConfigError(
-            f"--embedded-broker must be auto, mosquitto or amqtt, got {config.embedded!r}"
-        )
     if config.broker is not None:
         parse_broker_url(config.broker)
+    else:  # the embedded broker must exist; an external one is reached in run_up, first
+        embedded_binary(config.embedded)
     if config.log_dir.exists() and not config.log_dir.is_dir():
         raise ConfigError(f"--log-dir {str(config.log_dir)!r} exists and is not a directory")
     return state, plan
@@ -262,6 +262,10 @@ async def run_up(
     env = node_environment()
     json_path = config.coordinator.json_path
     try:
+        if config.broker is not None:
+            # An external broker that refuses is the user's to fix: say so before the fork
+            # server costs a second.
+            await reach_external(config.broker)
         # First, so that its imports (about a second) overlap the graph's quantities and the
         # broker.
         forks = (
