@@ -1,8 +1,9 @@
 """amqtt plugins that enforce a run's MQTT passwords and ACL, from mosquitto's own files.
 
-The embedded amqtt broker of :mod:`coordinator.broker` loads both plugins by their dotted
-paths, each given one file that :func:`coordinator.mqtt_auth.write_broker_auth` wrote for
-mosquitto: so one ACL and one set of password hashes serve both brokers.
+The embedded amqtt broker of :mod:`coordinator.broker` (an :class:`AccessBroker`) loads both
+plugins by their dotted paths, each given one file that
+:func:`coordinator.mqtt_auth.write_broker_auth` wrote for mosquitto: so one ACL and one set of
+password hashes serve both brokers.
 
 * :class:`PasswordFilePlugin` admits a client only with a username in ``password_file`` and
   the password its PBKDF2 hash was made from; an anonymous client is refused (CONNACK 5).
@@ -16,16 +17,18 @@ mosquitto: so one ACL and one set of password hashes serve both brokers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from amqtt.broker import Broker
 from amqtt.contexts import Action
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 
 from coordinator.mqtt_auth import may, parse_acl, parse_password_file, verify_password
 
-__all__ = ["AclFilePlugin", "PasswordFilePlugin"]
+__all__ = ["AccessBroker", "AclFilePlugin", "PasswordFilePlugin"]
 
 _ACTIONS: dict[Any, Literal["read", "write", "subscribe"]] = {
     Action.PUBLISH: "write",
@@ -66,11 +69,74 @@ class AclFilePlugin(BaseTopicPlugin):  # type: ignore[misc]  # amqtt ships no ty
         super().__init__(context)
         self._grants = parse_acl(Path(self.config.acl_file).read_text())
 
-    async def topic_filtering(
-        self, *, session: Any = None, topic: str | None = None, action: Any = None
-    ) -> bool:
+    def allows(self, session: Any, topic: str | None, action: Any) -> bool:
         """Whether the session's user may do ``action`` on ``topic`` (unknown actions: no)."""
         kind = _ACTIONS.get(action)
         if session is None or topic is None or kind is None:
             return False
         return may(self._grants, session.username, topic, kind)
+
+    async def topic_filtering(
+        self, *, session: Any = None, topic: str | None = None, action: Any = None
+    ) -> bool:
+        """amqtt's hook: :meth:`allows`."""
+        return self.allows(session, topic, action)
+
+
+class _Subscriptions(dict[str, list[Any]]):
+    """amqtt's filter -> subscribers table, iterated over a snapshot.
+
+    amqtt 0.12 iterates it across awaits (each broadcast, each client's connection): a client
+    subscribing meanwhile made the iteration fail ("dictionary changed size during iteration"),
+    dropping a message for the subscribers not reached yet or ending a client's session.
+    """
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(super().__iter__()))
+
+    def items(self) -> Any:  # a list, not a live view
+        return list(super().items())
+
+
+class AccessBroker(Broker):  # type: ignore[misc]  # amqtt ships no types
+    """amqtt's broker, with the ACL applied where amqtt 0.12 skips it or trips over itself.
+
+    * Topic checks ask :class:`AclFilePlugin` inline, without yielding to the loop (amqtt runs
+      each topic plugin as a task; were this hook renamed in another amqtt, the plugin would
+      still be asked through amqtt's own path).
+    * Retained messages are replayed to a client only for its own subscriptions, and only those
+      its user may read: amqtt replays them unchecked, and on every connection for every
+      client's subscriptions.
+    * The subscriptions are iterated over snapshots (:class:`_Subscriptions`).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._subscriptions = _Subscriptions()
+
+    def _acl(self) -> AclFilePlugin | None:
+        plugin = self.plugins_manager.get_plugin("AclFilePlugin")
+        return plugin if isinstance(plugin, AclFilePlugin) else None
+
+    async def _topic_filtering(self, session: Any, topic: str, action: Any) -> bool:
+        acl = self._acl()
+        if acl is None:  # an anonymous broker (gossip up --insecure): amqtt's own path
+            return bool(await super()._topic_filtering(session, topic, action))
+        return acl.allows(session, topic, action)
+
+    async def _publish_retained_messages_for_subscription(
+        self, subscription: tuple[str, int], session: Any
+    ) -> None:
+        topic_filter, qos = subscription
+        if all(s is not session for s, _ in self._subscriptions.get(topic_filter, ())):
+            return  # another client's subscription
+        handler = self._get_handler(session)
+        acl = self._acl()
+        for topic, retained in list(self._retained_messages.items()):
+            if not self._matches(topic, topic_filter):
+                continue
+            if acl is not None and not acl.allows(session, topic, Action.RECEIVE):
+                continue
+            if handler is not None:
+                granted = min(qos, retained.qos or qos)
+                await handler.mqtt_publish(retained.topic, retained.data, granted, retain=True)

@@ -348,7 +348,7 @@ async def amqtt_broker(
     TransportError
         It did not start (a port taken three times, or an unreadable ``auth`` file).
     """
-    from amqtt.broker import Broker
+    from coordinator.amqtt_access import AccessBroker
 
     # amqtt logs every connection at INFO; a run of many nodes would drown the console.
     logging.getLogger("amqtt").setLevel(logging.WARNING)
@@ -368,7 +368,7 @@ async def amqtt_broker(
             "plugins": plugins,
         }
         try:
-            broker = Broker(config)  # loads the plugins: they read the auth files here
+            broker = AccessBroker(config)  # loads the plugins: they read the auth files here
             await broker.start()
         except Exception as exc:  # amqtt raises its own BrokerError or an OSError on bind
             last = exc.__cause__ if exc.__cause__ is not None else exc

@@ -166,6 +166,26 @@ async def test_a_node_reads_only_what_the_acl_lets_it_read(
         assert extra is None, f"node-1 read {extra.topic.value}: {extra.payload!r}"
 
 
+async def test_a_node_that_connects_gets_no_retained_message_it_may_not_read(
+    secure_broker: tuple[RunningBroker, str],
+) -> None:
+    broker, secret = secure_broker
+    async with _client(broker, secret, COORDINATOR, "coord") as coord:
+        await coord.subscribe("gossip/#")  # someone else's subscription covers the retained one
+        await coord.publish("gossip/c/node/2/state", b"secret", qos=1, retain=True)
+        await coord.publish("gossip/c/coordinator/status", b"status", qos=1, retain=True)
+        async with _client(broker, secret, "node-1", "n1") as n1:
+            await n1.subscribe("gossip/c/coordinator/status", qos=1)
+            async with asyncio.timeout(10):
+                message = await anext(aiter(n1.messages))
+            assert (message.topic.value, message.payload) == (
+                "gossip/c/coordinator/status",
+                b"status",
+            )
+            extra = await _next_message(n1, 1.0)
+            assert extra is None, f"node-1 read {extra.topic.value}: {extra.payload!r}"
+
+
 async def _next_message(client: aiomqtt.Client, within: float) -> aiomqtt.Message | None:
     """The next message ``client`` receives within ``within`` seconds, or ``None``."""
     try:
