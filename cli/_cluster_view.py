@@ -95,12 +95,19 @@ async def with_log_lines(main: Any, state: ClusterState) -> Any:
 
 
 async def progress_bar(holder: dict[str, Any]) -> None:
-    """Show the live error, t and activations/s until cancelled."""
+    """Show the live error, t and activations/s until cancelled.
+
+    Nothing is drawn until ``holder["state"]`` exists (the broker is up and the run starts): a
+    run refused before then shows its error alone.
+    """
     import asyncio
     import math
     import time
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    while holder.get("state") is None:  # noqa: ASYNC110 -- set by a plain callback, no event
+        await asyncio.sleep(0.05)
 
     columns = (
         TextColumn("{task.description}"),

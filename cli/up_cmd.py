@@ -77,7 +77,9 @@ def up(
         typer.Option(
             envvar=env("embedded_broker"),
             help="auto (mosquitto if installed, else in-process amqtt), mosquitto or amqtt; "
-            "amqtt has no passwords or ACL, so only --insecure runs may use it.",
+            "either enforces the run's MQTT passwords and ACL. mosquitto is looked up on the "
+            "PATH and in /usr/sbin; the environment variable GOSSIP_MOSQUITTO=PATH names the "
+            "binary, GOSSIP_MOSQUITTO=none hides it (auto then picks amqtt).",
         ),
     ] = "auto",
     metrics_file: MetricsFile = Path("gossip-run.jsonl"),
@@ -234,13 +236,20 @@ def up(
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir
         config = dataclasses.replace(config, log_dir=logs)
         sup = Supervision(max_restarts, new_address=restart_on_new_address)
+        holder: dict[str, Any] = {}
         try:
-            summary, state = asyncio.run(_up(config, quiet, prepared, sup))
+            summary, state = asyncio.run(_up(config, quiet, prepared, sup, holder))
         except BaseException as exc:
-            # The run failed: say what happened (the --json file says it too) before the error.
-            print_failure(sup, prepared[0], coord)
+            started = "state" in holder
+            if started:
+                # The run failed: say what happened (the --json file says it too) before the
+                # error. A run that never started (no broker) has nothing to say but the error.
+                print_failure(sup, prepared[0], coord)
             if own_logs and not isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
-                typer.echo(f"node logs kept in {logs}", err=True)
+                if started or _logs_say_something(logs):
+                    typer.echo(f"node logs kept in {logs}", err=True)
+                else:
+                    shutil.rmtree(logs, ignore_errors=True)
             if isinstance(exc, KeyboardInterrupt):
                 raise fail("interrupted: every node and the broker were stopped", 130) from None
             if isinstance(exc, asyncio.CancelledError):  # SIGTERM: the handler cancelled main
@@ -270,6 +279,11 @@ def up(
             f"(final error {summary.final_error}); " + timeout_advice(summary, state, timeout),
             code=1,
         )
+
+
+def _logs_say_something(logs: Path) -> bool:
+    """Whether a log in ``logs`` (the fork server's, before any node) has anything in it."""
+    return any(log.stat().st_size > 0 for log in logs.glob("*.log"))
 
 
 def _warn_below_float_floor(until: float, values: Any) -> None:
@@ -338,8 +352,13 @@ def _check_node_args(node_args: tuple[str, ...]) -> None:
 
 
 async def _up(
-    config: Any, quiet: bool, prepared: Any = None, supervision: Any = None
+    config: Any,
+    quiet: bool,
+    prepared: Any = None,
+    supervision: Any = None,
+    holder: dict[str, Any] | None = None,
 ) -> tuple[RunSummary, ClusterState]:
+    """Run the cluster; ``holder["state"]`` is set once the broker is up and the run starts."""
     import asyncio
     import signal
 
@@ -352,7 +371,7 @@ async def _up(
     loop = asyncio.get_running_loop()
     if main is not None:
         loop.add_signal_handler(signal.SIGTERM, main.cancel)
-    holder: dict[str, Any] = {}
+    holder = {} if holder is None else holder
 
     def started(state: ClusterState, broker: Any) -> None:
         holder["state"] = state

@@ -17,8 +17,9 @@ evaluation, outcome, status
     retained status message (with when a run can be resumed).
 config, service
     The settings (checked) and :class:`~coordinator.service.Coordinator`: ``gossip coordinator``.
-broker, procs, launcher
-    The embedded broker, child processes that never outlive their parent, and ``gossip up``.
+broker, mqtt_auth, amqtt_access, procs, launcher
+    The embedded broker (mosquitto or in-process amqtt) and the one MQTT password file and ACL
+    both enforce, child processes that never outlive their parent, and ``gossip up``.
 """
 
 from __future__ import annotations

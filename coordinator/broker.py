@@ -1,16 +1,18 @@
 """The MQTT broker of a run: an external one, a ``mosquitto`` process, or in-process amqtt.
 
-``gossip up`` needs a broker and must work on a fresh machine. :func:`broker_for` picks, in order:
+``gossip up`` needs a broker and must work, secure, on a fresh machine with nothing but Python.
+:func:`broker_for` picks, in order:
 
 1. ``url`` given (``mqtt://host:port``): an external broker, used as it is (nothing started);
-2. ``mosquitto`` on the PATH (or in ``/usr/sbin``): a child process listening on a free loopback
-   port, with a generated configuration (anonymous access, no persistence) in a temporary
-   directory;
-3. otherwise an in-process amqtt broker on a free loopback port, anonymous: only for
-   ``gossip up --insecure``. A secure run without mosquitto is refused with the fix
-   (``apt-get install mosquitto``, ``--broker`` or ``--insecure``) rather than given an amqtt
-   that anyone on the host could publish to: amqtt's password and topic plugins would be a
-   second access-control implementation to keep equal to mosquitto's ACL, for a fallback.
+2. ``mosquitto`` on the PATH (or in ``/usr/sbin``; ``GOSSIP_MOSQUITTO`` overrides the lookup):
+   a child process listening on a free loopback port, with a generated configuration (no
+   persistence) in a temporary directory;
+3. otherwise an in-process amqtt broker on a free loopback port.
+
+A secure run gives the embedded broker, whichever it is, the same two files
+(:func:`coordinator.mqtt_auth.write_broker_auth`): mosquitto reads them itself, amqtt through
+the plugins of :mod:`coordinator.amqtt_access`. Both then refuse anonymous clients and wrong
+passwords, and apply one ACL. An ``--insecure`` run's embedded broker is anonymous.
 
 Each is an async context manager that yields a :class:`RunningBroker` once the broker accepts
 TCP connections, and stops it (and frees its port) on exit, whatever the exit path.
@@ -21,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import ipaddress
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -35,15 +39,18 @@ from coordinator.procs import free_port, spawn, stop_process
 from gossip.errors import ConfigError, TransportError
 
 __all__ = [
+    "BrokerAuth",
     "BrokerKind",
     "MosquittoAuth",
     "RunningBroker",
     "amqtt_broker",
     "broker_credentials",
     "broker_for",
+    "embedded_binary",
     "find_mosquitto",
     "mosquitto_broker",
     "parse_broker_url",
+    "reach_external",
     "redact_broker_url",
     "wait_for_port",
 ]
@@ -51,6 +58,8 @@ __all__ = [
 BrokerKind = Literal["auto", "mosquitto", "amqtt"]
 
 _START_TIMEOUT = 10.0  # seconds for a broker to start accepting connections
+_EXTERNAL_WAIT = 3.0  # seconds to retry an external broker that times out (not one that refuses)
+_MOSQUITTO_ENV = "GOSSIP_MOSQUITTO"
 _ATTEMPTS = 3  # a free port can be taken by someone else between choosing and binding it
 
 
@@ -67,7 +76,7 @@ class RunningBroker:
     kind : str
         ``external``, ``mosquitto`` or ``amqtt``.
     access_controlled : bool
-        The broker was started with our password file and ACL.
+        The broker was started with our password file and ACL (either kind).
     """
 
     url: str
@@ -78,11 +87,17 @@ class RunningBroker:
 
 
 @dataclass(frozen=True, slots=True)
-class MosquittoAuth:
-    """A mosquitto ``password_file`` and ``acl_file`` (:mod:`coordinator.mqtt_auth`)."""
+class BrokerAuth:
+    """A ``password_file`` and an ``acl_file`` (:func:`coordinator.mqtt_auth.write_broker_auth`).
+
+    mosquitto reads them as they are; amqtt through :mod:`coordinator.amqtt_access`.
+    """
 
     passwd: Path
     acl: Path
+
+
+MosquittoAuth = BrokerAuth  # its name when only mosquitto could enforce it
 
 
 def parse_broker_url(url: str) -> tuple[str, int]:
@@ -148,8 +163,25 @@ def redact_broker_url(url: str) -> str:
 def find_mosquitto() -> str | None:
     """Return the path of the ``mosquitto`` binary, or ``None`` if it is not installed.
 
-    Debian installs it in ``/usr/sbin``, which is not on every user's PATH.
+    Debian installs it in ``/usr/sbin``, which is not on every user's PATH. The environment
+    variable ``GOSSIP_MOSQUITTO`` overrides the lookup: ``none`` (as if it were not installed:
+    the embedded broker is amqtt) or the binary's path.
+
+    Raises
+    ------
+    ConfigError
+        ``GOSSIP_MOSQUITTO`` names no executable file.
     """
+    chosen = os.environ.get(_MOSQUITTO_ENV, "").strip()
+    if chosen.lower() == "none":
+        return None
+    if chosen:
+        if not (Path(chosen).is_file() and os.access(chosen, os.X_OK)):
+            raise ConfigError(
+                f"{_MOSQUITTO_ENV}={chosen!r} is not an executable file; give the path of the "
+                "mosquitto binary, 'none' for the in-process amqtt broker, or unset it"
+            )
+        return chosen
     found = shutil.which("mosquitto")
     if found is None and Path("/usr/sbin/mosquitto").is_file():
         found = "/usr/sbin/mosquitto"
@@ -186,6 +218,57 @@ async def wait_for_port(
     )
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        return False
+
+
+async def reach_external(url: str) -> tuple[str, int]:
+    """Check that the broker of ``--broker url`` accepts TCP connections; return its address.
+
+    A refused connection on loopback is final: nothing listens there, and waiting would not
+    change it. A timeout, an unknown name or a refusal from another host (a broker restarting)
+    is retried for a few seconds.
+
+    Raises
+    ------
+    ConfigError
+        A bad URL.
+    TransportError
+        Nothing accepts connections there; the message names ``--broker`` and the URL.
+    """
+    host, port = parse_broker_url(url)
+    deadline = time.monotonic() + _EXTERNAL_WAIT
+    while True:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
+        except (OSError, TimeoutError) as exc:
+            # TimeoutError is an OSError too: test it first.
+            if isinstance(exc, TimeoutError):
+                reason = "no answer within 1 s"
+            elif isinstance(exc, ConnectionRefusedError):
+                reason = "connection refused"
+            else:
+                reason = exc.strerror or str(exc)
+            final = isinstance(exc, ConnectionRefusedError) and _is_loopback(host)
+            if final or time.monotonic() >= deadline:
+                raise TransportError(
+                    f"--broker {redact_broker_url(url)}: nothing accepts connections on "
+                    f"{host}:{port} ({reason}); start the broker there, correct the URL, or "
+                    "leave --broker out for an embedded broker"
+                ) from None
+            await asyncio.sleep(0.2)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return host, port
+
+
 _MOSQUITTO_CONF = """\
 # Generated by gossip up: one loopback listener, nothing kept on disk.
 listener {port} {host}
@@ -203,7 +286,7 @@ max_queued_messages 10000
 
 @contextlib.asynccontextmanager
 async def mosquitto_broker(
-    binary: str, host: str = "127.0.0.1", port: int = 0, auth: MosquittoAuth | None = None
+    binary: str, host: str = "127.0.0.1", port: int = 0, auth: BrokerAuth | None = None
 ) -> AsyncIterator[RunningBroker]:
     """Run ``mosquitto`` as a child process on ``host:port`` (``0``: a free port).
 
@@ -251,37 +334,79 @@ async def mosquitto_broker(
 
 
 @contextlib.asynccontextmanager
-async def amqtt_broker(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[RunningBroker]:
-    """Run an amqtt broker inside this event loop on ``host:port`` (``0``: a free port)."""
-    from amqtt.broker import Broker
+async def amqtt_broker(
+    host: str = "127.0.0.1", port: int = 0, auth: BrokerAuth | None = None
+) -> AsyncIterator[RunningBroker]:
+    """Run an amqtt broker inside this event loop on ``host:port`` (``0``: a free port).
+
+    With ``auth`` anonymous clients are refused and the password file and ACL apply (the
+    plugins of :mod:`coordinator.amqtt_access`); without it the broker is anonymous
+    (``gossip up --insecure``).
+
+    Raises
+    ------
+    TransportError
+        It did not start (a port taken three times, or an unreadable ``auth`` file).
+    """
+    from coordinator.amqtt_access import AccessBroker
 
     # amqtt logs every connection at INFO; a run of many nodes would drown the console.
     logging.getLogger("amqtt").setLevel(logging.WARNING)
+    plugins: dict[str, dict[str, object]] = (
+        {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
+        if auth is None
+        else {
+            "coordinator.amqtt_access.PasswordFilePlugin": {"password_file": str(auth.passwd)},
+            "coordinator.amqtt_access.AclFilePlugin": {"acl_file": str(auth.acl)},
+        }
+    )
     last: BaseException | None = None
     for _ in range(_ATTEMPTS):
         chosen = port or free_port(host)
         config = {
             "listeners": {"default": {"type": "tcp", "bind": f"{host}:{chosen}"}},
-            "plugins": {
-                "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}
-            },
+            "plugins": plugins,
         }
-        broker = Broker(config)
         try:
+            broker = AccessBroker(config)  # loads the plugins: they read the auth files here
             await broker.start()
         except Exception as exc:  # amqtt raises its own BrokerError or an OSError on bind
-            last = exc
-            if port:
+            last = exc.__cause__ if exc.__cause__ is not None else exc
+            if port or not isinstance(last, OSError):  # only a taken port is worth a retry
                 break
             continue
         try:
             # start() returns once the listener is bound; no probe connection is needed (amqtt
             # would log an empty connection as an error).
-            yield RunningBroker(f"mqtt://{host}:{chosen}", host, chosen, "amqtt")
+            yield RunningBroker(f"mqtt://{host}:{chosen}", host, chosen, "amqtt", auth is not None)
         finally:
             await asyncio.shield(broker.shutdown())
         return
     raise TransportError(f"the in-process amqtt broker could not start on {host}: {last}")
+
+
+def embedded_binary(kind: BrokerKind) -> str | None:
+    """Return the mosquitto binary the embedded broker of ``kind`` runs (``None``: amqtt).
+
+    Raises
+    ------
+    ConfigError
+        An unknown kind, ``mosquitto`` without the binary, or a bad ``GOSSIP_MOSQUITTO``.
+    """
+    if kind not in ("auto", "mosquitto", "amqtt"):
+        raise ConfigError(f"--embedded-broker must be auto, mosquitto or amqtt, got {kind!r}")
+    binary = find_mosquitto() if kind in ("auto", "mosquitto") else None
+    if kind == "mosquitto" and binary is None:
+        hidden = os.environ.get(_MOSQUITTO_ENV, "").strip().lower() == "none"
+        raise ConfigError(
+            f"--embedded-broker mosquitto: {_MOSQUITTO_ENV}=none hides mosquitto; unset "
+            f"{_MOSQUITTO_ENV}, or use --embedded-broker auto or amqtt"
+            if hidden
+            else "--embedded-broker mosquitto: no mosquitto binary found on the PATH or in "
+            f"/usr/sbin; install it (apt-get install mosquitto), set {_MOSQUITTO_ENV} to its "
+            "path, or use --embedded-broker auto or amqtt (in-process, as secure)"
+        )
+    return binary
 
 
 @contextlib.asynccontextmanager
@@ -289,7 +414,7 @@ async def broker_for(
     url: str | None = None,
     kind: BrokerKind = "auto",
     host: str = "127.0.0.1",
-    auth: MosquittoAuth | None = None,
+    auth: BrokerAuth | None = None,
 ) -> AsyncIterator[RunningBroker]:
     """Yield the broker of a run: ``url`` if given, else an embedded one of ``kind``.
 
@@ -297,46 +422,29 @@ async def broker_for(
     ----------
     url : str, optional
         ``mqtt://host:port`` of an external broker; nothing is started, and the broker is only
-        checked to accept TCP connections.
+        checked to accept TCP connections (:func:`reach_external`).
     kind : {"auto", "mosquitto", "amqtt"}
-        ``auto``: mosquitto if installed, else amqtt.
+        ``auto``: mosquitto if installed (:func:`find_mosquitto`), else amqtt.
     host : str
         Loopback address for an embedded broker.
-    auth : MosquittoAuth, optional
-        Password file and ACL for an embedded mosquitto: a secure run. amqtt is then refused.
+    auth : BrokerAuth, optional
+        Password file and ACL for the embedded broker, either kind: a secure run.
 
     Raises
     ------
     ConfigError
-        A bad URL or kind, ``kind="mosquitto"`` without the binary, or ``auth`` (a secure run)
-        without mosquitto.
+        A bad URL or kind, or ``kind="mosquitto"`` without the binary.
     TransportError
         The broker does not accept connections.
     """
     if url:
-        b_host, b_port = parse_broker_url(url)
-        await wait_for_port(b_host, b_port, _START_TIMEOUT)
+        b_host, b_port = await reach_external(url)
         yield RunningBroker(url.strip(), b_host, b_port, "external")
         return
-    if kind not in ("auto", "mosquitto", "amqtt"):
-        raise ConfigError(f"unknown broker kind {kind!r}; valid: auto, mosquitto, amqtt")
-    binary = find_mosquitto() if kind in ("auto", "mosquitto") else None
-    if kind == "mosquitto" and binary is None:
-        raise ConfigError(
-            "--embedded-broker mosquitto: no mosquitto binary found (apt-get install mosquitto), "
-            "or use auto/amqtt"
-        )
-    if binary is None and auth is not None:
-        # amqtt gets no passwords or ACL from us (see the module header): rather than run a
-        # "secure" cluster whose MQTT anyone on the host can write to, refuse.
-        raise ConfigError(
-            "a secure run needs mosquitto for the MQTT passwords and ACL, and the in-process "
-            "amqtt broker has neither: install it (apt-get install mosquitto), give an "
-            "access-controlled broker with --broker, or pass --insecure"
-        )
+    binary = embedded_binary(kind)
     if binary is not None:
         async with mosquitto_broker(binary, host, auth=auth) as running:
             yield running
     else:
-        async with amqtt_broker(host) as running:
+        async with amqtt_broker(host, auth=auth) as running:
             yield running

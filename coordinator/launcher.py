@@ -25,9 +25,10 @@ Theory of operation
 * The ``--json`` record is written however the run ends (reached, timeout, diverged, too many
   restarts, an error, Ctrl-C), with ``failure``, ``restarts`` and ``events``.
 * Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.keys.init_keys`), CurveZMQ
-  on every ZeroMQ socket, and, with the embedded mosquitto, a password per role and an ACL
-  (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process has its own key and
-  ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``) turns it all off.
+  on every ZeroMQ socket, and, with the embedded broker (mosquitto or amqtt alike), a password
+  per role and an ACL (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process has
+  its own key and ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``)
+  turns it all off.
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
   (SIGTERM to its process group, then SIGKILL) and the broker shut down before
   :func:`run_up` returns or raises; nodes that got the stop command exit by themselves first.
@@ -50,15 +51,17 @@ import zmq
 
 from coordinator._groups import single_error
 from coordinator.broker import (
+    BrokerAuth,
     BrokerKind,
-    MosquittoAuth,
     RunningBroker,
     broker_for,
+    embedded_binary,
     parse_broker_url,
+    reach_external,
     redact_broker_url,
 )
 from coordinator.forking import ForkServer, node_environment
-from coordinator.mqtt_auth import write_mosquitto_auth
+from coordinator.mqtt_auth import write_broker_auth
 from coordinator.procs import Child, free_port, spawn, stop_all
 from coordinator.records import RunSummary
 from coordinator.registry import Plan
@@ -101,8 +104,8 @@ class UpConfig:
     broker : str or None
         ``mqtt://host:port`` of an external broker; ``None``: an embedded one.
     embedded : {"auto", "mosquitto", "amqtt"}
-        Which embedded broker (``auto``: mosquitto if installed, else amqtt, which only an
-        insecure run may use).
+        Which embedded broker (``auto``: mosquitto if installed, else the in-process amqtt;
+        both enforce the run's passwords and ACL).
     timeout : float
         Seconds after the start of t before the run is stopped as not converged.
     node_args : tuple of str
@@ -119,8 +122,8 @@ class UpConfig:
     max_restarts : int
         Restarts allowed per node process within the run (0: the first crash fails it).
     secure : bool
-        CurveZMQ with fresh keys in ``log_dir/keys``, and MQTT passwords and ACL with the
-        embedded mosquitto (see the module header). False: plain sockets, anonymous MQTT.
+        CurveZMQ with fresh keys in ``log_dir/keys``, and MQTT passwords and ACL on the
+        embedded broker (see the module header). False: plain sockets, anonymous MQTT.
     """
 
     coordinator: CoordinatorConfig
@@ -223,12 +226,10 @@ def check_up(config: UpConfig) -> tuple[ClusterState, Plan]:
         raise ConfigError(
             f"--timeout must be a finite number of seconds > 0, got {config.timeout!r}"
         )
-    if config.embedded not in ("auto", "mosquitto", "amqtt"):
-        raise ConfigError(
-            f"--embedded-broker must be auto, mosquitto or amqtt, got {config.embedded!r}"
-        )
     if config.broker is not None:
         parse_broker_url(config.broker)
+    else:  # the embedded broker must exist; an external one is reached in run_up, first
+        embedded_binary(config.embedded)
     if config.log_dir.exists() and not config.log_dir.is_dir():
         raise ConfigError(f"--log-dir {str(config.log_dir)!r} exists and is not a directory")
     return state, plan
@@ -261,6 +262,10 @@ async def run_up(
     env = node_environment()
     json_path = config.coordinator.json_path
     try:
+        if config.broker is not None:
+            # An external broker that refuses is the user's to fix: say so before the fork
+            # server costs a second.
+            await reach_external(config.broker)
         # First, so that its imports (about a second) overlap the graph's quantities and the
         # broker.
         forks = (
@@ -332,13 +337,13 @@ async def _run_up(
         keys = config.log_dir / "keys"
         init_keys(keys, [f"node-{k}" for k in range(plan.expected)], zmq.curve_keypair, force=True)
         security = load_security(keys / COORDINATOR)
-        passwd, acl = write_mosquitto_auth(keys / "mqtt", security.mqtt_secret, plan.expected)
-        auth = MosquittoAuth(passwd, acl)
+        passwd, acl = write_broker_auth(keys / "mqtt", security.mqtt_secret, plan.expected)
+        auth = BrokerAuth(passwd, acl)
         plan = dataclasses.replace(plan, security=security)
     async with broker_for(config.broker, config.embedded, config.host, auth) as broker:
         if plan.security is not None and not broker.access_controlled:
-            # Our passwords mean nothing to this broker: use the URL's credentials as they are.
-            # (An external one: broker_for refuses amqtt in a secure run.)
+            # An external broker: our passwords mean nothing to it, so the URL's credentials
+            # are used as they are.
             plan = dataclasses.replace(
                 plan, security=dataclasses.replace(plan.security, mqtt_secret="")
             )

@@ -118,6 +118,25 @@ async def test_gossip_up_writes_its_files_and_exits_0(tmp_path: Path) -> None:
     assert "exact curve points" in text
 
 
+async def test_gossip_up_on_the_embedded_amqtt_is_secure_and_asks_to_install_nothing(
+    tmp_path: Path,
+) -> None:
+    # A user who has mosquitto and picks amqtt was once told to install mosquitto; amqtt now
+    # enforces the passwords and ACL itself (tests/coordinator/test_security.py).
+    proc = await asyncio.create_subprocess_exec(
+        *GOSSIP, "up", "--graph", "line:4", "--embedded-broker", "amqtt", "--quiet",
+        "--metrics-file", str(tmp_path / "run.jsonl"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    err = stderr.decode()
+    assert proc.returncode == 0, err[-2000:]
+    assert "(amqtt); starting 4 nodes" in err
+    assert "install" not in err
+    assert "INSECURE" not in err
+    assert "reached eps" in stdout.decode()
+
+
 async def test_gossip_up_in_host_mode_runs_the_nodes_in_fewer_processes(tmp_path: Path) -> None:
     out, logs = tmp_path / "run.json", tmp_path / "logs"
     proc = await asyncio.create_subprocess_exec(

@@ -8,8 +8,10 @@ test's, so anything it started or wrote would be seen there.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -21,11 +23,11 @@ GOSSIP = [sys.executable, "-m", "cli.app"]
 BAD_LINE = "root:x:0:0:[bold]root[/bold]:/root"
 
 
-def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _run(args: list[str], tmp_path: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
-    env.update(TMPDIR=str(tmp), COLUMNS="200")
+    env.update(TMPDIR=str(tmp), COLUMNS="200", **extra_env)
     return subprocess.run(
         [*GOSSIP, *args],
         cwd=tmp_path,
@@ -99,6 +101,55 @@ def test_a_bad_setting_starts_nothing_and_writes_nothing(
     # And no process left behind that was started for this run.
     for proc in psutil.process_iter(["cmdline"]):
         assert str(tmp_path) not in " ".join(proc.info["cmdline"] or ())
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed: connections are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_broker_url_that_refuses_is_named_at_once_and_nothing_is_drawn(
+    tmp_path: Path,
+) -> None:
+    url = f"mqtt://127.0.0.1:{_closed_port()}"
+    began = time.monotonic()
+    # No --quiet: the progress bar would be drawn if the run got that far.
+    result = _run(["up", "--graph", "line:4", "--broker", url], tmp_path)
+    elapsed = time.monotonic() - began
+    assert result.returncode == 2, result.stderr
+    assert f"--broker {url}: nothing accepts connections" in result.stderr
+    assert "connection refused" in result.stderr
+    # A refused connection on loopback is final: no 10 s of retries (it once took 10.6 s).
+    assert elapsed < 8.0, f"{elapsed:.1f} s to report a refused --broker"
+    # The error alone: no status line, progress bar or failure table before it.
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: --broker"), result.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("mosquitto", "args", "named"),
+    [
+        (
+            "none",
+            ["--embedded-broker", "mosquitto"],
+            "--embedded-broker mosquitto: GOSSIP_MOSQUITTO=none hides",
+        ),
+        ("/no/such/mosquitto", [], "GOSSIP_MOSQUITTO='/no/such/mosquitto' is not an executable"),
+    ],
+    ids=["hidden", "bad-path"],
+)
+def test_a_missing_mosquitto_is_named_before_anything_starts(
+    mosquitto: str, args: list[str], named: str, tmp_path: Path
+) -> None:
+    result = _run(["up", "--graph", "line:4", *args], tmp_path, GOSSIP_MOSQUITTO=mosquitto)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"error: {named}"), result.stderr
+    assert "apt-get" not in result.stderr  # the user chose this; installing is not the fix
+    assert result.stdout == ""
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_a_bad_values_line_is_quoted_verbatim(tmp_path: Path) -> None:
