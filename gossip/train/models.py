@@ -220,7 +220,12 @@ def _user(spec: str, features: int, classes: int, dtype: np.dtype[Any], seed: in
             f"model {spec!r}: cannot load it ({exc}); give module:callable with the module on "
             "the Python path, or one of " + ", ".join(MODEL_KINDS)
         ) from None
-    made = factory(features, classes, seed)
+    try:
+        made = factory(features, classes, seed)
+    except TypeError as exc:
+        raise ConfigError(
+            f"model {spec!r}: the callable must take (features, classes, seed) ({exc})"
+        ) from None
     if not isinstance(made, tuple) or len(made) not in (2, 3) or not callable(made[1]):
         raise ConfigError(
             f"model {spec!r}: the callable must return (params, loss_and_grad) or "

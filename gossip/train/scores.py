@@ -33,7 +33,11 @@ def evaluate(model: Model, params: NDArray[Any], data: TrainSet) -> tuple[float,
     """Return the :data:`METRICS` of the nodes' parameters ``params`` (shape ``(n, d)``)."""
     mean = params.mean(axis=0)
     loss, _ = model.loss_and_grad(mean, (data.train.A, data.train.y))
-    consensus = float(np.mean(np.sum((params - mean).astype(np.float64) ** 2, axis=1)))
+    # Deviations from node 0 first: identical models then give exactly 0, not the rounding
+    # error of their mean (which would draw a floor of 1e-30 on a log scale).
+    shifted = (params - params[0]).astype(np.float64)
+    spread = shifted - shifted.mean(axis=0)
+    consensus = float(np.mean(np.sum(spread * spread, axis=1)))
     # A diverged run reads inf, not NaN: NaN would mean "unknown" and drop out of the quantiles.
     loss = loss if np.isfinite(loss) else float("inf")
     consensus = consensus if np.isfinite(consensus) else float("inf")

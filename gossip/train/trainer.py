@@ -18,15 +18,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gossip.errors import ConfigError
-from gossip.topology import Topology
+from gossip.topology import Topology, parse_topology
 from gossip.train.clocks import GRADIENT, EventClock, clock_stream, init_stream, node_stream
-from gossip.train.constants import AcidConstants
-from gossip.train.models import Model
+from gossip.train.constants import AcidConstants, acid_constants
+from gossip.train.models import Model, parse_model
 from gossip.train.scores import METRICS, TrainingResult, evaluate
-from gossip.train.trainset import TrainSet
+from gossip.train.trainset import TrainSet, load_trainset
 from gossip.train.workers import Sgd, Workers
 
-__all__ = ["TrainingProblem", "run_once", "run_training"]
+__all__ = ["TrainingProblem", "make_problem", "run_once", "run_training"]
 
 Progress = Callable[[str, float, float], None]
 
@@ -64,6 +64,46 @@ class TrainingProblem:
             for _ in range(self.topology.n - 1)
         ]
         return np.stack(rows)
+
+
+def make_problem(
+    graph: str,
+    model: str,
+    data: str,
+    split: str,
+    *,
+    rate_com: float = 1.0,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    batch_size: int = 16,
+    dtype: str = "float64",
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    per_node_init: bool = False,
+) -> TrainingProblem:
+    """Build a :class:`TrainingProblem` from specs (those of ``gossip train``).
+
+    ``seed`` fixes the held-out test rows and a user model's own initial draw; the split has
+    its own seed in its spec.
+
+    Examples
+    --------
+    >>> p = make_problem("cycle:4", "softmax", "iris", "iid:0")
+    >>> p.topology.n, round(p.constants.eta, 4)
+    (4, 0.5774)
+    """
+    topo = parse_topology(graph)
+    trainset = load_trainset(data, split, topo.n, test_fraction, seed, dtype)
+    net = parse_model(model, trainset.features, trainset.classes, dtype, seed)
+    return TrainingProblem(
+        net,
+        trainset,
+        topo,
+        acid_constants(topo, rate_com),
+        Sgd(lr, momentum),
+        batch_size,
+        per_node_init,
+    )
 
 
 def run_once(
