@@ -267,8 +267,9 @@ def _algorithms(names: list[str], valid: tuple[str, ...]) -> list[str]:
         key = name.strip().lower()
         if key not in valid:
             raise ConfigError(f"unknown algorithm {name!r}; valid algorithms: " + ", ".join(valid))
-        if key not in out:
-            out.append(key)
+        if key in out:
+            raise ConfigError(f"--algorithm {key} is given twice; give each algorithm once")
+        out.append(key)
     return out
 
 

@@ -80,6 +80,13 @@ def load_trainset(
     values, labels = np.unique(b, return_inverse=True)
     if len(values) < 2:
         raise ConfigError(f"data set {data!r}: needs at least 2 classes, got {len(values)}")
+    if len(values) > max(2, len(b) // 5):
+        # Integer targets with this many values (diabetes: 214 for 442 rows) are a regression.
+        raise ConfigError(
+            f"data set {data!r}: {len(values)} distinct targets for {len(b)} rows look like a "
+            "regression target, not class labels; use a classification set such as digits, "
+            "wine or iris"
+        )
     train_rows, test_rows = holdout_rows(len(b), test_fraction, seed)
     parts, how = split_rows(split, labels[train_rows].astype(np.float64), n)
     kind = np.dtype(dtype)
