@@ -19,7 +19,14 @@ if TYPE_CHECKING:
 
     from gossip.train import TrainingResult
 
-__all__ = ["COLORS", "plot_training", "t_to_accuracy", "training_summary", "write_training_csv"]
+__all__ = [
+    "COLORS",
+    "TITLES",
+    "plot_training",
+    "t_to_accuracy",
+    "training_summary",
+    "write_training_csv",
+]
 
 COLORS = {"a2cid2": "tab:red", "adpsgd": "tab:blue", "local": "tab:gray", "allreduce": "black"}
 LABELS = {
@@ -100,20 +107,32 @@ def plot_training(
     metrics: Sequence[str],
     *,
     title: str | None = None,
+    columns: int = 3,
 ) -> None:
-    """Draw one row per panel and one column per metric: the median over runs (line) and the
-    5-95% band (shaded) of every algorithm, against t (expected gradient steps per node)."""
+    """Draw the median over runs (line) and the 5-95% band (shaded) of every algorithm, against
+    t (expected gradient steps per node).
+
+    Several metrics: one row per panel, one column per metric. One metric: the panels on a
+    grid of ``columns`` columns.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows, cols = len(panels), len(metrics)
+    if len(metrics) > 1:
+        cells = [(label, results, m) for label, results in panels for m in metrics]
+        rows, cols = len(panels), len(metrics)
+    else:
+        cells = [(label, results, metrics[0]) for label, results in panels]
+        cols = max(1, min(columns, len(panels)))
+        rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.0 * rows + 0.6), squeeze=False)
-    for (label, results), row in zip(panels, axes, strict=True):
-        for metric, ax in zip(metrics, row, strict=True):
-            _draw(ax, results, metric)
-            ax.set_title(f"{label}: {TITLES[metric]}" if cols > 1 else label, fontsize=8)
+    for ax in axes.flat[len(cells) :]:
+        ax.set_visible(False)
+    for (label, results, metric), ax in zip(cells, axes.flat, strict=False):
+        _draw(ax, results, metric)
+        ax.set_title(f"{label}: {TITLES[metric]}" if len(metrics) > 1 else label, fontsize=8)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
     if title:

@@ -201,7 +201,7 @@ def training_figure(
     import numpy as np
     from rich.console import Console
 
-    from cli._train_output import plot_training, training_summary, write_training_csv
+    from cli._train_output import TITLES, plot_training, training_summary, write_training_csv
     from gossip.errors import ConfigError
     from gossip.report import check_output_path, write_json
     from gossip.train import make_problem, run_training
@@ -220,8 +220,8 @@ def training_figure(
         summaries: dict[str, Any] = {}
         files = []
         with _bar(progress) as report:
-            for graph in _FIGURE_GRAPHS:
-                for split in _FIGURE_SPLITS:
+            for split in _FIGURE_SPLITS:  # rows of the figure: iid, then label skew
+                for graph in _FIGURE_GRAPHS:
                     label = f"{graph}, {split.rsplit(':', 1)[0]}"
                     problem = make_problem(
                         graph, "mlp:64", "digits", split, lr=lr, momentum=momentum, seed=seed
@@ -242,8 +242,12 @@ def training_figure(
                             problem, graph, "mlp:64", "digits", split, runs, seed, t_end, "common"
                         ),
                     )
-        title = f"digits, MLP 64, rate-com 1, lr {lr:g}, momentum {momentum:g}, {runs} runs"
-        for metric in ("accuracy", "consensus"):
+        setting = f"digits, MLP 64, rate-com 1, lr {lr:g}, momentum {momentum:g}, {runs} runs"
+        for metric, note in (
+            ("accuracy", ""),
+            ("consensus", " (all-reduce: 0, off the log scale)"),
+        ):
+            title = f"{setting}: {TITLES[metric]}{note}"
             plot_training(out / f"training-{metric}.png", panels, (metric,), title=title)
             files.append(f"training-{metric}.png")
         write_json(

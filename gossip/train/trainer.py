@@ -139,6 +139,8 @@ def run_once(
                     progress(float(t_grid[at]))
                 at += 1
             if kind == GRADIENT:
+                if problem.sgd.lr == 0:
+                    continue  # the step is 0: skip its gradient (consensus-only runs)
                 shard = shards[i]
                 rows = streams[i].integers(shard.m, size=batch)
                 _, grad = model.loss_and_grad(
