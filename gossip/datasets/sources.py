@@ -3,6 +3,9 @@
 =================================  ==============================================================
 ``breast-cancer``                  scikit-learn's bundled Wisconsin set (569 x 30, targets 0/1)
 ``diabetes``                       scikit-learn's bundled diabetes set (442 x 10, real targets)
+``digits``                         scikit-learn's bundled 8x8 digits (1797 x 64, classes 0-9)
+``wine``                           scikit-learn's bundled wine set (178 x 13, classes 0-2)
+``iris``                           scikit-learn's bundled iris set (150 x 4, classes 0-2)
 ``svmlight:PATH``                  a LIBSVM/svmlight file (a9a, w8a ...), read densely
 ``npz:PATH``                       a numpy ``.npz`` holding arrays ``X`` (m, d) and ``y`` (m,)
 ``csv:FILE``                       no header; column 0 the node id, then features, target last
@@ -12,7 +15,7 @@
                                    (default ``1000x10``)
 =================================  ==============================================================
 
-The two bundled sets ship with scikit-learn (no download); their features are standardised
+The bundled sets ship with scikit-learn (no download); their features are standardised
 (zero mean, unit variance per column, over the whole set) so that ``L`` stays moderate. Other
 sources are used as they are. ``csv:FILE`` and ``csv:DIR`` are already split by node.
 """
@@ -32,6 +35,9 @@ __all__ = ["DATA_KINDS", "Rows", "node_file", "read_node_file", "read_rows"]
 DATA_KINDS = (
     "breast-cancer",
     "diabetes",
+    "digits",
+    "wine",
+    "iris",
     "svmlight:PATH",
     "npz:PATH",
     "csv:FILE",
@@ -90,6 +96,22 @@ def _load_csv(path: Path, spec: str) -> FloatArray:
     return np.asarray(data, dtype=np.float64)
 
 
+_CLASSIFICATION = ("digits", "wine", "iris")
+
+
+def _bundled_classes(kind: str) -> Rows:
+    from sklearn import datasets as skd
+
+    loader = {"digits": skd.load_digits, "wine": skd.load_wine, "iris": skd.load_iris}[kind]
+    bunch = loader()
+    A = _standardise(np.asarray(bunch.data, dtype=np.float64))
+    b = np.asarray(bunch.target, dtype=np.float64)
+    classes = len(np.unique(b))
+    return Rows(
+        A, b, f"{kind}: {A.shape[0]} x {A.shape[1]}, standardised features, {classes} classes"
+    )
+
+
 def read_rows(spec: str) -> Rows:
     """Every row of the data set ``spec`` (not ``csv:DIR``, which is read per node)."""
     kind, _, arg = spec.strip().partition(":")
@@ -102,6 +124,8 @@ def read_rows(spec: str) -> Rows:
         b = np.asarray(bunch.target, dtype=np.float64)
         what = "targets 0/1" if kind == "breast-cancer" else "real targets"
         return Rows(A, b, f"{kind}: {A.shape[0]} x {A.shape[1]}, standardised features, {what}")
+    if kind in _CLASSIFICATION and not arg:
+        return _bundled_classes(kind)
     if kind == "svmlight":
         from sklearn.datasets import load_svmlight_file
 

@@ -28,5 +28,5 @@ def test_help_lists_every_subcommand() -> None:
         timeout=60,
         check=True,
     ).stdout
-    for command in ("up", "node", "coordinator", "simulate", "graph", "reproduce"):
+    for command in ("up", "node", "coordinator", "simulate", "train", "graph", "reproduce"):
         assert f" {command} " in out, out

@@ -1,4 +1,5 @@
-"""Data sets and splits: every source, reproducibility, a node reading only its own rows."""
+"""Data sets and splits: every source, reproducibility, label skew, a node reading only its own
+rows, the held-out test rows."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file
 
 from gossip.datasets import dadao_shards, load_node_shard, load_shards
+from gossip.datasets.splits import holdout_rows, split_rows
 from gossip.errors import ConfigError
 from gossip.problems import make_problem_set
 
@@ -140,3 +142,72 @@ def test_dadao_setting() -> None:
     assert len({round(float(a), 6) for a in slopes}) == 10
     assert make_problem_set("logistic:1", shards).mu == 1.0
     assert make_problem_set("ridge:0", shards).mu > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "classes"),
+    [("digits", (1797, 64), 10), ("wine", (178, 13), 3), ("iris", (150, 4), 3)],
+)
+def test_bundled_classification_sets(name: str, shape: tuple[int, int], classes: int) -> None:
+    shards, text = load_shards(name, "iid:0", 3)
+    A = np.vstack([s.A for s in shards])
+    b = np.concatenate([s.b for s in shards])
+    assert A.shape == shape
+    assert len(np.unique(b)) == classes
+    assert np.allclose(A.mean(axis=0), 0, atol=1e-12)
+    assert f"{classes} classes" in text
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(["dirichlet:0.1", "dirichlet:5", "shards:1", "shards:3"]),
+    st.integers(0, 1000),
+    st.integers(1, 20),
+)
+def test_label_skew_splits_are_reproducible_partitions(kind: str, seed: int, n: int) -> None:
+    labels = np.repeat(np.arange(5.0), 12)
+    one, _ = split_rows(f"{kind}:{seed}", labels, n)
+    two, _ = split_rows(f"{kind}:{seed}", labels, n)
+    assert len(one) == n
+    assert all(len(p) >= 1 for p in one)
+    assert np.array_equal(np.sort(np.concatenate(one)), np.arange(60))
+    for a, b in zip(one, two, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_small_dirichlet_alpha_skews_labels() -> None:
+    labels = np.repeat(np.arange(10.0), 100)
+    skewed, text = split_rows("dirichlet:0.1:0", labels, 10)
+    even, _ = split_rows("dirichlet:100:0", labels, 10)
+
+    def classes_held(parts: list[np.ndarray]) -> float:
+        # mean number of classes that make up 90% of a node's rows
+        counts = []
+        for p in parts:
+            share = np.sort(np.bincount(labels[p].astype(int), minlength=10))[::-1] / len(p)
+            counts.append(int(np.searchsorted(np.cumsum(share), 0.9)) + 1)
+        return float(np.mean(counts))
+
+    assert classes_held(skewed) < 4 < classes_held(even)
+    assert "Dirichlet(0.1)" in text
+    shards, how = split_rows("shards:2:0", labels, 10)
+    assert all(len(np.unique(labels[p])) <= 2 for p in shards)
+    assert "2 per node" in how
+
+
+def test_holdout_and_bad_split_specs() -> None:
+    train, test = holdout_rows(100, 0.25, 3)
+    assert (len(train), len(test)) == (75, 25)
+    assert not set(train) & set(test)
+    assert np.array_equal(holdout_rows(100, 0.25, 3)[1], test)
+    for spec, words in [
+        ("dirichlet:0:0", "ALPHA must be"),
+        ("dirichlet:x", "ALPHA must be"),
+        ("shards:0:1", "K must be"),
+        ("shards:50:1", "K must be"),
+        ("dirichlet:1:-2", "SEED must be"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            split_rows(spec, np.repeat(np.arange(3.0), 10), 4)
+    with pytest.raises(ConfigError, match="test fraction"):
+        holdout_rows(10, 1.0, 0)

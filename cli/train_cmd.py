@@ -1,0 +1,386 @@
+"""``gossip train`` and ``gossip reproduce training-figure``: decentralized training, simulated."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from cli._app import app, reproduce_app
+from cli._errors import reported_errors
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gossip.train import TrainingProblem, TrainingResult
+
+__all__ = ["train_cmd", "training_figure"]
+
+_FIGURE_GRAPHS = ("cycle:16", "grid:4x4", "complete:16")
+_FIGURE_SPLITS = ("iid:0", "dirichlet:0.1:0")
+_FIGURE_ALGORITHMS = ("a2cid2", "adpsgd", "local", "allreduce")
+
+
+def _opt(help_text: str, name: str, *flags: str) -> Any:
+    return typer.Option(*flags, help=help_text, envvar=f"GOSSIP_{name}")
+
+
+@app.command("train")
+def train_cmd(
+    graph: Annotated[
+        str, _opt("Topology: cycle:16, grid:4x4, complete:16, ...", "GRAPH", "--graph")
+    ] = "cycle:16",
+    model: Annotated[
+        str,
+        _opt("Model: softmax, mlp:H, mlp:H1:H2 or module:callable.", "MODEL", "--model"),
+    ] = "mlp:64",
+    data: Annotated[
+        str,
+        _opt(
+            "Classification data: digits, wine, iris, breast-cancer, npz:PATH, svmlight:PATH, "
+            "csv:FILE.",
+            "DATA",
+            "--data",
+        ),
+    ] = "digits",
+    split: Annotated[
+        str,
+        _opt(
+            "How training rows go to nodes: iid:SEED, dirichlet:ALPHA:SEED, shards:K:SEED, "
+            "label:SEED.",
+            "SPLIT",
+            "--split",
+        ),
+    ] = "iid:0",
+    algorithms: Annotated[
+        list[str] | None,
+        _opt(
+            "a2cid2, adpsgd, local or allreduce; repeat for several (default a2cid2 and adpsgd).",
+            "ALGORITHM",
+            "--algorithm",
+        ),
+    ] = None,
+    rate_com: Annotated[
+        float,
+        _opt(
+            "Communications per node per gradient step (per unit of t).", "RATE_COM", "--rate-com"
+        ),
+    ] = 1.0,
+    t_end: Annotated[
+        float, _opt("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
+    ] = 200.0,
+    grid_points: Annotated[
+        int, _opt("Points of the metrics' grid on [0, t-end].", "GRID_POINTS", "--grid-points")
+    ] = 41,
+    runs: Annotated[int, _opt("Independent runs per algorithm.", "RUNS", "--runs")] = 3,
+    lr: Annotated[float, _opt("Learning rate of the local SGD step.", "LR", "--lr")] = 0.1,
+    momentum: Annotated[
+        float,
+        _opt("Heavy-ball momentum of the local step (0: plain SGD).", "MOMENTUM", "--momentum"),
+    ] = 0.9,
+    batch_size: Annotated[int, _opt("Rows per mini-batch.", "BATCH_SIZE", "--batch-size")] = 16,
+    dtype: Annotated[
+        str, _opt("Parameters' type: float32 or float64.", "DTYPE", "--dtype")
+    ] = "float64",
+    test_fraction: Annotated[
+        float, _opt("Rows held out for the test set.", "TEST_FRACTION", "--test-fraction")
+    ] = 0.2,
+    init: Annotated[
+        str,
+        _opt(
+            "Initial models: common (one for all nodes) or per-node (measures consensus).",
+            "INIT",
+            "--init",
+        ),
+    ] = "common",
+    target: Annotated[
+        float,
+        _opt("Test accuracy for the 't to target' figure.", "TARGET", "--target-accuracy"),
+    ] = 0.9,
+    seed: Annotated[int, _opt("Seed of the runs and the test rows.", "SEED", "--seed")] = 0,
+    plot: Annotated[
+        Path | None, _opt("Write the figure here (.png, .pdf, .svg).", "PLOT", "--plot")
+    ] = None,
+    csv_path: Annotated[Path | None, _opt("Write the curves here as CSV.", "CSV", "--csv")] = None,
+    json_path: Annotated[
+        Path | None, _opt("Write the JSON summary here.", "JSON", "--json")
+    ] = None,
+    progress: Annotated[
+        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
+    ] = True,
+) -> None:
+    """Train a model over a graph, simulated exactly: A²CiD² against AD-PSGD, local, all-reduce."""
+    import numpy as np
+    from rich.console import Console
+
+    from cli._train_output import plot_training, training_summary, write_training_csv
+    from gossip.errors import ConfigError
+    from gossip.report import FIGURE_SUFFIXES, check_output_path, write_json
+    from gossip.train import ALGORITHMS, make_problem, run_training
+
+    started = time.perf_counter()
+    console = Console()
+    with reported_errors():
+        names = _algorithms(algorithms or ["a2cid2", "adpsgd"], ALGORITHMS)
+        _count("--runs", runs, 1)
+        _count("--grid-points", grid_points, 2)
+        _count("--seed", seed, 0)
+        if not (math.isfinite(t_end) and t_end > 0):
+            raise ConfigError(f"--t-end must be a finite number > 0, got {t_end!r}")
+        if not 0.0 < target <= 1.0:
+            raise ConfigError(f"--target-accuracy must be in (0, 1], got {target!r}")
+        if init not in ("common", "per-node"):
+            raise ConfigError(f"--init must be common or per-node, got {init!r}")
+        if plot is not None:
+            check_output_path(plot, FIGURE_SUFFIXES)
+        for path in (csv_path, json_path):
+            if path is not None:
+                check_output_path(path)
+        problem = make_problem(
+            graph,
+            model,
+            data,
+            split,
+            rate_com=rate_com,
+            lr=lr,
+            momentum=momentum,
+            batch_size=batch_size,
+            dtype=dtype,
+            test_fraction=test_fraction,
+            seed=seed,
+            per_node_init=init == "per-node",
+        )
+        _describe(console, problem)
+        grid = np.linspace(0.0, t_end, grid_points)
+        with _bar(progress) as report:
+            results = run_training(problem, names, grid, runs, seed, progress=report)
+        summary = training_summary(
+            results,
+            target,
+            **_context(problem, graph, model, data, split, runs, seed, t_end, init),
+            wall_seconds=time.perf_counter() - started,
+        )
+        if plot is not None:
+            title = f"{graph}, {model}, {data}, {split}, rate-com {rate_com:g}, {runs} runs"
+            metrics = ("loss", "accuracy", "node_accuracy", "consensus")
+            plot_training(plot, [(graph, results)], metrics, title=title)
+        if csv_path is not None:
+            write_training_csv(csv_path, results)
+        if json_path is not None:
+            write_json(json_path, summary)
+    _table(console, summary, results)
+    for path in (plot, csv_path, json_path):
+        if path is not None:
+            console.print(f"wrote {path}", highlight=False)
+
+
+@reproduce_app.command("training-figure")
+def training_figure(
+    out: Annotated[Path, _opt("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")] = Path(
+        "figures"
+    ),
+    runs: Annotated[int, _opt("Runs per panel and algorithm.", "RUNS", "--runs")] = 2,
+    t_end: Annotated[
+        float, _opt("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
+    ] = 100.0,
+    grid_points: Annotated[
+        int, _opt("Points of the metrics' grid.", "GRID_POINTS", "--grid-points")
+    ] = 21,
+    lr: Annotated[float, _opt("Learning rate of the local step.", "LR", "--lr")] = 0.1,
+    momentum: Annotated[float, _opt("Momentum of the local step.", "MOMENTUM", "--momentum")] = 0.9,
+    seed: Annotated[int, _opt("Seed of the runs.", "SEED", "--seed")] = 0,
+    progress: Annotated[
+        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
+    ] = True,
+) -> None:
+    """Digits + MLP on cycle:16, grid:4x4 and complete:16, iid and Dirichlet(0.1) shards:
+    accuracy and consensus distance of a2cid2, adpsgd, local and allreduce against t."""
+    import numpy as np
+    from rich.console import Console
+
+    from cli._train_output import TITLES, plot_training, training_summary, write_training_csv
+    from gossip.errors import ConfigError
+    from gossip.report import check_output_path, write_json
+    from gossip.train import make_problem, run_training
+
+    started = time.perf_counter()
+    console = Console()
+    with reported_errors():
+        _count("--runs", runs, 1)
+        _count("--grid-points", grid_points, 2)
+        _count("--seed", seed, 0)
+        if not (math.isfinite(t_end) and t_end > 0):
+            raise ConfigError(f"--t-end must be a finite number > 0, got {t_end!r}")
+        check_output_path(out / "training-figure.json")
+        grid = np.linspace(0.0, t_end, grid_points)
+        panels: list[tuple[str, dict[str, TrainingResult]]] = []
+        summaries: dict[str, Any] = {}
+        files = []
+        with _bar(progress) as report:
+            for split in _FIGURE_SPLITS:  # rows of the figure: iid, then label skew
+                for graph in _FIGURE_GRAPHS:
+                    label = f"{graph}, {split.rsplit(':', 1)[0]}"
+                    problem = make_problem(
+                        graph, "mlp:64", "digits", split, lr=lr, momentum=momentum, seed=seed
+                    )
+
+                    def tick(name: str, done: float, total: float, label: str = label) -> None:
+                        report(f"{label}: {name}", done, total)
+
+                    results = run_training(problem, _FIGURE_ALGORITHMS, grid, runs, seed, tick)
+                    panels.append((label, results))
+                    stem = f"training-{graph.replace(':', '')}-{split.split(':')[0]}"
+                    write_training_csv(out / f"{stem}.csv", results)
+                    files.append(f"{stem}.csv")
+                    summaries[label] = training_summary(
+                        results,
+                        0.9,
+                        **_context(
+                            problem, graph, "mlp:64", "digits", split, runs, seed, t_end, "common"
+                        ),
+                    )
+        setting = f"digits, MLP 64, rate-com 1, lr {lr:g}, momentum {momentum:g}, {runs} runs"
+        for metric, note in (
+            ("accuracy", ""),
+            ("consensus", " (all-reduce: 0, off the log scale)"),
+        ):
+            title = f"{setting}: {TITLES[metric]}{note}"
+            plot_training(out / f"training-{metric}.png", panels, (metric,), title=title)
+            files.append(f"training-{metric}.png")
+        write_json(
+            out / "training-figure.json",
+            {"panels": summaries, "wall_seconds": time.perf_counter() - started},
+        )
+        files.append("training-figure.json")
+    for label, summary in summaries.items():
+        _table(console, summary, dict(panels)[label], title=label)
+    console.print(
+        f"wrote {', '.join(files)} to {out}/ in {time.perf_counter() - started:.1f} s",
+        highlight=False,
+    )
+
+
+def _algorithms(names: list[str], valid: tuple[str, ...]) -> list[str]:
+    from gossip.errors import ConfigError
+
+    out: list[str] = []
+    for name in names:
+        key = name.strip().lower()
+        if key not in valid:
+            raise ConfigError(f"unknown algorithm {name!r}; valid algorithms: " + ", ".join(valid))
+        if key in out:
+            raise ConfigError(f"--algorithm {key} is given twice; give each algorithm once")
+        out.append(key)
+    return out
+
+
+def _count(option: str, value: int, minimum: int) -> None:
+    from gossip.errors import ConfigError
+
+    if value < minimum:
+        raise ConfigError(f"{option} must be an integer >= {minimum}, got {value}")
+
+
+def _context(
+    problem: TrainingProblem,
+    graph: str,
+    model: str,
+    data: str,
+    split: str,
+    runs: int,
+    seed: int,
+    t_end: float,
+    init: str,
+) -> dict[str, Any]:
+    return {
+        "graph": graph,
+        "n": problem.topology.n,
+        "model": model,
+        "model_description": problem.model.description,
+        "data": data,
+        "split": split,
+        "data_description": problem.data.description,
+        "runs": runs,
+        "seed": seed,
+        "t_end": t_end,
+        "init": init,
+        "lr": problem.sgd.lr,
+        "momentum": problem.sgd.momentum,
+        "batch_size": problem.batch_size,
+        "constants": problem.constants.as_dict(),
+    }
+
+
+def _describe(console: Any, problem: TrainingProblem) -> None:
+    c = problem.constants
+    console.print(problem.data.description, highlight=False)
+    console.print(problem.model.description, highlight=False)
+    console.print(
+        f"{problem.topology.spec}: rate-com {c.rate_com:g} per node, chi1 = {c.chi1:.4g}, "
+        f"chi2 = {c.chi2:.4g}: a2cid2 eta = {c.eta:.4g}, alpha~ = {c.alpha_tilde:.4g}",
+        highlight=False,
+    )
+
+
+def _table(
+    console: Any, summary: dict[str, Any], results: dict[str, TrainingResult], title: str = ""
+) -> None:
+    from rich.table import Table
+
+    t_end = summary["t_end"]
+    table = Table(title=title or f"at t = {t_end:g} (median over {summary['runs']} runs)")
+    for column in ("algorithm", "loss", "test acc.", "node acc.", "consensus", "t to acc."):
+        table.add_column(column, justify="right")
+    for name, a in summary["algorithms"].items():
+        final = a["final"]
+        reach = a["t_to_accuracy"]
+        table.add_row(
+            name,
+            f"{final['loss']['median']:.4g}",
+            _percent(final["accuracy"]["median"]),
+            _percent(final["node_accuracy"]["median"]),
+            f"{final['consensus']['median']:.3e}",
+            f"{reach['target']:.0%}: "
+            + ("never" if reach["median"] is None else f"{reach['median']:.4g}"),
+        )
+    console.print(table)
+
+
+def _percent(value: float) -> str:
+    return "unknown" if math.isnan(value) else f"{value:.1%}"
+
+
+class _bar:  # noqa: N801 (used as a context manager, like a function)
+    """A rich progress bar on stderr with one task per label, or nothing."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            disable=not enabled,
+            transient=True,
+        )
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> Callable[[str, float, float], None]:
+        self._bar.__enter__()
+        return self.update
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.__exit__(None, None, None)
+
+    def update(self, name: str, done: float, total: float) -> None:
+        """Move the bar of ``name`` to ``done`` of ``total``."""
+        task = self._tasks.get(name)
+        if task is None:
+            task = self._tasks[name] = self._bar.add_task(name, total=total)
+        self._bar.update(task, completed=done, total=total)

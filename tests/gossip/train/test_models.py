@@ -1,0 +1,115 @@
+"""Models: hand-written gradients against finite differences, dtypes, user models, bad specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.typing import NDArray
+
+from gossip.errors import ConfigError
+from gossip.train import Model, parse_model
+
+
+def params_size(model: Model) -> int:
+    return int(model.initial(np.random.default_rng(0)).size)
+
+
+def _numeric_grad(
+    model: Model, params: NDArray[Any], batch: tuple[NDArray[Any], NDArray[Any]], eps: float = 1e-6
+) -> NDArray[Any]:
+    out = np.empty_like(params)
+    for k in range(params.size):
+        step = np.zeros_like(params)
+        step[k] = eps
+        up, _ = model.loss_and_grad(params + step, batch)
+        down, _ = model.loss_and_grad(params - step, batch)
+        out[k] = (up - down) / (2 * eps)
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    spec=st.sampled_from(["softmax", "mlp:5", "mlp:4:3"]),
+    features=st.integers(1, 4),
+    classes=st.integers(2, 4),
+    rows=st.integers(1, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_gradient_matches_finite_differences(
+    spec: str, features: int, classes: int, rows: int, seed: int
+) -> None:
+    model = parse_model(spec, features, classes)
+    rng = np.random.default_rng(seed)
+    # Random biases too: at zero biases a dead ReLU unit sits exactly on its kink.
+    params = model.initial(rng) + 0.3 * rng.standard_normal(params_size(model))
+    batch = (rng.standard_normal((rows, features)), rng.integers(classes, size=rows))
+    loss, grad = model.loss_and_grad(params, batch)
+    assert np.isfinite(loss)
+    assert loss >= 0
+    assert np.allclose(grad, _numeric_grad(model, params, batch), rtol=1e-4, atol=1e-6)
+
+
+def test_float32_follows_float64() -> None:
+    wide = parse_model("mlp:16:8", 6, 3, "float64")
+    narrow = parse_model("mlp:16:8", 6, 3, "float32")
+    rng = np.random.default_rng(1)
+    params = wide.initial(rng)
+    A, y = rng.standard_normal((10, 6)), rng.integers(3, size=10)
+    l64, g64 = wide.loss_and_grad(params, (A, y))
+    l32, g32 = narrow.loss_and_grad(params.astype(np.float32), (A.astype(np.float32), y))
+    assert g32.dtype == np.float32
+    assert narrow.initial(rng).dtype == np.float32
+    assert abs(l32 - l64) < 1e-5
+    assert np.allclose(g32, g64, atol=1e-5)
+
+
+def test_shapes_and_prediction() -> None:
+    model = parse_model("mlp:64", 64, 10)
+    assert model.description == "MLP 64-64-10, 4810 parameters, float64"
+    params = model.initial(np.random.default_rng(0))
+    guess = model.predict(params, np.zeros((3, 64)))
+    assert guess is not None
+    assert guess.shape == (3,)
+    assert parse_model("softmax", 4, 3).description.startswith("softmax regression, 15 parameters")
+
+
+def test_user_model_from_examples() -> None:
+    model = parse_model("examples.linear_svm_model:make", 4, 3, "float32", seed=5)
+    params = model.initial(np.random.default_rng(0))
+    assert params.dtype == np.float32
+    assert params.shape == (15,)
+    rng = np.random.default_rng(2)
+    batch = (rng.standard_normal((8, 4)).astype(np.float32), rng.integers(3, size=8))
+    loss, grad = model.loss_and_grad(params, batch)
+    assert grad.shape == params.shape
+    assert loss > 0
+    guess = model.predict(params, batch[0])
+    assert guess is not None
+    assert guess.shape == (8,)
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("mlp", "mlp:H"),
+        ("mlp:0", "widths >= 1"),
+        ("mlp:4:4:4", "mlp:H1:H2"),
+        ("resnet", "valid models"),
+        ("no_such_module:make", "cannot load"),
+        ("examples.linear_svm_model:absent", "cannot load"),
+        ("math:sqrt", "must take"),
+        ("builtins:divmod", "must"),
+    ],
+)
+def test_bad_model_specs_are_named(spec: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        parse_model(spec, 4, 3)
+
+
+def test_bad_dtype_is_named() -> None:
+    with pytest.raises(ConfigError, match="float32 or float64"):
+        parse_model("softmax", 4, 3, "float16")

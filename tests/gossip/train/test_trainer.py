@@ -1,0 +1,91 @@
+"""The event-driven simulation: the event model's rates, seeds, learning, consensus speed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gossip.errors import ConfigError
+from gossip.topology import parse_topology
+from gossip.train import (
+    METRICS,
+    EventClock,
+    TrainingProblem,
+    make_problem,
+    node_stream,
+    run_once,
+    run_training,
+)
+from gossip.train.clocks import GRADIENT, clock_stream
+
+
+def test_event_rates_follow_the_model() -> None:
+    topo = parse_topology("star:5")  # not regular: edges fire by P_e, not by degree
+    clock = EventClock(topo.n, topo.edges, topo.probs, rate_com=2.0)
+    t_end = 2000.0
+    events = list(clock.events(clock_stream(3), t_end))
+    grads = np.array([i for _, kind, i, _ in events if kind == GRADIENT])
+    comms = [(i, j) for _, kind, i, j in events if kind != GRADIENT]
+    times = np.array([t for t, *_ in events])
+    assert np.all(np.diff(times) > 0)
+    assert times[-1] <= t_end
+    # Poisson counts: mean = rate * t_end, sd = sqrt(mean); allow 5 sd.
+    for count, rate in [(len(grads), topo.n), (len(comms), topo.n * 2.0 / 2)]:
+        assert abs(count - rate * t_end) < 5 * np.sqrt(rate * t_end)
+    per_node = np.bincount(grads, minlength=topo.n)
+    assert np.all(np.abs(per_node - t_end) < 5 * np.sqrt(t_end))
+    assert all(topo.edge_index(i, j) >= 0 for i, j in comms)
+
+
+def test_node_streams_are_per_node_and_reproducible() -> None:
+    assert node_stream(1, 2).integers(1 << 30) == node_stream(1, 2).integers(1 << 30)
+    assert node_stream(1, 2).integers(1 << 30) != node_stream(1, 3).integers(1 << 30)
+    assert node_stream(1, 2, run=0).integers(1 << 30) != node_stream(1, 2, run=1).integers(1 << 30)
+
+
+@pytest.fixture(scope="module")
+def iris_cycle() -> TrainingProblem:
+    return make_problem("cycle:6", "softmax", "iris", "iid:0", lr=0.2, momentum=0.5)
+
+
+def test_same_seed_same_run(iris_cycle: TrainingProblem) -> None:
+    grid = np.linspace(0, 20, 5)
+    one = run_once(iris_cycle, "a2cid2", grid, seed=4)
+    two = run_once(iris_cycle, "a2cid2", grid, seed=4)
+    other = run_once(iris_cycle, "a2cid2", grid, seed=5)
+    assert one.shape == (len(METRICS), 5)
+    assert np.array_equal(one, two)
+    assert not np.array_equal(one, other)
+
+
+def test_training_learns_and_communication_agrees(iris_cycle: TrainingProblem) -> None:
+    grid = np.linspace(0, 40, 9)
+    results = run_training(iris_cycle, ["a2cid2", "adpsgd", "allreduce"], grid, runs=2, seed=0)
+    for name, r in results.items():
+        loss = r.median("loss")
+        assert loss[-1] < 0.6 * loss[0], name
+        assert r.median("accuracy")[-1] > 0.8, name
+    assert np.all(results["allreduce"].curves["consensus"] == 0)
+    # A common start: the models only drift apart through their own gradients.
+    assert np.all(results["adpsgd"].curves["consensus"][:, 0] == 0)
+
+
+def test_a2cid2_reaches_consensus_sooner_than_adpsgd() -> None:
+    problem = make_problem(
+        "cycle:16", "softmax", "iris", "iid:0", lr=0.0, momentum=0.0, per_node_init=True
+    )
+    grid = np.linspace(0, 80, 9)
+    results = run_training(problem, ["a2cid2", "adpsgd", "local"], grid, runs=2, seed=1)
+    start = results["adpsgd"].median("consensus")[0]
+    assert start > 0
+    assert np.allclose(results["local"].median("consensus"), start)
+    acid, ad = results["a2cid2"].median("consensus")[-1], results["adpsgd"].median("consensus")[-1]
+    # Theory: exp(-t/sqrt(chi1 chi2)) against exp(-t/chi1): orders of magnitude apart by t = 80.
+    assert acid < 1e-3 * ad
+
+
+def test_bad_grid_and_runs_are_named(iris_cycle: TrainingProblem) -> None:
+    with pytest.raises(ConfigError, match="--runs"):
+        run_training(iris_cycle, ["local"], np.linspace(0, 1, 3), runs=0)
+    with pytest.raises(ConfigError, match="increasing"):
+        run_training(iris_cycle, ["local"], np.array([0.0, 2.0, 1.0]), runs=1)
