@@ -105,11 +105,18 @@ async def progress_bar(holder: dict[str, Any]) -> None:
                 await asyncio.sleep(0.25)
             except asyncio.CancelledError:
                 # The run is over: the last line shows the run's achieved rate (the nodes
-                # have stopped, so the current speed would read 0).
+                # have stopped, so the current speed would read 0) and its exact final error,
+                # the summary's (the last estimate is not the run's error).
                 final: ClusterState | None = holder.get("state")
-                if final is not None and final.runs:
-                    achieved = final.runs[-1].rate_achieved
-                    progress.update(task, speed=f"{achieved:.0f}")
+                if final is not None:
+                    run = final.runs[-1] if final.runs else None
+                    error = None if run is None else run.final_error
+                    progress.update(
+                        task,
+                        description=f"{final.phase} {final.algorithm} {final.graph}",
+                        error=("unknown" if error is None else f"{error:.3e}") + " (final)",
+                        speed="-" if run is None else f"{run.rate_achieved:.0f}",
+                    )
                 raise
             state: ClusterState | None = holder.get("state")
             if state is None:
@@ -174,6 +181,15 @@ def fell_behind(summary: RunSummary, rate: float, nodes: int) -> str:
     )
 
 
+def _exact_points(summary: RunSummary) -> str:
+    """``412``, ``412 (stopped after t=...: the members changed)`` or ``not collected: ...``:
+    never a bare 0 for a curve that was not collected."""
+    if not summary.exact_points:
+        return summary.exact_note or "0"
+    note = f" ({summary.exact_note})" if summary.exact_note else ""
+    return f"{summary.exact_points}{note}"
+
+
 def print_summary(
     summary: RunSummary,
     state: ClusterState,
@@ -184,15 +200,20 @@ def print_summary(
     from rich.table import Table
 
     def num(value: float | None, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
+        # A figure the run did not measure is unknown, never a stand-in.
+        return "unknown" if value is None else format(value, fmt)
+
+    def to_eps(value: float | None, fmt: str, reached: bool) -> str:
+        return num(value, fmt) if reached or value is not None else "not reached"
 
     table = Table(title=f"{state.algorithm} on {state.graph}: run {summary.run_id}")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     rows = [
         ("reached eps", f"{summary.reached} (eps {config.until:g})"),
-        ("t to eps", num(summary.t_eps, ".1f")),
-        ("wall time to eps (s)", num(summary.wall_s, ".2f")),
+        ("t to eps (exact curve)", to_eps(summary.t_eps, ".1f", summary.reached)),
+        ("wall time to eps (s)", to_eps(summary.wall_s, ".2f", summary.reached)),
+        ("t to eps (estimate)", to_eps(summary.t_eps_estimate, ".1f", False)),
         ("activations", str(summary.activations)),
         ("rate achieved / asked (1/s)", f"{summary.rate_achieved:.0f} / {summary.rate_asked:g}"),
         ("final error", num(summary.final_error, ".3e")),
@@ -210,12 +231,12 @@ def print_summary(
             f"{num(summary.wait_p50, '.2f')} / {num(summary.wait_p99, '.2f')}"
             + {True: ": kept up", False: ": fell behind", None: ""}[summary.kept_up],
         ),
-        ("exact curve points", str(len(state.exact))),
+        ("exact curve points", _exact_points(summary)),
     ]
     if state.optimization is not None:
         opt = state.optimization.summary()
-        rows[5] = ("final sum |x_v - x*|^2", rows[5][1])
-        rows[6] = ("dual sums drift |sum y| + |sum z|", num(opt["dual_drift"], ".2e"))
+        rows[6] = ("final sum |x_v - x*|^2", rows[6][1])
+        rows[7] = ("dual sums drift |sum y| + |sum z|", num(opt["dual_drift"], ".2e"))
         rows += [
             ("problem / data / split", f"{opt['problem']} / {opt['data']} / {opt['split']}"),
             ("objective gap F(xbar) - F(x*)", num(opt["gap"], ".3e")),

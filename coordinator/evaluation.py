@@ -7,8 +7,10 @@ the coordinator asks it for one :class:`Evaluation` (:meth:`ReportBook.evaluate`
 cut of those reports (or the latest ones) mixed to one common t
 (:func:`coordinator.metrics.estimate`), with the t of the report it used for each node.
 
-When eps is reached (:class:`EpsRule`)
---------------------------------------
+When the estimate reaches eps (:class:`EpsRule`)
+------------------------------------------------
+The run stops on its exact curve when it has one (:mod:`coordinator.convergence` states that
+rule); this rule decides otherwise, and gives the estimate's own crossing in every run.
 Reports are not simultaneous, and under load they are far from it: at 1,024 nodes through one
 broker a node's latest report can be ten seconds older than its neighbour's (a host process
 publishes its 64 nodes one after the other), so a rule that wants every report within a few
@@ -239,6 +241,27 @@ class ReportBook:
             self._exact.stop()  # the grid times of another network: the curve ends here
             return
         state.exact.extend(self._exact.add(node, samples, time.time()))
+
+    @property
+    def exact_live(self) -> bool:
+        """Whether the run has an exact curve to decide eps on (:mod:`coordinator.convergence`):
+        it has points and its members never changed."""
+        curve = self._exact
+        return curve is not None and not curve.stopped and bool(curve.points)
+
+    def exact_note(self) -> str:
+        """Why the run's exact curve is missing or ends early; ``""`` when it covers the run."""
+        curve = self._exact
+        if curve is None:
+            if self.state.optimization is not None:
+                return "not collected: an optimization run's nodes send no trace"
+            return "not collected: no node sent a trace (nodes older than the exact curve)"
+        if curve.stopped:
+            last = f" after t={curve.points[-1].t:.6g}" if curve.points else ""
+            return f"stopped{last}: the members changed"
+        if not curve.points:
+            return "no grid time completed: some node's samples never arrived"
+        return ""
 
     def end_exact(self, t: float) -> None:
         """End the exact curve at ``t``: the coordinator is asking the nodes to stop."""
