@@ -51,7 +51,7 @@ from numpy.typing import NDArray
 
 from coordinator.exact_curve import ExactCurve
 from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
-from coordinator.opt_measure import measure_optimization
+from coordinator.opt_measure import exact_measure, measure_optimization
 from coordinator.records import ErrorPoint, NodeView
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
@@ -236,7 +236,12 @@ class ReportBook:
         if self._exact is None:
             if not state.initial:
                 return  # before the bootstrap: no run to measure yet
-            self._exact = ExactCurve(np.array(state.initial, dtype=np.float64))
+            measure = None
+            if state.optimization is not None:
+                measure = exact_measure(state.optimization)
+                if measure is None:
+                    return  # the coordinator cannot turn the nodes' duals into x
+            self._exact = ExactCurve(np.array(state.initial, dtype=np.float64), measure)
         if state.departed or len(state.initial) != self.plan.expected:
             self._exact.stop()  # the grid times of another network: the curve ends here
             return
@@ -253,8 +258,12 @@ class ReportBook:
         """Why the run's exact curve is missing or ends early; ``""`` when it covers the run."""
         curve = self._exact
         if curve is None:
-            if self.state.optimization is not None:
-                return "not collected: an optimization run's nodes send no trace"
+            opt = self.state.optimization
+            if opt is not None and opt.task.problems is None:
+                return (
+                    "not collected: the coordinator has no copy of the problems to turn the "
+                    "nodes' duals y into x"
+                )
             return "not collected: no node sent a trace (nodes older than the exact curve)"
         if curve.stopped:
             last = f" after t={curve.points[-1].t:.6g}" if curve.points else ""
