@@ -89,6 +89,8 @@ async def progress_bar(holder: dict[str, Any]) -> None:
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from coordinator.records import error_text
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -114,7 +116,7 @@ async def progress_bar(holder: dict[str, Any]) -> None:
                     progress.update(
                         task,
                         description=f"{final.phase} {final.algorithm} {final.graph}",
-                        error=("unknown" if error is None else f"{error:.3e}") + " (final)",
+                        error=f"{error_text(error)} (final)",
                         speed="-" if run is None else f"{run.rate_achieved:.0f}",
                     )
                 raise
@@ -199,6 +201,8 @@ def print_summary(
     """Print the run's headline figures as a table on stdout (with ``sup``: its restarts)."""
     from rich.table import Table
 
+    from coordinator.records import error_text
+
     def num(value: float | None, fmt: str) -> str:
         # A figure the run did not measure is unknown, never a stand-in.
         return "unknown" if value is None else format(value, fmt)
@@ -216,7 +220,7 @@ def print_summary(
         ("t to eps (estimate)", to_eps(summary.t_eps_estimate, ".1f", False)),
         ("activations", str(summary.activations)),
         ("rate achieved / asked (1/s)", f"{summary.rate_achieved:.0f} / {summary.rate_asked:g}"),
-        ("final error", num(summary.final_error, ".3e")),
+        ("final error", error_text(summary.final_error)),
         ("mass drift (relative)", num(summary.mass_drift_rel, ".2e")),
         (
             "round trip p50 / p99 (ms)",

@@ -139,6 +139,7 @@ def coordinator(
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
 
+    from coordinator.records import error_text
     from coordinator.service import Coordinator, CoordinatorConfig, prepare
 
     config = CoordinatorConfig(
@@ -201,4 +202,6 @@ def coordinator(
     if hold > 0 and dashboard_port is not None:
         hold_dashboard(state, config, hold)
     if not summary.reached:
-        raise fail(f"the error did not reach {until:g} (final error {summary.final_error})", 1)
+        raise fail(
+            f"the error did not reach {until:g} (final error {error_text(summary.final_error)})", 1
+        )

@@ -172,6 +172,7 @@ def up(
     import tempfile
 
     from coordinator.launcher import NodeCrashError, UpConfig, check_up
+    from coordinator.records import error_text
     from coordinator.service import CoordinatorConfig
     from coordinator.supervise import Supervision
 
@@ -254,7 +255,8 @@ def up(
         hold_dashboard(state, coord, hold_s)
     if summary.stop_reason == "diverged":
         raise fail(
-            f"the run diverged (error {state.error or float('nan'):.3g}): the exchanges cannot "
+            f"the run diverged (final error {error_text(summary.final_error)}): the exchanges "
+            "cannot "
             "keep up with "
             f"--rate {rate:g} on this machine; try a lower --rate",
             code=1,
@@ -262,7 +264,8 @@ def up(
     if not summary.reached:
         raise fail(
             f"the error did not reach {until:g} within --timeout {timeout:g} s "
-            f"(final error {summary.final_error}); try a longer --timeout or a lower --rate",
+            f"(final error {error_text(summary.final_error)}); try a longer --timeout or a "
+            "lower --rate",
             code=1,
         )
 

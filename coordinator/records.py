@@ -21,6 +21,7 @@ __all__ = [
     "FinalResult",
     "NodeView",
     "RunSummary",
+    "error_text",
     "json_num",
     "json_nums",
 ]
@@ -56,6 +57,12 @@ def json_num(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return float(value)
+
+
+def error_text(value: float | None) -> str:
+    """An error as every message and table shows it: ``4.274e-10``, or ``unknown`` when it
+    was not measured (one figure, one spelling, wherever the terminal shows it)."""
+    return "unknown" if value is None else format(value, ".3e")
 
 
 def json_nums(values: tuple[float, ...] | list[float]) -> list[float | None]:

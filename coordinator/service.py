@@ -51,7 +51,7 @@ from coordinator.membership import Churn
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
 from coordinator.outcome import final_result, node_shares, pace_of, run_summary
-from coordinator.records import ErrorPoint, RunSummary
+from coordinator.records import ErrorPoint, RunSummary, error_text
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
 from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
 from coordinator.runlog import RunLog, write_json
@@ -458,7 +458,7 @@ class Coordinator:
         state.set_phase(
             "done",
             f"{'reached' if summary.reached else 'did not reach'} {self.config.until:g}; "
-            f"final error {summary.final_error}"
+            f"final error {error_text(summary.final_error)}"
             + ("" if complete else " (some nodes sent no final report)"),
         )
         record = {
