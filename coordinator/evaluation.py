@@ -242,7 +242,7 @@ class ReportBook:
                 if measure is None:
                     return  # the coordinator cannot turn the nodes' duals into x
             self._exact = ExactCurve(np.array(state.initial, dtype=np.float64), measure)
-        if state.departed or len(state.initial) != self.plan.expected:
+        if self._members_changed():
             self._exact.stop()  # the grid times of another network: the curve ends here
             return
         state.exact.extend(self._exact.add(node, samples, time.time()))
@@ -252,7 +252,14 @@ class ReportBook:
         """Whether the run has an exact curve to decide eps on (:mod:`coordinator.convergence`):
         it has points and its members never changed."""
         curve = self._exact
-        return curve is not None and not curve.stopped and bool(curve.points)
+        if curve is None or curve.stopped or not curve.points:
+            return False
+        # The members changed: the curve is stopped at the next trace; its points until then
+        # are the old members' (a decision on them would stop the new view on the old mean).
+        return not self._members_changed()
+
+    def _members_changed(self) -> bool:
+        return bool(self.state.departed) or len(self.state.initial) != self.plan.expected
 
     def exact_note(self) -> str:
         """Why the run's exact curve is missing or ends early; ``""`` when it covers the run."""
@@ -265,7 +272,7 @@ class ReportBook:
                     "nodes' duals y into x"
                 )
             return "not collected: no node sent a trace (nodes older than the exact curve)"
-        if curve.stopped:
+        if curve.stopped or self._members_changed():
             last = f" after t={curve.points[-1].t:.6g}" if curve.points else ""
             return f"stopped{last}: the members changed"
         if not curve.points:

@@ -237,3 +237,27 @@ def test_at_a_high_rate_the_run_stops_on_the_curve_before_the_biased_estimate() 
     assert crossing.t == pytest.approx(first)
     estimate = r.conv.estimate
     assert estimate is None or estimate.t > crossing.t + r.step
+
+
+def test_once_the_members_change_the_old_curve_decides_nothing() -> None:
+    topo = parse_topology("line:3")
+    q = graph_quantities(topo)
+    plan = Plan(topo, gossip_params("arg", q.mu_gossip, q.r_max), "test", 100.0, "", PERIOD)
+    state = ClusterState(graph="line:3", expected=3, eps=EPS, rate=100.0)
+    state.initial = [(1.0,), (0.0,), (0.0,)]
+    book = ReportBook(plan, state, PREFIX)
+    assert not book.exact_live
+    assert book.exact_note().startswith("not collected")
+    for node in range(3):
+        payload = {"node": node, "t": 5.0, "wall": 0.0, "x": [0.0], "z": [0.0]}
+        payload |= {
+            "initial": list(state.initial[node]),
+            "trace": [[0.0, 1.0 if node == 0 else 0.0]],
+        }
+        book.ingest(f"{PREFIX}/node/{node}/state", json.dumps(payload).encode())
+    assert len(state.exact) == 1
+    assert book.exact_live
+    assert book.exact_note() == ""
+    state.departed.add(2)  # before any trace has stopped the curve
+    assert not book.exact_live
+    assert "the members changed" in book.exact_note()
