@@ -55,17 +55,22 @@ async def with_log_lines(main: Any, state: ClusterState) -> Any:
     """Run ``main`` while printing one status line to stderr every few seconds."""
     import asyncio
 
+    from coordinator.records import error_text
+
     async def lines() -> None:
         last = ""
         while True:
             await asyncio.sleep(2.0)
             err = state.error
-            line = (
-                f"[{state.phase}] t={state.t:.0f} error={err:.3e} alive={state.nodes_alive()}/"
-                f"{state.expected}"
-                if err is not None
-                else f"[{state.phase}] {state.message}"
-            )
+            if state.runs:  # over: the run's exact final error, the one the summary shows
+                line = f"[{state.phase}] final error {error_text(state.runs[-1].final_error)}"
+            elif err is not None:
+                line = (
+                    f"[{state.phase}] t={state.t:.0f} error estimate={err:.3e} "
+                    f"alive={state.nodes_alive()}/{state.expected}"
+                )
+            else:
+                line = f"[{state.phase}] {state.message}"
             if line != last:
                 typer.echo(line, err=True)
                 last = line
