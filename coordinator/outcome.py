@@ -128,7 +128,9 @@ def run_summary(
         run_id=state.run_id,
         reached=state.reached,
         t_eps=state.t_eps,
-        wall_s=(state.wall_eps - epoch) if state.wall_eps is not None else None,
+        # t runs at ``rate`` per second from the epoch (not wall_eps - epoch: Unix times lose
+        # the last digits in the subtraction).
+        wall_s=None if state.t_eps is None else state.t_eps / plan.rate,
         activations=state.activations(),
         rate_achieved=rate_achieved(plan.rate, pace),
         rate_asked=plan.rate,

@@ -91,7 +91,7 @@ def test_the_summary_names_the_exact_crossing_and_the_estimates_apart() -> None:
     summary = run_summary(state, plan, None, (0.0, 0), "reached")
     assert summary.reached
     assert summary.t_eps == 10.0
-    assert summary.wall_s == pytest.approx(0.1)  # t_eps / rate: when the clocks passed it
+    assert summary.wall_s == 0.1  # t_eps / rate: when the clocks passed it
     assert summary.t_eps_estimate == 45.0
     assert summary.wall_s_estimate == pytest.approx(0.9)
     assert summary.exact_points == 3
