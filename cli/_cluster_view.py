@@ -222,7 +222,13 @@ def print_summary(
         ("reached eps", f"{summary.reached} (eps {config.until:g})"),
         ("t to eps (exact curve)", to_eps(summary.t_eps, ".1f", summary.reached)),
         ("wall time to eps (s)", to_eps(summary.wall_s, ".2f", summary.reached)),
-        ("t to eps (estimate)", to_eps(summary.t_eps_estimate, ".1f", False)),
+        (
+            "t to eps (estimate)",
+            # The run stops on the exact curve, often before the estimate confirms eps.
+            "not yet at the stop"
+            if summary.reached and summary.t_eps_estimate is None
+            else to_eps(summary.t_eps_estimate, ".1f", False),
+        ),
         ("activations", str(summary.activations)),
         ("rate achieved / asked (1/s)", f"{summary.rate_achieved:.0f} / {summary.rate_asked:g}"),
         ("final error", error_text(summary.final_error)),

@@ -63,6 +63,7 @@ def test_a_figure_that_was_not_measured_reads_unknown_never_a_false_zero(
         capsys,
     )
     assert rows["t to eps (exact curve)"] == "unknown"  # reached, but with no exact curve
+    assert rows["t to eps (estimate)"] == "not yet at the stop"
     assert rows["final error"] == "unknown"
     assert rows["exact curve points"].startswith("not collected")
     rows = _printed(dataclasses.replace(BASE, reached=False, t_eps=None, wall_s=None), capsys)
