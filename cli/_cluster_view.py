@@ -166,7 +166,12 @@ def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConf
     table.add_column("value", justify="right")
     table.add_row("reached eps", f"False (eps {config.until:g})")
     table.add_row("failure", sup.failure or "-")
-    table.add_row("last t / error", f"{state.t:.1f} / {'-' if err is None else format(err, '.3e')}")
+    # No final reports: the last estimate is all there is, and it is named so.
+    table.add_row(
+        "last t / error (estimate)",
+        f"{state.t:.1f} / {'unknown' if err is None else format(err, '.3e')}",
+    )
+    table.add_row("final error", "unknown")
     table.add_row("restarts", _restarts(sup))
     plain_console().print(table)
 
