@@ -44,7 +44,7 @@ from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 from coordinator.agreement import Agreement, band_agreement, optimization_agreement
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, default_metrics_period, run_up
-from coordinator.records import RunSummary
+from coordinator.records import RunSummary, error_text
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
 from gossip.topology import parse_topology
@@ -393,9 +393,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
             )
             walls[algorithm] = summary.wall_s
             print(
-                f"  {algorithm}: reached {summary.reached}, t_eps {summary.t_eps or 0:.0f}, "
-                f"wall to eps {summary.wall_s or float('nan'):.2f} s, achieved "
-                f"{summary.rate_achieved:.0f}/s, final error {summary.final_error:.2e}"
+                f"  {algorithm}: reached {summary.reached}, t_eps (exact curve) "
+                f"{summary.t_eps or float('nan'):.0f}, estimate "
+                f"{summary.t_eps_estimate or float('nan'):.0f}, wall to eps "
+                f"{summary.wall_s or float('nan'):.2f} s, achieved "
+                f"{summary.rate_achieved:.0f}/s, final error {error_text(summary.final_error)}"
             )
         if walls["arg"] and walls["rg"]:
             print(f"  ARG is {walls['rg'] / walls['arg']:.1f}x faster in wall time")

@@ -10,6 +10,9 @@ the launcher restarts it on a fresh port (``gossip up --restart-on-new-address``
 neighbours its new address as it recovers. Printed: per run the wall time, t to eps, the rate
 achieved, the restarts and the mass drift; then the medians and their ratios to the
 undisturbed run (issue target: at most 1.5), and the load average (the machine is shared).
+t to eps is the run's exact curve's first crossing, and the wall time to eps ``t_eps / rate``
+(the summary's ``wall_s``); a run without an exact curve has neither (``unknown``, left out of
+the medians).
 """
 
 from __future__ import annotations
@@ -123,11 +126,14 @@ async def main() -> None:
         for mode in modes:
             began = time.perf_counter()
             rec = await _run(args, mode)
-            walls[mode].append(rec["wall_s"])
-            ts[mode].append(rec["t_eps"])
+            if rec["t_eps"] is not None:
+                walls[mode].append(rec["wall_s"])
+                ts[mode].append(rec["t_eps"])
             print(
                 f"repeat {r} {label[mode]:<12}: reached {rec['reached']}, wall to eps "
-                f"{rec['wall_s']:.2f} s, t_eps {rec['t_eps']:.1f}, rate {rec['rate_achieved']:.0f}"
+                f"{_shown(rec['wall_s'], '.2f')} s, t_eps {_shown(rec['t_eps'], '.1f')} "
+                f"(estimate {_shown(rec.get('t_eps_estimate'), '.1f')}), rate "
+                f"{rec['rate_achieved']:.0f}"
                 f"/{rec['rate_asked']:g} per s, restarts {rec['restarts']}, mass drift "
                 f"{rec['mass_drift_rel']:.1e} (command {time.perf_counter() - began:.1f} s, "
                 f"load {os.getloadavg()[0]:.1f})"
@@ -145,6 +151,10 @@ async def main() -> None:
         )
     load = os.getloadavg()
     print(f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def _shown(value: float | None, spec: str) -> str:
+    return "unknown" if value is None else format(value, spec)
 
 
 if __name__ == "__main__":

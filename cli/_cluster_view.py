@@ -68,17 +68,22 @@ async def with_log_lines(main: Any, state: ClusterState) -> Any:
     """Run ``main`` while printing one status line to stderr every few seconds."""
     import asyncio
 
+    from coordinator.records import error_text
+
     async def lines() -> None:
         last = ""
         while True:
             await asyncio.sleep(2.0)
             err = state.error
-            line = (
-                f"[{state.phase}] t={state.t:.0f} error={err:.3e} alive={state.nodes_alive()}/"
-                f"{state.expected}"
-                if err is not None
-                else f"[{state.phase}] {state.message}"
-            )
+            if state.runs:  # over: the run's exact final error, the one the summary shows
+                line = f"[{state.phase}] final error {error_text(state.runs[-1].final_error)}"
+            elif err is not None:
+                line = (
+                    f"[{state.phase}] t={state.t:.0f} error estimate={err:.3e} "
+                    f"alive={state.nodes_alive()}/{state.expected}"
+                )
+            else:
+                line = f"[{state.phase}] {state.message}"
             if line != last:
                 typer.echo(line, err=True)
                 last = line
@@ -106,6 +111,8 @@ async def progress_bar(holder: dict[str, Any]) -> None:
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from coordinator.records import error_text
+
     while holder.get("state") is None:  # noqa: ASYNC110 -- set by a plain callback, no event
         await asyncio.sleep(0.05)
 
@@ -125,11 +132,18 @@ async def progress_bar(holder: dict[str, Any]) -> None:
                 await asyncio.sleep(0.25)
             except asyncio.CancelledError:
                 # The run is over: the last line shows the run's achieved rate (the nodes
-                # have stopped, so the current speed would read 0).
+                # have stopped, so the current speed would read 0) and its exact final error,
+                # the summary's (the last estimate is not the run's error).
                 final: ClusterState | None = holder.get("state")
-                if final is not None and final.runs:
-                    achieved = final.runs[-1].rate_achieved
-                    progress.update(task, speed=f"{achieved:.0f}")
+                if final is not None:
+                    run = final.runs[-1] if final.runs else None
+                    error = None if run is None else run.final_error
+                    progress.update(
+                        task,
+                        description=f"{final.phase} {final.algorithm} {final.graph}",
+                        error=f"{error_text(error)} (final)",
+                        speed="-" if run is None else f"{run.rate_achieved:.0f}",
+                    )
                 raise
             state: ClusterState | None = holder.get("state")
             if state is None:
@@ -171,7 +185,12 @@ def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConf
     )
     table.add_row("reached eps", f"False (eps {config.until:g})")
     table.add_row("failure", sup.failure or "-")
-    table.add_row("last t / error", f"{state.t:.1f} / {'-' if err is None else format(err, '.3e')}")
+    # No final reports: the last estimate is all there is, and it is named so.
+    table.add_row(
+        "last t / error (estimate)",
+        f"{state.t:.1f} / {'unknown' if err is None else format(err, '.3e')}",
+    )
+    table.add_row("final error", "unknown")
     table.add_row("restarts", _restarts(sup))
     plain_console().print(table)
 
@@ -191,6 +210,15 @@ def fell_behind(summary: RunSummary, rate: float, nodes: int) -> str:
         "simulator's, and accelerated gossip may diverge. Try a lower --rate, or "
         "--nodes-per-process to share processes between nodes."
     )
+
+
+def _exact_points(summary: RunSummary) -> str:
+    """``412``, ``412 (stopped after t=...: the members changed)`` or ``not collected: ...``:
+    never a bare 0 for a curve that was not collected."""
+    if not summary.exact_points:
+        return summary.exact_note or "0"
+    note = f" ({summary.exact_note})" if summary.exact_note else ""
+    return f"{summary.exact_points}{note}"
 
 
 def timeout_advice(summary: RunSummary, state: ClusterState, timeout: float) -> str:
@@ -255,19 +283,32 @@ def print_summary(
 ) -> None:
     """Print the run's headline figures as a table on stdout (with ``sup``: its restarts)."""
 
+    from coordinator.records import error_text
+
     def num(value: float | None, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
+        # A figure the run did not measure is unknown, never a stand-in.
+        return "unknown" if value is None else format(value, fmt)
+
+    def to_eps(value: float | None, fmt: str, reached: bool) -> str:
+        return num(value, fmt) if reached or value is not None else "not reached"
 
     table = figures_table(
         f"{state.algorithm} on {state.graph}: run {summary.run_id}", ["quantity", "value"]
     )
     rows = [
         ("reached eps", f"{summary.reached} (eps {config.until:g})"),
-        ("t to eps", num(summary.t_eps, ".1f")),
-        ("wall time to eps (s)", num(summary.wall_s, ".2f")),
+        ("t to eps (exact curve)", to_eps(summary.t_eps, ".1f", summary.reached)),
+        ("wall time to eps (s)", to_eps(summary.wall_s, ".2f", summary.reached)),
+        (
+            "t to eps (estimate)",
+            # The run stops on the exact curve, often before the estimate confirms eps.
+            "not yet at the stop"
+            if summary.reached and summary.t_eps_estimate is None
+            else to_eps(summary.t_eps_estimate, ".1f", False),
+        ),
         ("activations", str(summary.activations)),
         ("rate achieved / asked (1/s)", f"{summary.rate_achieved:.0f} / {summary.rate_asked:g}"),
-        ("final error", num(summary.final_error, ".3e")),
+        ("final error", error_text(summary.final_error)),
         ("mass drift (relative)", num(summary.mass_drift_rel, ".2e")),
         (
             "round trip p50 / p99 (ms)",
@@ -282,12 +323,12 @@ def print_summary(
             f"{num(summary.wait_p50, '.2f')} / {num(summary.wait_p99, '.2f')}"
             + {True: ": kept up", False: ": fell behind", None: ""}[summary.kept_up],
         ),
-        ("exact curve points", str(len(state.exact))),
+        ("exact curve points", _exact_points(summary)),
     ]
     if state.optimization is not None:
         opt = state.optimization.summary()
-        rows[5] = ("final sum |x_v - x*|^2", rows[5][1])
-        rows[6] = ("dual sums drift |sum y| + |sum z|", num(opt["dual_drift"], ".2e"))
+        rows[6] = ("final sum |x_v - x*|^2", rows[6][1])
+        rows[7] = ("dual sums drift |sum y| + |sum z|", num(opt["dual_drift"], ".2e"))
         rows += [
             ("problem / data / split", f"{opt['problem']} / {opt['data']} / {opt['split']}"),
             ("objective gap F(xbar) - F(x*)", num(opt["gap"], ".3e")),

@@ -142,6 +142,7 @@ def coordinator(
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
 
+    from coordinator.records import error_text
     from coordinator.service import Coordinator, CoordinatorConfig, prepare
 
     config = CoordinatorConfig(
@@ -213,5 +214,7 @@ def coordinator(
             else ""
         )
         raise fail(
-            f"the error did not reach {until:g} (final error {summary.final_error}){advice}", 1
+            f"the error did not reach {until:g} "
+            f"(final error {error_text(summary.final_error)}){advice}",
+            1,
         )

@@ -177,6 +177,7 @@ def up(
     import tempfile
 
     from coordinator.launcher import NodeCrashError, UpConfig, check_up
+    from coordinator.records import error_text
     from coordinator.service import CoordinatorConfig
     from coordinator.supervise import Supervision
 
@@ -268,7 +269,8 @@ def up(
         hold_dashboard(state, coord, hold_s)
     if summary.stop_reason == "diverged":
         raise fail(
-            f"the run diverged (error {state.error or float('nan'):.3g}): the exchanges cannot "
+            f"the run diverged (final error {error_text(summary.final_error)}): the exchanges "
+            "cannot "
             "keep up with "
             f"--rate {rate:g} on this machine; try a lower --rate",
             code=1,
@@ -276,7 +278,8 @@ def up(
     if not summary.reached:
         raise fail(
             f"the error did not reach {until:g} within --timeout {timeout:g} s "
-            f"(final error {summary.final_error}); " + timeout_advice(summary, state, timeout),
+            f"(final error {error_text(summary.final_error)}); "
+            + timeout_advice(summary, state, timeout),
             code=1,
         )
 

@@ -15,6 +15,9 @@ mqtt_link, runlog
 evaluation, outcome, status
     The error point from the latest reports, the exact outcome of a stopped run, and the
     retained status message (with when a run can be resumed).
+exact_curve, convergence
+    The network's exact error at the grid times every node has passed (from the nodes'
+    traces), and the rule that says when a run has reached eps and at which t.
 config, service
     The settings (checked) and :class:`~coordinator.service.Coordinator`: ``gossip coordinator``.
 broker, mqtt_auth, amqtt_access, procs, launcher

@@ -7,8 +7,10 @@ the coordinator asks it for one :class:`Evaluation` (:meth:`ReportBook.evaluate`
 cut of those reports (or the latest ones) mixed to one common t
 (:func:`coordinator.metrics.estimate`), with the t of the report it used for each node.
 
-When eps is reached (:class:`EpsRule`)
---------------------------------------
+When the estimate reaches eps (:class:`EpsRule`)
+------------------------------------------------
+The run stops on its exact curve when it has one (:mod:`coordinator.convergence` states that
+rule); this rule decides otherwise, and gives the estimate's own crossing in every run.
 Reports are not simultaneous, and under load they are far from it: at 1,024 nodes through one
 broker a node's latest report can be ten seconds older than its neighbour's (a host process
 publishes its 64 nodes one after the other), so a rule that wants every report within a few
@@ -49,7 +51,7 @@ from numpy.typing import NDArray
 
 from coordinator.exact_curve import ExactCurve
 from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
-from coordinator.opt_measure import measure_optimization
+from coordinator.opt_measure import exact_measure, measure_optimization
 from coordinator.records import ErrorPoint, NodeView
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
@@ -234,11 +236,48 @@ class ReportBook:
         if self._exact is None:
             if not state.initial:
                 return  # before the bootstrap: no run to measure yet
-            self._exact = ExactCurve(np.array(state.initial, dtype=np.float64))
-        if state.departed or len(state.initial) != self.plan.expected:
+            measure = None
+            if state.optimization is not None:
+                measure = exact_measure(state.optimization)
+                if measure is None:
+                    return  # the coordinator cannot turn the nodes' duals into x
+            self._exact = ExactCurve(np.array(state.initial, dtype=np.float64), measure)
+        if self._members_changed():
             self._exact.stop()  # the grid times of another network: the curve ends here
             return
         state.exact.extend(self._exact.add(node, samples, time.time()))
+
+    @property
+    def exact_live(self) -> bool:
+        """Whether the run has an exact curve to decide eps on (:mod:`coordinator.convergence`):
+        it has points and its members never changed."""
+        curve = self._exact
+        if curve is None or curve.stopped or not curve.points:
+            return False
+        # The members changed: the curve is stopped at the next trace; its points until then
+        # are the old members' (a decision on them would stop the new view on the old mean).
+        return not self._members_changed()
+
+    def _members_changed(self) -> bool:
+        return bool(self.state.departed) or len(self.state.initial) != self.plan.expected
+
+    def exact_note(self) -> str:
+        """Why the run's exact curve is missing or ends early; ``""`` when it covers the run."""
+        curve = self._exact
+        if curve is None:
+            opt = self.state.optimization
+            if opt is not None and opt.task.problems is None:
+                return (
+                    "not collected: the coordinator has no copy of the problems to turn the "
+                    "nodes' duals y into x"
+                )
+            return "not collected: no node sent a trace (nodes older than the exact curve)"
+        if curve.stopped or self._members_changed():
+            last = f" after t={curve.points[-1].t:.6g}" if curve.points else ""
+            return f"stopped{last}: the members changed"
+        if not curve.points:
+            return "no grid time completed: some node's samples never arrived"
+        return ""
 
     def end_exact(self, t: float) -> None:
         """End the exact curve at ``t``: the coordinator is asking the nodes to stop."""

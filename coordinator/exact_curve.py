@@ -5,7 +5,10 @@ Every node sends, with its reports, its values at the grid times its jumps have 
 state at g is known exactly, and so are its error and mass drift there: an
 :class:`~coordinator.records.ErrorPoint` of the run itself, not an estimate
 (:mod:`coordinator.metrics` mixes reports of different times, missing the jumps between).
-These are the points to hold against the simulator (:mod:`coordinator.agreement`).
+These are the points to hold against the simulator (:mod:`coordinator.agreement`), and the
+points the run stops on (:mod:`coordinator.convergence`). An optimization run's nodes sample
+their dual ``y``; its points are the error a ``measure`` makes of them
+(:func:`coordinator.opt_measure.exact_measure`).
 
 A node sends its grid times in increasing order, each once, on one connection. So once a
 grid time is complete, an earlier one that is not never will be (a node's report was lost, or
@@ -18,7 +21,7 @@ that no longer runs the model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,10 +29,13 @@ from numpy.typing import NDArray
 from coordinator.metrics import estimate
 from coordinator.records import ErrorPoint
 
-__all__ = ["MAX_OPEN", "ExactCurve"]
+__all__ = ["MAX_OPEN", "ExactCurve", "Measure"]
 
 MAX_OPEN = 4096
 """Grid times waiting for some node's value at once; the oldest are dropped past this."""
+
+Measure = Callable[[float, "NDArray[np.float64]"], tuple[float, float]]
+"""``(g, values) -> (error, drift)`` of every node's sampled values (shape (n, dim)) at ``g``."""
 
 
 class ExactCurve:
@@ -39,6 +45,9 @@ class ExactCurve:
     ----------
     initial : array of shape (n, dim)
         Every node's initial value, by id (the mean is theirs).
+    measure : Measure or None
+        The error and drift of the samples at one grid time; ``None``: averaging's,
+        ``sum_v 1/2 |x_v - mean|^2`` and the relative mass drift.
 
     Examples
     --------
@@ -52,8 +61,9 @@ class ExactCurve:
     ([], [])
     """
 
-    def __init__(self, initial: NDArray[np.float64]) -> None:
+    def __init__(self, initial: NDArray[np.float64], measure: Measure | None = None) -> None:
         self._initial = np.asarray(initial, dtype=np.float64)
+        self._measure = self._averaging if measure is None else measure
         self._n = len(self._initial)
         self._open: dict[float, dict[int, tuple[float, ...]]] = {}
         self._done = -np.inf  # the latest complete grid time
@@ -93,12 +103,16 @@ class ExactCurve:
         for g in complete:
             values = self._open.pop(g)
             xs = np.array([values[k] for k in range(self._n)], dtype=np.float64)
-            est = estimate(np.full(self._n, g), xs, xs, self._initial, 0.0, at=g)
-            out.append(ErrorPoint(g, est.error, est.mass_drift_rel, wall))
+            error, drift = self._measure(g, xs)
+            out.append(ErrorPoint(g, error, drift, wall))
         self._done = complete[-1]
         self._drop_before(self._done)
         self.points.extend(out)
         return out
+
+    def _averaging(self, g: float, xs: NDArray[np.float64]) -> tuple[float, float]:
+        est = estimate(np.full(self._n, g), xs, xs, self._initial, 0.0, at=g)
+        return est.error, est.mass_drift_rel
 
     def _drop_before(self, t: float) -> None:
         stale = [g for g in self._open if g < t]

@@ -63,7 +63,7 @@ from coordinator.broker import (
 from coordinator.forking import ForkServer, node_environment
 from coordinator.mqtt_auth import write_broker_auth
 from coordinator.procs import Child, free_port, spawn, stop_all
-from coordinator.records import RunSummary
+from coordinator.records import RunSummary, error_text
 from coordinator.registry import Plan
 from coordinator.security import load_security
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
@@ -309,7 +309,7 @@ def _not_reached_text(summary: RunSummary, state: ClusterState, config: UpConfig
     if summary.stop_reason == "timeout":
         return (
             f"timeout: the error did not reach {eps:g} within --timeout {config.timeout:g} s "
-            f"(final error {summary.final_error})"
+            f"(final error {error_text(summary.final_error)})"
         )
     return f"{summary.stop_reason or 'stopped'}: the error did not reach {eps:g}"
 

@@ -5,7 +5,8 @@ cut when it can) for gossip and optimization runs alike; for an optimization run
 functions turn that choice into the run's figures (:class:`~coordinator.optimization.OptPoint`)
 and put ``sum_v |x_v - x*|^2`` in place of gossip's error and the dual sums' drift in place of
 the mass drift, so that ``--until``, the progress bar, the metrics file and the dashboard's
-error curve work unchanged.
+error curve work unchanged. :func:`exact_measure` does the same for the exact curve
+(:mod:`coordinator.exact_curve`), whose samples are the nodes' duals ``y`` at grid times.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
+from coordinator.exact_curve import Measure
 from coordinator.metrics import Estimate, Snapshot
 from coordinator.optimization import OptPoint, OptTracker
 from coordinator.records import FinalResult
 
-__all__ = ["finish_optimization", "measure_optimization"]
+__all__ = ["exact_measure", "finish_optimization", "measure_optimization"]
 
 
 def _point(
@@ -70,3 +73,31 @@ def finish_optimization(
         values=tuple(tuple(float(c) for c in s.x) for s in snaps),  # as the nodes reported
         mean=final.mean if x_star is None else tuple(float(c) for c in x_star),
     )
+
+
+def exact_measure(tracker: OptTracker) -> Measure | None:
+    """The exact curve's measure (:data:`coordinator.exact_curve.Measure`) of an optimization
+    run: ``(g, y) -> (error, |sum_v y_v|)``; ``None`` without the coordinator's copy of the
+    problems (it cannot turn ``y`` into ``x``).
+
+    ``x_v = grad f_v^*(y_v(g))`` from every node's exact dual at ``g``, and the error is the
+    tracker's (:meth:`~coordinator.optimization.OptTracker.error`): ``sum_v |x_v - x*|^2``, or
+    the consensus distance without ``x*``. The nodes sample ``y`` only, so the drift is
+    ``|sum_v y_v(g)|`` (0 in exact arithmetic), not the reports' ``|sum y| + |sum z|``.
+    """
+    problems = tracker.task.problems
+    if problems is None:
+        return None
+    x_star = tracker.task.x_star
+
+    def measure(g: float, ys: NDArray[np.float64]) -> tuple[float, float]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            nodes = np.arange(len(ys), dtype=np.intp)
+            x = np.asarray(problems.grad_conjugate(nodes, ys), dtype=np.float64)
+            if x_star is not None:
+                error = float(np.sum((x - x_star) ** 2))
+            else:
+                error = float(np.sum((x - x.mean(axis=0)) ** 2))
+            return error, float(np.linalg.norm(ys.sum(axis=0)))
+
+    return measure

@@ -2,7 +2,8 @@
 
 After the stop no exchange is in flight any more, so the nodes' final reports mixed to a common
 t give the exact final error and mass drift (:func:`final_result`). :func:`run_summary` adds the
-figures of the whole run (t_eps, activations, the achieved rate, round-trip times).
+figures of the whole run (t_eps, activations, the achieved rate, round-trip times): t_eps is
+the exact curve's, as the state holds it (:mod:`coordinator.convergence`).
 """
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ def run_summary(
         run_id=state.run_id,
         reached=state.reached,
         t_eps=state.t_eps,
-        wall_s=(state.wall_eps - epoch) if state.wall_eps is not None else None,
+        # t runs at ``rate`` per second from the epoch (not wall_eps - epoch: Unix times lose
+        # the last digits in the subtraction).
+        wall_s=None if state.t_eps is None else state.t_eps / plan.rate,
         activations=state.activations(),
         rate_achieved=rate_achieved(plan.rate, pace),
         rate_asked=plan.rate,
@@ -143,6 +146,12 @@ def run_summary(
         # The backlog says whether the cluster kept up; older nodes report only the lag, which
         # was the same figure before jumps kept their ticks' times.
         kept_up=keeps_up(lag_p50 if wait_p50 is None else wait_p50, plan.expected),
+        t_eps_estimate=state.t_eps_estimate,
+        wall_s_estimate=(
+            None if state.wall_eps_estimate is None else state.wall_eps_estimate - epoch
+        ),
+        exact_points=len(state.exact),
+        exact_note=state.exact_note,
     )
 
 

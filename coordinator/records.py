@@ -21,6 +21,7 @@ __all__ = [
     "FinalResult",
     "NodeView",
     "RunSummary",
+    "error_text",
     "json_num",
     "json_nums",
 ]
@@ -56,6 +57,12 @@ def json_num(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return float(value)
+
+
+def error_text(value: float | None) -> str:
+    """An error as every message and table shows it: ``4.274e-10``, or ``unknown`` when it
+    was not measured (one figure, one spelling, wherever the terminal shows it)."""
+    return "unknown" if value is None else format(value, ".3e")
 
 
 def json_nums(values: tuple[float, ...] | list[float]) -> list[float | None]:
@@ -235,11 +242,13 @@ class RunSummary:
     run_id : str
         Identifier of the run (chosen by the coordinator at bootstrap).
     reached : bool
-        Whether the error went below ``eps``.
+        Whether the error went below ``eps`` (:mod:`coordinator.convergence`).
     t_eps : float or None
-        The common t at which it did.
+        The exact curve's first crossing of ``eps`` (:mod:`coordinator.exact_curve`); ``None``
+        if not reached, or unknown: the run had no exact curve (``exact_note`` says why).
     wall_s : float or None
-        Seconds from the epoch (the nodes' start) to reaching ``eps``; ``None`` if not reached.
+        Seconds from the epoch (the nodes' start) to ``t_eps``: ``t_eps / rate``, when the
+        clocks passed it; ``None`` with ``t_eps``.
     activations : int
         Edge activations completed by the whole network (each counted once).
     rate_achieved : float
@@ -263,6 +272,15 @@ class RunSummary:
         Whether ``wait_p50`` says the cluster kept up with its rate: a typical exchange started
         before the node's next activation was due (:func:`gossip.lateness.keeps_up`); ``None``
         if no node reported it (``lag_p50`` then, from nodes that report no wait).
+    t_eps_estimate : float or None
+        The t at which the reports' estimates confirmed ``eps`` (:mod:`coordinator.metrics`:
+        biased upward at high rates); ``None`` if they had not when the run stopped.
+    wall_s_estimate : float or None
+        Seconds from the epoch to when the coordinator computed that estimate.
+    exact_points : int
+        Points of the run's exact curve.
+    exact_note : str
+        Why the exact curve is missing or ends early; ``""`` when it covers the run.
     """
 
     run_id: str
@@ -282,6 +300,10 @@ class RunSummary:
     wait_p50: float | None = None
     wait_p99: float | None = None
     kept_up: bool | None = None
+    t_eps_estimate: float | None = None
+    wall_s_estimate: float | None = None
+    exact_points: int = 0
+    exact_note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
@@ -303,4 +325,8 @@ class RunSummary:
             "wait_p50": json_num(self.wait_p50),
             "wait_p99": json_num(self.wait_p99),
             "kept_up": self.kept_up,
+            "t_eps_estimate": json_num(self.t_eps_estimate),
+            "wall_s_estimate": json_num(self.wall_s_estimate),
+            "exact_points": self.exact_points,
+            "exact_note": self.exact_note,
         }

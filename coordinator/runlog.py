@@ -13,7 +13,10 @@ continues the same file. Every line has ``kind`` and ``wall`` (Unix seconds):
                estimate from reports of different times (:mod:`coordinator.metrics`)
 ``exact``      t, error, mass_drift_rel: the network's exact state at a grid time every node
                has passed (:mod:`coordinator.exact_curve`)
-``reached``    t_eps, wall_s (seconds since the epoch)
+``reached``    t_eps, wall_s (seconds since the epoch): the exact curve's first crossing of
+               eps (``null`` without an exact curve, ``exact`` false); t_eps_estimate (the
+               estimates' crossing, if already confirmed); decided_s (seconds since the
+               epoch when the coordinator decided: :mod:`coordinator.convergence`)
 ``stop``       reason (``reached`` or ``timeout``)
 ``final``      the run summary (see :class:`~coordinator.state.RunSummary`) plus final_t
 =============  ==========================================================================

@@ -13,10 +13,12 @@ Theory of operation
    (:mod:`coordinator.registrar`) and waits for the expected count (``register_timeout``).
 3. After the bootstrap it only listens: every ``metrics_period`` seconds it mixes the nodes'
    latest reports to a common t (:class:`coordinator.evaluation.ReportBook`), appends the point to
-   the history and the metrics file, and, once :class:`coordinator.evaluation.EpsRule` says
-   eps is reached (three points in a row ``<= eps``, the last with a newer report of every
-   node than the first), publishes ``{"cmd": "stop"}`` on the control topic (re-sent every second)
-   and waits for every node's final report.
+   the history and the metrics file, writes the exact curve's new points (assembled from the
+   nodes' traces as their reports arrive, :mod:`coordinator.exact_curve`) there too, and, once
+   :class:`coordinator.convergence.Convergence` says eps is reached (three exact points in a
+   row ``<= eps``; the estimates' rule only for a run without an exact curve), publishes
+   ``{"cmd": "stop"}`` on the control topic (re-sent every second) and waits for every node's
+   final report.
 4. The final reports, mixed to a common t, give the exact final error and mass drift: no
    exchange is in flight any more (:mod:`coordinator.outcome`). The run summary goes to the
    status topic (retained, :mod:`coordinator.status`), the
@@ -43,11 +45,12 @@ import zmq.asyncio
 from coordinator._groups import single_error
 from coordinator.broker import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
-from coordinator.evaluation import DIVERGED, EpsRule, ReportBook, diverged
+from coordinator.convergence import Convergence
+from coordinator.evaluation import DIVERGED, ReportBook, diverged
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
 from coordinator.outcome import final_result, node_shares, pace_of, run_summary
-from coordinator.records import RunSummary
+from coordinator.records import ErrorPoint, RunSummary, error_text
 from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
 from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
 from coordinator.roster import Churn
@@ -309,23 +312,21 @@ class Coordinator:
         period = self.config.metrics_period
         epoch = self.state.epoch or time.time()
         stop_reason = ""
-        rule = EpsRule(self.config.until)
+        convergence = Convergence(self.config.until, self.plan.rate)
+        view = self.churn.view
         while not stop_reason:
             await asyncio.sleep(period)
             self.churn.tick(time.time())
-            self._log_exact()
+            if self.churn.view is not view:  # new members, a new mean: decide afresh
+                view = self.churn.view
+                convergence.restart()
+            convergence.add_exact(self._log_exact())
             if self.reports.take_fresh():
                 evaluated = self.reports.evaluate()
                 if evaluated is not None:
                     point = evaluated.point
-                    was = self.state.reached
                     self.state.record(point, may_reach=False)
-                    # One estimate can dip below eps (reports are not simultaneous; ARG's error
-                    # is not monotone): the rule confirms it on later reports of every node.
-                    view = self.churn.view
-                    first = rule.observe(evaluated, -math.inf if view is None else view.start)
-                    if first is not None:
-                        self.state.mark_reached(first.t, first.wall)
+                    convergence.add_estimate(evaluated, -math.inf if view is None else view.start)
                     if self.state.phase == "running" and not evaluated.stopped:
                         self._pace = self._pace_now(point.t)
                     self.log.write(
@@ -338,9 +339,7 @@ class Coordinator:
                         fresh=evaluated.fresh,
                         oldest=evaluated.oldest,
                     )
-                    if self.state.reached and not was:
-                        self.log.write("reached", t_eps=self.state.t_eps, wall_s=point.wall - epoch)
-                        self._publish_status()
+            self._judge(convergence, epoch)
             if self._asked_stop:
                 stop_reason = self._asked_stop
             elif self.config.keep_running:
@@ -412,17 +411,42 @@ class Coordinator:
             return t, self.state.activations()
         return pace_of(self.state.nodes.values(), self._shares)
 
-    def _log_exact(self) -> None:
-        """Write the exact points completed since the last call to the metrics file."""
-        for point in self.state.exact[self._exact_logged :]:
+    def _judge(self, convergence: Convergence, epoch: float) -> None:
+        """Mark eps reached in the state once ``convergence`` says so (its rule: the exact
+        curve's while the run has one), and the estimates' own crossing."""
+        state = self.state
+        if convergence.estimate is not None:
+            state.mark_estimate(convergence.estimate.t, convergence.estimate.wall)
+        exact = self.reports.exact_live
+        if state.reached or not convergence.reached(exact):
+            return
+        t_eps, wall_s = convergence.t_eps(exact), convergence.wall_s(exact)
+        state.mark_reached(t_eps, None if wall_s is None else epoch + wall_s)
+        self.log.write(
+            "reached",
+            t_eps=t_eps,
+            wall_s=wall_s,
+            t_eps_estimate=state.t_eps_estimate,
+            exact=exact,
+            decided_s=time.time() - epoch,
+        )
+        self._publish_status()
+
+    def _log_exact(self) -> list[ErrorPoint]:
+        """Write the exact points completed since the last call to the metrics file; return
+        them."""
+        new = self.state.exact[self._exact_logged :]
+        for point in new:
             self.log.write(
                 "exact", t=point.t, error=point.error, mass_drift_rel=point.mass_drift_rel
             )
         self._exact_logged = len(self.state.exact)
+        return new
 
     def _finish(self, reason: str) -> RunSummary:
         state = self.state
         self._log_exact()  # the final reports complete the last grid times
+        state.exact_note = self.reports.exact_note()
         final = final_result(state, self.plan, self._t_stop)
         latest = self.reports.latest()
         if state.optimization is not None and final is not None and latest is not None:
@@ -434,7 +458,7 @@ class Coordinator:
         state.set_phase(
             "done",
             f"{'reached' if summary.reached else 'did not reach'} {self.config.until:g}; "
-            f"final error {summary.final_error}"
+            f"final error {error_text(summary.final_error)}"
             + ("" if complete else " (some nodes sent no final report)"),
         )
         record = {

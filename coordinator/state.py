@@ -121,11 +121,18 @@ class ClusterState:
     broker : BrokerStatus
         The MQTT connection.
     reached : bool
-        Whether the error went below ``eps``.
+        Whether the error went below ``eps`` (:mod:`coordinator.convergence` decides).
     t_eps : float or None
-        The common t at which it first did.
+        The exact curve's first crossing of ``eps``; ``None`` until reached, and when the run
+        has no exact curve (then :attr:`exact_note` says why).
     wall_eps : float or None
-        The Unix time at which it first did.
+        The Unix time at which the clocks passed ``t_eps`` (``epoch + t_eps / rate``).
+    t_eps_estimate : float or None
+        The t at which the estimates (:attr:`history`) confirmed ``eps``, if they did.
+    wall_eps_estimate : float or None
+        The Unix time at which the coordinator computed that estimate.
+    exact_note : str
+        Why the exact curve is missing or ends early (``""``: it covers the run).
     final : FinalResult or None
         The exact outcome after a clean stop.
     message : str
@@ -169,6 +176,9 @@ class ClusterState:
     reached: bool = False
     t_eps: float | None = None
     wall_eps: float | None = None
+    t_eps_estimate: float | None = None
+    wall_eps_estimate: float | None = None
+    exact_note: str = ""
     final: FinalResult | None = None
     message: str = ""
     alive_timeout: float = 3.0
@@ -206,18 +216,27 @@ class ClusterState:
             self.wall_eps = point.wall
         self.touch()
 
-    def mark_reached(self, t: float, wall: float) -> None:
-        """Record that ``eps`` was reached at common time ``t`` (Unix time ``wall``)."""
+    def mark_reached(self, t: float | None, wall: float | None) -> None:
+        """Record that ``eps`` was reached at common time ``t`` (Unix time ``wall``; both
+        ``None`` when unknown: the run has no exact curve)."""
         if not self.reached:
             self.reached = True
             self.t_eps = t
             self.wall_eps = wall
             self.touch()
 
+    def mark_estimate(self, t: float, wall: float) -> None:
+        """Record that the estimates confirmed ``eps`` at common time ``t`` (computed at Unix
+        time ``wall``)."""
+        if self.t_eps_estimate is None:
+            self.t_eps_estimate, self.wall_eps_estimate = t, wall
+            self.touch()
+
     def unreach(self) -> None:
         """Forget that ``eps`` was reached: the membership changed, so the target did too."""
-        if self.reached:
+        if self.reached or self.t_eps_estimate is not None:
             self.reached, self.t_eps, self.wall_eps = False, None, None
+            self.t_eps_estimate = self.wall_eps_estimate = None
             self.touch()
 
     # -- derived values ------------------------------------------------------------------------

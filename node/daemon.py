@@ -140,11 +140,10 @@ class Node:
         extra: dict[str, Any] = {}
         if problem is not None:
             extra["exchange_value"] = problem.grad_conjugate
-        else:  # averaging: exact samples on a grid of t for the coordinator's exact curve
-            start = max(0.0, self.timebase.t(clock())) if recover else 0.0
-            extra["trace"] = Trace(
-                trace_step(boot.rate, boot.metrics_period, max(1, boot.n)), start
-            )
+        # Exact samples on a grid of t for the coordinator's exact curve: of x when averaging,
+        # of the dual y when optimizing (the coordinator turns them into x = grad f_v^*(y)).
+        start = max(0.0, self.timebase.t(clock())) if recover else 0.0
+        extra["trace"] = Trace(trace_step(boot.rate, boot.metrics_period, max(1, boot.n)), start)
         self.exchanger = Exchanger(
             boot.node_id,
             links,

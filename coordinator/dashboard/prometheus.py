@@ -18,7 +18,7 @@ error                                  gauge    sum_v 1/2 |x_v(t) - mean|^2
 mass_drift_rel                         gauge    relative drift of sum_v x_v, exact (absent
                                                 while unknown: views.exact_drift)
 reached                                gauge    1 once the error went below eps
-t_eps                                  gauge    t at which it did (absent before)
+t_eps                                  gauge    the exact curve's first t below eps (absent before)
 eps, theta                             gauge    target error; guaranteed rate (per unit of t)
 nodes_expected, nodes_alive            gauge    node counts
 activations                            counter  edge activations completed, network-wide
@@ -110,7 +110,9 @@ class ClusterCollector(Collector):
             exact_drift(state)[0],
         )
         yield _gauge("gossip_reached", "1 once the error went below eps.", float(state.reached))
-        yield _gauge("gossip_t_eps", "t at which the error first went below eps.", state.t_eps)
+        yield _gauge(
+            "gossip_t_eps", "t at which the exact error first went below eps.", state.t_eps
+        )
         yield _gauge("gossip_eps", "Target error.", state.eps)
         theta = state.params.theta if state.params is not None else None
         yield _gauge("gossip_theta", "Guaranteed rate of the algorithm, per unit of t.", theta)

@@ -86,9 +86,9 @@ class RunRecord:
     epoch : float or None
         Unix time of ``t = 0``.
     t_eps : float or None
-        The t at which the coordinator declared ``eps`` reached. It is the coordinator's
-        decision, not the first point below ``eps``: a point computed from stale reports does
-        not count.
+        The run's exact curve's first crossing of ``eps``, once the coordinator declared it
+        reached (:mod:`coordinator.convergence`); ``None`` before, and for a run that reached
+        ``eps`` without an exact curve (its summary's ``reached`` says so).
     points : list of Point
         ``(t, error, mass_drift_rel, wall)`` in order: estimates from the reports.
     exact : list of Point
@@ -144,7 +144,7 @@ class RunRecord:
             "t": _num(last[0]) if last else None,
             "error": _num(last[1]) if last else None,
             "t_eps": _num(self.t_eps),
-            "reached": self.t_eps is not None,
+            "reached": self.t_eps is not None or bool((self.summary or {}).get("reached")),
             "summary": self.summary,
             "band_status": self.band_status,
             "live": self.live,

@@ -108,10 +108,21 @@ async def test_gossip_up_writes_its_files_and_exits_0(tmp_path: Path) -> None:
     assert 0.0 <= summary["lag_p50"] <= summary["lag_p99"]
     assert 0.0 <= summary["wait_p50"] <= summary["wait_p99"]
     assert summary["kept_up"] in (True, False)
-    kinds = {json.loads(line)["kind"] for line in metrics.read_text().splitlines()}
-    assert {"start", "point", "exact", "reached", "final"} <= kinds
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert {"start", "point", "exact", "reached", "final"} <= {line["kind"] for line in lines}
+    # t_eps is the exact curve's first crossing of eps, not the estimate's.
+    first = next(p for p in lines if p["kind"] == "exact" and p["error"] <= 1e-6)
+    assert summary["t_eps"] == first["t"]
+    assert summary["wall_s"] == pytest.approx(first["t"] / 100)
+    assert summary["exact_points"] > 0
+    assert summary["exact_note"] == ""
+    assert "t_eps_estimate" in summary
     text = stdout.decode()
     assert "final error" in text
+    # One final error on the terminal: the progress line's is the table's, the exact one.
+    final = f"{summary['final_error']:.3e}"
+    assert f"error {final} (final)" in text
+    assert f" {final} " in text.split("final error", 1)[1].splitlines()[0]
     assert "rate achieved" in text
     assert "jump lag p50 / p99 (t)" in text
     assert "tick wait p50 / p99 (t)" in text

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cli._cluster_view import fell_behind, timeout_advice
+from cli._cluster_view import fell_behind, print_summary, timeout_advice
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.records import ErrorPoint, RunSummary
 from coordinator.state import ClusterState
@@ -95,3 +95,44 @@ def test_gossip_up_that_times_out_at_a_low_rate_advises_a_higher_one(tmp_path: P
     advised = re.search(r"about (\d+)/s for --timeout 3", error)
     assert advised is not None, error
     assert int(advised.group(1)) > 20
+
+
+def _printed(summary: RunSummary, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """The summary table's rows, quantity -> value."""
+    state = ClusterState(graph="line:30", expected=30, eps=1e-6, rate=400.0)
+    print_summary(summary, state, CoordinatorConfig(graph="line:30", until=1e-6))
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) == 2:
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def test_the_summary_shows_the_exact_t_eps_and_the_estimates_apart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = _printed(_summary(t_eps=3375.0, wall_s=0.675, t_eps_estimate=6019.0), capsys)
+    assert rows["t to eps (exact curve)"] == "3375.0"
+    assert rows["wall time to eps (s)"] == "0.68"
+    assert rows["t to eps (estimate)"] == "6019.0"
+    assert rows["final error"] == "1.000e-07"
+
+
+def test_a_figure_that_was_not_measured_reads_unknown_never_a_false_zero(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    note = "not collected: an optimization run's nodes send no trace"
+    rows = _printed(
+        dataclasses.replace(
+            BASE, t_eps=None, wall_s=None, final_error=None, mass_drift_rel=None, exact_note=note
+        ),
+        capsys,
+    )
+    assert rows["t to eps (exact curve)"] == "unknown"  # reached, but with no exact curve
+    assert rows["t to eps (estimate)"] == "not yet at the stop"
+    assert rows["final error"] == "unknown"
+    assert rows["exact curve points"].startswith("not collected")
+    rows = _printed(dataclasses.replace(BASE, reached=False, t_eps=None, wall_s=None), capsys)
+    assert rows["t to eps (exact curve)"] == "not reached"
+    assert rows["t to eps (estimate)"] == "not reached"

@@ -44,11 +44,16 @@ async def register(
 
 @dataclass
 class FakeCluster:
-    """Exact centralized ARG/RG over the bootstrapped graph, reported per node over MQTT."""
+    """Exact centralized ARG/RG over the bootstrapped graph, reported per node over MQTT.
+
+    With ``trace_step`` every report also carries the node's exact values at the grid times
+    ``k * trace_step`` passed since its last report, as a live node's trace (gossip.trace).
+    """
 
     boots: list[Bootstrap]
     seed: int = 0
     period: float = 0.05
+    trace_step: float | None = None
     edges: dict[int, tuple[int, int]] = field(default_factory=dict)
     stop_seen: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -65,6 +70,23 @@ class FakeCluster:
         self.z = self.x.copy()
         self.t = 0.0
         self.counts = np.zeros((n, n), dtype=np.int64)
+        self.grid: list[tuple[float, float]] = []  # (g, the true error there)
+        self._traces: list[list[list[float]]] = [[] for _ in range(n)]
+        self._next_g = 0.0
+
+    def _sample(self, until: float) -> None:
+        """Read the grid times up to ``until``: no jump comes between ``self.t`` and it."""
+        if self.trace_step is None:
+            return
+        b0 = self.boots[0]
+        mean = float(np.mean([b.initial_value[0] for b in self.boots]))
+        while self._next_g <= until:
+            g = self._next_g
+            xs, _ = mix(self.x, self.z, b0.eta, g - self.t)
+            self.grid.append((g, 0.5 * float(np.sum((xs - mean) ** 2))))
+            for v, trace in enumerate(self._traces):
+                trace.append([g, float(xs[v])])
+            self._next_g += self.trace_step
 
     def advance(self, t_end: float, rng: np.random.Generator) -> None:
         """Run the exact process from ``self.t`` to ``t_end``."""
@@ -72,9 +94,11 @@ class FakeCluster:
         while True:
             dt = rng.exponential(1.0)
             if self.t + dt > t_end:
+                self._sample(t_end)
                 self.x, self.z = mix(self.x, self.z, b0.eta, t_end - self.t)
                 self.t = t_end
                 return
+            self._sample(np.nextafter(self.t + dt, -np.inf))  # the grid times before the jump
             self.x, self.z = mix(self.x, self.z, b0.eta, dt)
             self.t += dt
             u, v = self.edges[int(rng.choice(len(self.probs), p=self.probs))]
@@ -85,6 +109,7 @@ class FakeCluster:
 
     def report(self, node: int, final: bool) -> bytes:
         b = self.boots[node]
+        trace, self._traces[node] = self._traces[node], []
         return json.dumps(
             {
                 "node": node,
@@ -101,6 +126,7 @@ class FakeCluster:
                 "edges": {
                     str(nb.peer_id): int(self.counts[node, nb.peer_id]) for nb in b.neighbors
                 },
+                "trace": trace,
             }
         ).encode()
 
@@ -128,6 +154,7 @@ class FakeCluster:
                     await asyncio.sleep(self.period)
                 # Stopped: no more jumps; everyone reports its final state at its own time.
                 t_final = b0.rate * (time.time() - b0.epoch)
+                self._sample(t_final)
                 self.x, self.z = mix(self.x, self.z, b0.eta, t_final - self.t)
                 self.t = t_final
                 for k in range(len(self.boots)):

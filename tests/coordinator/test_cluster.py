@@ -86,6 +86,11 @@ def _check_exact_end(
     # monotone, so allow a small margin on the final value.
     assert summary.final_error <= margin * until
     assert summary.activations > 0
+    # The run stopped on its exact curve: t_eps is the curve's first point at or below eps.
+    first = next(p for p in state.exact if p.error <= until)
+    assert summary.t_eps == first.t
+    assert summary.wall_s == pytest.approx(first.t / summary.rate_asked)
+    assert summary.exact_points == len(state.exact)
 
 
 def _check_exact_curve(state: ClusterState, step: float) -> None:

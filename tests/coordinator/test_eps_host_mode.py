@@ -46,11 +46,11 @@ async def test_host_mode_run_reaches_eps_and_the_exact_final_error_confirms_it(
     # but a decision on stale or partial reports would show here as a final error far above.
     assert summary["final_error"] <= 10 * EPS
     lines = [json.loads(line) for line in metrics.read_text().splitlines()]
-    points = [p for p in lines if p["kind"] == "point"]
+    exact = [p for p in lines if p["kind"] == "exact"]
     reached = next(p for p in lines if p["kind"] == "reached")
-    # t_eps is a measured point at or below eps, and the decision came after it.
-    named = [p for p in points if p["t"] == reached["t_eps"]]
-    assert named
-    assert named[0]["error"] <= EPS
-    assert named[0]["wall"] <= reached["wall"]
+    # t_eps is the exact curve's first point at or below eps, and the decision came after it.
+    first = next(p for p in exact if p["error"] <= EPS)
+    assert reached["exact"] is True
+    assert reached["t_eps"] == first["t"] == summary["t_eps"]
+    assert first["wall"] <= reached["wall"]
     assert reached["t_eps"] <= summary["final_t"]

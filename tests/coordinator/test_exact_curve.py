@@ -9,6 +9,8 @@ import pytest
 
 from coordinator.exact_curve import MAX_OPEN, ExactCurve
 from coordinator.metrics import parse_report
+from coordinator.opt_measure import exact_measure
+from coordinator.optimization import OptTask, OptTracker
 from gossip.errors import ProtocolError
 
 INITIAL = np.array([[1.0], [0.0], [0.0]])
@@ -103,3 +105,51 @@ def test_the_report_carries_the_trace_and_a_bad_one_is_named() -> None:
     ):
         with pytest.raises(ProtocolError, match=needle):
             parse_report("gossip/node/1/state", _report(bad), "gossip", 3, 1)
+
+
+class _Quadratics:
+    """f_v(x) = 1/2 |x - b_v|^2 with b = (0, 0) and (2, 2): grad f_v^*(y) = y + b_v, x* = (1, 1)."""
+
+    b = np.array([[0.0, 0.0], [2.0, 2.0]])
+
+    def grad_conjugate(self, nodes: np.ndarray, ys: np.ndarray) -> np.ndarray:
+        return np.asarray(ys) + self.b[nodes]
+
+
+def _tracker(problems: object, x_star: np.ndarray | None) -> OptTracker:
+    task = OptTask(
+        problem="quadratic",
+        data="",
+        split="",
+        dim=2,
+        mu=1.0,
+        L=1.0,
+        eta=0.1,
+        c=2.0,
+        theta=0.05,
+        steps=(0.5,),
+        params={},
+        x_star=x_star,
+        value_star=None,
+        problems=problems,
+    )
+    return OptTracker(task)
+
+
+def test_an_optimization_runs_curve_is_the_error_of_x_from_the_nodes_exact_duals() -> None:
+    measure = exact_measure(_tracker(_Quadratics(), np.array([1.0, 1.0])))
+    assert measure is not None
+    curve = ExactCurve(np.zeros((2, 2)), measure)  # the duals start at 0
+    curve.add(0, [(5.0, (0.5, 0.5))], wall=0.0)
+    [point] = curve.add(1, [(5.0, (-0.75, -0.5))], wall=0.0)
+    # x = (0.5, 0.5) and (1.25, 1.5): sum_v |x_v - x*|^2 = 0.5 + 0.3125; |sum_v y_v| = 0.25.
+    assert point.error == pytest.approx(0.8125)
+    assert point.mass_drift_rel == pytest.approx(0.25)
+    # Without x* the error is the consensus distance, as the reports' (OptTracker.error).
+    measure = exact_measure(_tracker(_Quadratics(), None))
+    assert measure is not None
+    assert measure(5.0, np.array([[0.5, 0.5], [-0.5, -0.5]]))[0] == pytest.approx(1.0)
+
+
+def test_without_the_problems_an_optimization_run_has_no_exact_measure() -> None:
+    assert exact_measure(_tracker(None, None)) is None

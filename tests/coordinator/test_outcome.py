@@ -1,12 +1,17 @@
-"""The achieved rate of a run, from reports that are not simultaneous (coordinator.outcome)."""
+"""The outcome of a run (coordinator.outcome): the achieved rate, from reports that are not
+simultaneous, and the summary's figures: the exact t_eps, the estimate's apart."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from coordinator.outcome import node_shares, pace_of, rate_achieved
-from coordinator.records import NodeView
+from coordinator.outcome import node_shares, pace_of, rate_achieved, run_summary
+from coordinator.records import ErrorPoint, NodeView
+from coordinator.registry import Plan
+from coordinator.state import ClusterState
+from gossip.params import gossip_params
+from gossip.spectral import graph_quantities
 from gossip.topology import Topology, parse_topology
 
 
@@ -66,3 +71,47 @@ def test_nodes_that_joined_since_are_left_out_of_both_sums() -> None:
     joined = NodeView(node=9, t=1e9, edges={0: 10**9})
     assert pace_of([*views, joined], node_shares(topo)) == alone
     assert pace_of([], node_shares(topo)) == (0.0, 0)
+
+
+def _stopped_state() -> tuple[ClusterState, Plan]:
+    topo = parse_topology("line:2")
+    q = graph_quantities(topo)
+    params = gossip_params("arg", q.mu_gossip, q.r_max)
+    plan = Plan(topo, params, "test", 100.0, "", 0.1)
+    state = ClusterState(graph="line:2", expected=2, eps=1e-6, rate=100.0, epoch=1000.0)
+    state.initial = [(1.0,), (0.0,)]
+    return state, plan
+
+
+def test_the_summary_names_the_exact_crossing_and_the_estimates_apart() -> None:
+    state, plan = _stopped_state()
+    state.exact = [ErrorPoint(float(t), 1e-7, 0.0, 1000.0 + t) for t in (10, 20, 30)]
+    state.mark_estimate(45.0, 1000.9)
+    state.mark_reached(10.0, 1000.0 + 10.0 / 100.0)
+    summary = run_summary(state, plan, None, (0.0, 0), "reached")
+    assert summary.reached
+    assert summary.t_eps == 10.0
+    assert summary.wall_s == 0.1  # t_eps / rate: when the clocks passed it
+    assert summary.t_eps_estimate == 45.0
+    assert summary.wall_s_estimate == pytest.approx(0.9)
+    assert summary.exact_points == 3
+    assert summary.exact_note == ""
+    # The final figures were not measured (no final reports): unknown, not a stand-in.
+    assert summary.final_error is None
+    assert summary.mass_drift_rel is None
+    out = summary.as_dict()
+    assert (out["t_eps"], out["t_eps_estimate"], out["exact_points"]) == (10.0, 45.0, 3)
+
+
+def test_without_an_exact_curve_t_eps_is_unknown_and_the_summary_says_why() -> None:
+    state, plan = _stopped_state()
+    state.mark_estimate(45.0, 1000.9)
+    state.mark_reached(None, None)
+    state.exact_note = "not collected: an optimization run's nodes send no trace"
+    summary = run_summary(state, plan, None, (0.0, 0), "reached")
+    assert summary.reached
+    assert summary.t_eps is None
+    assert summary.wall_s is None
+    assert summary.t_eps_estimate == 45.0
+    assert summary.exact_points == 0
+    assert summary.exact_note.startswith("not collected")

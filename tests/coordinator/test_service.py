@@ -124,6 +124,51 @@ async def test_bootstrap_measure_stop_and_exact_final(
     status = await _retained_status(broker, config.cluster)
     assert status["phase"] == "done"
     assert status["run_id"] == summary.run_id
+    # These nodes send no trace: the estimates decided, and t_eps is unknown, not theirs.
+    assert summary.t_eps is None
+    assert summary.wall_s is None
+    assert summary.t_eps_estimate is not None
+    assert summary.exact_points == 0
+    assert summary.exact_note.startswith("not collected")
+    assert written["t_eps"] is None
+    assert written["t_eps_estimate"] == summary.t_eps_estimate
+
+
+async def test_the_run_stops_on_the_exact_curve_and_t_eps_is_its_first_crossing(
+    amqtt: RunningBroker, tmp_path: Path
+) -> None:
+    config = _config(amqtt, tmp_path, graph="line:6", rate=300.0, until=1e-6)
+    coord = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            boots = await _register_all(ctx, config, 6)
+            fake = FakeCluster(boots, seed=3, trace_step=config.rate * 0.025)
+            tg.create_task(fake.run(amqtt.host, amqtt.port))
+            summary = await run
+    finally:
+        ctx.destroy(0)
+    assert summary is not None
+    assert summary.reached
+    assert summary.stop_reason == "reached"
+    # The process's own first grid time at or below eps is the summary's t_eps.
+    first = next(g for g, error in fake.grid if error <= config.until)
+    assert summary.t_eps == pytest.approx(first)
+    assert summary.wall_s == pytest.approx(first / config.rate)
+    assert summary.exact_points == len(coord.state.exact) > 0
+    assert summary.exact_note == ""
+    lines = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    reached = next(line for line in lines if line["kind"] == "reached")
+    assert reached["exact"] is True
+    assert reached["t_eps"] == summary.t_eps
+    # The decision came once three exact points in a row were at or below eps.
+    exact = [line for line in lines if line["kind"] == "exact" and line["wall"] <= reached["wall"]]
+    below = [line["error"] <= config.until for line in exact]
+    assert any(all(below[k : k + 3]) for k in range(len(below) - 2))
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert written["t_eps"] == summary.t_eps
 
 
 async def test_bad_registrations_get_clear_errors(amqtt: RunningBroker, tmp_path: Path) -> None:

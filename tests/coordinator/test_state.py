@@ -82,3 +82,22 @@ def test_history_limit_keeps_the_latest_points() -> None:
         state.record(ErrorPoint(t=float(k), error=1.0, mass_drift_rel=0.0, wall=0.0))
     snap = state.snapshot(now=0.0, history_limit=3)
     assert [p[0] for p in snap["history"]] == [7.0, 8.0, 9.0]
+
+
+def test_the_estimates_crossing_is_kept_apart_and_a_membership_change_forgets_both() -> None:
+    state = _state()
+    state.mark_estimate(30.0, 1005.0)
+    state.mark_estimate(40.0, 1006.0)  # the first one stays
+    assert not state.reached
+    assert state.t_eps is None
+    state.mark_reached(20.0, 1000.2)
+    state.mark_reached(25.0, 1000.25)  # the first one stays
+    assert (state.t_eps, state.wall_eps, state.t_eps_estimate) == (20.0, 1000.2, 30.0)
+    state.unreach()
+    assert not state.reached
+    assert state.t_eps is None
+    assert state.t_eps_estimate is None
+    # Without an exact curve eps can be reached with t_eps unknown.
+    state.mark_reached(None, None)
+    assert state.reached
+    assert state.t_eps is None
