@@ -28,8 +28,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coordinator.agreement import Band
-from gossip.spectral import graph_quantities
-from gossip.topology import Topology, parse_topology
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import Topology, parse_topology
 
 Simulate = Callable[[NDArray[np.float64], int, int], NDArray[np.float64]]
 """``(t, runs, seed) -> errors (runs, len(t))``."""
@@ -37,8 +37,8 @@ Simulate = Callable[[NDArray[np.float64], int, int], NDArray[np.float64]]
 
 def gossip_runs(topology: Topology, algorithm: str) -> Simulate:
     """The exact gossip simulator from one-hot values, as the live gossip tests start."""
-    from gossip.params import gossip_params
-    from gossip.simulator import simulate
+    from gossip.model.algorithms import gossip_params
+    from gossip.sim.simulator import simulate
 
     quantities = graph_quantities(topology)
     params = gossip_params(algorithm, quantities.mu_gossip, quantities.r_max)

@@ -1,6 +1,6 @@
 """Time to eps with churn (a leave, then a join) against an undisturbed run of the same graph.
 
-Both runs are the exact sequential model (:func:`gossip.churn.run_churn`: each node's ledger,
+Both runs are the exact sequential model (:func:`gossip.sim.churn.run_churn`: each node's ledger,
 the same jump and mixing functions as the live nodes, views switched with the settlement rule),
 with the same initial values and seeds, so the ratio only measures what the churn costs:
 
@@ -26,9 +26,9 @@ import time
 
 import numpy as np
 
-from gossip.churn import Change, run_churn
-from gossip.membership import attach_neighbors, first_view, leave_view
-from gossip.topology import parse_topology
+from gossip.exchange.membership import attach_neighbors, first_view, leave_view
+from gossip.graph.topology import parse_topology
+from gossip.sim.churn import Change, run_churn
 
 
 def main() -> None:

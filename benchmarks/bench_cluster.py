@@ -9,7 +9,7 @@ Run with ``python benchmarks/bench_cluster.py`` (about 2 to 4 minutes on two cor
 2. the sustainable activation rate lambda* of a 30-node cluster (``--nodes-per-process`` for
    host mode): the highest rate (activations per second, network-wide) at which the cluster
    keeps up (achieved >= 95% of asked, and its ticks' median wait within a node's mean gap
-   between activations, :mod:`gossip.lateness`) and its exact error curve
+   between activations, :mod:`gossip.exchange.lateness`) and its exact error curve
    (:mod:`coordinator.exact_curve`) is one the model produces
    (:meth:`coordinator.agreement.Agreement.typical` among 1000 of the simulator's own runs),
    with its ratio to the raw capacity. With ``--repeat K`` a rate passes only if all K of its
@@ -47,7 +47,7 @@ from coordinator.launcher import UpConfig, default_metrics_period, run_up
 from coordinator.records import RunSummary, error_text
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
-from gossip.topology import parse_topology
+from gossip.graph.topology import parse_topology
 
 
 @dataclass
@@ -198,10 +198,10 @@ async def cluster_run(
 
 
 def agreement_of(state: ClusterState, until: float, runs: int) -> Agreement:
-    """The run's exact curve (gossip.trace) against the simulator's runs; the reports'
-    estimates where a run has no exact curve (nodes older than gossip.trace). An optimization
-    run's ``sum_v |x_v - x*|^2`` against the optimization simulator's runs (fewer: each is a
-    run of the local solvers)."""
+    """The run's exact curve (gossip.exchange.trace) against the simulator's runs; the reports'
+    estimates where a run has no exact curve (nodes older than gossip.exchange.trace). An
+    optimization run's ``sum_v |x_v - x*|^2`` against the optimization simulator's runs (fewer: each
+    is a run of the local solvers)."""
     assert state.topology is not None
     tracker = state.optimization
     if tracker is not None:

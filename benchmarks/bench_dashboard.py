@@ -41,7 +41,7 @@ import zmq.asyncio
 from coordinator.broker import find_mosquitto, mosquitto_broker
 from coordinator.dashboard.synthetic import SyntheticCluster
 from coordinator.procs import free_port, spawn, stop_process
-from gossip.wire import Bootstrap, Register, decode, encode
+from gossip.wire.schema import Bootstrap, Register, decode, encode
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -8,7 +8,7 @@ the median of their times (:func:`coordinator.metrics.estimate`, which misses th
 the reports' times; the coordinator's consistent cut is left out). It prints, per report
 period, the median and 90th percentile over evaluation times and runs of
 ``log10(estimate / true error)`` at the estimate's own time: what the exact curve of
-:mod:`gossip.trace` removes.
+:mod:`gossip.exchange.trace` removes.
 
 A report period in t is ``rate * metrics_period``: 100 t at 1000/s with 0.1 s reports.
 """
@@ -22,11 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from coordinator.metrics import estimate
-from gossip.jumps import edge_flow
-from gossip.mixing import mix
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.jumps import edge_flow
+from gossip.model.mixing import mix
 
 Record = list[tuple[float, float, float]]  # one node's (t, x, z) after each of its jumps
 

@@ -8,9 +8,10 @@ another process, over loopback TCP.
    DEALER here; payload the size of an exchange request.
 2. node: a real ``gossip node`` process (started with the CLI, bootstrapped by this script
    acting as the coordinator) serves; the client here is node 1 of the same ``line:2`` cluster
-   (an :class:`~gossip.exchange.Exchanger` on a :class:`~node.zmq_transport.ZmqTransport`),
-   and each round trip is one whole exchange: build and encode the request, the server's
-   decode, mixing, flow, ledger update and reply, and our decode and ledger update.
+   (an :class:`~gossip.exchange.exchanger.Exchanger` on a
+   :class:`~node.zmq_transport.ZmqTransport`), and each round trip is one whole exchange: build and
+   encode the request, the server's decode, mixing, flow, ledger update and reply, and our decode
+   and ledger update.
 
 Then it reads the served node's resident memory (RSS) with psutil, after the exchanges.
 
@@ -35,13 +36,13 @@ import psutil
 import zmq
 import zmq.asyncio
 
-from gossip.exchange import Exchanger
-from gossip.ledger import Ledger
-from gossip.params import gossip_params
-from gossip.protocol import Link, TimeBase
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
-from gossip.wire import Bootstrap, Neighbor, Register, Request, decode, encode
+from gossip.exchange.exchanger import Exchanger
+from gossip.exchange.vocabulary import Link, TimeBase
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.ledger import Ledger
+from gossip.wire.schema import Bootstrap, Neighbor, Register, Request, decode, encode
 from node.zmq_transport import ZmqTransport
 
 _ECHO = """

@@ -1,8 +1,8 @@
 """In-process exchange round trips: the core's CPU per exchange, with no sockets.
 
-Two :class:`~gossip.exchange.Exchanger` ends of one edge live in this process; each exchange
-is one end's ``initiate``, the other's ``receive`` of the request (it serves: mixes, computes
-the flow, books it, encodes the reply), and the first end's ``receive`` of the reply (it
+Two :class:`~gossip.exchange.exchanger.Exchanger` ends of one edge live in this process; each
+exchange is one end's ``initiate``, the other's ``receive`` of the request (it serves: mixes,
+computes the flow, books it, encodes the reply), and the first end's ``receive`` of the reply (it
 applies it and frees its lock). The ends take turns initiating. That is the whole per-exchange
 path of the protocol (what a node process runs besides its sockets and its event loop).
 
@@ -23,9 +23,9 @@ import json
 import statistics
 import time
 
-from gossip.exchange import Exchanger
-from gossip.ledger import Ledger
-from gossip.protocol import Link, TimeBase
+from gossip.exchange.exchanger import Exchanger
+from gossip.exchange.vocabulary import Link, TimeBase
+from gossip.model.ledger import Ledger
 
 
 def pair(dim: int) -> tuple[Exchanger, Exchanger]:

@@ -40,7 +40,7 @@ from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 
 from coordinator.launcher import default_metrics_period
 from coordinator.procs import free_ports
-from gossip.topology import parse_topology
+from gossip.graph.topology import parse_topology
 
 SKELETON = Path(__file__).with_name("skeleton_node.py")
 

@@ -41,13 +41,13 @@ from gossip.datasets import load_node_shard
 from gossip.dual.experiment import algorithm_params
 from gossip.dual.network import build_network
 from gossip.dual.simulate import simulate_optimization
-from gossip.exchange import Exchanger
-from gossip.ledger import Ledger
+from gossip.exchange.exchanger import Exchanger
+from gossip.exchange.vocabulary import Link, TimeBase
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.ledger import Ledger
 from gossip.problems import make_local_problem
 from gossip.problems.logistic import newton_conjugate
-from gossip.protocol import Link, TimeBase
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
 
 
 def _node_ys(graph: str, problem: str, data: str, split: str, node: int, t_end: float) -> Any:

@@ -47,7 +47,7 @@ from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, default_metrics_period, host_sizes, run_up
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
-from gossip.topology import parse_topology
+from gossip.graph.topology import parse_topology
 
 
 def _cpu(proc: psutil.Process) -> float:

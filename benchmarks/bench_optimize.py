@@ -45,8 +45,8 @@ from gossip.dual.network import build_network
 from gossip.dual.params import DualParams
 from gossip.dual.result import OptimizationResult, t_eps
 from gossip.dual.simulate import simulate_optimization
-from gossip.spectral import graph_quantities
-from gossip.topology import Topology, parse_topology
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import Topology, parse_topology
 
 EPS = 1e-8
 CASES = [

@@ -31,9 +31,9 @@ from gossip.datasets import load_shards
 from gossip.dual.experiment import algorithm_params
 from gossip.dual.params import dual_params
 from gossip.dual.simulate import simulate_optimization
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
 from gossip.problems import make_problem_set
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
 
 
 def _problems(spec: str, n: int) -> Any:

@@ -3,8 +3,8 @@
 Two real ``gossip node`` processes serve: one started with ``--keys`` (CurveZMQ, registered
 with a CURVE coordinator socket, admitting only our client's key), one without. This script
 bootstraps both (acting as the coordinator) and runs sequential exchanges against each from a
-client :class:`~gossip.exchange.Exchanger` on a :class:`~node.zmq_transport.ZmqTransport` of the
-same kind, in alternate blocks of 250 so that load from elsewhere weighs on both alike. It
+client :class:`~gossip.exchange.exchanger.Exchanger` on a :class:`~node.zmq_transport.ZmqTransport`
+of the same kind, in alternate blocks of 250 so that load from elsewhere weighs on both alike. It
 reports the round trip p50/p99 of each and the served node's CPU time per exchange (user +
 system, from psutil, over the measured blocks only), and the secure/insecure ratios (target:
 <= 1.3x).
@@ -32,14 +32,14 @@ import zmq
 import zmq.asyncio
 
 from coordinator.registrar import bound_socket
-from gossip.exchange import Exchanger
-from gossip.keys import COORDINATOR, init_keys
-from gossip.ledger import Ledger
-from gossip.params import gossip_params
-from gossip.protocol import Link, TimeBase
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
-from gossip.wire import Bootstrap, Neighbor, Register, decode, encode
+from gossip.exchange.exchanger import Exchanger
+from gossip.exchange.vocabulary import Link, TimeBase
+from gossip.files.keys import COORDINATOR, init_keys
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.ledger import Ledger
+from gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode
 from node.curve import CurveKeys
 from node.zmq_transport import ZmqTransport
 
@@ -69,7 +69,7 @@ async def start_side(secure: bool, keys: Path, ctx: zmq.asyncio.Context) -> Side
     rate = 1.0  # the served node's own clock ticks about twice a second: no interference
     ids = {}
     if secure:
-        from gossip.keys import load_allow_list, load_identity
+        from gossip.files.keys import load_allow_list, load_identity
 
         coord = load_identity(keys / COORDINATOR)
         allow = load_allow_list(keys / COORDINATOR / "allow.json")

@@ -35,14 +35,14 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.jumps import edge_flow
-from gossip.mixing import mix
-from gossip.params import GossipParams, gossip_params
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import Topology, parse_topology
+from gossip.model.algorithms import GossipParams, gossip_params
+from gossip.model.jumps import edge_flow
+from gossip.model.mixing import mix
+from gossip.model.values import initial_values
 from gossip.sim.compiled import compile_seconds
-from gossip.simulator import simulate
-from gossip.spectral import graph_quantities
-from gossip.topology import Topology, parse_topology
-from gossip.values import initial_values
+from gossip.sim.simulator import simulate
 
 
 def baseline(

@@ -37,10 +37,10 @@ import psutil
 
 from coordinator.agreement import band_agreement
 from coordinator.state import ErrorPoint
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
-from gossip.values import initial_values
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.values import initial_values
 
 MB = 2**20
 

@@ -197,7 +197,7 @@ def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConf
 
 def fell_behind(summary: RunSummary, rate: float, nodes: int) -> str:
     """Say that the run's ticks waited too long, by how much, and what to do about it."""
-    from gossip.lateness import KEEP_UP_GAPS, mean_gap
+    from gossip.exchange.lateness import KEEP_UP_GAPS, mean_gap
 
     # Nodes older than the wait report only the lag, which was the same figure then.
     p50 = summary.lag_p50 if summary.wait_p50 is None else summary.wait_p50

@@ -29,8 +29,8 @@ def info(
 ) -> None:
     """Print n, |E|, mu_gossip, R_max, theta_RG and theta_ARG of a topology."""
     from gossip.errors import ConfigError
-    from gossip.spectral import graph_quantities
-    from gossip.topology import parse_topology
+    from gossip.graph.spectral import graph_quantities
+    from gossip.graph.topology import parse_topology
 
     with reported_errors():
         if method not in ("auto", "dense", "sparse"):

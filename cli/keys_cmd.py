@@ -28,7 +28,7 @@ def _node_count(nodes: int | None, graph: str | None) -> int:
         return nodes
     if graph is None:
         raise ConfigError("give the number of nodes: --nodes N, or --graph SPEC (grid:4x4)")
-    from gossip.topology import parse_topology
+    from gossip.graph.topology import parse_topology
 
     return int(parse_topology(graph).n)
 
@@ -76,7 +76,7 @@ def init(
 
     from coordinator.mqtt_auth import write_mosquitto_auth
     from gossip.errors import ConfigError
-    from gossip.keys import COORDINATOR, init_keys, load_allow_list, load_mqtt_secret
+    from gossip.files.keys import COORDINATOR, init_keys, load_allow_list, load_mqtt_secret
 
     with reported_errors():
         if spare < 0:

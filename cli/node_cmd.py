@@ -231,7 +231,7 @@ def node(
             typer.echo(
                 "warning: --exact, --hold-exchanges, --correction-tol and --correction-horizon "
                 "are deprecated and have no effect: every jump is exact by design "
-                "(gossip/exchange.py)",
+                "(gossip/exchange/exchanger.py)",
                 err=True,
             )
         if host is not None:
@@ -316,7 +316,7 @@ def _leave_secure(coordinator: str, keys: list[Path], name: str | None) -> None:
     import asyncio
 
     from gossip.errors import ConfigError
-    from gossip.keys import load_identity
+    from gossip.files.keys import load_identity
     from node.curve import CurveKeys
     from node.registration import request_leave_secure
 

@@ -114,9 +114,9 @@ def optimize_cmd(
     from gossip.dual.network import build_network
     from gossip.dual.report import plot_optimization, write_curves
     from gossip.errors import ConfigError
-    from gossip.report import FIGURE_SUFFIXES, check_output_path, write_json
-    from gossip.spectral import graph_quantities
-    from gossip.topology import parse_topology
+    from gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, write_json
+    from gossip.graph.spectral import graph_quantities
+    from gossip.graph.topology import parse_topology
 
     started = time.perf_counter()
     console = Console()

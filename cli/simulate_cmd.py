@@ -15,9 +15,9 @@ from cli._errors import plain_console, reported_errors
 from cli._tables import figures_table
 
 if TYPE_CHECKING:
-    from gossip.simulator import SimulationResult
-    from gossip.spectral import GraphQuantities
-    from gossip.topology import Topology
+    from gossip.graph.spectral import GraphQuantities
+    from gossip.graph.topology import Topology
+    from gossip.sim.simulator import SimulationResult
 
 __all__ = ["PAPER_GRAPHS", "gossip_figure", "simulate_cmd"]
 
@@ -115,8 +115,8 @@ def simulate_cmd(
 ) -> None:
     """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
     from gossip.errors import ConfigError
-    from gossip.params import check_algorithm
-    from gossip.report import FIGURE_SUFFIXES, check_output_path, prepare_plotting
+    from gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, prepare_plotting
+    from gossip.model.algorithms import check_algorithm
 
     started = time.perf_counter()
     with reported_errors():
@@ -171,7 +171,7 @@ def gossip_figure(
 ) -> None:
     """Reproduce the paper's gossip figure: line 30, grid 15x15, complete 10; RG vs ARG."""
     from gossip.errors import ConfigError
-    from gossip.report import plot_gossip_figure, prepare_plotting, write_csv, write_json
+    from gossip.files.outputs import plot_gossip_figure, prepare_plotting, write_csv, write_json
 
     started = time.perf_counter()
     with reported_errors():
@@ -256,11 +256,11 @@ def _simulate_graph(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from gossip.params import gossip_params
-    from gossip.simulator import simulate
-    from gossip.spectral import graph_quantities
-    from gossip.topology import parse_topology
-    from gossip.values import initial_values
+    from gossip.graph.spectral import graph_quantities
+    from gossip.graph.topology import parse_topology
+    from gossip.model.algorithms import gossip_params
+    from gossip.model.values import initial_values
+    from gossip.sim.simulator import simulate
 
     topo = parse_topology(spec, weighted=weighted)
     q = graph_quantities(topo)
@@ -294,7 +294,7 @@ def _simulate_graph(
 def _summary(
     run: _GraphRun, eps: float, values_spec: str, dim: int, grid_points: int
 ) -> dict[str, Any]:
-    from gossip.report import algorithm_summary
+    from gossip.files.outputs import algorithm_summary
 
     algos = {name: algorithm_summary(r, eps) for name, r in run.results.items()}
     summary: dict[str, Any] = {
@@ -321,7 +321,7 @@ def _write_outputs(
     json_path: Path | None,
     label: str,
 ) -> None:
-    from gossip.report import plot_gossip_figure, write_csv, write_json
+    from gossip.files.outputs import plot_gossip_figure, write_csv, write_json
 
     if plot is not None:
         plot_gossip_figure(plot, [(label, run.results)])

@@ -118,7 +118,7 @@ def train_cmd(
 
     from cli._train_output import plot_training, training_summary, write_training_csv
     from gossip.errors import ConfigError
-    from gossip.report import FIGURE_SUFFIXES, check_output_path, write_json
+    from gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, write_json
     from gossip.train import ALGORITHMS, make_problem, run_training
 
     started = time.perf_counter()
@@ -203,7 +203,7 @@ def training_figure(
 
     from cli._train_output import TITLES, plot_training, training_summary, write_training_csv
     from gossip.errors import ConfigError
-    from gossip.report import check_output_path, write_json
+    from gossip.files.outputs import check_output_path, write_json
     from gossip.train import make_problem, run_training
 
     started = time.perf_counter()

@@ -184,7 +184,7 @@ def up(
     with reported_errors():
         if metrics_period is None:
             from coordinator.launcher import default_metrics_period
-            from gossip.topology import parse_topology
+            from gossip.graph.topology import parse_topology
 
             metrics_period = default_metrics_period(parse_topology(graph).n, nodes_per_process)
         coord = CoordinatorConfig(
@@ -291,7 +291,7 @@ def _logs_say_something(logs: Path) -> bool:
 
 def _warn_below_float_floor(until: float, values: Any) -> None:
     """Warn when ``--until`` is below what float64 can hold near the mean of ``values``."""
-    from gossip.values import error_floor
+    from gossip.model.values import error_floor
 
     if values is None:  # the nodes bring their own values (or an optimization run)
         return

@@ -1,6 +1,6 @@
 """Does a live run's error curve agree with the simulator? (the check behind lambda*)
 
-The exact simulator (:func:`gossip.simulator.simulate`, contract C1) gives, for the same
+The exact simulator (:func:`gossip.sim.simulator.simulate`, contract C1) gives, for the same
 graph, algorithm and initial values, the distribution of the error at every t. A live run
 agrees with it when its measured error stays inside the simulator's 5%-95% band at (almost)
 every measured t: the cluster then runs the continuized process itself, whatever its rate.
@@ -34,8 +34,8 @@ from numpy.typing import NDArray
 
 from coordinator.records import ErrorPoint
 from gossip.errors import ConfigError
-from gossip.params import GossipParams
-from gossip.topology import Topology
+from gossip.graph.topology import Topology
+from gossip.model.algorithms import GossipParams
 
 __all__ = ["Agreement", "Band", "band_agreement", "optimization_agreement"]
 
@@ -134,7 +134,7 @@ def band_agreement(
     t_arr, err = _measured(history, t_min, floor)
     if not t_arr.size:
         return _empty()
-    from gossip.simulator import simulate
+    from gossip.sim.simulator import simulate
 
     values = np.asarray(initial, dtype=np.float64)
     band = simulate(topology, params, values, t_arr, runs, seed).errors

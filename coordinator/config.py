@@ -14,7 +14,9 @@ from coordinator.optimization import OptTracker, prepare_task
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
-from gossip.params import (
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import (
     AVERAGING,
     Algorithm,
     GossipParams,
@@ -22,8 +24,6 @@ from gossip.params import (
     gossip_params,
     parse_algorithm,
 )
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
 
 __all__ = ["CoordinatorConfig", "prepare"]
 
@@ -191,7 +191,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
             "--problem logistic:0.01"
         )
     elif config.values:
-        from gossip.values import initial_values
+        from gossip.model.values import initial_values
 
         raw = initial_values(config.values, topology.n, dim=config.dim)
         values = np.asarray(raw, dtype=np.float64).reshape(topology.n, config.dim)

@@ -15,7 +15,7 @@ The rule
     Either way the estimate's own confirmed crossing is kept apart, as ``t_eps_estimate``.
 
 Why the exact curve: the estimate mixes reports of different times forward without the jumps
-between, and sits above the true error by more as the rate grows (:mod:`gossip.trace`); at
+between, and sits above the true error by more as the rate grows (:mod:`gossip.exchange.trace`); at
 5,000/s on line:30 it crossed 1e-6 about 1.5 to 2 times later than the run itself did, and the
 run went on for seconds after it had converged. Why confirm: ARG's error is not monotone, so
 one point below eps does not stop the run; ``confirm`` points in a row span ``confirm - 1``

@@ -82,7 +82,7 @@ def diverged(first: float, last: float, eps: float, floor: float = 0.0) -> bool:
 
     It has when ``last`` is not finite, or over :data:`DIVERGED` times the largest of
     ``first``, ``eps`` and ``floor`` (float64's smallest error near the values' mean,
-    :func:`gossip.values.error_floor`). Growth from an error already at eps (a coordinator
+    :func:`gossip.model.values.error_floor`). Growth from an error already at eps (a coordinator
     that resumes a converged run may first see exactly 0), or at the float floor, is
     rounding, not divergence.
 

@@ -1,7 +1,7 @@
 """The network's exact error curve, assembled from the nodes' traces (pure).
 
 Every node sends, with its reports, its values at the grid times its jumps have made final
-(:mod:`gossip.trace`). Once every node has sent its value at a grid time g, the network's
+(:mod:`gossip.exchange.trace`). Once every node has sent its value at a grid time g, the network's
 state at g is known exactly, and so are its error and mass drift there: an
 :class:`~coordinator.records.ErrorPoint` of the run itself, not an estimate
 (:mod:`coordinator.metrics` mixes reports of different times, missing the jumps between).

@@ -24,7 +24,8 @@ Theory of operation
   its log. Each restart is a line on stderr and an event in the ``--json`` record.
 * The ``--json`` record is written however the run ends (reached, timeout, diverged, too many
   restarts, an error, Ctrl-C), with ``failure``, ``restarts`` and ``events``.
-* Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.keys.init_keys`), CurveZMQ
+* Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.files.keys.init_keys`),
+CurveZMQ
   on every ZeroMQ socket, and, with the embedded broker (mosquitto or amqtt alike), a password
   per role and an ACL (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process has
   its own key and ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``)
@@ -70,7 +71,7 @@ from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState
 from coordinator.supervise import Supervision, free_port_block, run_record, write_record
 from gossip.errors import ConfigError, GossipError
-from gossip.keys import COORDINATOR, init_keys
+from gossip.files.keys import COORDINATOR, init_keys
 
 __all__ = [
     "NodeCrashError",
@@ -181,7 +182,7 @@ def default_metrics_period(nodes: int, nodes_per_process: int = 1) -> float:
     3000 activations a second (docs/changelog.md). So the processes wake up about 100 times
     a second in all to report, and the broker and the coordinator get about 2,000 reports a
     second at most. Reports further apart carry more exact samples each
-    (:func:`gossip.trace.trace_step`). The processes are :func:`host_sizes`'.
+    (:func:`gossip.exchange.trace.trace_step`). The processes are :func:`host_sizes`'.
 
     Examples
     --------

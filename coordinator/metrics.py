@@ -3,7 +3,7 @@
 Nodes report ``(t_v, x_v, z_v)`` each at its own time ``t_v``. Between activations every node
 only mixes its own pair, so the best estimate of node v at a common time ``t >= t_v`` is its
 report mixed forward with the core's closed form, ``mix(x_v, z_v, eta, t - t_v)``
-(:func:`gossip.mixing.mix`). This ignores the jumps in ``(t_v, t]``, so while the cluster runs
+(:func:`gossip.model.mixing.mix`). This ignores the jumps in ``(t_v, t]``, so while the cluster runs
 the result is an estimate whose accuracy is set by the report period; after a clean stop there
 are no more jumps and the result is exact.
 
@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from coordinator.records import COUNTER_NAMES, NodeView
 from gossip.errors import ProtocolError
-from gossip.mixing import mix
+from gossip.model.mixing import mix
 
 __all__ = ["Estimate", "Snapshot", "consistent_cut", "estimate", "parse_report", "update_view"]
 
@@ -210,7 +210,7 @@ def _floats(payload: Mapping[str, Any], key: str, dim: int | None) -> tuple[floa
 
 
 def _trace(raw: object, dim: int) -> list[tuple[float, tuple[float, ...]]]:
-    # A report's trace (gossip.trace): [g, x_1, ..., x_dim] rows of finite numbers.
+    # A report's trace (gossip.exchange.trace): [g, x_1, ..., x_dim] rows of finite numbers.
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -255,8 +255,8 @@ def parse_report(
     (``()`` unless an optimization run's node reports its dual), ``z``,
     ``initial`` (tuples), ``final`` (bool), ``counters`` (str -> int), ``rtt_p50_ms``,
     ``rtt_p99_ms``, ``lag_p50``, ``lag_p99``, ``wait_p50``, ``wait_p99`` (float or None:
-    :mod:`gossip.lateness`),
-    ``edges`` (int -> int) and ``trace`` (``(g, x)`` pairs, :mod:`gossip.trace`).
+    :mod:`gossip.exchange.lateness`),
+    ``edges`` (int -> int) and ``trace`` (``(g, x)`` pairs, :mod:`gossip.exchange.trace`).
 
     Raises
     ------
@@ -292,7 +292,9 @@ def parse_report(
     }
     rtt_raw = data.get("rtt_ms")
     rtt: dict[str, Any] = rtt_raw if isinstance(rtt_raw, dict) else {}
-    lag_raw = data.get("lag")  # absent from the reports of nodes older than gossip.lateness
+    lag_raw = data.get(
+        "lag"
+    )  # absent from the reports of nodes older than gossip.exchange.lateness
     lag: dict[str, Any] = lag_raw if isinstance(lag_raw, dict) else {}
     wait_raw = data.get("wait")  # absent from the reports of nodes older than tick-time jumps
     wait: dict[str, Any] = wait_raw if isinstance(wait_raw, dict) else {}
@@ -321,7 +323,9 @@ def parse_report(
         "wait_p50": _optional(wait.get("p50")),
         "wait_p99": _optional(wait.get("p99")),
         "edges": edges,
-        "trace": _trace(data.get("trace"), len(x)),  # absent from nodes older than gossip.trace
+        "trace": _trace(
+            data.get("trace"), len(x)
+        ),  # absent from nodes older than gossip.exchange.trace
     }
 
 

@@ -1,7 +1,7 @@
 """MQTT access control of a run: a password per role and an ACL per node, for either broker.
 
 Usernames: ``coordinator``, and ``node-<id>`` for the node of id ``<id>``. Every password is
-``HMAC-SHA256(mqtt secret, username)`` (:func:`gossip.keys.mqtt_password`): the coordinator
+``HMAC-SHA256(mqtt secret, username)`` (:func:`gossip.files.keys.mqtt_password`): the coordinator
 holds the secret and hands each node the password of its own username in the bootstrap.
 
 The ACL is defined once, as data (:func:`acl_grants`): the coordinator reads and writes
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from gossip.errors import ConfigError
-from gossip.keys import COORDINATOR, mqtt_password, node_username
+from gossip.files.keys import COORDINATOR, mqtt_password, node_username
 
 __all__ = [
     "Grant",

@@ -35,9 +35,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gossip.errors import ConfigError, GossipError
-from gossip.mixing import mix
-from gossip.spectral import GraphQuantities
-from gossip.topology import Topology
+from gossip.graph.spectral import GraphQuantities
+from gossip.graph.topology import Topology
+from gossip.model.mixing import mix
 
 __all__ = ["OptPoint", "OptTask", "OptTracker", "prepare_task"]
 

@@ -18,8 +18,8 @@ from coordinator.metrics import estimate
 from coordinator.records import FinalResult, NodeView, RunSummary
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
-from gossip.lateness import keeps_up
-from gossip.topology import Topology
+from gossip.exchange.lateness import keeps_up
+from gossip.graph.topology import Topology
 
 __all__ = ["MAX_BACK", "final_result", "node_shares", "pace_of", "rate_achieved", "run_summary"]
 

@@ -46,8 +46,9 @@ COUNTER_NAMES = (
     "caught_up",
     "withdrawn",
 )
-"""The exchange counters every node reports (contract C3; :class:`gossip.protocol.Counters`
-says what each counts): in the state snapshot, and as ``kind`` in ``/metrics``.
+"""The exchange counters every node reports (contract C3;
+:class:`gossip.exchange.vocabulary.Counters` says what each counts): in the state snapshot, and as
+``kind`` in ``/metrics``.
 
 A node of an older version that does not report one of them counts as 0 for it."""
 
@@ -99,10 +100,10 @@ class NodeView:
         Round-trip time percentiles of the node's own exchanges, in milliseconds.
     lag_p50, lag_p99 : float or None
         Percentiles of the lag of the node's jumps behind their ticks, in units of t
-        (:mod:`gossip.lateness`).
+        (:mod:`gossip.exchange.lateness`).
     wait_p50, wait_p99 : float or None
         Percentiles of the wait of the node's exchanges' starts behind their ticks, in units
-        of t: its backlog (:mod:`gossip.lateness`).
+        of t: its backlog (:mod:`gossip.exchange.lateness`).
     edges : dict of int to int
         Activations so far on each of the node's edges, keyed by the peer's id.
     received : float
@@ -263,15 +264,15 @@ class RunSummary:
     stop_reason : str
         Why the coordinator stopped the nodes: ``reached``, ``timeout`` or ``diverged``.
     lag_p50, lag_p99 : float or None
-        How late the jumps were behind their ticks, in units of t (:mod:`gossip.lateness`):
+        How late the jumps were behind their ticks, in units of t (:mod:`gossip.exchange.lateness`):
         the medians of the nodes' p50s and p99s.
     wait_p50, wait_p99 : float or None
         How long the exchanges waited to start behind their ticks, in units of t: the medians
-        of the nodes' p50s and p99s (the backlog, :mod:`gossip.lateness`).
+        of the nodes' p50s and p99s (the backlog, :mod:`gossip.exchange.lateness`).
     kept_up : bool or None
         Whether ``wait_p50`` says the cluster kept up with its rate: a typical exchange started
-        before the node's next activation was due (:func:`gossip.lateness.keeps_up`); ``None``
-        if no node reported it (``lag_p50`` then, from nodes that report no wait).
+        before the node's next activation was due (:func:`gossip.exchange.lateness.keeps_up`);
+        ``None`` if no node reported it (``lag_p50`` then, from nodes that report no wait).
     t_eps_estimate : float or None
         The t at which the reports' estimates confirmed ``eps`` (:mod:`coordinator.metrics`:
         biased upward at high rates); ``None`` if they had not when the run stopped.

@@ -1,11 +1,11 @@
 """The registration server: a ZeroMQ ROUTER that feeds the :class:`~coordinator.registry.Registry`.
 
-A node's DEALER sends one frame, an encoded :class:`~gossip.wire.Register` (an empty delimiter
-frame before it, as REQ-style peers send, is accepted and echoed). The server decodes it, asks
-the registry, and answers with a :class:`~gossip.wire.Bootstrap` or a
-:class:`~gossip.wire.RegisterError`; a registration that completes the count makes it answer every
-waiting node at once. A frame that does not decode, or is neither a Register nor a Leave, gets a
-RegisterError naming the problem, and never changes the registry.
+A node's DEALER sends one frame, an encoded :class:`~gossip.wire.schema.Register` (an empty
+delimiter frame before it, as REQ-style peers send, is accepted and echoed). The server decodes it,
+asks the registry, and answers with a :class:`~gossip.wire.schema.Bootstrap` or a
+:class:`~gossip.wire.schema.RegisterError`; a registration that completes the count makes it answer
+every waiting node at once. A frame that does not decode, or is neither a Register nor a Leave, gets
+a RegisterError naming the problem, and never changes the registry.
 
 The server keeps running after the bootstrap so that a restarted node, registering again under
 its name, gets its Bootstrap back; if it came back on another address, the registry records it
@@ -16,7 +16,7 @@ ZAP handler admits only the allow-list's public keys and labels each connection 
 the key is listed under; a registration under any other name is refused. The coordinator
 then sends each node its neighbours' public keys in the bootstrap.
 
-A :class:`~gossip.wire.Leave` (``gossip node --leave``) goes to ``on_leave`` with the name of
+A :class:`~gossip.wire.schema.Leave` (``gossip node --leave``) goes to ``on_leave`` with the name of
 the key it came with; the coordinator takes it only for that key's own node, echoes it back,
 or answers a RegisterError saying why not (a forged one is also counted, ``forged_leaves``).
 """
@@ -37,7 +37,7 @@ from zmq.utils import z85
 
 from coordinator.registry import Known, Readdressed, Ready, Refused, Registry, Waiting
 from gossip.errors import ProtocolError, TransportError
-from gossip.wire import Leave, Register, RegisterError, decode, encode
+from gossip.wire.schema import Leave, Register, RegisterError, decode, encode
 
 __all__ = ["RegistrarStats", "bound_socket", "serve_registrations"]
 

@@ -2,15 +2,15 @@
 
 Theory of operation
 -------------------
-Nodes send :class:`~gossip.wire.Register` (name, address, optional own value, pid) and re-send
-it every few seconds until they get an answer. The registry has two states:
+Nodes send :class:`~gossip.wire.schema.Register` (name, address, optional own value, pid) and
+re-send it every few seconds until they get an answer. The registry has two states:
 
 ``collecting``
     Each valid registration is recorded under its name (a re-send, or a restarted node with the
     same name, replaces the earlier record) and gets no answer yet (:class:`Waiting`). When the
     expected count is reached the registry assigns ids (names in natural order: ``node-2``
     before ``node-10``), fixes the epoch and the initial values, builds every node's
-    :class:`~gossip.wire.Bootstrap` and answers all of them at once (:class:`Ready`).
+    :class:`~gossip.wire.schema.Bootstrap` and answers all of them at once (:class:`Ready`).
 ``bootstrapped``
     A registration under a known name gets that name's Bootstrap again, unchanged
     (:class:`Known`): a restarted node gets its id back. If it registers another address (it
@@ -20,8 +20,8 @@ it every few seconds until they get an answer. The registry has two states:
     cannot register, since its name's key is its own in a secured cluster. An unknown name,
     or an address another node has, is refused.
 
-A registration is refused (:class:`Refused`, sent as :class:`~gossip.wire.RegisterError`) when
-its name is empty, its address is not ``tcp://host:port``, its address is taken by another
+A registration is refused (:class:`Refused`, sent as :class:`~gossip.wire.schema.RegisterError`)
+when its name is empty, its address is not ``tcp://host:port``, its address is taken by another
 name, its value has the wrong dimension, it has no value while the experiment does not choose
 them, or the cluster is full. The reason names the bad value and what would be valid.
 
@@ -45,9 +45,9 @@ from numpy.typing import NDArray
 from coordinator.optimization import OptTask
 from coordinator.security import Security
 from gossip.errors import ConfigError
-from gossip.params import GossipParams
-from gossip.topology import Topology
-from gossip.wire import Bootstrap, Neighbor, Register
+from gossip.graph.topology import Topology
+from gossip.model.algorithms import GossipParams
+from gossip.wire.schema import Bootstrap, Neighbor, Register
 
 __all__ = [
     "Assignment",

@@ -2,10 +2,10 @@
 
 A request ``{"cmd": "leave", "name": NAME}`` (or ``"node": ID``) on
 ``gossip/<cluster>/membership`` (``gossip node --leave`` sends it in an insecure run), a
-:class:`gossip.wire.Leave` over the registration socket (``gossip node --leave --keys DIR``:
+:class:`gossip.wire.schema.Leave` over the registration socket (``gossip node --leave --keys DIR``:
 in a secured run, taken only from the leaving node's own CURVE key), or a node silent for
 ``dead_after`` seconds, removes that node: the coordinator computes the next view
-(:func:`gossip.membership.leave_view`: the graph without the node, its quantities and
+(:func:`gossip.exchange.membership.leave_view`: the graph without the node, its quantities and
 parameters recomputed as at bootstrap) starting at ``T_e``, a shared time ``lead`` seconds
 ahead, and publishes ``{"cmd": "view", "run", "epoch", "view", "change"}`` on the control topic,
 repeated every second until a few seconds after ``T_e`` (nodes ignore repeats). From then on
@@ -33,8 +33,8 @@ from coordinator.mqtt_link import MqttLink
 from coordinator.registry import Assignment, Known, Outcome, Plan, Refused
 from coordinator.state import ClusterState
 from gossip.errors import GossipError
-from gossip.membership import View, attach_neighbors, join_view, leave_view, make_view
-from gossip.wire import Bootstrap, Neighbor, Register
+from gossip.exchange.membership import View, attach_neighbors, join_view, leave_view, make_view
+from gossip.wire.schema import Bootstrap, Neighbor, Register
 
 __all__ = ["ATTACH", "LEAD", "RESEND", "Churn"]
 
@@ -131,7 +131,8 @@ class Churn:
         self.remove(node, "leave", now)
 
     def on_leave(self, name: str, sender: str | None, now: float) -> str | None:
-        """Take a :class:`gossip.wire.Leave` from the registrar: ``None`` if taken, else why not.
+        """Take a :class:`gossip.wire.schema.Leave` from the registrar: ``None`` if taken, else why
+        not.
 
         ``sender`` is the name of the CURVE key it came with (``None``: an insecure run); a
         leave of another node than the sender's is refused and shown (a forged leave).
@@ -245,8 +246,9 @@ class Churn:
             broker=self.plan.broker if sec is None else sec.node_broker(self.plan.broker, node),
             metrics_period=self.plan.metrics_period,
             dim=self.plan.dim,
-            # The run's first n, as every node got: their trace grids (gossip.trace.trace_step)
-            # are computed from it and must be the same grid times.
+            # The run's first n, as every node got: their trace grids
+            # (gossip.exchange.trace.trace_step) are computed from it and must be the same grid
+            # times.
             n=self.plan.topology.n,
         )
         self._joined[msg.name] = boot

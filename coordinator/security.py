@@ -1,7 +1,7 @@
 """The coordinator's key material: its CURVE key, the allow-list and the MQTT secret.
 
 Loaded once from the coordinator's key directory (``gossip keys init`` writes
-``DIR/coordinator``; see :mod:`gossip.keys`). It decides three things:
+``DIR/coordinator``; see :mod:`gossip.files.keys`). It decides three things:
 
 * who may register, and under which name (the allow-list; :mod:`coordinator.registrar`);
 * which public keys each node learns for its neighbours
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from gossip.keys import (
+from gossip.files.keys import (
     COORDINATOR,
     load_allow_list,
     load_identity,

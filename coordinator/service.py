@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 1. :func:`prepare` checks the configuration and computes everything that does not need a
-   node: the topology (``gossip.topology``), its quantities (``gossip.spectral``), the
-   algorithm's parameters (``gossip.params``) and, when the experiment chooses them, the
-   initial values (``gossip.values``).
+   node: the topology (``gossip.graph.topology``), its quantities (``gossip.graph.spectral``), the
+   algorithm's parameters (``gossip.model.algorithms``) and, when the experiment chooses them, the
+   initial values (``gossip.model.values``).
 2. :meth:`Coordinator.run` connects to the broker (:class:`~coordinator.mqtt_link.MqttLink`)
    and looks at the retained status topic: if a previous coordinator left a running run of the
    same graph, algorithm and rate, it adopts that run (same ids, epoch, values, Bootstraps)
@@ -58,7 +58,7 @@ from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
 from coordinator.status import resumable, run_header, status_record
 from gossip.errors import ConfigError, GossipError, TransportError
-from gossip.values import error_floor
+from gossip.model.values import error_floor
 
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 

@@ -28,10 +28,10 @@ from typing import Any
 
 from coordinator.optimization import OptTracker
 from coordinator.records import ErrorPoint, FinalResult, NodeView, RunSummary, json_num, json_nums
-from gossip.membership import View
-from gossip.params import GossipParams
-from gossip.spectral import GraphQuantities
-from gossip.topology import Topology
+from gossip.exchange.membership import View
+from gossip.graph.spectral import GraphQuantities
+from gossip.graph.topology import Topology
+from gossip.model.algorithms import GossipParams
 
 __all__ = ["PHASES", "BrokerStatus", "ClusterState", "Phase"]
 

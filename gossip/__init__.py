@@ -1,15 +1,28 @@
-"""Continuized gossip: the pure core shared by the live node, the coordinator and the simulator.
+"""Continuized gossip: the core shared by the live node, the coordinator and the simulators.
 
-The core modules never read the clock, never touch the network or the disk, and never use a
-global random generator: time and ``rng`` come in as arguments. The live node and the simulator
-call the same functions, so they cannot drift apart.
+One concept per subpackage:
 
-* :mod:`gossip.topology` -- topology specs, checks and edge probabilities
-* :mod:`gossip.spectral` -- mu_gossip, R_eff, R_max, theta_RG, theta_ARG
-* :mod:`gossip.params` -- algorithm parameters (eta, c, theta), with the corrected mixing rate
-* :mod:`gossip.mixing` -- closed-form mixing over any interval
-* :mod:`gossip.optim` -- continuized Nesterov acceleration as an optimizer, and the paper's figures
-* :mod:`gossip.jumps` -- RG/ARG jumps as antisymmetric flows, and their late application
+* :mod:`gossip.model` -- what one node holds and how it moves: closed-form mixing, the RG/ARG
+  jumps, the flow ledger, the algorithms' parameters, initial values;
+* :mod:`gossip.graph` -- topology specs and the spectral quantities (mu_gossip, R_eff, R_max);
+* :mod:`gossip.wire` -- the wire format, the only place frames are built and parsed;
+* :mod:`gossip.exchange` -- the exchange protocol as a sans-IO state machine, and membership;
+* :mod:`gossip.sim` -- the exact gossip simulator (numba kernel, numpy engine, churn model);
+* :mod:`gossip.optim` -- continuized Nesterov acceleration as an optimizer (the paper's first
+  half);
+* :mod:`gossip.problems`, :mod:`gossip.datasets`, :mod:`gossip.dual` -- decentralized
+  optimization: local problems, their data and shards, and the dual accelerated simulator;
+* :mod:`gossip.train` -- decentralized training (A²CiD², AD-PSGD), simulated exactly;
+* :mod:`gossip.files` -- key files and the simulator's output files;
+* :mod:`gossip.errors` -- the one exception hierarchy.
+
+The protocol and the model (:mod:`gossip.wire`, :mod:`gossip.exchange`, and the mixing, jumps,
+ledger and parameters of :mod:`gossip.model`) are pure: they never read the clock, touch the
+network or the disk, or use a global random generator; time and ``rng`` come in as arguments.
+An import-linter contract checks that they import no ``os``, ``time``, ``socket``, ``pathlib``,
+``asyncio``, ``zmq`` or :mod:`gossip.files`. The live node and the simulators call the same
+functions, so they cannot drift apart. What reads files is named: :mod:`gossip.files`, and
+the ``file:PATH`` specs of topologies, values and data sets.
 
 The command line (the ``cli`` package) sits above the core, the node and the coordinator.
 """
@@ -26,23 +39,23 @@ from gossip.errors import (
     TopologyError,
     TransportError,
 )
-from gossip.jumps import Flow, apply_flow, edge_flow, jump, late_flow
-from gossip.mixing import decay, mix, mix_convex
-from gossip.params import Algorithm, GossipParams, gossip_params, parse_algorithm
+from gossip.model.algorithms import Algorithm, GossipParams, gossip_params, parse_algorithm
+from gossip.model.jumps import Flow, apply_flow, edge_flow, jump, late_flow
+from gossip.model.mixing import decay, mix, mix_convex
 
 if TYPE_CHECKING:
-    from gossip.spectral import GraphQuantities, graph_quantities, laplacian
-    from gossip.topology import Topology, parse_topology, topology_from_graph
+    from gossip.graph.spectral import GraphQuantities, graph_quantities, laplacian
+    from gossip.graph.topology import Topology, parse_topology, topology_from_graph
 
 # networkx and scipy cost ~40 MB of memory and ~0.4 s: they load on first use, so that a node
 # process (which never needs them) stays small and `gossip --help` stays fast.
 _LAZY = {
-    "GraphQuantities": "gossip.spectral",
-    "graph_quantities": "gossip.spectral",
-    "laplacian": "gossip.spectral",
-    "Topology": "gossip.topology",
-    "parse_topology": "gossip.topology",
-    "topology_from_graph": "gossip.topology",
+    "GraphQuantities": "gossip.graph.spectral",
+    "graph_quantities": "gossip.graph.spectral",
+    "laplacian": "gossip.graph.spectral",
+    "Topology": "gossip.graph.topology",
+    "parse_topology": "gossip.graph.topology",
+    "topology_from_graph": "gossip.graph.topology",
 }
 
 

@@ -63,7 +63,7 @@ class NodeConfig:
         Seconds to keep serving normally after a stop, before refusing new exchanges.
     linger : float
         After the final report, the longest wait in seconds for every neighbour to be done
-        with this node's answers (:mod:`gossip.parting`; they say so within a round trip or
+        with this node's answers (:mod:`gossip.exchange.parting`; they say so within a round trip or
         two, a dead neighbour never does).
     register_every : float
         Seconds between re-sent registrations while waiting for the bootstrap.
@@ -75,7 +75,7 @@ class NodeConfig:
         Most exchanges this node started that may be pending on one edge (``None``, the
         default: no limit); further ticks of that edge are skipped (back-pressure).
     keys : Path or None
-        This node's key directory (:mod:`gossip.keys`): CurveZMQ on every socket, the
+        This node's key directory (:mod:`gossip.files.keys`): CurveZMQ on every socket, the
         coordinator's key checked at registration. ``None``: plain, unauthenticated sockets.
     mqtt_ca : Path or None
         CA certificate (PEM) to check an ``mqtts://`` broker with (default: the system's).

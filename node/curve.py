@@ -40,7 +40,7 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 from zmq.auth.base import Authenticator
 
-from gossip.keys import Identity
+from gossip.files.keys import Identity
 
 __all__ = [
     "HOLD_UNTRUSTED",

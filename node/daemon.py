@@ -1,7 +1,8 @@
 """The node daemon: sockets, timers and task lifetimes around the exchange protocol.
 
-All the protocol and all the maths live in :mod:`gossip.exchange` and :mod:`gossip.ledger`;
-this module only feeds them frames and times and carries out what they return.
+All the protocol and all the maths live in :mod:`gossip.exchange.exchanger` and
+:mod:`gossip.model.ledger`; this module only feeds them frames and times and carries out what they
+return.
 
 Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
 
@@ -29,8 +30,8 @@ Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating (activations st
 dropped); keep serving normally for
 ``drain`` seconds while our own exchanges settle; then close (new requests get a Nack, repeated
 ones their cached answer), so the state is final; publish the final report; keep answering
-until every neighbour is done with us and knows we are done with it (:mod:`gossip.parting`),
-at most ``linger`` seconds; exit 0.
+until every neighbour is done with us and knows we are done with it
+(:mod:`gossip.exchange.parting`), at most ``linger`` seconds; exit 0.
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ from typing import Any
 import numpy as np
 
 from gossip.errors import GossipError
-from gossip.exchange import Exchanger
-from gossip.ledger import Ledger
-from gossip.protocol import Counters, Link, TimeBase
-from gossip.trace import Trace, trace_step
-from gossip.wire import Bootstrap
+from gossip.exchange.exchanger import Exchanger
+from gossip.exchange.trace import Trace, trace_step
+from gossip.exchange.vocabulary import Counters, Link, TimeBase
+from gossip.model.ledger import Ledger
+from gossip.wire.schema import Bootstrap
 from node.clock import PoissonClock
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
@@ -74,7 +75,7 @@ _RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive n
 # connection until it gave up, then start exchanges that only a redial, seconds later, delivers.
 _REDIAL_AFTER = 2 * _RECOVER_EVERY
 # Seconds between two computations of the round-trip percentiles in the periodic reports: they
-# partition thousands of samples (gossip.recent; the costliest part of a report), and move
+# partition thousands of samples (gossip.exchange.recent; the costliest part of a report), and move
 # slowly.
 _RTT_EVERY = 1.0
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
@@ -98,7 +99,7 @@ class Node:
     recover : bool or None
         Rebuild the ledger from the neighbours first; default: when started after the epoch.
     max_in_flight : int or None
-        Back-pressure: see :class:`gossip.exchange.Exchanger`.
+        Back-pressure: see :class:`gossip.exchange.exchanger.Exchanger`.
     clock : callable() -> float
         Unix time in seconds.
     problem : LocalProblem or None
@@ -279,7 +280,8 @@ class Node:
 
     async def _part(self) -> None:
         """Answer repeated requests until the neighbours are done with us (the rule of
-        :mod:`gossip.parting`), for at most ``linger`` seconds (a dead one never says so)."""
+        :mod:`gossip.exchange.parting`), for at most ``linger`` seconds (a dead one never says
+        so)."""
         ex, transport = self.exchanger, self.transport
         deadline = self.clock() + self.linger
         while not ex.parting.parted and self.clock() < deadline:

@@ -45,8 +45,8 @@ import zmq
 import zmq.asyncio
 
 from gossip.errors import ConfigError, GossipError
-from gossip.keys import Identity, load_identity
-from gossip.wire import Bootstrap, Register
+from gossip.files.keys import Identity, load_identity
+from gossip.wire.schema import Bootstrap, Register
 from node.config import NodeConfig
 from node.curve import CurveKeys
 from node.daemon import Node

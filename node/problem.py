@@ -1,7 +1,7 @@
 """An optimization run's node side: its own problem, from its own shard (SPEC section 6).
 
 The Bootstrap of an optimization run names the problem, the data source and the split, and the
-node's id among ``n`` (:class:`gossip.wire.Bootstrap`); the node loads its shard itself, on
+node's id among ``n`` (:class:`gossip.wire.schema.Bootstrap`); the node loads its shard itself, on
 its own machine, and never receives data. ``gossip node --data SPEC`` overrides the data
 source, for data that only this machine holds (``csv:DIR`` with ``DIR/node-<id>.csv``, or a
 local copy of the public set).
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from gossip.errors import ConfigError
-from gossip.wire import Bootstrap
+from gossip.wire.schema import Bootstrap
 
 __all__ = ["exchange_value", "load_problem", "preload", "primal_report"]
 

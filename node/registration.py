@@ -23,7 +23,7 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from gossip.errors import ProtocolError, RemoteError, TransportError
-from gossip.wire import Bootstrap, Leave, Register, RegisterError, decode, encode
+from gossip.wire.schema import Bootstrap, Leave, Register, RegisterError, decode, encode
 from node.curve import CurveKeys, curve_client
 
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL

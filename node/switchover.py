@@ -1,7 +1,7 @@
 """A running node's side of churn: membership views from the coordinator, switched at T_e.
 
 The rules (which rows are settled, why a jump never mixes two views) are in
-:mod:`gossip.membership`; this module only carries them out on a live node:
+:mod:`gossip.exchange.membership`; this module only carries them out on a live node:
 
 * a ``{"cmd": "view", "epoch": E, "view": {...}}`` command on the control topic (the
   coordinator publishes it, and repeats it, after a leave) names the next view and its start
@@ -16,8 +16,8 @@ The rules (which rows are settled, why a jump never mixes two views) are in
   exits);
 * a member sets the exchanger's horizon to ``T_e`` at once (no jump at ``T >= T_e`` in the old
   view), and at its first free moment after ``T_e`` carries its ledger over
-  (:func:`gossip.membership.carry_to`), switches the exchanger
-  (:meth:`gossip.exchange.Exchanger.switch_view`) and its Poisson clock to the new edges.
+  (:func:`gossip.exchange.membership.carry_to`), switches the exchanger
+  (:meth:`gossip.exchange.exchanger.Exchanger.switch_view`) and its Poisson clock to the new edges.
 
 Secured (CurveZMQ), the view command also carries the joiners' public keys (``keys``): a node
 admits a joining neighbour's key before connecting to it, and at each switch its ZAP
@@ -38,10 +38,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from gossip.errors import GossipError
-from gossip.exchange import Exchanger
-from gossip.membership import View, carry_to, view_from_dict
-from gossip.protocol import Link, TimeBase
-from gossip.wire import Bootstrap
+from gossip.exchange.exchanger import Exchanger
+from gossip.exchange.membership import View, carry_to, view_from_dict
+from gossip.exchange.vocabulary import Link, TimeBase
+from gossip.wire.schema import Bootstrap
 from node.clock import PoissonClock
 from node.transport import Transport
 

@@ -3,7 +3,7 @@
 A node has one *server* endpoint (its address) that peers send requests to, and sends its own
 requests to each peer's server. Each frame that arrives carries a *route*: an opaque handle to
 answer a request on (``None`` for frames that are themselves answers). The exchange protocol
-(:mod:`gossip.exchange`) only ever sees bytes; this interface only ever moves bytes.
+(:mod:`gossip.exchange.exchanger`) only ever sees bytes; this interface only ever moves bytes.
 
 Implementations: :class:`node.zmq_transport.ZmqTransport` (ZeroMQ DEALER/ROUTER, the real one),
 :class:`node.fake_transport.FakeTransport` (in memory, for tests and experiments) and
@@ -77,8 +77,8 @@ class Transport(ABC):
 
     def redial(self, peer: int) -> bool:
         """``peer`` has left an exchange unanswered for long (the protocol's
-        :meth:`~gossip.exchange.Exchanger.take_silent`): open the way to it again if nothing
-        ever came back on the current one; return whether it did.
+        :meth:`~gossip.exchange.exchanger.Exchanger.take_silent`): open the way to it again if
+        nothing ever came back on the current one; return whether it did.
 
         For transports whose connections can die silently for good (a refused CurveZMQ
         handshake is never retried: :mod:`node.curve`). The default does nothing.

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from gossip.exchange import Exchanger
-from gossip.ledger import Ledger
-from gossip.protocol import Link, TimeBase
-from gossip.trace import Trace
+from gossip.exchange.exchanger import Exchanger
+from gossip.exchange.trace import Trace
+from gossip.exchange.vocabulary import Link, TimeBase
+from gossip.model.ledger import Ledger
 
 __all__ = ["WARM_UP_EXCHANGES", "warm_up"]
 

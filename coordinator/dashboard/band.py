@@ -2,7 +2,7 @@
 
 The band is what the theory promises in distribution: the 5%, 50% and 95% quantiles of the
 error ``sum_v 1/2 |x_v(t) - mean|^2`` over independent simulated runs of the same graph,
-algorithm and initial values (``gossip.simulator.simulate``, contract C1). A cluster whose curve
+algorithm and initial values (``gossip.sim.simulator.simulate``, contract C1). A cluster whose curve
 leaves the band for long is not running the algorithm it claims to.
 
 It runs in a separate process, at low priority, because the simulator is CPU-bound Python and
@@ -31,8 +31,8 @@ from numpy.typing import NDArray
 from coordinator.dashboard.runs import Band, RunArchive, RunRecord
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError, GossipError
-from gossip.params import GossipParams
-from gossip.topology import Topology
+from gossip.graph.topology import Topology
+from gossip.model.algorithms import GossipParams
 
 __all__ = [
     "BAND_EVENT_BUDGET",
@@ -86,7 +86,7 @@ def simulate_band(
     Blocking and CPU-bound: call it through :func:`compute_band`, which runs it in a child.
     This is the one place the dashboard calls the simulator (contract C1).
     """
-    from gossip.simulator import simulate
+    from gossip.sim.simulator import simulate
 
     # One process: the band is background work and must stay on one core.
     result = simulate(topology, params, initial, t_grid, runs, seed, workers=1)
@@ -150,7 +150,7 @@ async def compute_band(
     Parameters
     ----------
     topology, params, initial, t_grid, runs, seed
-        As for ``gossip.simulator.simulate`` (contract C1); for ``kind="optimization"``,
+        As for ``gossip.sim.simulator.simulate`` (contract C1); for ``kind="optimization"``,
         ``params`` and ``initial`` are the run's ``ProblemSet`` and ``DualParams`` (see
         :func:`simulate_opt_band`).
 

@@ -179,7 +179,7 @@ class ClusterCollector(Collector):
         lag = GaugeMetricFamily(
             "gossip_node_jump_lag",
             "Percentile of the lag of the node's jumps behind their ticks, in units of t "
-            "(gossip.lateness).",
+            "(gossip.exchange.lateness).",
             labels=[*labels, "quantile"],
         )
         for node_id in sorted(state.nodes):

@@ -92,7 +92,7 @@ class RunRecord:
     points : list of Point
         ``(t, error, mass_drift_rel, wall)`` in order: estimates from the reports.
     exact : list of Point
-        The same, exact at the grid times every node has passed (:mod:`gossip.trace`).
+        The same, exact at the grid times every node has passed (:mod:`gossip.exchange.trace`).
     summary : dict or None
         The coordinator's run summary once the run finished.
     band, band_status : Band or None, str

@@ -25,11 +25,11 @@ from numpy.typing import NDArray
 
 from coordinator.records import ErrorPoint, NodeView
 from coordinator.state import BrokerStatus, ClusterState
-from gossip.jumps import jump
-from gossip.mixing import mix
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.jumps import jump
+from gossip.model.mixing import mix
 
 __all__ = ["SyntheticCluster", "main"]
 

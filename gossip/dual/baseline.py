@@ -21,7 +21,7 @@ from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
 from gossip.dual.params import DualAlgorithm, DualParams, dual_params
 from gossip.dual.simulate import sweep_grid, uses_compiled
 from gossip.errors import ConfigError
-from gossip.topology import Topology
+from gossip.graph.topology import Topology
 
 __all__ = ["SEARCH_RUNS", "SEARCH_SEED_OFFSET", "STEP_CANDIDATES", "best_dgd_params"]
 

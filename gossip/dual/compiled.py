@@ -9,8 +9,8 @@ numba compiles (:func:`gossip.dual.kernel.sweep_dual_runs`, ``njit(cache=True, n
   run's own stream by :func:`gossip.sim.kernel.draw_window` (PCG64 bit for bit NumPy's,
   :mod:`gossip.sim.streams`), exactly as the compiled gossip sweep draws them;
 * a node keeps ``y``, ``z`` and the time ``last`` it was brought up to; an activation of {v, w}
-  at T mixes both ends from ``last`` to T (:func:`gossip.mixing.mix`, for acd), computes
-  ``g = grad f^*(y)`` at both and adds the flow of :func:`gossip.jumps.edge_flow`, the same
+  at T mixes both ends from ``last`` to T (:func:`gossip.model.mixing.mix`, for acd), computes
+  ``g = grad f^*(y)`` at both and adds the flow of :func:`gossip.model.jumps.edge_flow`, the same
   operations as the engine's, in the same order;
 * ``grad f_v^*`` comes from the problem set's plain arrays
   (:meth:`~gossip.problems.base.ProblemSet.conjugate_arrays`): affine for quadratic and ridge,

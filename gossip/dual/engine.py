@@ -12,9 +12,9 @@ State of a block of R runs: ``y`` (and ``z`` for acd; ``x`` for dgd) of shape ``
 and ``last``, the time each node was last brought up to date. An activation of {v, w} touches
 only v and w (O(1) work, whatever n is):
 
-* acd: mix both ends from ``last`` to T (:func:`gossip.mixing.mix`, rate ``eta``), compute
+* acd: mix both ends from ``last`` to T (:func:`gossip.model.mixing.mix`, rate ``eta``), compute
   ``g = grad f^*(y)`` at both ends (``ProblemSet.grad_conjugate``, batched over the R runs), add
-  :func:`gossip.jumps.edge_flow` seen from each end (exact negatives of each other);
+  :func:`gossip.model.jumps.edge_flow` seen from each end (exact negatives of each other);
 * cd: the same with no mixing and no z;
 * dgd: both ends average, then each steps along its own gradient at the average.
 
@@ -38,8 +38,8 @@ from numpy.typing import NDArray
 
 from gossip.dual.params import DualAlgorithm, DualParams
 from gossip.dual.steps import dgd_average, dgd_step
-from gossip.jumps import edge_flow
-from gossip.mixing import mix
+from gossip.model.jumps import edge_flow
+from gossip.model.mixing import mix
 from gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
 
 __all__ = [

@@ -19,9 +19,9 @@ from gossip.dual.report import algorithm_summary
 from gossip.dual.result import OptimizationResult
 from gossip.dual.simulate import simulate_optimization
 from gossip.errors import ConfigError
-from gossip.params import check_algorithm
-from gossip.spectral import GraphQuantities, graph_quantities
-from gossip.topology import Topology
+from gossip.graph.spectral import GraphQuantities, graph_quantities
+from gossip.graph.topology import Topology
+from gossip.model.algorithms import check_algorithm
 
 __all__ = ["Experiment", "algorithm_params", "parse_algorithms", "run_experiment"]
 

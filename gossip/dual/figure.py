@@ -32,7 +32,7 @@ from gossip.dual.network import build_network, dadao_network
 from gossip.dual.report import plot_optimization, write_curves
 from gossip.dual.result import t_eps
 from gossip.errors import ConfigError
-from gossip.topology import Topology, parse_topology, topology_from_graph
+from gossip.graph.topology import Topology, parse_topology, topology_from_graph
 
 __all__ = ["PANELS", "Panel", "run_panel", "write_optimization_figures"]
 

@@ -173,7 +173,7 @@ def sweep_dual_runs(  # the kernel takes plain arrays and scalars: numba compile
     """
     n, d = local.shape
     newton = As.shape[0] > 0
-    rate = -2.0 * eta  # as gossip.mixing.decay: (-2 eta) tau
+    rate = -2.0 * eta  # as gossip.model.mixing.decay: (-2 eta) tau
     y = np.empty((n, d))
     z = np.empty((n, d))
     last = np.empty(n)

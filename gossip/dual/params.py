@@ -19,7 +19,7 @@ coordinate smoothness, but ``|A e_e|^2 = 2 P_e``):
 * on activation of e = {v, w}: ``D = g_v - g_w``, ``y_v -= s_e D``, ``y_w += s_e D``,
   ``z_v -= gamma' D``, ``z_w += gamma' D`` with the per-edge step
   ``s_e = gamma R_e / P_e = gamma R_eff(e) <= mu / 2``; between activations every node mixes
-  ``(y_v, z_v)`` with the closed form of :mod:`gossip.mixing` at rate ``eta``;
+  ``(y_v, z_v)`` with the closed form of :mod:`gossip.model.mixing` at rate ``eta``;
 * rate ``theta = sqrt(mu_dual / L_dual) = sqrt(mu_gossip / (2 R_max)) / sqrt(L / mu)``:
   ``E sum_v |grad f_v^*(y_v(t)) - x*|^2 <= (2 / mu) Phi_0 exp(-theta t)`` with
   ``Phi_0 = f(x*) - sum_v min f_v + (mu_dual / 2) tr(Y*^T L_P^+ Y*)``, ``Y*_v = grad f_v(x*)``
@@ -85,7 +85,7 @@ class DualParams:
     ----------
     algorithm : DualAlgorithm
     mu_gossip, r_max, r_min : float
-        Graph quantities (:mod:`gossip.spectral`).
+        Graph quantities (:mod:`gossip.graph.spectral`).
     mu, L : float
         Strong convexity (min over nodes) and smoothness (max over nodes) of the ``f_v``.
     eta : float

@@ -20,9 +20,9 @@ from numpy.typing import NDArray
 
 from gossip.dual.engine import BatchProblems
 from gossip.dual.params import DualAlgorithm, DualParams
+from gossip.graph.spectral import DENSE_LIMIT, dense_laplacian
+from gossip.graph.topology import Topology
 from gossip.sim.statistics import ErrorsOverRuns
-from gossip.spectral import DENSE_LIMIT, dense_laplacian
-from gossip.topology import Topology
 
 __all__ = ["OptimizationResult", "bound_constant", "t_eps"]
 

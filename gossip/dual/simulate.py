@@ -1,7 +1,7 @@
 """Exact Monte Carlo simulation of decentralized optimization over randomized gossip.
 
 Runs are independent and run r draws its activations from ``SeedSequence(seed, spawn_key=(r,))``
-exactly as :func:`gossip.simulator.simulate` does: for the same seed and graph the two
+exactly as :func:`gossip.sim.simulator.simulate` does: for the same seed and graph the two
 simulators see the same activations, so with ``f_v = |x - b_v|^2 / 2`` on a graph whose edges
 all have the same effective resistance, acd reproduces ARG jump for jump. How a block of runs
 is swept: :mod:`gossip.dual.compiled` (numba, the built-in problems, one run after another;
@@ -23,6 +23,7 @@ from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
 from gossip.dual.params import DualParams
 from gossip.dual.result import OptimizationResult, bound_constant
 from gossip.errors import ConfigError
+from gossip.graph.topology import Topology
 from gossip.sim.compiled import ENGINES, resolve_engine
 from gossip.sim.events import windows
 from gossip.sim.sweep import (
@@ -31,7 +32,6 @@ from gossip.sim.sweep import (
     run_blocks_in_threads,
     run_blocks_inline,
 )
-from gossip.topology import Topology
 
 __all__ = ["ENGINES", "simulate_optimization", "sweep_grid", "uses_compiled"]
 

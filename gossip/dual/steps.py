@@ -5,11 +5,11 @@ The simulator (:mod:`gossip.dual.engine`) and, later, a live node call these sam
 Dual coordinate descent (acd, cd)
 ---------------------------------
 On activation of e = {v, w} at time T, each end first mixes its own ``(y, z)`` to T
-(:func:`gossip.mixing.mix` at rate ``eta``; cd has ``eta = 0`` and no z), computes its primal
+(:func:`gossip.model.mixing.mix` at rate ``eta``; cd has ``eta = 0`` and no z), computes its primal
 estimate ``g = grad f^*(y)`` from its own problem only, and the two exchange their ``g``. The
 update is an antisymmetric *flow*, in the same form as gossip's jump
-(:func:`gossip.jumps.edge_flow`): into v flows ``(s_e (g_w - g_v), gamma' (g_w - g_v))`` and into
-w exactly the negative, so ``sum_v y_v = sum_v z_v = 0`` at all times (both start at 0, and the
+(:func:`gossip.model.jumps.edge_flow`): into v flows ``(s_e (g_w - g_v), gamma' (g_w - g_v))`` and
+into w exactly the negative, so ``sum_v y_v = sum_v z_v = 0`` at all times (both start at 0, and the
 mixing keeps ``y + z`` per node). It is computed by that very function,
 ``edge_flow(g_v, g_w, c=gamma', step=s_e)``: gossip is the case ``g_u = x_u``, ``s_e = 1/2``.
 

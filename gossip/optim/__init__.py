@@ -3,7 +3,7 @@
 The continuized method (paper sections 3-5, SPEC section 7) takes gradient steps at the jump
 times of a rate-1 Poisson process and mixes its two sequences through an ODE in between; it is
 run exactly, as a discrete recursion with random parameters, using the gossip core's closed-form
-mixing (:mod:`gossip.mixing`), the same functions accelerated gossip uses.
+mixing (:mod:`gossip.model.mixing`), the same functions accelerated gossip uses.
 
 * :mod:`gossip.optim.methods` -- gradient descent, Nesterov, continuized Nesterov
 * :mod:`gossip.optim.noise` -- stochastic gradient oracles (additive, pure multiplicative)

@@ -11,8 +11,8 @@ its gradient steps at the jump times ``T_1 < T_2 < ...`` of a rate-1 Poisson pro
 ``x`` and ``z`` mix through an ODE in between; the discrete recursion above, with random
 ``tau_k, tau'_k, gamma'_k``, is that process observed at the jump times, with no discretisation
 error. The mixing between jumps is computed by the gossip core's closed forms
-(:func:`gossip.mixing.mix`, :func:`gossip.mixing.mix_convex`), the very functions the gossip node
-uses, so the optimizer and accelerated gossip share one implementation.
+(:func:`gossip.model.mixing.mix`, :func:`gossip.model.mixing.mix_convex`), the very functions the
+gossip node uses, so the optimizer and accelerated gossip share one implementation.
 
 Every function runs one trajectory, or ``runs`` independent trajectories at once when
 ``runs`` is given (then ``grad_f`` and ``f`` must act row-wise on ``(runs, d)`` arrays).
@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gossip.errors import ConfigError
-from gossip.mixing import mix, mix_convex
+from gossip.model.mixing import mix, mix_convex
 from gossip.optim._checks import (
     FloatArray,
     Seed,

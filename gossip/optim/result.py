@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gossip.errors import ConfigError
-from gossip.mixing import mix, mix_convex
+from gossip.model.mixing import mix, mix_convex
 from gossip.optim._checks import FloatArray
 
 __all__ = ["OptimResult"]

@@ -16,10 +16,10 @@ scalar loop that numba compiles (:func:`gossip.sim.kernel.sweep_runs`,
   the engine does;
 * otherwise a node keeps, instead of (x, z), the pair ``s = x + z`` and
   ``q = (x - z) exp(2 eta (t - t_b))``, with one base time ``t_b`` per run. Mixing
-  (:mod:`gossip.mixing`) leaves ``x + z`` alone and scales ``x - z`` by ``exp(-2 eta tau)``, so
-  neither s nor q changes between activations, and no per-node ``last`` time is needed. An
+  (:mod:`gossip.model.mixing`) leaves ``x + z`` alone and scales ``x - z`` by ``exp(-2 eta tau)``,
+  so neither s nor q changes between activations, and no per-node ``last`` time is needed. An
   activation of {v, w} at time T computes ``E = exp(-2 eta (T - t_b))`` once for both ends,
-  reads ``x = (s + q E) / 2`` at each, and applies the jump of :func:`gossip.jumps.edge_flow`
+  reads ``x = (s + q E) / 2`` at each, and applies the jump of :func:`gossip.model.jumps.edge_flow`
   (``dx = (x_w - x_v) / 2``, ``dz = c (x_w - x_v)`` into v, its negative into w), which moves
   s by ``(1/2 + c) gap`` and q by ``(1/2 - c) gap / E``. Once E falls below e^-30, every q is
   multiplied by E and ``t_b`` becomes T (O(n), about every ``15 / eta`` of t), so E never nears
@@ -38,7 +38,7 @@ independent, so separate blocks of runs may be swept by separate threads at once
 releases the GIL.
 
 numba is optional: :func:`kernel_available` says whether it can be imported (and is not turned
-off by ``GOSSIP_SIM_ENGINE=numpy``); :func:`gossip.simulator.simulate` falls back to the NumPy
+off by ``GOSSIP_SIM_ENGINE=numpy``); :func:`gossip.sim.simulator.simulate` falls back to the NumPy
 engine without it.
 """
 

@@ -8,10 +8,11 @@ the time at which each node's pair was last brought up to date. Between activati
 only mixes, and mixing is exact over any interval, so a node is brought up to date *on demand*:
 
 * at an activation of {v, w} at time T, only v and w are mixed from their ``last`` to T
-  (:func:`gossip.mixing.mix`), the jump is applied (:func:`gossip.jumps.edge_flow` seen from each
-  end, ``edge_flow(x_v, x_w)`` into v and ``edge_flow(x_w, x_v)``, its exact negative, into w,
-  added by :func:`gossip.jumps.apply_flow`), and ``last`` of both becomes T. That is O(1) work
-  per activation, whatever n is. Plain gossip (``eta = c = 0``) skips ``z`` and the mixing;
+  (:func:`gossip.model.mixing.mix`), the jump is applied (:func:`gossip.model.jumps.edge_flow` seen
+  from each end, ``edge_flow(x_v, x_w)`` into v and ``edge_flow(x_w, x_v)``, its exact negative,
+  into w, added by :func:`gossip.model.jumps.apply_flow`), and ``last`` of both becomes T. That is
+  O(1) work per activation, whatever n is. Plain gossip (``eta = c = 0``) skips ``z`` and the
+  mixing;
 * at a grid time g, every run has passed g (lock-step rows), so every node of every run is mixed
   to g in one vectorised call, only to measure ``sum_v 1/2 |x_v(g) - mean|^2``; the state itself
   is left as it is.
@@ -28,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.jumps import apply_flow, edge_flow
-from gossip.mixing import mix
+from gossip.model.jumps import apply_flow, edge_flow
+from gossip.model.mixing import mix
 from gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
 
 __all__ = ["BlockSpec", "run_block"]

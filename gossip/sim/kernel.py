@@ -54,7 +54,7 @@ def sweep_runs(  # the kernel takes plain arrays and scalars: numba compiles no 
     """
     n, d = initial.shape
     tracks_z = eta != 0.0 or c != 0.0  # plain gossip: z never feeds back, mixing is identity
-    rate = -2.0 * eta  # as gossip.mixing.decay: (-2 eta) tau
+    rate = -2.0 * eta  # as gossip.model.mixing.decay: (-2 eta) tau
     flat = initial.ravel()
     # Plain gossip keeps x alone. Otherwise a node's state is (s, q) of gossip.sim.compiled:
     # s = x + z and q = (x - z) exp(-rate (t - q_base)), both constant under mixing.

@@ -1,7 +1,7 @@
 """Blocks of simulated runs swept in this process, in threads or in worker processes, with
 progress counted in events.
 
-Both simulators (gossip's :mod:`gossip.simulator` and the optimizer's
+Both simulators (gossip's :mod:`gossip.sim.simulator` and the optimizer's
 :mod:`gossip.dual.simulate`) split their runs into blocks and sweep them one after the other
 (:func:`run_blocks_inline`), with ``workers > 1`` in threads when a compiled kernel sweeps them
 (it releases the GIL: :func:`run_blocks_in_threads`), or else in a pool of processes

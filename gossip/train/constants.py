@@ -4,8 +4,8 @@ Each node communicates at ``rate_com`` per unit of t (one unit = one expected gr
 node), spread over the edges in proportion to the topology's ``P_e``, as gossip does: edge ``e``
 fires at ``lambda_e = P_e * n * rate_com / 2`` (on a regular graph, ``rate_com / deg``). The
 communication Laplacian ``L = sum_e lambda_e (e_i - e_j)(e_i - e_j)^T`` is then ``n r / 2``
-times the gossip Laplacian ``L_P`` of :mod:`gossip.spectral`, so its quantities come from
-:func:`gossip.spectral.graph_quantities` with no new eigen-solve::
+times the gossip Laplacian ``L_P`` of :mod:`gossip.graph.spectral`, so its quantities come from
+:func:`gossip.graph.spectral.graph_quantities` with no new eigen-solve::
 
     chi1 = 1 / lambda2(L)                                  = 2 / (n r mu_gossip)
     chi2 = max_e 1/2 (e_i - e_j)^T L^+ (e_i - e_j)         = R_max / (n r)
@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 
 from gossip.errors import ConfigError
-from gossip.spectral import GraphQuantities, graph_quantities
-from gossip.topology import Topology
+from gossip.graph.spectral import GraphQuantities, graph_quantities
+from gossip.graph.topology import Topology
 
 __all__ = ["AcidConstants", "acid_constants"]
 
@@ -70,7 +70,7 @@ def acid_constants(
 
     Examples
     --------
-    >>> from gossip.topology import parse_topology
+    >>> from gossip.graph.topology import parse_topology
     >>> c = acid_constants(parse_topology("cycle:32"), 1.0)
     >>> round(c.chi1, 2), round(c.chi2, 4), round(c.eta, 4), round(c.alpha_tilde, 3)
     (52.04, 0.9688, 0.0704, 3.665)

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gossip.errors import ConfigError
-from gossip.topology import Topology, parse_topology
+from gossip.graph.topology import Topology, parse_topology
 from gossip.train.clocks import GRADIENT, EventClock, clock_stream, init_stream, node_stream
 from gossip.train.constants import AcidConstants, acid_constants
 from gossip.train.models import Model, parse_model

@@ -3,7 +3,7 @@
 =============  ===================================================================================
 ``a2cid2``     two vectors per node, ``x`` and ``x~``. Between events each pair follows
                ``d/dt (x, x~) = eta (x~ - x, x - x~)``, integrated in closed form on demand
-               (:func:`gossip.mixing.mix`). A gradient step moves both by the same local step.
+               (:func:`gossip.model.mixing.mix`). A gradient step moves both by the same local step.
                A communication on ``{i, j}``: ``x~_i += alpha~ (x_j - x_i)``,
                ``x~_j += alpha~ (x_i - x_j)``, then ``x_i = x_j = (x_i + x_j) / 2``.
 ``adpsgd``     AD-PSGD: a communication averages the pair, ``x_i = x_j = (x_i + x_j) / 2``.
@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gossip.errors import ConfigError
-from gossip.mixing import mix
+from gossip.model.mixing import mix
 
 __all__ = ["ALGORITHMS", "Sgd", "Workers"]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from gossip.keys import COORDINATOR, load_mqtt_secret, mqtt_password
+from gossip.files.keys import COORDINATOR, load_mqtt_secret, mqtt_password
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(1200)]
 

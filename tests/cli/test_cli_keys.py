@@ -148,7 +148,7 @@ def test_keys_init_pool_for_a_graph_kept_if_present_and_claimed_by_nodes(tmp_pat
 
 
 def test_spare_keys_are_in_the_allow_list_and_the_acl(tmp_path: Path) -> None:
-    from gossip.keys import load_allow_list
+    from gossip.files.keys import load_allow_list
 
     keys, runner = tmp_path / "keys", CliRunner()
     bad = runner.invoke(app, ["keys", "init", "--dir", str(keys), "--nodes", "3", "--spare", "-1"])

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from cli.app import app
 from gossip.errors import ConfigError
-from gossip.wire import Bootstrap
+from gossip.wire.schema import Bootstrap
 
 pytest.importorskip("gossip.problems", reason="needs the optimization core (branch opt)")
 

@@ -11,7 +11,7 @@ import zmq.asyncio
 from typer.testing import CliRunner
 
 from cli.app import app
-from gossip.wire import Register, RegisterError, decode, encode
+from gossip.wire.schema import Register, RegisterError, decode, encode
 
 
 @pytest.mark.parametrize(

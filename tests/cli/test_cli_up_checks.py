@@ -182,7 +182,7 @@ def test_an_eps_below_the_float_floor_of_the_values_is_warned_about(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from cli.up_cmd import _warn_below_float_floor
-    from gossip.values import error_floor, initial_values
+    from gossip.model.values import error_floor, initial_values
 
     onehot = initial_values("onehot", 9)
     floor = error_floor(onehot)

@@ -2,8 +2,9 @@
 
 They register over real ZeroMQ DEALER sockets and report over a real MQTT broker, while the
 gossip itself is the exact continuized process run centrally with the core's functions
-(:func:`gossip.jumps.jump`, :func:`gossip.mixing.mix`). This lets the coordinator's tests run
-quickly without the node daemons; the cluster tests use the real ``gossip node`` processes.
+(:func:`gossip.model.jumps.jump`, :func:`gossip.model.mixing.mix`). This lets the coordinator's
+tests run quickly without the node daemons; the cluster tests use the real ``gossip node``
+processes.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
-from gossip.jumps import jump
-from gossip.mixing import mix
-from gossip.wire import Bootstrap, Register, RegisterError, decode, encode
+from gossip.model.jumps import jump
+from gossip.model.mixing import mix
+from gossip.wire.schema import Bootstrap, Register, RegisterError, decode, encode
 
 
 async def register(
@@ -47,7 +48,7 @@ class FakeCluster:
     """Exact centralized ARG/RG over the bootstrapped graph, reported per node over MQTT.
 
     With ``trace_step`` every report also carries the node's exact values at the grid times
-    ``k * trace_step`` passed since its last report, as a live node's trace (gossip.trace).
+    ``k * trace_step`` passed since its last report, as a live node's trace (gossip.exchange.trace).
     """
 
     boots: list[Bootstrap]

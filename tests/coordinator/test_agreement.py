@@ -13,10 +13,10 @@ import pytest
 from coordinator.agreement import band_agreement
 from coordinator.records import ErrorPoint
 from gossip.errors import ConfigError
-from gossip.params import gossip_params
-from gossip.simulator import simulate
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.sim.simulator import simulate
 
 TOPOLOGY = parse_topology("grid:4x4")
 QUANTITIES = graph_quantities(TOPOLOGY)
@@ -56,7 +56,7 @@ def test_the_models_own_runs_are_typical_and_a_fixed_share_would_fail_them() -> 
 def test_a_cluster_far_behind_the_model_is_not_typical() -> None:
     # A cluster at 30% of the asked rate reaches at t what the model reaches at 0.3 t. One
     # run's curve cannot tell much less than that from the model's own spread (grid:4x4's
-    # runs differ by up to 1.4 decades): gossip.lateness measures smaller lags directly.
+    # runs differ by up to 1.4 decades): gossip.exchange.lateness measures smaller lags directly.
     slow = simulate(TOPOLOGY, PARAMS, INITIAL, 0.3 * GRID, 20, seed=777).errors
     verdicts = [_agreement(_history(run)) for run in slow]
     caught = [v for v in verdicts if not v.typical(0.005)]

@@ -28,7 +28,7 @@ from zmq.utils.monitor import recv_monitor_message
 from coordinator.broker import MosquittoAuth, RunningBroker, find_mosquitto, mosquitto_broker
 from coordinator.procs import free_port
 from coordinator.service import Coordinator, CoordinatorConfig
-from gossip.keys import COORDINATOR, load_identity, load_mqtt_secret, mqtt_password
+from gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret, mqtt_password
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -22,7 +22,7 @@ from coordinator.launcher import UpConfig, run_up
 from coordinator.records import RunSummary
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
-from gossip.trace import trace_step
+from gossip.exchange.trace import trace_step
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -118,7 +118,7 @@ def _check_band(
     most about 1% of the time (a fixed share of points inside the band failed 8% of the
     model's own runs on grid:4x4). One run can only catch a gross departure this way (a
     cluster three times slower, a wrong jump); smaller ones show in the lag of the jumps
-    behind their ticks, which gossip.lateness measures directly.
+    behind their ticks, which gossip.exchange.lateness measures directly.
     """
     assert state.topology is not None
     assert state.params is not None
@@ -186,7 +186,8 @@ async def test_grid_arg_converges_like_the_simulator_with_real_mosquitto(
     _check_exact_end(summary, state, 1e-6)
     _check_exact_curve(state, trace_step(100.0, 0.05))
     _check_band(state, 1e-6, t_min=20.0, summary=summary)
-    # Every node measured how late its jumps were (gossip.lateness), and the summary says it.
+    # Every node measured how late its jumps were (gossip.exchange.lateness), and the summary says
+    # it.
     assert all(view.lag_p99 is not None for view in state.nodes.values())
     assert summary.lag_p50 is not None
     assert summary.lag_p99 is not None

@@ -2,7 +2,7 @@
 
 The replay is the exact continuized ARG (the core's jump and mixing) run centrally: every node
 reports its state at its own times with its trace (its exact values at the grid times since its
-last report, as :mod:`gossip.trace` makes a live node send them), and the reports reach the
+last report, as :mod:`gossip.exchange.trace` makes a live node send them), and the reports reach the
 coordinator's :class:`~coordinator.evaluation.ReportBook` late and out of step. The coordinator
 evaluates every report period, as the service does, and feeds
 :class:`~coordinator.convergence.Convergence` the exact curve's new points and the estimate. The
@@ -26,12 +26,12 @@ from coordinator.records import ErrorPoint
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
-from gossip.jumps import jump
-from gossip.mixing import mix
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
-from gossip.trace import trace_step
+from gossip.exchange.trace import trace_step
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.jumps import jump
+from gossip.model.mixing import mix
 
 EPS = 1e-6
 PERIOD = 0.1
@@ -228,7 +228,7 @@ def test_t_eps_is_the_true_first_crossing_on_the_grid(spec: str, rate: float, se
 
 def test_at_a_high_rate_the_run_stops_on_the_curve_before_the_biased_estimate() -> None:
     # 200 units of t between two reports: the estimate, blind to the jumps between the
-    # reports' times, sits above the true error (gossip.trace) and crosses eps later.
+    # reports' times, sits above the true error (gossip.exchange.trace) and crosses eps later.
     r = _replay("line:10", 2000.0, t_end=20_000.0, seed=3)
     assert r.decided_at is not None
     crossing = r.conv.crossing

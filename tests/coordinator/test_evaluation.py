@@ -26,12 +26,12 @@ from coordinator.records import ErrorPoint
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError
-from gossip.jumps import jump
-from gossip.membership import make_view
-from gossip.mixing import mix
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
+from gossip.exchange.membership import make_view
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.jumps import jump
+from gossip.model.mixing import mix
 
 EPS = 1e-6
 RATE = 100.0  # activations per second: one report period is RATE * PERIOD = 10 units of t

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report
 from gossip.errors import ProtocolError
-from gossip.jumps import jump
-from gossip.mixing import mix
+from gossip.model.jumps import jump
+from gossip.model.mixing import mix
 
 
 def test_error_against_the_true_mean_and_exact_mass_after_mixing() -> None:

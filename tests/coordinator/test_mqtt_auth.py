@@ -18,7 +18,7 @@ from coordinator.mqtt_auth import (
     verify_password,
 )
 from gossip.errors import ConfigError
-from gossip.keys import mqtt_password
+from gossip.files.keys import mqtt_password
 
 NAMES = st.sampled_from(["gossip", "c", "node", "1", "2", "state", "control"])
 TOPICS = st.lists(NAMES, min_size=1, max_size=5).map("/".join)

@@ -23,7 +23,7 @@ from coordinator.mqtt_auth import write_mosquitto_auth
 from coordinator.mqtt_link import MqttLink
 from coordinator.procs import free_port, spawn, stop_process
 from coordinator.state import BrokerStatus
-from gossip.keys import COORDINATOR, mqtt_password
+from gossip.files.keys import COORDINATOR, mqtt_password
 from node.mqtt import NodeMqtt, parse_broker
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]

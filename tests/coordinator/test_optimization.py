@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from coordinator.optimization import OptTask, OptTracker, prepare_task
 from coordinator.registry import Assignment, Plan, build_bootstraps
-from gossip.mixing import mix
-from gossip.params import Algorithm, GossipParams
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
-from gossip.wire import Bootstrap, decode, encode
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import Algorithm, GossipParams
+from gossip.model.mixing import mix
+from gossip.wire.schema import Bootstrap, decode, encode
 
 
 class _Sum:

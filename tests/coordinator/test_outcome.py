@@ -10,9 +10,9 @@ from coordinator.outcome import node_shares, pace_of, rate_achieved, run_summary
 from coordinator.records import ErrorPoint, NodeView
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import Topology, parse_topology
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import Topology, parse_topology
+from gossip.model.algorithms import gossip_params
 
 
 def reports(topo: Topology, times: np.ndarray, achieved: float, seed: int = 0) -> list[NodeView]:

@@ -17,10 +17,10 @@ from coordinator.registry import (
     build_bootstraps,
     natural_key,
 )
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
-from gossip.wire import Register, decode, encode
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.wire.schema import Register, decode, encode
 
 
 def _plan(spec: str = "line:3", values: np.ndarray | None = None, dim: int = 1) -> Plan:

@@ -10,9 +10,9 @@ from coordinator.config import CoordinatorConfig, prepare
 from coordinator.records import NodeView
 from coordinator.registry import Assignment, Known, Refused
 from coordinator.roster import Churn
-from gossip.membership import view_from_dict
-from gossip.trace import trace_step
-from gossip.wire import Register
+from gossip.exchange.membership import view_from_dict
+from gossip.exchange.trace import trace_step
+from gossip.wire.schema import Register
 
 
 class Outbox:
@@ -146,7 +146,7 @@ def test_a_join_gets_the_next_id_a_bootstrap_of_the_next_view_and_the_same_on_a_
 
 
 def test_a_joiner_samples_the_same_trace_grid_as_the_members_of_a_big_cluster() -> None:
-    """Past 200 nodes the grid step depends on n (gossip.trace.trace_step): the joiner's
+    """Past 200 nodes the grid step depends on n (gossip.exchange.trace.trace_step): the joiner's
     bootstrap carries the run's first n, not the members' count, so its grid times are theirs
     and the coordinator's exact curve goes on."""
     churn, _ = _churn("grid:16x16", metrics_period=0.5)

@@ -26,9 +26,9 @@ from coordinator.broker import BrokerKind, RunningBroker, find_mosquitto
 from coordinator.launcher import UpConfig, run_up
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
-from gossip.keys import COORDINATOR, load_identity, load_mqtt_secret, mqtt_password
-from gossip.topology import parse_topology
-from gossip.wire import Request, encode
+from gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret, mqtt_password
+from gossip.graph.topology import parse_topology
+from gossip.wire.schema import Request, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -26,8 +26,8 @@ from coordinator.broker import (
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.mqtt_auth import write_broker_auth
 from coordinator.registry import Ready, Registry
-from gossip.keys import COORDINATOR, init_keys, load_mqtt_secret, mqtt_password
-from gossip.wire import Bootstrap, Register, decode, encode
+from gossip.files.keys import COORDINATOR, init_keys, load_mqtt_secret, mqtt_password
+from gossip.wire.schema import Bootstrap, Register, decode, encode
 
 
 def require_mosquitto() -> str:

@@ -20,7 +20,7 @@ from coordinator.broker import RunningBroker
 from coordinator.procs import free_port
 from coordinator.service import Coordinator, CoordinatorConfig
 from gossip.errors import ConfigError, TransportError
-from gossip.wire import Bootstrap, Register, RegisterError, Request, decode, encode
+from gossip.wire.schema import Bootstrap, Register, RegisterError, Request, decode, encode
 
 pytestmark = pytest.mark.timeout(90)
 

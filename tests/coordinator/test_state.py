@@ -7,9 +7,9 @@ import math
 
 from coordinator.records import ErrorPoint, NodeView
 from coordinator.state import ClusterState
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
 
 
 def _state() -> ClusterState:

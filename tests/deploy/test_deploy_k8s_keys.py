@@ -254,7 +254,7 @@ def test_a_wrong_token_is_refused_by_the_api_and_the_job_says_so(
 def test_each_pod_gets_only_its_own_keys_which_gossip_accepts(
     api: FakeApi, tmp_path: Path, made: Any
 ) -> None:
-    from gossip.keys import load_allow_list, load_identity
+    from gossip.files.keys import load_allow_list, load_identity
     from node.keypool import claim_keys
 
     assert upload(made("cycle:4"), api, tmp_path).returncode == 0

@@ -15,11 +15,11 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
-from gossip.mixing import mix
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
-from gossip.wire import Bootstrap, Neighbor, Register, decode, encode
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.mixing import mix
+from gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode
 
 if TYPE_CHECKING:
     from node import Node

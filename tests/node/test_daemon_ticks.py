@@ -11,7 +11,7 @@ import pytest
 from _nodetest import bootstraps
 
 from gossip.errors import TransportError
-from gossip.protocol import Link
+from gossip.exchange.vocabulary import Link
 from node import FakeNetwork, Node
 from node.clock import PoissonClock
 

@@ -26,9 +26,9 @@ from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
-from gossip.keys import Identity, load_identity
-from gossip.topology import parse_topology
-from gossip.wire import Request, encode
+from gossip.files.keys import Identity, load_identity
+from gossip.graph.topology import parse_topology
+from gossip.wire.schema import Request, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(240)]
 

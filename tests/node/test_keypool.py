@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gossip.errors import ConfigError
-from gossip.keys import init_keys, load_identity
+from gossip.files.keys import init_keys, load_identity
 from node.keypool import claim_keys
 
 CLAIM = (

@@ -50,12 +50,12 @@ async def test_locked_nodes_reach_the_exact_average_without_dropping_ticks(
     served = sum(c["served"] for c in counters)
     assert served > 0.8 * rate * seconds
     assert served == initiated - bounced - sum(c["failed"] for c in counters)
-    # Every node parted from its neighbours (gossip.parting) instead of timing out: that is
+    # Every node parted from its neighbours (gossip.exchange.parting) instead of timing out: that is
     # what keeps the identity above exact when a reply is lost as the nodes stop.
     assert "without every neighbour's goodbye" not in caplog.text
     assert sum(c["refused"] for c in counters) >= bounced
     # Contention happened, and was resolved: requests waited for engaged nodes, and nodes that
-    # asked each other at once were both served (gossip.crossing).
+    # asked each other at once were both served (gossip.exchange.crossing).
     assert sum(c["deferred"] for c in counters) > 0
     assert sum(c["crossed"] for c in counters) > 0
     if not faults.active:

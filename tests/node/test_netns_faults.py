@@ -40,9 +40,9 @@ from coordinator.procs import Child, free_port, spawn, stop_all
 from coordinator.security import load_security
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
 from coordinator.state import ClusterState
-from gossip.keys import COORDINATOR, init_keys
-from gossip.topology import parse_topology
-from gossip.values import initial_values
+from gossip.files.keys import COORDINATOR, init_keys
+from gossip.graph.topology import parse_topology
+from gossip.model.values import initial_values
 
 pytestmark = [
     pytest.mark.cluster,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gossip.errors import ConfigError
-from gossip.protocol import Link
+from gossip.exchange.vocabulary import Link
 from node import FakeNetwork, FaultSpec, FaultyTransport, NodeConfig, parse_faults, parse_value
 from node.clock import PoissonClock
 from node.zmq_transport import advertised_address

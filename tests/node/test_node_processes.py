@@ -19,7 +19,7 @@ import zmq
 import zmq.asyncio
 from _nodetest import FakeCoordinator, common_time, final_report, kill_all, spawn_node
 
-from gossip.wire import Request, encode
+from gossip.wire.schema import Request, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from _nodetest import bootstraps, common_time
 
-from gossip.membership import first_view, leave_view
-from gossip.topology import parse_topology
+from gossip.exchange.membership import first_view, leave_view
+from gossip.graph.topology import parse_topology
 from node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
 
 

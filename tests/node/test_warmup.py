@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gossip.exchange import Exchanger
-from gossip.ledger import Ledger
-from gossip.protocol import Counters, Link, TimeBase
+from gossip.exchange.exchanger import Exchanger
+from gossip.exchange.vocabulary import Counters, Link, TimeBase
+from gossip.model.ledger import Ledger
 from node.warmup import WARM_UP_EXCHANGES, warm_up
 
 

@@ -10,10 +10,10 @@ import psutil
 import pytest
 
 from coordinator.dashboard.band import band_grid, compute_band, simulate_band
-from gossip.params import gossip_params
-from gossip.spectral import graph_quantities
-from gossip.topology import parse_topology
-from gossip.values import initial_values
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.values import initial_values
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,7 @@ from coordinator.dashboard.layout import graph_layout
 from coordinator.dashboard.runs import RunArchive
 from coordinator.dashboard.synthetic import SyntheticCluster
 from coordinator.dashboard.views import NODE_FIELDS
-from gossip.topology import parse_topology
+from gossip.graph.topology import parse_topology
 
 
 def test_a_batch_holds_only_new_points_and_changed_nodes(cluster: SyntheticCluster) -> None:

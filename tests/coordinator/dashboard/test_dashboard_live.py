@@ -92,7 +92,7 @@ async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
                 await _wait_page(page, "window.__dash.livePoints() >= 2", tmp_path)
                 before = await page.evaluate("window.__dash.livePoints()")
                 await _wait_page(page, f"window.__dash.livePoints() >= {before + 3}", tmp_path)
-                # The exact curve (gossip.trace) grows beside the estimated one.
+                # The exact curve (gossip.exchange.trace) grows beside the estimated one.
                 await _wait_page(page, "window.__dash.exactPoints() >= 2", tmp_path)
                 exact = await page.evaluate("window.__dash.exactPoints()")
                 await _wait_page(page, f"window.__dash.exactPoints() >= {exact + 3}", tmp_path)

@@ -16,12 +16,12 @@ from gossip.dual.experiment import algorithm_params
 from gossip.dual.params import dual_params
 from gossip.dual.simulate import simulate_optimization
 from gossip.errors import ConfigError
-from gossip.params import gossip_params
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import Topology, parse_topology
+from gossip.model.algorithms import gossip_params
 from gossip.problems import ListProblemSet, LogisticSet, make_problem_set
 from gossip.problems.arrays import NewtonConjugate
-from gossip.simulator import simulate
-from gossip.spectral import graph_quantities
-from gossip.topology import Topology, parse_topology
+from gossip.sim.simulator import simulate
 
 pytestmark = pytest.mark.skipif(
     not compiled.dual_kernel_available(), reason="numba is not installed (numpy engine only)"

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from gossip.dual.params import DualAlgorithm, dual_params, parse_dual_algorithm
 from gossip.dual.steps import dgd_average, dgd_step
 from gossip.errors import ConfigError
-from gossip.jumps import edge_flow
-from gossip.params import gossip_params
-from gossip.spectral import dense_laplacian, graph_quantities
-from gossip.topology import parse_topology
+from gossip.graph.spectral import dense_laplacian, graph_quantities
+from gossip.graph.topology import parse_topology
+from gossip.model.algorithms import gossip_params
+from gossip.model.jumps import edge_flow
 
 
 @pytest.mark.parametrize("spec", ["line:12", "cycle:9", "complete:7"])

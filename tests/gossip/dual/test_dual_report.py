@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from gossip.dual.experiment import run_experiment
 from gossip.dual.network import build_network
 from gossip.dual.report import optimization_figure
-from gossip.topology import parse_topology
+from gossip.graph.topology import parse_topology
 
 
 def _inside(fig: Figure) -> None:

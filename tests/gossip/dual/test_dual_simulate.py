@@ -19,12 +19,12 @@ from gossip.dual.params import DualParams, dual_params
 from gossip.dual.result import t_eps
 from gossip.dual.simulate import simulate_optimization, sweep_grid
 from gossip.errors import ConfigError
-from gossip.params import gossip_params
+from gossip.graph.spectral import graph_quantities
+from gossip.graph.topology import Topology, parse_topology
+from gossip.model.algorithms import gossip_params
 from gossip.problems import make_problem_set
+from gossip.sim.simulator import simulate
 from gossip.sim.sweep import THREADED_EVENTS
-from gossip.simulator import simulate
-from gossip.spectral import graph_quantities
-from gossip.topology import Topology, parse_topology
 
 
 def _params(topo: Topology, algorithm: str, net: QuadraticNet) -> DualParams:

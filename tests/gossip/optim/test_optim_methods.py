@@ -11,7 +11,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from gossip.errors import ConfigError
-from gossip.mixing import mix, mix_convex
+from gossip.model.mixing import mix, mix_convex
 from gossip.optim import (
     DiagonalQuadratic,
     StochasticGradient,

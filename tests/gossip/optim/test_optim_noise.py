@@ -144,9 +144,9 @@ def test_gossip_is_least_squares_with_multiplicative_noise(spec: str) -> None:
     # Randomized gossip is SGD on f(x) = E[<x, e_v - e_w>^2] / 2, edges drawn with P_e (paper,
     # section 6): H = L_P, R^2 = 2, kappa~ <= R_max, mu = mu_gossip on the complement of the
     # constants. Theorem 4's parameters then are ARG's: eta = theta_ARG and gamma' = c.
-    from gossip.params import gossip_params
-    from gossip.spectral import graph_quantities
-    from gossip.topology import parse_topology
+    from gossip.graph.spectral import graph_quantities
+    from gossip.graph.topology import parse_topology
+    from gossip.model.algorithms import gossip_params
 
     topo = parse_topology(spec, weighted=False)
     q = graph_quantities(topo)

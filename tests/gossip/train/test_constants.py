@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gossip.errors import ConfigError
-from gossip.topology import parse_topology
+from gossip.graph.topology import parse_topology
 from gossip.train import acid_constants
 
 

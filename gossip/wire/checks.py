@@ -1,0 +1,99 @@
+"""The field checkers of the wire schema (:mod:`gossip.wire.schema`) and the limits they enforce.
+
+Each checker takes a field's name and the value a peer sent, and returns the value as the
+message holds it, or raises :class:`~gossip.errors.ProtocolError` naming the field, what was
+sent and what would have been valid. :mod:`gossip.wire.schema` states the rules; this module keeps
+them out of the message definitions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+from gossip.errors import ProtocolError
+
+__all__ = [
+    "MAX_DIM",
+    "MAX_INT",
+    "Checker",
+    "Floats",
+    "floats",
+    "integer",
+    "number",
+    "optional_floats",
+    "positive",
+    "string",
+]
+
+MAX_DIM = 1 << 14
+"""Largest vector accepted (values, flows)."""
+
+MAX_INT = (1 << 63) - 1
+"""Largest integer accepted (ids, sequence numbers): a node increments sequence numbers taken
+from a peer (recovery numbers its exchanges after them), and the result must still fit
+msgpack's 64 bits, and a signed int64 on any other implementation."""
+
+Floats: TypeAlias = tuple[float, ...]
+
+Checker: TypeAlias = Callable[[str, Any], Any]
+
+
+def integer(name: str, value: Any) -> int:
+    """An int (not a bool) in ``0..MAX_INT``."""
+    if type(value) is not int or not 0 <= value <= MAX_INT:
+        raise ProtocolError(
+            f"field {name!r} must be an integer >= 0 and <= {MAX_INT}, got {value!r}"
+        )
+    return value
+
+
+def number(name: str, value: Any) -> float:
+    """A finite float (an int is accepted and converted)."""
+    if type(value) not in (float, int):
+        raise ProtocolError(f"field {name!r} must be a number, got {type(value).__name__}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ProtocolError(f"field {name!r} must be finite, got {out!r}")
+    return out
+
+
+def string(name: str, value: Any) -> str:
+    """A string."""
+    if not isinstance(value, str):
+        raise ProtocolError(f"field {name!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def floats(name: str, value: Any) -> Floats:
+    """A non-empty list of at most ``MAX_DIM`` finite numbers, as a tuple of floats."""
+    if not isinstance(value, list) or not value or len(value) > MAX_DIM:
+        raise ProtocolError(
+            f"field {name!r} must be a list of 1 to {MAX_DIM} finite numbers, got "
+            f"{type(value).__name__}{'' if not isinstance(value, list) else f' of {len(value)}'}"
+        )
+    if not all(type(item) is float for item in value):  # ints are numbers too: slow path
+        for i, item in enumerate(value):
+            if type(item) not in (float, int):
+                raise ProtocolError(
+                    f"field {name!r}[{i}] must be a number, got {type(item).__name__}"
+                )
+    out = tuple(map(float, value))
+    if not all(map(math.isfinite, out)):
+        i = next(i for i, f in enumerate(out) if not math.isfinite(f))
+        raise ProtocolError(f"field {name!r}[{i}] must be finite, got {out[i]!r}")
+    return out
+
+
+def optional_floats(name: str, value: Any) -> Floats | None:
+    """``None``, or what :func:`floats` accepts."""
+    return None if value is None else floats(name, value)
+
+
+def positive(name: str, value: Any) -> float:
+    """A finite number ``> 0``."""
+    out = number(name, value)
+    if out <= 0:
+        raise ProtocolError(f"field {name!r} must be > 0, got {out!r}")
+    return out
