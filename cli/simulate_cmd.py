@@ -26,7 +26,8 @@ PAPER_GRAPHS: tuple[tuple[str, str, float], ...] = (
     ("grid:15x15", "2D grid, 225 nodes", 40_000.0),
     ("complete:10", "Complete graph, 10 nodes", 250.0),
 )
-"""The paper's gossip figure (SPEC section 8): spec, title, t range chosen to show the curves."""
+"""The paper's gossip figure (the paper's experiments): spec, title, t range chosen to show the
+curves."""
 
 
 def _opt(help_text: str, name: str, *flags: str) -> Any:

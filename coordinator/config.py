@@ -181,7 +181,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     if config.problem:
         task = prepare_task(config.problem, config.data, config.split, topology, quantities)
         # The dual pair mixes and jumps like ARG's pair, with the dual parameters; both start
-        # at 0 (SPEC section 6), whatever the node's data.
+        # at 0 (the paper's Section 7), whatever the node's data.
         params = GossipParams(Algorithm.ARG, eta=task.eta, c=task.c, theta=task.theta)
         dim = task.dim
         values = np.zeros((topology.n, dim), dtype=np.float64)

@@ -1,4 +1,5 @@
-"""Decentralized optimization runs on the live cluster: the coordinator's side (SPEC section 6).
+"""Decentralized optimization runs on the live cluster: the coordinator's side (the paper's Section
+7).
 
 Theory of operation
 -------------------

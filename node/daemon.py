@@ -133,7 +133,8 @@ class Node:
         if recover is None:
             recover = self.timebase.t(clock()) > 0
         links = [Link(n.edge_index, n.peer_id, n.prob, n.step) for n in boot.neighbors]
-        # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (SPEC 6).
+        # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (the paper's
+        # Section 7).
         initial = boot.initial_value if problem is None else [0.0] * boot.dim
         ledger = Ledger(initial, [link.edge for link in links], eta=boot.eta)
         self.problem = problem
@@ -357,7 +358,7 @@ class Node:
                 # Late (the machine was busy): fire it anyway, but after the frames already
                 # read (a callback called soon runs at the loop's next turn). Dropping late
                 # ticks would thin the clock, and accelerated gossip with fewer activations
-                # than its eta assumes diverges (SPEC, MISPRINT 1).
+                # than its eta assumes diverges (the paper's Section 6 misprints the rate).
                 self.late_ticks += 1
             timer = loop.call_later(max(delay, 0.0), fire, t, edge)
 

@@ -1,4 +1,4 @@
-"""An optimization run's node side: its own problem, from its own shard (SPEC section 6).
+"""An optimization run's node side: its own problem, from its own shard (the paper's Section 7).
 
 The Bootstrap of an optimization run names the problem, the data source and the split, and the
 node's id among ``n`` (:class:`gossip.wire.schema.Bootstrap`); the node loads its shard itself, on

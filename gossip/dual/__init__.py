@@ -1,7 +1,8 @@
 """Decentralized optimization over randomized gossip: dual (accelerated) coordinate descent.
 
 Node v holds a private, mu-strongly convex and L-smooth ``f_v``; the nodes minimise
-``sum_v f_v`` with pairwise exchanges on the Poisson clocks of the gossip model (SPEC section 6).
+``sum_v f_v`` with pairwise exchanges on the Poisson clocks of the gossip model (the paper's Section
+7).
 
 * :mod:`gossip.dual.params` -- the parameters, re-derived, with their rates
 * :mod:`gossip.dual.steps` -- one activation of acd, cd and the primal baseline dgd (pure)

@@ -8,7 +8,7 @@ continuized coordinate descent on the edge coordinates, sampled with probabiliti
 Multiplying by A turns the edge variables into node variables ``y = A lambda``,
 ``z = A lambda'`` (both start at 0); ``g_u = grad f_u^*(y_u)`` is node u's primal estimate.
 
-Re-derived constants (SPEC section 6; the paper's appendix writes ``P_e / (2 mu)`` for the
+Re-derived constants (the paper's Section 7; the paper's appendix writes ``P_e / (2 mu)`` for the
 coordinate smoothness, but ``|A e_e|^2 = 2 P_e``):
 
 * coordinate smoothness ``M_ee <= 2 P_e / mu`` (``F^*`` is ``1/mu``-smooth), projector

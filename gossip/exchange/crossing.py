@@ -18,7 +18,7 @@ its edge that the initiator had answered (in any way) when it read the values it
    * otherwise they crossed. At the lower id's end the other's request waits. At the higher
      id's end the other's request is served at once, although the node is engaged. If the
      node's own request may move (gossip's ``u = x``, sent with ``z``), it stays and is
-     caught up (step 2). If it may not (an exchanged ``g(x)``, SPEC section 6), the node
+     caught up (step 2). If it may not (an exchanged ``g(x)``, the paper's Section 7), the node
      *withdraws* it: the request is dropped, the node is free, and the activation starts
      again at once, with its values after that jump (step 3).
 

@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 Edge e = {v, w} fires at rate ``P_e`` per unit of t. Its clock is split between its ends: each
 end fires it at ``P_e / 2`` and *initiates* the exchange; the other end *serves* it. A jump
-must use both ends' values at one time T (SPEC section 4; in general the exchanged values
-``u = g(x)`` of SPEC section 6), as the sequential model does. The rule that gives this:
+must use both ends' values at one time T (the paper's Section 6; in general the exchanged values
+``u = g(x)`` of the paper's Section 7), as the sequential model does. The rule that gives this:
 
 **The rule.** Each node holds a lock: it is *engaged* from the moment it starts an exchange
 until that exchange is settled, and it keeps ``L``, the latest time of a jump it applied.
@@ -15,10 +15,10 @@ until that exchange is settled, and it keeps ``L``, the latest time of a jump it
    engages and takes the jump time ``T = max(t_k, L_v, floor)``: the tick's own time, unless v
    already jumped later (``floor`` is a refused request's, step 3; T never goes back more than half
    the max skew). A tick that waited thus still jumps when the model says, if nothing came
-   between: late application is exact (SPEC section 5), so only its reply is late. v computes
+   between: late application is exact (docs/design.md), so only its reply is late. v computes
    ``(x_v, z_v)(T)`` from its ledger and sends ``Request(edge, seq, T, u_v, z_v)``: with
    ``z_v``, w may *move* the jump later (gossip's ``u = x``); an exchanged ``u = g(x)``
-   (SPEC section 6), which w cannot compute, is sent without it and cannot move.
+   (the paper's Section 7), which w cannot compute, is sent without it and cannot move.
 2. The server w refuses, with a :class:`~gossip.wire.schema.Busy`, if ``L_w > T`` and the jump
 cannot
    move. If w is engaged, the request *waits* (:data:`DEFERRED`, :mod:`gossip.exchange.deferral`)

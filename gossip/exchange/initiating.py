@@ -37,7 +37,7 @@ __all__ = ["ExchangeValue", "Initiator"]
 FloatArray = NDArray[np.float64]
 
 ExchangeValue = Callable[[FloatArray], ArrayLike]
-"""Maps a node's first variable (``x``, or ``y`` in SPEC section 6) at T to the value it
+"""Maps a node's first variable (``x``, or ``y`` in the paper's Section 7) at T to the value it
 exchanges, ``u``, of the same dimension. The default is the identity (gossip)."""
 
 

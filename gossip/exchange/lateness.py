@@ -1,7 +1,7 @@
 """How late the live jumps are behind the ticks of the edges' clocks, and the backlog.
 
-The model (SPEC section 3) jumps at the very time ``t_k`` an edge's Poisson clock rings. A live
-node starts the exchange of a tick later: when the machine wakes it, when its own exchange has
+The model (the paper's Section 2) jumps at the very time ``t_k`` an edge's Poisson clock rings. A
+live node starts the exchange of a tick later: when the machine wakes it, when its own exchange has
 settled, or after a busy peer refused it. It still asks for the jump at ``T = max(t_k, L,
 floor)`` (:mod:`gossip.exchange.exchanger`, "Theory of operation"), the tick's own time unless the
 node already jumped later, and a server that jumped later moves it to its own ``L``. The jump is
@@ -19,8 +19,9 @@ few jumps, and by little: the live process is then the model's with some events 
 moved, and its curve is one the simulator produces. A wait that grows past it is a backlog:
 the cluster cannot keep up with ``--rate``, the jumps of a busy node pile up against its
 neighbours' later ones and move with them, and accelerated gossip drifts above the
-simulator's band, then diverges (SPEC, MISPRINT 1). Accelerated gossip is far more sensitive
-to this than a mere time shift of its curve would be (``theta * lag / ln 10`` decades,
+simulator's band, then diverges (the paper's Section 6 misprints the rate). Accelerated gossip is
+far more sensitive to this than a mere time shift of its curve would be (``theta * lag / ln 10``
+decades,
 :func:`curve_shift`): on line:30, a median wait of 53 t (a shift of 0.06 decades) came with a
 curve 1.9 decades above the model's median. :func:`keeps_up` draws the line at one mean gap,
 on a typical node's median wait, and the coordinator's summary reports which side a run was
@@ -77,7 +78,7 @@ class LagRecord:
 def mean_gap(n_nodes: int) -> float:
     """Return the mean time (units of t) between two activations of an average node.
 
-    The whole graph has one activation per unit of t (SPEC section 1), and each involves two
+    The whole graph has one activation per unit of t (the model), and each involves two
     nodes, so an average node has ``2 / n`` activations per unit of t.
 
     Examples

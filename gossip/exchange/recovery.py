@@ -1,4 +1,4 @@
-"""Recovery of a restarted node's ledger from its neighbours (SPEC section 5).
+"""Recovery of a restarted node's ledger from its neighbours.
 
 The two ends of an edge hold opposite ledgers. A restarted node (same bootstrap, empty
 ledger) asks each neighbour for its cumulative flow on the shared edge (``LedgerRequest``)

@@ -14,7 +14,7 @@ so in expectation by ``x^T L_P x / 2 >= (mu_gossip / 2) |x - mean|^2`` per unit 
 equality on the complete graph (where the simulated mean follows ``e0 exp(-mu t / 2)`` exactly and
 would cross a bound at rate ``mu``).
 
-The ARG mixing rate is the corrected one (SPEC section 4, MISPRINT 1): the paper's Section 6
+The ARG mixing rate is the corrected one (the paper's Section 6 misprints it): the paper's Section 6
 prints ``sqrt(2 mu / R_max)``, twice this value, and with it the process diverges.
 """
 

@@ -7,7 +7,7 @@ On activation of edge {v, w} at time T, with values just before T::
 
 RG is the special case ``c = 0`` with no mixing (``eta = 0``), where ``z`` plays no role.
 
-In general (dual accelerated coordinate descent, SPEC section 6) the ends exchange values
+In general (dual accelerated coordinate descent, the paper's Section 7) the ends exchange values
 ``u = g(x)`` of their first variable and the step is per edge::
 
     x_v += s_e (u_w - u_v),   x_w -= s_e (u_w - u_v),   z_v += c (u_w - u_v),   z_w -= ...

@@ -1,4 +1,4 @@
-"""A node's state as its initial value plus a per-edge flow ledger (SPEC section 5).
+"""A node's state as its initial value plus a per-edge flow ledger.
 
 Theory
 ------
@@ -166,8 +166,8 @@ class Ledger:
     def add(self, edge: int, flow: Flow, t: float, sign: float = 1.0) -> None:
         """Add ``sign * flow``, computed at time ``t``, to the ledger of ``edge``.
 
-        The flow counts from ``t`` on, as if applied at ``t``, even when added later (SPEC
-        section 5). ``sign=-1`` is the other end of the edge, or undoes an earlier ``add``.
+        The flow counts from ``t`` on, as if applied at ``t``, even when added later
+        (docs/design.md). ``sign=-1`` is the other end of the edge, or undoes an earlier ``add``.
 
         Raises
         ------
@@ -223,7 +223,7 @@ class Ledger:
         """Replace the ledger of ``edge`` with ``total`` taken at time ``t`` (used to recover).
 
         A restarted node sets each edge to minus its neighbour's ledger on that edge, which
-        restores exactly the state it had (SPEC section 5).
+        restores exactly the state it had.
         """
         slot = self._slot(edge)
         dx, dz = self._components(total)

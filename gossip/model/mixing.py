@@ -125,7 +125,8 @@ def mix_convex(
 ) -> tuple[FloatArray, FloatArray]:
     """Integrate the convex-case mixing ODE of continuized Nesterov exactly from t_from to t_to.
 
-    In the convex case (SPEC section 7) the mixing rate decays with time and only ``x`` moves::
+    In the convex case (the paper's Section 5) the mixing rate decays with time and only ``x``
+    moves::
 
         dx = (2 / t) (z - x) dt,    dz = 0.
 

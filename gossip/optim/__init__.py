@@ -1,6 +1,6 @@
 """Continuized Nesterov acceleration as a library optimizer, its baselines and the paper's figures.
 
-The continuized method (paper sections 3-5, SPEC section 7) takes gradient steps at the jump
+The continuized method (paper sections 3-5) takes gradient steps at the jump
 times of a rate-1 Poisson process and mixes its two sequences through an ODE in between; it is
 run exactly, as a discrete recursion with random parameters, using the gossip core's closed-form
 mixing (:mod:`gossip.model.mixing`), the same functions accelerated gossip uses.

@@ -3,7 +3,7 @@
 No drawing and no files here (see :mod:`gossip.optim.figures`); everything is a pure function
 of its arguments and seed. Many runs are simulated at once, as one ``(runs, d)`` batch.
 
-Experiments (SPEC section 8, paper appendix "Numerical simulations"):
+Experiments (the paper's appendix "Numerical simulations"):
 
 * comparison: gradient descent, Nesterov and continuized Nesterov from ``x_0 = z_0 = 0`` on the
   convex 100-dimensional and the strongly convex 3-dimensional functions; the continuized

@@ -6,7 +6,7 @@ All three iterate the same three-sequence scheme (the paper's section 2)::
     x_{k+1} = y_k - gamma_k grad f(y_k)
     z_{k+1} = z_k + tau'_k (y_k - z_k) - gamma'_k grad f(y_k)
 
-and differ only in their parameters. The continuized method (sections 3-4, SPEC section 7) takes
+and differ only in their parameters. The continuized method (sections 3-4) takes
 its gradient steps at the jump times ``T_1 < T_2 < ...`` of a rate-1 Poisson process and lets
 ``x`` and ``z`` mix through an ODE in between; the discrete recursion above, with random
 ``tau_k, tau'_k, gamma'_k``, is that process observed at the jump times, with no discretisation
@@ -272,8 +272,8 @@ def continuized_nesterov(
 
     Convex (``mu = 0``): mixing ``dx = (2 / t)(z - x) dt, dz = 0``, i.e.
     ``tau_k = 1 - (T_k / T_{k+1})^2``, ``tau'_k = 0``, and ``gamma'_k = T_{k+1} / (2 L kappa~)``
-    (the step is taken at ``T_{k+1}``: the theorem's printed ``T_k / (2L)`` is a misprint, SPEC
-    MISPRINT 2). Guarantee (``kappa~ = 1``): ``E[T_k^2 (f(x_k) - f*)] <= 2 L |z_0 - x*|^2``.
+    (the step is taken at ``T_{k+1}``: the theorem's printed ``T_k / (2L)`` is a misprint).
+    Guarantee (``kappa~ = 1``): ``E[T_k^2 (f(x_k) - f*)] <= 2 L |z_0 - x*|^2``.
 
     Strongly convex (``mu > 0``), ``s = sqrt(mu / (L kappa~))``: mixing
     ``dx = s (z - x) dt, dz = s (x - z) dt``, i.e. ``tau_k = (1 - exp(-2 s dT)) / 2``,

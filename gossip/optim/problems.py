@@ -1,4 +1,4 @@
-"""The test functions of the paper's optimization experiments (SPEC section 8)."""
+"""The test functions of the paper's optimization experiments (the paper's experiments)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 Node ``v`` holds a private function ``f_v`` on ``R^d``, ``mu``-strongly convex and ``L``-smooth.
 The network minimises ``F(x) = sum_v f_v(x)``. The dual (accelerated) coordinate descent of the
-paper (SPEC section 8) never needs ``f_v`` itself at run time, only the gradient of its convex
-conjugate
+paper (the paper's experiments) never needs ``f_v`` itself at run time, only the gradient of its
+convex conjugate
 
     grad f_v^*(y) = argmin_x  f_v(x) - <x, y>,
 

@@ -1,7 +1,7 @@
 """``quadratic``: ``f_v(x) = 1/2 |x - b_v|^2`` (``mu = L = 1``), the averaging problem.
 
 With these functions dual coordinate descent is exactly randomized gossip on the values ``b_v``
-(SPEC section 8): ``grad f_v^*(y) = y + b_v`` and ``x* = mean_v b_v``.
+(the paper's experiments): ``grad f_v^*(y) = y + b_v`` and ``x* = mean_v b_v``.
 """
 
 from __future__ import annotations

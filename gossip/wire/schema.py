@@ -240,7 +240,7 @@ class Neighbor:
     """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e.
 
     ``step`` is the edge's step ``s_e`` in the jump (``1/2`` for gossip; ``gamma R_eff(e)`` for
-    dual accelerated coordinate descent, SPEC section 6). ``key`` is the neighbour's CURVE
+    dual accelerated coordinate descent, the paper's Section 7). ``key`` is the neighbour's CURVE
     public key (Z85), or ``""`` in an insecure cluster.
     """
 
