@@ -25,10 +25,9 @@ Theory of operation
 * The ``--json`` record is written however the run ends (reached, timeout, diverged, too many
   restarts, an error, Ctrl-C), with ``failure``, ``restarts`` and ``events``.
 * Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.files.keys.init_keys`),
-CurveZMQ
-  on every ZeroMQ socket, and, with the embedded broker (mosquitto or amqtt alike), a password
-  per role and an ACL (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process has
-  its own key and ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``)
+  CurveZMQ on every ZeroMQ socket, and, with the embedded broker (mosquitto or amqtt alike), a
+  password per role and an ACL (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process
+  has its own key and ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``)
   turns it all off.
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
   (SIGTERM to its process group, then SIGKILL) and the broker shut down before

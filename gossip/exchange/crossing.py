@@ -41,33 +41,12 @@ its edge that the initiator had answered (in any way) when it read the values it
    of the protocol the lower id's request was refused instead: a Busy, a pause and a
    second request, where a withdrawal costs nothing but the new request, started at once.
 
-**Why it stays exact** (the claim of :mod:`gossip.exchange.exchanger`: every node applies its jumps
-in non-decreasing order of their times, each with both ends' values at its time):
-
-* w serves M at ``T_s = max(T_M, L_w) >= L_w`` from its ledger, which holds every jump of w
-  (E is not applied yet). v's values at ``T_s`` are M's mixed forward: v is engaged with M,
-  and as the lower id it serves nothing meanwhile.
-* E is then applied at ``T' >= T_s`` at both ends: v's ``L >= T_s`` once M's reply is
-  applied. Since reading E's values, w has applied only M's jump: engaged, it serves no
-  request but a crossing one of v's, and v, engaged with M, starts no other. So the
-  caught-up value is w's value at ``T'``.
-* In the waiting case v answered E before reading M's values, so those include E's jump if
-  there was one; w serves M only once it has E's answer, so its ledger includes it too.
-* A withdrawal: w serves M from its ledger, which holds every jump of w, E being applied
-  nowhere (step 3), and v's value at ``T_M`` is M's own (v, engaged, applies nothing before
-  M's reply). w's next request reads its values at ``T >= T_M``, after M's jump.
-
-A crossed exchange of a released lock (:mod:`gossip.exchange.exchanger`, a silent peer) is no longer
-covered: like any jump of a released exchange, it may be inexact. A restarted peer rebuilds
-its ledger from ours (:mod:`gossip.exchange.recovery`), so it lacks none of our jumps so far: our
-ledger reply says up to which of our requests (``settled``), and its requests count from there.
-
-**No deadlock, no livelock.** The two requests no longer wait for each other: one of them is
-served at once, and a request that waits for an answer already sent waits for a message on
-its way. Longer cycles of waits are the wait limit's, as before. A withdrawal comes with a
-jump applied (M's), so withdrawals cannot go on without the cluster moving on; the withdrawn
-activation starts again first, with the node free. Counted: ``counters.crossed`` (served at
-once, engaged), ``counters.caught_up`` and ``counters.withdrawn``.
+**Why it stays exact, and cannot livelock**: the proof is in docs/design.md, "Crossing
+requests". In short, each end's values at a crossed jump are those the sequential process has
+just before it (the lower id serves nothing while engaged; the higher id catches up exactly one
+jump or withdraws its request), and every withdrawal comes with a jump applied. Counted:
+``counters.crossed`` (served at once, engaged), ``counters.caught_up`` and
+``counters.withdrawn``.
 """
 
 from __future__ import annotations

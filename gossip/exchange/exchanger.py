@@ -20,14 +20,13 @@ until that exchange is settled, and it keeps ``L``, the latest time of a jump it
    ``z_v``, w may *move* the jump later (gossip's ``u = x``); an exchanged ``u = g(x)``
    (the paper's Section 7), which w cannot compute, is sent without it and cannot move.
 2. The server w refuses, with a :class:`~gossip.wire.schema.Busy`, if ``L_w > T`` and the jump
-cannot
-   move. If w is engaged, the request *waits* (:data:`DEFERRED`, :mod:`gossip.exchange.deferral`)
-   until w's own exchange settles, then is decided as a new one, unless it cannot move and is older
-   than w's exchange (w's L will pass it: refused). If w's exchange is with v itself (each
-   asked the other), :mod:`gossip.exchange.crossing` decides: the higher id serves at once, the
-   lower catches the other's values up past that jump (or, if they cannot move, the higher id
-   withdraws its own request and starts it again at once): neither is refused.
-   A request still waiting after ``wait_limit`` (by default the first timeout, a few round
+   cannot move. If w is engaged, the request *waits* (:data:`DEFERRED`,
+   :mod:`gossip.exchange.deferral`) until w's own exchange settles, then is decided as a new one,
+   unless it cannot move and is older than w's exchange (w's L will pass it: refused). If w's
+   exchange is with v itself (each asked the other), :mod:`gossip.exchange.crossing` decides: the
+   higher id serves at once, the lower catches the other's values up past that jump (or, if they
+   cannot move, the higher id withdraws its own request and starts it again at once): neither is
+   refused. A request still waiting after ``wait_limit`` (by default the first timeout, a few round
    trips) is refused. Otherwise w serves it at ``T_s = max(T, L_w)``: it mixes v's pair from T
    to T_s in closed form if T_s > T (v is engaged: it applies nothing meanwhile, so that is v's
    pair at T_s; counted in ``counters.postponed``), computes ``u_w(T_s)`` from its ledger,
@@ -44,32 +43,13 @@ cannot
    first of a request that cannot move, whose floor is past its T (w had jumped past it; the
    new request, at the floor, is likely served).
 
-**Why it is exact (sketch).** Claim: every node applies its jumps in non-decreasing order of
-their times. A node applies a jump either as a server, at ``T_s >= L``, or as an initiator at
-the T_s its server chose, ``>= T >= L``; and while its own exchange is in flight it applies
-nothing else (it refuses or defers every request, starts nothing; but a crossing request of its
-server's, which that server then accounts for, or for which the node withdraws its own
-request: :mod:`gossip.exchange.crossing`), so its pair at T_s is
-its pair at T mixed forward, which is what the server used. So each node's ledger, read at a
-jump's time, holds exactly the node's jumps before it: the two values are those the sequential
-process has just before that jump, whatever the latencies. The jumps, sorted by T (ties in the
-order the nodes applied them, which both ends agree on), are then a sequential run of the
-model, and the network's states equal its replay: live and simulated curves differ only by
-*when* the jumps are (ticks fired late, refused ones tried again later), never by what a jump
-does. Mass stays exact: opposite flows at the same T.
-
-**No deadlock, no starvation.** An engaged node waits for one server, so the waits form chains.
-A chain that closes into a cycle of two (v and w each asked the other) is broken at once by the
-id rule (:mod:`gossip.exchange.crossing`): the higher id serves without waiting. A longer cycle
-follows a cycle of the graph, every node on it engaged toward the next at once (there is none on a
-tree, such as a line); ``wait_limit`` breaks it: its requests are refused
-(``counters.overdue``), and each end tries again. Every wait is thus bounded: by the server's
-own exchange, or by the limit. Refused activations try again after independent random pauses
-(doubling with each refusal, :func:`~gossip.exchange.waiting.backoff_delay`), so of nodes that keep
-refusing each other one goes first with probability bounded away from 0. A wait costs its
-initiator the rest of the server's exchange, a refusal a pause and a second request: the rule
-refuses only where it must. Both are counted (``refused``, ``bounced``, ``waited``,
-``deferred``).
+**Exact, and free of deadlock.** Every node applies its jumps in non-decreasing order of their
+times, each with both ends' values at its time, so the network equals a sequential replay of its
+jumps sorted by time, whatever the latencies, and the mass stays exact (opposite flows at one
+T). Every wait is bounded (by the server's own exchange, by the crossing rule, or by
+``wait_limit``), and refused activations back off at random, so no cycle of waits lasts. The
+proofs: docs/design.md, "Why the exchange is exact". The tests check the claim against a
+sequential replay (tests/gossip/exchange/test_exchange_exact.py).
 
 Rules for the bad days:
 

@@ -21,9 +21,8 @@ the cluster cannot keep up with ``--rate``, the jumps of a busy node pile up aga
 neighbours' later ones and move with them, and accelerated gossip drifts above the
 simulator's band, then diverges (the paper's Section 6 misprints the rate). Accelerated gossip is
 far more sensitive to this than a mere time shift of its curve would be (``theta * lag / ln 10``
-decades,
-:func:`curve_shift`): on line:30, a median wait of 53 t (a shift of 0.06 decades) came with a
-curve 1.9 decades above the model's median. :func:`keeps_up` draws the line at one mean gap,
+decades, :func:`curve_shift`): on line:30, a median wait of 53 t (a shift of 0.06 decades) came with
+a curve 1.9 decades above the model's median. :func:`keeps_up` draws the line at one mean gap,
 on a typical node's median wait, and the coordinator's summary reports which side a run was
 on.
 """
