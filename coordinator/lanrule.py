@@ -42,7 +42,8 @@ typical of the model, on line:30 and grid:4x4 at one-way latencies of 0.1, 1 and
 SKEW_SHARE = 0.1
 """The tolerated skew, as a share of the mean gap between one node's activations."""
 
-_MIN_REPORTS = 3  # reports per node before its figures mean anything
+_MIN_REPORTS = 3  # reports per node before its round trip means anything
+_SKEW_REPORTS = 20  # before its offset does: the largest of a few delays is still noisy
 
 
 def rate_ceiling(n: int, rtt_ms: float) -> float:
@@ -53,7 +54,7 @@ def rate_ceiling(n: int, rtt_ms: float) -> float:
     >>> rate_ceiling(30, 2.0)  # 30 nodes, a 2 ms round trip
     7500.0
     """
-    return RATE_K * n / (rtt_ms / 1e3)
+    return RATE_K * n / (rtt_ms / 1e3) if rtt_ms > 0 else math.inf
 
 
 def skew_tolerance(n: int, rate: float) -> float:
@@ -84,6 +85,7 @@ class LanRule:
         self.offsets: dict[int, float] = {}  # node -> the largest wall - received seen
         self._seen: dict[int, int] = {}  # node -> reports counted
         self._warned: set[str] = set()
+        self.given: list[str] = []  # the warnings given so far, in order
 
     def observe(self, nodes: Mapping[int, NodeView]) -> list[str]:
         """Take in the latest reports; return the warnings not given yet."""
@@ -112,6 +114,7 @@ class LanRule:
                 f"reports), past the {tolerance * 1e3:.1f} ms the shared t tolerates at "
                 f"{self.rate:g}/s on {self.n} nodes; synchronise them (chrony) or lower --rate"
             )
+        self.given += out
         return out
 
     def rtt_ms(self, nodes: Mapping[int, NodeView]) -> float | None:
@@ -119,7 +122,8 @@ class LanRule:
         rtts = [
             v.rtt_p50_ms
             for v in nodes.values()
-            if v.rtt_p50_ms is not None and v.reports >= _MIN_REPORTS
+            # 0: no exchange measured yet
+            if v.rtt_p50_ms is not None and v.rtt_p50_ms > 0 and v.reports >= _MIN_REPORTS
         ]
         if len(rtts) < max(1, self.n // 2):
             return None

@@ -305,7 +305,7 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
                 for inner, boot in zip(inners, boots, strict=True):
                     inner.trust({n.peer_id: n.key for n in boot.neighbors})
             # One wall clock per process, as per host: a skew fault sets it from the first seed.
-            offset = configs[0].faults.clock_offset(configs[0].seed)
+            offset = configs[0].faults.clock_offset(configs[0].seed, configs[0].name)
             if offset:
                 log.warning("this host's wall clock is offset by %+.1f ms (fault)", offset * 1e3)
             nodes = [
