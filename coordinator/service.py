@@ -405,6 +405,7 @@ class Coordinator:
                 resend = now + _STOP_RESEND
             await asyncio.sleep(0.02)
             now = time.monotonic()
+        self._check_lan()  # a run shorter than the nodes' round-trip window: the finals have it
         summary = self._finish(reason)
         self._publish_status(summary)
         await self._drain()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.lanrule import RATE_K, LanRule, rate_ceiling, skew_tolerance
+from coordinator.lanrule import RATE_K, SKEW_FLOOR, LanRule, rate_ceiling, skew_tolerance
 from coordinator.records import NodeView
 
 
@@ -40,7 +40,7 @@ def test_a_rate_above_the_rule_warns_once() -> None:
 
 def test_skew_is_estimated_from_the_reports_and_warned_past_the_tolerance() -> None:
     n, rate = 16, 100.0
-    tolerance = skew_tolerance(n, rate)
+    tolerance = max(skew_tolerance(n, rate), SKEW_FLOOR)
     small = [0.2 * tolerance * (k % 2) for k in range(n)]
     large = [3.0 * tolerance * (k % 2) for k in range(n)]
     quiet = LanRule(n, rate)
