@@ -24,19 +24,19 @@ GRAPH, N = "grid:3x3", 9
 EPS = 1e-6
 
 
-async def gossip_up(tmp_path: Path, rate: float, fault: str, timeout: float) -> tuple[int, str]:
+async def gossip_up(tmp_path: Path, rate: float, fault: str, give_up: float) -> tuple[int, str]:
     """Run ``gossip up`` to eps; return its exit code and its stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "cli.app", "up", "--graph", GRAPH, "--nodes-per-process", "3"),
-        *("--rate", str(rate), "--until", str(EPS), "--quiet", "--timeout", str(timeout)),
+        *("--rate", str(rate), "--until", str(EPS), "--quiet", "--timeout", str(give_up)),
         *("--json", str(tmp_path / "run.json"), "--node-arg=--fault", f"--node-arg={fault}"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=env,
         cwd=tmp_path,
     )
-    async with asyncio.timeout(timeout + 60):
+    async with asyncio.timeout(give_up + 60):
         _, stderr = await proc.communicate()
     assert proc.returncode is not None
     return proc.returncode, stderr.decode()
