@@ -2,7 +2,8 @@
 
 Real processes on loopback, three nodes per process ("per host"), each process's frames held
 by the LAN emulation of ``--fault`` and its clock offset by ``skew_ms`` (drawn per host from
-its name: the same every run). The sums stay exact under the skew.
+its name: the same every run), here by up to +-500 ms: far past what the shared t tolerates at
+this rate. The sums stay exact under the skew all the same.
 """
 
 from __future__ import annotations
@@ -43,13 +44,13 @@ async def gossip_up(tmp_path: Path, rate: float, fault: str, give_up: float) -> 
 
 
 async def test_skewed_hosts_end_exact_and_the_skew_is_warned_of(tmp_path: Path) -> None:
-    rate = 150.0
+    rate = 100.0
     # The hosts' offsets, as the nodes will draw them (host j's first node is host-j-0).
-    offsets = [FaultSpec(skew_ms=50).clock_offset(None, f"host-{j}-0") for j in range(3)]
+    offsets = [FaultSpec(skew_ms=500).clock_offset(None, f"host-{j}-0") for j in range(3)]
     spread = max(offsets) - min(offsets)
     assert spread > max(SKEW_FLOOR, skew_tolerance(N, rate)) + 0.01  # worth a warning
     code, stderr = await gossip_up(
-        tmp_path, rate, "latency_ms=1,jitter_ms=0.2,drop=0.001,skew_ms=50", 120
+        tmp_path, rate, "latency_ms=1,jitter_ms=0.2,drop=0.001,skew_ms=500", 120
     )
     assert code == 0, stderr[-2000:]
     summary = json.loads((tmp_path / "run.json").read_text())
@@ -57,7 +58,7 @@ async def test_skewed_hosts_end_exact_and_the_skew_is_warned_of(tmp_path: Path) 
     assert summary["complete"] is True
     assert summary["mass_drift_rel"] <= 1e-9
     assert "clocks differ" in stderr, stderr[-2000:]
-    assert "LAN rule" not in stderr  # 150/s is well under the rule at a 2 ms round trip
+    assert "LAN rule" not in stderr  # 100/s: under the rule unless the round trip passes 13 ms
 
 
 async def test_a_rate_above_the_lan_rule_is_warned_of(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ run in the test's namespace on the switch's hub address; the run is secure.
 
 Checked: the run reaches eps with every final report in and the sum exact (skew moves ticks,
 never mass); the coordinator's offsets, estimated from the reports it gets anyway, match the
-set ones; and it warns that the skew is past what the shared t tolerates.
+set ones; and, the skew being within what the shared t tolerates at this rate, it does not
+warn (tests/coordinator/test_lan_warnings.py has skew past it, and the warning).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def lab() -> Iterator[NetLab]:
 async def test_a_skewed_lan_ends_exact_and_the_skew_is_seen(lab: NetLab, tmp_path: Path) -> None:
     n = parse_topology(GRAPH).n
     offsets_ms = np.random.default_rng(7).uniform(-SKEW_MS, SKEW_MS, size=n)
-    assert np.ptp(offsets_ms) * 1e-3 > 2 * skew_tolerance(n, RATE)  # a skew worth warning of
+    # A Pi that has not synchronised yet: within what the shared t tolerates at this rate.
+    assert np.ptp(offsets_ms) * 1e-3 < skew_tolerance(n, RATE)
 
     keys = tmp_path / "keys"
     names = [f"node-{k}" for k in range(n)]
@@ -137,4 +139,4 @@ async def test_a_skewed_lan_ends_exact_and_the_skew_is_seen(lab: NetLab, tmp_pat
     skew = coordinator.lan.skew()
     assert skew is not None
     assert abs(skew * 1e3 - np.ptp(truth)) <= MATCH_MS
-    assert any("clocks differ" in w for w in coordinator.lan.given), coordinator.lan.given
+    assert not any("clocks differ" in w for w in coordinator.lan.given), coordinator.lan.given
