@@ -58,7 +58,9 @@ def node(
         str,
         typer.Option(
             envvar="GOSSIP_FAULT",
-            help="Inject faults on sent frames: drop=0.1,dup=0.1,delay=0.1[,delay_ms=20].",
+            help="Inject faults on sent frames: drop=0.1,dup=0.1,delay=0.1[,delay_ms=20]; "
+            "a LAN: latency_ms=1,jitter_ms=0.2 (each way, order kept); a skewed clock: "
+            "offset_ms=40, or skew_ms=5 (seeded by --seed, one per process).",
         ),
     ] = "",
     retry_timeout: Annotated[

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import random
 import sys
@@ -47,6 +48,7 @@ from coordinator.broker import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.convergence import Convergence
 from coordinator.evaluation import DIVERGED, ReportBook, diverged
+from coordinator.lanrule import LanRule
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
 from coordinator.outcome import final_result, node_shares, pace_of, run_summary
@@ -62,6 +64,7 @@ from gossip.model.values import error_floor
 
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
+log = logging.getLogger(__name__)
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
 
@@ -104,6 +107,8 @@ class Coordinator:
         self._retained_seen = asyncio.Event()
         self._pace = (0.0, 0)
         self._shares = node_shares(plan.topology)
+        # The LAN rules (rate against round trip, clock skew), checked on the reports.
+        self.lan = LanRule(plan.expected, plan.rate)
         self._exact_logged = 0  # exact points (state.exact) already in the metrics file
         self._t_stop: float | None = None
         self._asked_stop = ""
@@ -322,6 +327,7 @@ class Coordinator:
                 convergence.restart()
             convergence.add_exact(self._log_exact())
             if self.reports.take_fresh():
+                self._check_lan()
                 evaluated = self.reports.evaluate()
                 if evaluated is not None:
                     point = evaluated.point
@@ -359,6 +365,12 @@ class Coordinator:
                 stop_reason = "timeout"
         return await self._stop(stop_reason)
 
+    def _check_lan(self) -> None:
+        """Warn (stderr, and the run log) when the rate or the clocks break the LAN rules."""
+        for warning in self.lan.observe(self.state.nodes):
+            log.warning("%s", warning)
+            self.log.write("warning", message=warning)
+
     def request_stop(self, reason: str = "asked") -> None:
         """Stop the run at the next metrics period, even with ``keep_running``: the nodes are
         told to stop and their final reports taken, as when eps is reached (``reason`` goes to
@@ -393,6 +405,7 @@ class Coordinator:
                 resend = now + _STOP_RESEND
             await asyncio.sleep(0.02)
             now = time.monotonic()
+        self._check_lan()  # a run shorter than the nodes' round-trip window: the finals have it
         summary = self._finish(reason)
         self._publish_status(summary)
         await self._drain()

@@ -163,7 +163,13 @@ async def _register_all(
     return [job.result() for job in jobs]
 
 
-def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: asyncio.Event) -> Node:
+def _node(
+    config: NodeConfig,
+    boot: Bootstrap,
+    transport: Transport,
+    stop: asyncio.Event,
+    offset: float = 0.0,
+) -> Node:
     log.info(
         "node %d (%s, %s) of %s: %d neighbours, rate %g/s",
         boot.node_id,
@@ -194,9 +200,19 @@ def _node(config: NodeConfig, boot: Bootstrap, transport: Transport, stop: async
         linger=config.linger,
         seed=config.seed,
         max_in_flight=config.max_in_flight,
+        clock=_skewed(offset) if offset else time.time,
     )
     node.stop_requested = stop  # one stop for the whole process
     return node
+
+
+def _skewed(offset: float) -> Callable[[], float]:
+    """``time.time`` offset by ``offset`` seconds: a host clock that is not synchronised."""
+
+    def clock() -> float:
+        return time.time() + offset
+
+    return clock
 
 
 def _mqtt_links(nodes: Sequence[Node], ca: Path | None = None) -> list[NodeMqtt | None]:
@@ -288,8 +304,12 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
             if secure:  # each node admits its own neighbours' keys only, each as its node id
                 for inner, boot in zip(inners, boots, strict=True):
                     inner.trust({n.peer_id: n.key for n in boot.neighbors})
+            # One wall clock per process, as per host: a skew fault sets it from the first seed.
+            offset = configs[0].faults.clock_offset(configs[0].seed, configs[0].name)
+            if offset:
+                log.warning("this host's wall clock is offset by %+.1f ms (fault)", offset * 1e3)
             nodes = [
-                _node(config, boot, transport, stop)
+                _node(config, boot, transport, stop, offset)
                 for config, boot, transport in zip(configs, boots, transports, strict=True)
             ]
             # Before t = 0: the first exchanges are not slower.

@@ -1,0 +1,142 @@
+"""A LAN, emulated, with clocks that disagree: real nodes, one per network namespace ("host").
+
+Every ``gossip node`` runs in a namespace of its own (:mod:`_netns`) with
+``--fault latency_ms=1,jitter_ms=0.2,drop=0.001,offset_ms=O``: each frame it sends is held
+about 1 ms (order kept), 0.1% are lost, and its wall clock is off by ``O``, drawn per host
+(seeded) in +-50 ms, as a Pi that has not synchronised yet. mosquitto and the coordinator
+run in the test's namespace on the switch's hub address; the run is secure.
+
+Checked: the run reaches eps with every final report in and the sum exact (skew moves ticks,
+never mass); the coordinator's offsets, estimated from the reports it gets anyway, match the
+set ones; and, the skew being within what the shared t tolerates at this rate, it does not
+warn (tests/coordinator/test_lan_warnings.py has skew past it, and the warning).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+from _netns import NetLab
+from test_netns_faults import require_mosquitto, require_netns, until
+
+from coordinator.broker import MosquittoAuth, mosquitto_broker
+from coordinator.lanrule import skew_tolerance
+from coordinator.mqtt_auth import write_mosquitto_auth
+from coordinator.procs import Child, free_port, spawn, stop_all
+from coordinator.security import load_security
+from coordinator.service import Coordinator, CoordinatorConfig, prepare
+from gossip.files.keys import COORDINATOR, init_keys
+from gossip.graph.topology import parse_topology
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.broker,
+    pytest.mark.netns,
+    pytest.mark.slow,
+    pytest.mark.timeout(240),
+]
+
+GRAPH = "cycle:6"
+RATE = 60.0  # activations per second: a node activates every 50 ms on average
+EPS = 1e-6
+SKEW_MS = 50.0  # each host's clock is off by up to this, either way
+GIVE_UP = 150.0  # seconds: a safety net only
+MATCH_MS = 10.0  # estimated against set offsets: the reports' delays differ by less
+
+
+@pytest.fixture
+def lab() -> Iterator[NetLab]:
+    """One namespace per node of ``GRAPH``, removed afterwards whatever happened."""
+    require_netns()
+    net = NetLab(parse_topology(GRAPH).n).open()
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+async def test_a_skewed_lan_ends_exact_and_the_skew_is_seen(lab: NetLab, tmp_path: Path) -> None:
+    n = parse_topology(GRAPH).n
+    offsets_ms = np.random.default_rng(7).uniform(-SKEW_MS, SKEW_MS, size=n)
+    # A Pi that has not synchronised yet: within what the shared t tolerates at this rate.
+    assert np.ptp(offsets_ms) * 1e-3 < skew_tolerance(n, RATE)
+
+    keys = tmp_path / "keys"
+    names = [f"node-{k}" for k in range(n)]
+    init_keys(keys, names, zmq.curve_keypair, force=True)
+    security = load_security(keys / COORDINATOR)
+    passwd, acl = write_mosquitto_auth(keys / "mqtt", security.mqtt_secret, n)
+    procs: list[Child] = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
+    async with mosquitto_broker(
+        require_mosquitto(), host=lab.hub, auth=MosquittoAuth(passwd, acl)
+    ) as broker:
+        bind = f"tcp://{lab.hub}:{free_port(lab.hub)}"
+        config = CoordinatorConfig(
+            graph=GRAPH,
+            algorithm="arg",
+            rate=RATE,
+            values="onehot",
+            until=EPS,
+            cluster=lab.prefix,
+            metrics_period=0.1,
+            broker=broker.url,
+            bind=bind,
+            keys=keys / COORDINATOR,
+            resume=False,
+            run_timeout=GIVE_UP,
+            start_delay=2.0,  # > the largest offset: no node starts as if it were late
+        )
+        state, plan = prepare(config)
+        coordinator = Coordinator(config, state, plan, broker_kind=broker.kind)
+        run = asyncio.create_task(coordinator.run())
+        try:
+            async with asyncio.timeout(GIVE_UP):
+                await until(coordinator.bound.is_set, "the coordinator bound its socket", run)
+                for k, name in enumerate(names):
+                    fault = f"latency_ms=1,jitter_ms=0.2,drop=0.001,offset_ms={offsets_ms[k]:.3f}"
+                    argv = [sys.executable, "-m", "cli.app", "node", "--coordinator", bind,
+                            "--name", name, "--host", lab.ip(k), "--keys", str(keys / name),
+                            "--seed", str(k), "--fault", fault]  # fmt: skip
+                    procs.append(
+                        await spawn(lab.exec_argv(k, argv), log=tmp_path / f"{name}.log", env=env)
+                    )
+                summary = await run
+                codes = [await proc.wait() for proc in procs]
+        finally:
+            await stop_all(procs)
+            if not run.done():
+                run.cancel()
+            await asyncio.gather(run, return_exceptions=True)
+
+    # The sums stay exact under the skew, and the run reached eps on the true mean.
+    assert summary is not None
+    assert summary.reached, state.message
+    assert state.final is not None
+    assert state.final.complete
+    assert summary.mass_drift_rel is not None
+    assert summary.mass_drift_rel <= 1e-9
+    final = np.array(state.final.values, dtype=float).reshape(n, -1)
+    assert abs(final.sum() - 1.0) <= 1e-9  # onehot: the sum is 1
+    assert codes == [0] * n
+
+    # The offsets the coordinator estimated, against the ones set (node ids are the
+    # coordinator's; namespace k holds node-k). Only differences count: both share the bias
+    # of the reports' delay.
+    where = {state.registered[name]: k for k, name in enumerate(names)}
+    estimated = np.array([coordinator.lan.offsets[v] for v in sorted(where)]) * 1e3
+    truth = np.array([offsets_ms[where[v]] for v in sorted(where)])
+    shift = np.median(estimated - truth)
+    print(f"offsets set {np.round(truth, 1)} ms, estimated {np.round(estimated - shift, 1)} ms")
+    assert np.abs(estimated - truth - shift).max() <= MATCH_MS
+    skew = coordinator.lan.skew()
+    assert skew is not None
+    assert abs(skew * 1e3 - np.ptp(truth)) <= MATCH_MS
+    assert not any("clocks differ" in w for w in coordinator.lan.given), coordinator.lan.given
