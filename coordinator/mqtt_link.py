@@ -172,9 +172,7 @@ class MqttLink:
                         self._status_dirty.set()
                     if self._ending():  # asked while connecting, and the cancel was lost
                         return
-                    async with asyncio.TaskGroup() as tg:
-                        tg.create_task(self._read(client), name="mqtt-read")
-                        tg.create_task(self._write(client), name="mqtt-write")
+                    await self._serve(client)
             except* aiomqtt.MqttError as group:
                 self._status.last_error = str(group.exceptions[0])
                 log.info("MQTT broker %s:%s unavailable: %s", self.host, self.port, group)
@@ -186,6 +184,27 @@ class MqttLink:
             # Jitter spreads the reconnections of many clients after a broker restart.
             await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
             backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    async def _serve(self, client: aiomqtt.Client) -> None:
+        """Read and write on ``client`` until one side ends; raise the first side's error.
+
+        Not a TaskGroup: on Python 3.11 a TaskGroup whose child fails while the group waits
+        in ``__aexit__`` cancels this task and never uncancels it, so ``Task.cancelling()``
+        stayed 1, :meth:`_ending` said yes, and the link gave up after the first broker
+        restart: the coordinator never heard from the nodes again.
+        """
+        read = asyncio.create_task(self._read(client), name="mqtt-read")
+        write = asyncio.create_task(self._write(client), name="mqtt-write")
+        try:
+            done, _ = await asyncio.wait({read, write}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            read.cancel()
+            write.cancel()
+            await asyncio.gather(read, write, return_exceptions=True)
+        for task in done:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
 
     async def _read(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
