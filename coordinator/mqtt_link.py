@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,9 @@ class MqttLink:
         self._latest_status: bytes | None = None
         self._status_dirty = asyncio.Event()
         self.connected = asyncio.Event()
+        self.connected_since = 0.0
+        """Wall time (``time.time()``) of the latest connection: silence from a node before it
+        says nothing about the node (the broker was away)."""
         self._publishing = False
         self._closing = False
 
@@ -165,6 +169,7 @@ class MqttLink:
                         self._status.reconnects += 1
                     first = False
                     self._status.connected = True
+                    self.connected_since = time.time()
                     self._status.last_error = ""
                     self.connected.set()
                     backoff = _BACKOFF_FIRST
