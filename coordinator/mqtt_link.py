@@ -5,7 +5,9 @@ Topics (``<cluster>`` defaults to ``gossip``):
 * ``gossip/<cluster>/node/<id>/state`` -- subscribed: every node's periodic JSON report;
 * ``gossip/<cluster>/coordinator/status`` -- published retained, and subscribed too: on start a
   coordinator reads the retained status a previous coordinator left, to resume its run;
-* ``gossip/<cluster>/control`` -- published: ``{"cmd": "stop", "run": <run id>}``.
+* ``gossip/<cluster>/control`` -- published: ``{"cmd": "stop", "run": <run id>}``, and
+  ``{"cmd": "resend"}`` after each reconnection (the nodes send their recent exact-curve
+  samples again: those of the outage went nowhere).
 
 :meth:`MqttLink.run` keeps one connection up until stopped: it connects, subscribes, sends
 whatever is queued (the latest status first), and hands every incoming message to a callback.
@@ -167,6 +169,9 @@ class MqttLink:
                     await client.subscribe(self.topics["membership"], qos=1)
                     if not first:
                         self._status.reconnects += 1
+                        # Reports sent while we were away went nowhere: ask for the
+                        # nodes' recent exact-curve samples again (node.mqtt.RESEND_WINDOW).
+                        self.publish(self.topics["control"], {"cmd": "resend"})
                     first = False
                     self._status.connected = True
                     self.connected_since = time.time()
