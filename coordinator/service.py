@@ -459,7 +459,7 @@ class Coordinator:
             "done",
             f"{'reached' if summary.reached else 'did not reach'} {self.config.until:g}; "
             f"final error {error_text(summary.final_error)}"
-            + ("" if complete else " (some nodes sent no final report)"),
+            + _missing_text(summary.missing_finals),
         )
         record = {
             **summary.as_dict(),
@@ -503,6 +503,14 @@ class Coordinator:
             self._link.set_status(status)
         except (TypeError, ValueError) as exc:  # a non-finite float would be a bug here
             raise GossipError(f"cannot encode the coordinator status: {exc}") from exc
+
+
+def _missing_text(missing: tuple[str, ...]) -> str:
+    """`` (no final report from a, b): unknown`` for the phase message; ``""`` if none."""
+    if not missing:
+        return ""
+    shown = ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
+    return f" (no final report from {shown}): unknown"
 
 
 def announce_dashboard(url: str) -> None:
