@@ -109,6 +109,9 @@ class MqttLink:
         self._status_dirty = asyncio.Event()
         self.connected = asyncio.Event()
         self.connected_since = 0.0
+        self.disconnected_since = time.time()
+        """Wall time since which the link has had no connection (meaningful while
+        :attr:`connected` is clear)."""
         """Wall time (``time.time()``) of the latest connection: silence from a node before it
         says nothing about the node (the broker was away)."""
         self._publishing = False
@@ -187,6 +190,8 @@ class MqttLink:
                 self._status.last_error = str(group.exceptions[0])
                 log.info("MQTT broker %s:%s unavailable: %s", self.host, self.port, group)
             finally:
+                if self.connected.is_set():
+                    self.disconnected_since = time.time()
                 self._status.connected = False
                 self.connected.clear()
             if self._ending():

@@ -43,7 +43,7 @@ import zmq
 import zmq.asyncio
 
 from coordinator._groups import single_error
-from coordinator.broker import broker_credentials, parse_broker_url
+from coordinator.broker import broker_credentials, parse_broker_url, redact_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.convergence import Convergence
 from coordinator.evaluation import DIVERGED, ReportBook, diverged
@@ -357,7 +357,17 @@ class Coordinator:
                 and time.time() - epoch > self.config.run_timeout
             ):
                 stop_reason = "timeout"
+            elif self._broker_lost():
+                stop_reason = "broker-lost"
         return await self._stop(stop_reason)
+
+    def _broker_lost(self) -> bool:
+        """Whether the broker has been unreachable for ``broker_deadline`` seconds in a row
+        (never without a deadline: a broker outage alone never ends a run)."""
+        link, deadline = self._link, self.config.broker_deadline
+        if link is None or deadline is None or link.connected.is_set():
+            return False
+        return time.time() - link.disconnected_since > deadline
 
     def request_stop(self, reason: str = "asked") -> None:
         """Stop the run at the next metrics period, even with ``keep_running``: the nodes are
@@ -470,6 +480,12 @@ class Coordinator:
             "nodes": self.plan.expected,
             "eps": self.config.until,
         }
+        if reason == "broker-lost":
+            record["failure"] = (
+                f"lost the broker {redact_broker_url(self.config.broker)}: unreachable for over "
+                f"--broker-deadline {self.config.broker_deadline:g} s"
+            )
+            state.message = record["failure"]
         if state.churn:
             record["membership"] = list(state.churn)
         if state.optimization is not None:
