@@ -56,7 +56,7 @@ from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
 from coordinator.roster import Churn
 from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
-from coordinator.status import resumable, run_header, status_record
+from coordinator.status import restore_membership, resumable, run_header, status_record
 from gossip.errors import ConfigError, GossipError, TransportError
 from gossip.model.values import error_floor
 
@@ -115,9 +115,7 @@ class Coordinator:
             state,
             None,
             dead_after=config.dead_after,
-            on_event=lambda e: self.log.write(
-                "membership", event=e["kind"], **{k: v for k, v in e.items() if k != "kind"}
-            ),
+            on_event=self._on_membership,
         )
         if config.allow_joins:
             self.registry.on_join = lambda msg, address: self.churn.join(
@@ -140,6 +138,13 @@ class Coordinator:
                 ca=config.mqtt_ca,
             )
             self.churn.link = self._link
+
+    def _on_membership(self, event: dict[str, Any]) -> None:
+        self.log.write(
+            "membership", event=event["kind"], **{k: v for k, v in event.items() if k != "kind"}
+        )
+        # Retained at once: a coordinator restarted from here measures these members.
+        self._publish_status()
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -242,6 +247,7 @@ class Coordinator:
         self.registry.restore(assignment)
         self.resumed = True
         self._adopt(assignment)
+        restore_membership(self.state, status.get("membership"))
         self.state.set_phase("running", f"resumed run {assignment.run_id}")
         self.log.write("resume", **self._header())
         self._publish_status()
