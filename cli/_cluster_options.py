@@ -13,6 +13,7 @@ import typer
 
 __all__ = [
     "Algorithm",
+    "BrokerDeadline",
     "Cluster",
     "DashHost",
     "DashPort",
@@ -139,6 +140,14 @@ DeadAfter = Annotated[
         envvar=env("dead_after"),
         help="Declare a node dead after this many seconds without a report: it leaves the "
         "membership, its neighbours settle their edges with it (default: never).",
+    ),
+]
+BrokerDeadline = Annotated[
+    float | None,
+    typer.Option(
+        envvar=env("broker_deadline"),
+        help="Stop the run as failed once the broker has been unreachable this many seconds "
+        "in a row (default: wait for it; a broker back sooner costs nothing).",
     ),
 ]
 Timeout = Annotated[

@@ -325,6 +325,15 @@ def print_summary(
         ),
         ("exact curve points", _exact_points(summary)),
     ]
+    if summary.missing_finals:  # why the final error and the drift are unknown
+        names = summary.missing_finals
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        rows.append(
+            (
+                "final reports missing",
+                f"{len(names)} ({shown}): final error and drift unknown",
+            )
+        )
     if state.optimization is not None:
         opt = state.optimization.summary()
         rows[6] = ("final sum |x_v - x*|^2", rows[6][1])

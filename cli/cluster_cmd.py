@@ -15,6 +15,7 @@ import typer
 from cli._app import app
 from cli._cluster_options import (
     Algorithm,
+    BrokerDeadline,
     Cluster,
     DashHost,
     DashPort,
@@ -93,6 +94,7 @@ def coordinator(
     ] = 1.5,
     timeout: Timeout = None,
     dead_after: DeadAfter = None,
+    broker_deadline: BrokerDeadline = None,
     allow_joins: Annotated[
         bool,
         typer.Option(
@@ -163,6 +165,7 @@ def coordinator(
         start_delay=start_delay,
         run_timeout=timeout,
         dead_after=dead_after,
+        broker_deadline=broker_deadline,
         allow_joins=allow_joins,
         keep_running=keep_running,
         weighted=weighted,

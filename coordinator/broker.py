@@ -29,10 +29,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from coordinator.procs import free_port, spawn, stop_process
@@ -41,6 +41,7 @@ from gossip.errors import ConfigError, TransportError
 __all__ = [
     "BrokerAuth",
     "BrokerKind",
+    "Keeper",
     "MosquittoAuth",
     "RunningBroker",
     "amqtt_broker",
@@ -56,6 +57,12 @@ __all__ = [
 ]
 
 BrokerKind = Literal["auto", "mosquitto", "amqtt"]
+
+Keeper = Callable[[Callable[[int | None], bool]], Coroutine[Any, Any, None]]
+"""An embedded broker's supervisor (:attr:`RunningBroker.keep`)."""
+
+_RESTART_PAUSE = 0.2  # seconds between a broker's failure and its restart
+_HEALTH_PERIOD = 0.5  # seconds between two checks of the in-process broker
 
 _START_TIMEOUT = 10.0  # seconds for a broker to start accepting connections
 _EXTERNAL_WAIT = 3.0  # seconds to retry an external broker that times out (not one that refuses)
@@ -77,6 +84,12 @@ class RunningBroker:
         ``external``, ``mosquitto`` or ``amqtt``.
     access_controlled : bool
         The broker was started with our password file and ACL (either kind).
+    keep : Keeper or None
+        Supervises an embedded broker (``None``: an external one, not ours to restart):
+        ``await keep(may_restart)`` restarts it on the same port, with the same password
+        file and ACL, each time it fails and ``may_restart(code)`` allows it (``code``: the
+        exit code of mosquitto, ``-N`` for signal N, or ``None`` for amqtt), and raises
+        :class:`~gossip.errors.TransportError` once it does not; it never returns.
     """
 
     url: str
@@ -84,6 +97,7 @@ class RunningBroker:
     port: int
     kind: str
     access_controlled: bool = False
+    keep: Keeper | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,12 +339,30 @@ async def mosquitto_broker(
                     f"mosquitto did not start on {host}:{chosen}: {exc}\n{tail}"
                 ) from None
             break
+        child = [proc]  # the live incarnation, replaced by each restart
+
+        async def keep(may_restart: Callable[[int | None], bool]) -> None:
+            while True:
+                code = await child[0].wait()
+                if not may_restart(code):
+                    tail = log.read_text(errors="replace")[-800:] if log.exists() else ""
+                    raise TransportError(
+                        f"the embedded mosquitto on {host}:{chosen} exited with code {code} "
+                        f"and was not restarted again\n{tail}"
+                    )
+                await asyncio.sleep(_RESTART_PAUSE)
+                # The same configuration file: same port, same password file and ACL. A
+                # restart that fails to listen exits, and counts as one more failure.
+                child[0] = await spawn([binary, "-c", str(conf)], log=log)
+                with contextlib.suppress(TransportError):
+                    await wait_for_port(host, chosen, _START_TIMEOUT, child[0])
+
         try:
             yield RunningBroker(
-                f"mqtt://{host}:{chosen}", host, chosen, "mosquitto", auth is not None
+                f"mqtt://{host}:{chosen}", host, chosen, "mosquitto", auth is not None, keep
             )
         finally:
-            await stop_process(proc)
+            await stop_process(child[0])
 
 
 @contextlib.asynccontextmanager
@@ -375,14 +407,65 @@ async def amqtt_broker(
             if port or not isinstance(last, OSError):  # only a taken port is worth a retry
                 break
             continue
+        live = [broker]  # the live incarnation, replaced by each restart
+        keep = _amqtt_keeper(live, config, f"{host}:{chosen}")
+
         try:
             # start() returns once the listener is bound; no probe connection is needed (amqtt
             # would log an empty connection as an error).
-            yield RunningBroker(f"mqtt://{host}:{chosen}", host, chosen, "amqtt", auth is not None)
+            yield RunningBroker(
+                f"mqtt://{host}:{chosen}", host, chosen, "amqtt", auth is not None, keep
+            )
         finally:
-            await asyncio.shield(broker.shutdown())
+            with contextlib.suppress(Exception):  # a broker that broke has nothing to close
+                await asyncio.shield(live[0].shutdown())
         return
     raise TransportError(f"the in-process amqtt broker could not start on {host}: {last}")
+
+
+def _amqtt_keeper(live: list[Any], config: dict[str, Any], where: str) -> Keeper:
+    """The supervisor of the in-process broker ``live[0]`` (:attr:`RunningBroker.keep`),
+    which replaces ``live[0]`` by each fresh broker started with ``config``."""
+    from coordinator.amqtt_access import AccessBroker
+
+    async def keep(may_restart: Callable[[int | None], bool]) -> None:
+        # An in-process broker cannot be killed apart from this process: supervising it
+        # means watching that it still serves (its listener open, its message loop alive),
+        # and starting a fresh one on the same port, with the same files, if not.
+        while True:
+            await asyncio.sleep(_HEALTH_PERIOD)
+            if _amqtt_serving(live[0]):
+                continue
+            if not may_restart(None):
+                raise TransportError(
+                    f"the in-process amqtt broker on {where} stopped serving and was not "
+                    "restarted again"
+                )
+            with contextlib.suppress(Exception):  # it is broken already: best effort
+                await asyncio.shield(live[0].shutdown())
+            await asyncio.sleep(_RESTART_PAUSE)
+            fresh = AccessBroker(config)
+            with contextlib.suppress(Exception):  # not serving: the next check counts it
+                await fresh.start()
+            live[0] = fresh
+
+    return keep
+
+
+def _amqtt_serving(broker: object) -> bool:
+    """Whether an amqtt broker still serves: started, its listeners open, its message loop
+    running (amqtt has no public health call: these are its own attributes)."""
+    state = getattr(getattr(broker, "transitions", None), "state", None)
+    if state != "started":
+        return False
+    loop_task = getattr(broker, "_broadcast_task", None)
+    if loop_task is not None and loop_task.done():
+        return False
+    for server in getattr(broker, "_servers", {}).values():
+        instance = getattr(server, "instance", None)
+        if instance is not None and not instance.is_serving():
+            return False
+    return True
 
 
 def embedded_binary(kind: BrokerKind) -> str | None:

@@ -72,6 +72,10 @@ class CoordinatorConfig:
         Stop (without having reached eps) this many seconds after the epoch.
     keep_running : bool
         Never send the stop command; measure until cancelled.
+    broker_deadline : float or None
+        Stop the run once the broker has been unreachable this many seconds in a row, as a
+        failure naming the broker (``None``: wait for it as long as the run lasts). A broker
+        that comes back sooner costs nothing: everyone reconnects and resumes.
     dead_after : float or None
         Declare a node dead after this many seconds without a report, and remove it from the
         membership (:mod:`coordinator.roster`); ``None``: never.
@@ -115,6 +119,7 @@ class CoordinatorConfig:
     run_timeout: float | None = None
     keep_running: bool = False
     dead_after: float | None = None
+    broker_deadline: float | None = None
     allow_joins: bool = False
     weighted: bool = False
     resume: bool = True
@@ -146,6 +151,8 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     _positive("--until", config.until)
     if config.dead_after is not None:
         _positive("--dead-after", config.dead_after)
+    if config.broker_deadline is not None:
+        _positive("--broker-deadline", config.broker_deadline)
     _positive("--metrics-period", config.metrics_period)
     _positive("--register-timeout", config.register_timeout)
     if config.dim < 1:

@@ -373,7 +373,7 @@ async def _run_up(
 
         try:
             with single_error():
-                summary = await _run_nodes(coordinator, slots, procs, start, sup)
+                summary = await _run_nodes(coordinator, slots, procs, start, sup, broker)
             await _wait_exit(procs, _NODE_EXIT_GRACE)
             return summary
         finally:
@@ -421,9 +421,17 @@ async def _run_nodes(
     procs: list[Child],
     start: Callable[[_Slot], Awaitable[Child]],
     sup: Supervision,
+    broker: RunningBroker | None = None,
 ) -> RunSummary:
     async with asyncio.TaskGroup() as tg:
         run = tg.create_task(coordinator.run(), name="coordinator")
+        keeper: asyncio.Task[None] | None = None
+        if broker is not None and broker.keep is not None:
+            running = broker
+            keeper = tg.create_task(
+                broker.keep(lambda code: _broker_may_restart(sup, running, code)),
+                name="broker-supervisor",
+            )
         await _first(coordinator.bound, run)
         for slot in slots:
             procs.append(await start(slot))
@@ -432,8 +440,34 @@ async def _run_nodes(
         )
         summary = await run
         supervisor.cancel()
+        if keeper is not None:
+            keeper.cancel()
     assert summary is not None  # the launcher always has a broker
     return summary
+
+
+BROKER = "broker"
+"""The embedded broker's name in the restart counts (``restarts``) and events."""
+
+
+def _broker_may_restart(sup: Supervision, broker: RunningBroker, code: int | None) -> bool:
+    """Count one failure of the embedded broker; whether it may come back (``max_restarts``,
+    as a node process). Said on stderr, as a node's restart is."""
+    if not sup.may_restart(BROKER):
+        return False
+    count = sup.restarted(BROKER, -1 if code is None else code)
+    if code is None:
+        how = "stopped serving"
+    else:
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    print(
+        f"restart: the {broker.kind} broker {how} during the run; restarting it on port "
+        f"{broker.port} with the same passwords and ACL (restart {count} of at most "
+        f"{sup.max_restarts})",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
 
 
 async def _first(event: asyncio.Event, run: asyncio.Task[RunSummary | None]) -> None:

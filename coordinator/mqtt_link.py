@@ -5,7 +5,9 @@ Topics (``<cluster>`` defaults to ``gossip``):
 * ``gossip/<cluster>/node/<id>/state`` -- subscribed: every node's periodic JSON report;
 * ``gossip/<cluster>/coordinator/status`` -- published retained, and subscribed too: on start a
   coordinator reads the retained status a previous coordinator left, to resume its run;
-* ``gossip/<cluster>/control`` -- published: ``{"cmd": "stop", "run": <run id>}``.
+* ``gossip/<cluster>/control`` -- published: ``{"cmd": "stop", "run": <run id>}``, and
+  ``{"cmd": "resend"}`` after each reconnection (the nodes send their recent exact-curve
+  samples again: those of the outage went nowhere).
 
 :meth:`MqttLink.run` keeps one connection up until stopped: it connects, subscribes, sends
 whatever is queued (the latest status first), and hands every incoming message to a callback.
@@ -25,6 +27,7 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,6 +108,12 @@ class MqttLink:
         self._latest_status: bytes | None = None
         self._status_dirty = asyncio.Event()
         self.connected = asyncio.Event()
+        self.connected_since = 0.0
+        self.disconnected_since = time.time()
+        """Wall time since which the link has had no connection (meaningful while
+        :attr:`connected` is clear)."""
+        """Wall time (``time.time()``) of the latest connection: silence from a node before it
+        says nothing about the node (the broker was away)."""
         self._publishing = False
         self._closing = False
 
@@ -163,8 +172,12 @@ class MqttLink:
                     await client.subscribe(self.topics["membership"], qos=1)
                     if not first:
                         self._status.reconnects += 1
+                        # Reports sent while we were away went nowhere: ask for the
+                        # nodes' recent exact-curve samples again (node.mqtt.RESEND_WINDOW).
+                        self.publish(self.topics["control"], {"cmd": "resend"})
                     first = False
                     self._status.connected = True
+                    self.connected_since = time.time()
                     self._status.last_error = ""
                     self.connected.set()
                     backoff = _BACKOFF_FIRST
@@ -172,13 +185,13 @@ class MqttLink:
                         self._status_dirty.set()
                     if self._ending():  # asked while connecting, and the cancel was lost
                         return
-                    async with asyncio.TaskGroup() as tg:
-                        tg.create_task(self._read(client), name="mqtt-read")
-                        tg.create_task(self._write(client), name="mqtt-write")
+                    await self._serve(client)
             except* aiomqtt.MqttError as group:
                 self._status.last_error = str(group.exceptions[0])
                 log.info("MQTT broker %s:%s unavailable: %s", self.host, self.port, group)
             finally:
+                if self.connected.is_set():
+                    self.disconnected_since = time.time()
                 self._status.connected = False
                 self.connected.clear()
             if self._ending():
@@ -186,6 +199,27 @@ class MqttLink:
             # Jitter spreads the reconnections of many clients after a broker restart.
             await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
             backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    async def _serve(self, client: aiomqtt.Client) -> None:
+        """Read and write on ``client`` until one side ends; raise the first side's error.
+
+        Not a TaskGroup: on Python 3.11 a TaskGroup whose child fails while the group waits
+        in ``__aexit__`` cancels this task and never uncancels it, so ``Task.cancelling()``
+        stayed 1, :meth:`_ending` said yes, and the link gave up after the first broker
+        restart: the coordinator never heard from the nodes again.
+        """
+        read = asyncio.create_task(self._read(client), name="mqtt-read")
+        write = asyncio.create_task(self._write(client), name="mqtt-write")
+        try:
+            done, _ = await asyncio.wait({read, write}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            read.cancel()
+            write.cancel()
+            await asyncio.gather(read, write, return_exceptions=True)
+        for task in done:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
 
     async def _read(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:

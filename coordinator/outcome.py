@@ -21,7 +21,15 @@ from coordinator.state import ClusterState
 from gossip.exchange.lateness import keeps_up
 from gossip.graph.topology import Topology
 
-__all__ = ["MAX_BACK", "final_result", "node_shares", "pace_of", "rate_achieved", "run_summary"]
+__all__ = [
+    "MAX_BACK",
+    "final_result",
+    "missing_finals",
+    "node_shares",
+    "pace_of",
+    "rate_achieved",
+    "run_summary",
+]
 
 MAX_BACK = 4.0
 """Mixing back over ``2 eta tau <= 4`` amplifies rounding errors at most ``e^4`` times."""
@@ -116,6 +124,9 @@ def run_summary(
     """
     present = _present(state, plan)
     epoch = state.epoch or 0.0
+    missing = missing_finals(state, plan)
+    # Measured only on every member's final report: the others have exchanges in flight.
+    measured = final if final is not None and final.complete and not missing else None
     p50 = [v.rtt_p50_ms for v in present if v.rtt_p50_ms is not None]
     p99 = [v.rtt_p99_ms for v in present if v.rtt_p99_ms is not None]
     lag50 = [v.lag_p50 for v in present if v.lag_p50 is not None]
@@ -134,8 +145,8 @@ def run_summary(
         activations=state.activations(),
         rate_achieved=rate_achieved(plan.rate, pace),
         rate_asked=plan.rate,
-        final_error=final.error if final is not None else None,
-        mass_drift_rel=final.mass_drift_rel if final is not None else None,
+        final_error=measured.error if measured is not None else None,
+        mass_drift_rel=measured.mass_drift_rel if measured is not None else None,
         rtt_p50_ms=statistics.median(p50) if p50 else None,
         rtt_p99_ms=statistics.median(p99) if p99 else None,
         stop_reason=reason,
@@ -152,6 +163,22 @@ def run_summary(
         ),
         exact_points=len(state.exact),
         exact_note=state.exact_note,
+        missing_finals=missing,
+    )
+
+
+def missing_finals(state: ClusterState, plan: Plan) -> tuple[str, ...]:
+    """The names of the members (departed nodes are not) without a final report, by id.
+
+    A member that never reported at all is missing too; a name unknown to the state is given
+    as ``node-<id>``.
+    """
+    everyone = max(plan.expected, len(state.initial))
+    names = {k: name for name, k in state.registered.items()}
+    return tuple(
+        names.get(k, f"node-{k}")
+        for k in range(everyone)
+        if k not in state.departed and not (k in state.nodes and state.nodes[k].final)
     )
 
 

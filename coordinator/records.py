@@ -258,7 +258,9 @@ class RunSummary:
     rate_asked : float
         The requested network-wide rate (activations per second).
     final_error, mass_drift_rel : float or None
-        From :class:`FinalResult`.
+        From :class:`FinalResult`, when every member sent its final report; ``None``
+        (unknown) otherwise: a report that is not final leaves exchanges in flight, and the
+        figures mixed from it are not measured ones.
     rtt_p50_ms, rtt_p99_ms : float or None
         Round-trip percentiles over the nodes (the medians of the nodes' p50s and p99s).
     stop_reason : str
@@ -282,6 +284,9 @@ class RunSummary:
         Points of the run's exact curve.
     exact_note : str
         Why the exact curve is missing or ends early; ``""`` when it covers the run.
+    missing_finals : tuple of str
+        The names of the members whose final report never came (why ``final_error`` and
+        ``mass_drift_rel`` are unknown); empty when every one came.
     """
 
     run_id: str
@@ -305,6 +310,7 @@ class RunSummary:
     wall_s_estimate: float | None = None
     exact_points: int = 0
     exact_note: str = ""
+    missing_finals: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
@@ -330,4 +336,5 @@ class RunSummary:
             "wall_s_estimate": json_num(self.wall_s_estimate),
             "exact_points": self.exact_points,
             "exact_note": self.exact_note,
+            "missing_finals": list(self.missing_finals),
         }

@@ -298,8 +298,13 @@ class Churn:
             self._resend_at = now + RESEND
         if self.dead_after is None or self.state.phase != "running":
             return
+        heard_from = -math.inf
+        if link is not None:
+            if not link.connected.is_set():
+                return  # the broker is away: every node is silent, none is known dead
+            heard_from = link.connected_since  # silence before it was the broker's
         for k, view in list(self.state.nodes.items()):
-            silent = now - view.received
+            silent = now - max(view.received, heard_from)
             gone = k in self.state.departed or k in self._kept
             if not gone and not view.final and silent > self.dead_after:
                 log.warning("node %d silent for %.1f s: declared dead", k, silent)

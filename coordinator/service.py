@@ -44,7 +44,7 @@ import zmq
 import zmq.asyncio
 
 from coordinator._groups import single_error
-from coordinator.broker import broker_credentials, parse_broker_url
+from coordinator.broker import broker_credentials, parse_broker_url, redact_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.convergence import Convergence
 from coordinator.evaluation import DIVERGED, ReportBook, diverged
@@ -58,7 +58,7 @@ from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
 from coordinator.roster import Churn
 from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
-from coordinator.status import resumable, run_header, status_record
+from coordinator.status import restore_membership, resumable, run_header, status_record
 from gossip.errors import ConfigError, GossipError, TransportError
 from gossip.model.values import error_floor
 
@@ -120,9 +120,7 @@ class Coordinator:
             state,
             None,
             dead_after=config.dead_after,
-            on_event=lambda e: self.log.write(
-                "membership", event=e["kind"], **{k: v for k, v in e.items() if k != "kind"}
-            ),
+            on_event=self._on_membership,
         )
         if config.allow_joins:
             self.registry.on_join = lambda msg, address: self.churn.join(
@@ -145,6 +143,13 @@ class Coordinator:
                 ca=config.mqtt_ca,
             )
             self.churn.link = self._link
+
+    def _on_membership(self, event: dict[str, Any]) -> None:
+        self.log.write(
+            "membership", event=event["kind"], **{k: v for k, v in event.items() if k != "kind"}
+        )
+        # Retained at once: a coordinator restarted from here measures these members.
+        self._publish_status()
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -247,6 +252,7 @@ class Coordinator:
         self.registry.restore(assignment)
         self.resumed = True
         self._adopt(assignment)
+        restore_membership(self.state, status.get("membership"))
         self.state.set_phase("running", f"resumed run {assignment.run_id}")
         self.log.write("resume", **self._header())
         self._publish_status()
@@ -363,6 +369,8 @@ class Coordinator:
                 and time.time() - epoch > self.config.run_timeout
             ):
                 stop_reason = "timeout"
+            elif self._broker_lost():
+                stop_reason = "broker-lost"
         return await self._stop(stop_reason)
 
     def _check_lan(self) -> None:
@@ -370,6 +378,14 @@ class Coordinator:
         for warning in self.lan.observe(self.state.nodes):
             log.warning("%s", warning)
             self.log.write("warning", message=warning)
+
+    def _broker_lost(self) -> bool:
+        """Whether the broker has been unreachable for ``broker_deadline`` seconds in a row
+        (never without a deadline: a broker outage alone never ends a run)."""
+        link, deadline = self._link, self.config.broker_deadline
+        if link is None or deadline is None or link.connected.is_set():
+            return False
+        return time.time() - link.disconnected_since > deadline
 
     def request_stop(self, reason: str = "asked") -> None:
         """Stop the run at the next metrics period, even with ``keep_running``: the nodes are
@@ -472,7 +488,7 @@ class Coordinator:
             "done",
             f"{'reached' if summary.reached else 'did not reach'} {self.config.until:g}; "
             f"final error {error_text(summary.final_error)}"
-            + ("" if complete else " (some nodes sent no final report)"),
+            + _missing_text(summary.missing_finals),
         )
         record = {
             **summary.as_dict(),
@@ -483,6 +499,12 @@ class Coordinator:
             "nodes": self.plan.expected,
             "eps": self.config.until,
         }
+        if reason == "broker-lost":
+            record["failure"] = (
+                f"lost the broker {redact_broker_url(self.config.broker)}: unreachable for over "
+                f"--broker-deadline {self.config.broker_deadline:g} s"
+            )
+            state.message = record["failure"]
         if state.churn:
             record["membership"] = list(state.churn)
         if state.optimization is not None:
@@ -516,6 +538,14 @@ class Coordinator:
             self._link.set_status(status)
         except (TypeError, ValueError) as exc:  # a non-finite float would be a bug here
             raise GossipError(f"cannot encode the coordinator status: {exc}") from exc
+
+
+def _missing_text(missing: tuple[str, ...]) -> str:
+    """`` (no final report from a, b): unknown`` for the phase message; ``""`` if none."""
+    if not missing:
+        return ""
+    shown = ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
+    return f" (no final report from {shown}): unknown"
 
 
 def announce_dashboard(url: str) -> None:

@@ -4,7 +4,9 @@ The status (``gossip/<cluster>/status``, retained by the broker) tells late node
 restarted coordinator which run is going on: its header (:func:`run_header`: ids, graph,
 algorithm and its parameters, rate, epoch), its phase, its assignment and, once finished, its
 summary (:func:`status_record`). A coordinator started with the same graph, algorithm, rate and
-node count adopts a run whose status is still running (:func:`resumable`).
+node count adopts a run whose status is still running (:func:`resumable`), with its
+membership (:func:`membership_record`: the latest view, who departed, who joined, with their
+initial values), so that it measures the members of the run, not those of its bootstrap.
 """
 
 from __future__ import annotations
@@ -18,8 +20,16 @@ from coordinator.config import CoordinatorConfig
 from coordinator.records import RunSummary
 from coordinator.registry import Assignment, Plan
 from coordinator.state import ClusterState
+from gossip.errors import GossipError, ProtocolError
+from gossip.exchange.membership import view_from_dict
 
-__all__ = ["resumable", "run_header", "status_record"]
+__all__ = [
+    "membership_record",
+    "restore_membership",
+    "resumable",
+    "run_header",
+    "status_record",
+]
 
 
 def run_header(config: CoordinatorConfig, plan: Plan, state: ClusterState) -> dict[str, Any]:
@@ -57,7 +67,48 @@ def status_record(
         "wall": time.time(),
         "assignment": assignment.as_dict() if assignment is not None else None,
         "summary": summary.as_dict() if summary is not None else None,
+        "membership": membership_record(state),
     }
+
+
+def membership_record(state: ClusterState) -> dict[str, Any]:
+    """What a restarted coordinator needs to measure the right members: the latest view, the
+    departed ids, every initial value (joined nodes' included), the joined names and the
+    events. Kept in the retained status, so that it survives the coordinator."""
+    return {
+        "view": state.view.as_dict() if state.view is not None else None,
+        "departed": sorted(state.departed),
+        "initial": [list(value) for value in state.initial],
+        "registered": dict(state.registered),
+        "events": list(state.churn),
+    }
+
+
+def restore_membership(state: ClusterState, record: Any) -> None:
+    """Put :func:`membership_record`'s ``record`` back into ``state`` (a resumed run).
+
+    A record from an older coordinator (``None``, no view) leaves the bootstrap membership.
+
+    Raises
+    ------
+    ProtocolError
+        A record that is not the shape :func:`membership_record` writes.
+    """
+    if not isinstance(record, dict):
+        return
+    try:
+        if record.get("view") is not None:
+            state.view = view_from_dict(record["view"])
+        state.departed = {int(k) for k in record.get("departed", [])}
+        initial = record.get("initial")
+        if isinstance(initial, list) and len(initial) >= len(state.initial):
+            state.initial = [tuple(float(c) for c in value) for value in initial]
+        registered = record.get("registered")
+        if isinstance(registered, dict):
+            state.registered = {str(name): int(k) for name, k in registered.items()}
+        state.churn = [dict(e) for e in record.get("events", []) if isinstance(e, dict)]
+    except (TypeError, ValueError, KeyError, GossipError) as exc:
+        raise ProtocolError(f"the retained status's membership is malformed: {exc}") from exc
 
 
 def resumable(status: Any, config: CoordinatorConfig, plan: Plan) -> bool:

@@ -2,7 +2,9 @@
 
 * ``gossip/<cluster>/node/<id>/state`` -- published every ``metrics_period`` seconds, JSON, and
   once more with ``"final": true`` when the node stops;
-* ``gossip/<cluster>/control`` -- subscribed; ``{"cmd": "stop"}`` asks the node to stop;
+* ``gossip/<cluster>/control`` -- subscribed; ``{"cmd": "stop"}`` asks the node to stop,
+  ``{"cmd": "resend"}`` to send the exact-curve samples of its last :data:`RESEND_WINDOW`
+  seconds again (the coordinator reconnected after a broker restart);
 * ``gossip/<cluster>/coordinator/status`` -- subscribed; the coordinator keeps it retained, so
   a node that missed the stop commands still stops once the status says its run is over.
 
@@ -26,6 +28,8 @@ import asyncio
 import json
 import logging
 import random
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -37,6 +41,7 @@ from gossip.errors import ConfigError, TransportError
 
 __all__ = [
     "ENDED_PHASES",
+    "RESEND_WINDOW",
     "BrokerAddress",
     "NodeMqtt",
     "control_topic",
@@ -51,6 +56,12 @@ log = logging.getLogger(__name__)
 
 _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 10.0
+RESEND_WINDOW = 10.0
+"""Seconds of exact-curve samples re-sent after a reconnection (this node's, or the
+coordinator's: it asks with ``{"cmd": "resend"}``): reports are QoS 0, and a broker that dies
+takes the last ones it had not forwarded (and those still in the socket) with it; a node back
+before the coordinator reports to nobody until the coordinator has subscribed again."""
+_FINAL_RETRY = 0.2  # seconds between two tries of the final report
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +193,10 @@ class NodeMqtt:
         self.published = 0
         self.reconnects = 0
         self._closing = False
+        # By state topic: (monotonic time, samples) of the reports of the last RESEND_WINDOW
+        # seconds, re-sent on the next connection in case the broker lost them.
+        self._recent: dict[str, deque[tuple[float, list[Any]]]] = {}
+        self._resend: set[str] = set()  # members whose next report carries their recent samples
 
     def add(
         self, node_id: int, snapshot: Callable[[], dict[str, Any]], on_stop: Callable[[], None]
@@ -233,6 +248,7 @@ class NodeMqtt:
                     self._client = client
                     if connected_before:
                         self.reconnects += 1
+                        self._resend = {member[0] for member in self._members}
                     connected_before = True
                     backoff = _BACKOFF_FIRST
                     async with asyncio.TaskGroup() as tg:
@@ -259,11 +275,31 @@ class NodeMqtt:
     async def _report(self, client: aiomqtt.Client) -> None:
         while not self._ending():
             for topic, snapshot, _ in self._members:
-                await client.publish(topic, json.dumps(snapshot()), qos=0)
+                await client.publish(topic, json.dumps(self._with_recent(topic, snapshot())), qos=0)
                 self.published += 1
                 if self._ending():
                     return
             await asyncio.sleep(self._period)
+
+    def _with_recent(self, topic: str, report: dict[str, Any]) -> dict[str, Any]:
+        """``report``, its trace preceded, after a reconnection, by the samples of the last
+        :data:`RESEND_WINDOW` seconds (the coordinator takes a grid time once; a repeat is
+        harmless)."""
+        samples = report.get("trace")
+        if not isinstance(samples, list):
+            return report
+        now = time.monotonic()
+        recent = self._recent.setdefault(topic, deque())
+        while recent and recent[0][0] < now - RESEND_WINDOW:
+            recent.popleft()
+        if topic in self._resend:
+            self._resend.discard(topic)
+            again = [sample for _, sent in recent for sample in sent]
+            if again:
+                report = {**report, "trace": again + samples}
+        if samples:
+            recent.append((now, samples))
+        return report
 
     async def _listen(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
@@ -283,30 +319,44 @@ class NodeMqtt:
                     self._on_stop()
             elif isinstance(command, dict) and command.get("cmd") == "stop":
                 self._on_stop()
+            elif isinstance(command, dict) and command.get("cmd") == "resend":
+                # The coordinator reconnected: what it missed may include reports sent
+                # while the node was connected and it was not.
+                self._resend = {member[0] for member in self._members}
             elif isinstance(command, dict):
                 for handler in self._handlers:
                     handler(command)
 
-    async def publish_final(self, payload: dict[str, Any], within: float = 3.0) -> bool:
+    async def publish_final(self, payload: dict[str, Any], within: float = 8.0) -> bool:
         """Publish the final report (QoS 1), on the live connection or a fresh one.
 
-        Returns False if no broker took it within ``within`` seconds.
+        Tried again until a broker takes it (one restarting comes back within seconds);
+        returns False if none did within ``within`` seconds (less than the coordinator's
+        ``stop_timeout``, 10 s, which waits for it).
         """
         data = json.dumps(payload)
         topic = state_topic(self.cluster, int(payload.get("node", -1)))
         if all(topic != member[0] for member in self._members):
             topic = self.topic  # not a member's report: the first member's topic
+        last: BaseException | None = None
         try:
             async with asyncio.timeout(within):
-                if self._client is not None:
-                    await self._client.publish(topic, data, qos=1)
-                else:
-                    async with self._client_for() as client:
-                        await client.publish(topic, data, qos=1)
-                self.published += 1
-                return True
-        except (TimeoutError, aiomqtt.MqttError) as exc:
-            log.warning("final report not published: %s", exc)
+                while True:  # a broker restarting now: try again until it is back
+                    try:
+                        if self._client is not None:
+                            await self._client.publish(topic, data, qos=1)
+                        else:
+                            async with self._client_for() as client:
+                                await client.publish(topic, data, qos=1)
+                    except aiomqtt.MqttError as exc:
+                        last = exc
+                        self._client = None  # dead: the next try opens a fresh connection
+                        await asyncio.sleep(_FINAL_RETRY)
+                        continue
+                    self.published += 1
+                    return True
+        except TimeoutError:
+            log.warning("final report not published within %g s: %s", within, last)
             return False
 
 

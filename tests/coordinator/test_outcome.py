@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coordinator.outcome import node_shares, pace_of, rate_achieved, run_summary
+from coordinator.outcome import final_result, node_shares, pace_of, rate_achieved, run_summary
 from coordinator.records import ErrorPoint, NodeView
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
@@ -115,3 +115,25 @@ def test_without_an_exact_curve_t_eps_is_unknown_and_the_summary_says_why() -> N
     assert summary.t_eps_estimate == 45.0
     assert summary.exact_points == 0
     assert summary.exact_note.startswith("not collected")
+
+
+def test_a_missing_final_report_makes_the_final_figures_unknown_and_is_named() -> None:
+    state, plan = _stopped_state()
+    state.registered = {"left": 0, "right": 1}
+    # Both reported, one of them finally: mixed together they give figures, but not measured
+    # ones (the other's exchanges were still in flight).
+    state.nodes[0] = NodeView(node=0, t=50.0, x=(0.5,), z=(0.5,), final=True)
+    state.nodes[1] = NodeView(node=1, t=49.0, x=(0.49,), z=(0.5,), final=False)
+    final = final_result(state, plan, 48.0)
+    assert final is not None
+    assert not final.complete
+    summary = run_summary(state, plan, final, (0.0, 0), "reached")
+    assert summary.missing_finals == ("right",)
+    assert summary.final_error is None
+    assert summary.mass_drift_rel is None
+    assert summary.as_dict()["missing_finals"] == ["right"]
+    state.nodes[1] = NodeView(node=1, t=50.0, x=(0.5,), z=(0.5,), final=True)
+    complete = run_summary(state, plan, final_result(state, plan, 48.0), (0.0, 0), "reached")
+    assert complete.missing_finals == ()
+    assert complete.mass_drift_rel is not None
+    assert complete.mass_drift_rel == pytest.approx(0.0, abs=1e-12)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -21,6 +22,9 @@ class Outbox:
     def __init__(self) -> None:
         self.topics = {"control": "gossip/t/control"}
         self.sent: list[tuple[str, dict[str, object]]] = []
+        self.connected = asyncio.Event()
+        self.connected.set()
+        self.connected_since = 0.0
 
     def publish(self, topic: str, payload: dict[str, object], qos: int = 1) -> None:
         self.sent.append((topic, payload))
@@ -111,6 +115,22 @@ def test_a_silent_node_is_declared_dead() -> None:
     assert churn2.state.departed == {0}
     assert churn2.state.churn[-1]["kind"] == "dead"
     assert out2.sent[-1][1]["change"] == {"kind": "dead", "node": 0}
+
+
+def test_no_node_is_declared_dead_for_the_silence_of_a_broker_outage() -> None:
+    churn, out = _churn("cycle:5", dead_after=2.0)
+    for k in range(5):
+        churn.state.nodes[k] = NodeView(node=k, received=1000.0)
+    out.connected.clear()  # the broker went away at 1000: nobody's reports arrive
+    churn.tick(1010.0)
+    assert churn.state.departed == set()
+    out.connected.set()
+    out.connected_since = 1010.0  # back: silence is counted from here
+    churn.tick(1011.0)
+    assert churn.state.departed == set()
+    churn.state.nodes[1] = NodeView(node=1, received=1011.5)
+    churn.tick(1012.5)  # every node but 1 silent for 2.5 s since the reconnection
+    assert churn.state.churn[0]["kind"] == "dead"
 
 
 def _assignment(n: int) -> Assignment:

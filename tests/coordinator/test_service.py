@@ -284,3 +284,37 @@ async def test_a_restarted_coordinator_resumes_the_run(
     assert second.registry.assignment.epoch == boots[0].epoch
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "run.jsonl").read_text().splitlines()]
     assert "resume" in kinds
+
+
+@pytest.mark.broker
+async def test_a_broker_gone_past_the_deadline_fails_the_run_naming_it(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    import signal
+
+    import psutil
+
+    config = _config(mosquitto, tmp_path, broker_deadline=1.0, stop_timeout=1.0)
+    coord = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        run = asyncio.create_task(coord.run())
+        await coord.bound.wait()
+        await _register_all(ctx, config, 4)
+        async with asyncio.timeout(20):
+            while coord.state.phase != "running":  # noqa: ASYNC110  (no event for the phase)
+                await asyncio.sleep(0.02)
+        broker = [p for p in psutil.Process().children() if p.name() == "mosquitto"]
+        broker[0].send_signal(signal.SIGKILL)  # and it never comes back
+        summary = await asyncio.wait_for(run, 30)
+    finally:
+        ctx.destroy(linger=0)
+    assert summary is not None
+    assert summary.stop_reason == "broker-lost"
+    assert not summary.reached
+    assert summary.missing_finals == ("n0", "n1", "n2", "n3")
+    assert summary.final_error is None
+    assert summary.mass_drift_rel is None
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["failure"].startswith(f"lost the broker {mosquitto.url}")
+    assert "--broker-deadline 1 s" in record["failure"]
