@@ -150,8 +150,8 @@ def exact_drift(state: ClusterState) -> tuple[float | None, str]:
     """The run's exact mass drift and where it comes from (one of :data:`DRIFT_SOURCES`).
 
     The run summary's (from the final reports) once the run finished, else the exact curve's
-    latest point (gossip runs), else ``(None, "")``: unknown, as while an optimization run goes
-    on (its drift is exact only at the stop).
+    latest point (gossip runs, and optimization runs whose nodes trace their dual ``y``), else
+    ``(None, "")``: unknown, as before the exact curve's first point.
     """
     run = run_summary_of(state) if state.phase in ("done", "failed") else None
     if run is not None:

@@ -482,8 +482,7 @@
     setText($("c-drift"), drift === null ? "unknown" : fmt(drift, 2));
     setClass($("c-drift"), "value" + (drift !== null && drift > DRIFT_WARN ? " warn" : ""));
     $("c-drift").title = summary.drift_source ? "from the " + summary.drift_source : "";
-    setText($("c-mean"), drift === null ? (summary.problem && !done ?
-      "exact at the stop" : "no exact point yet") : "from the " + summary.drift_source);
+    setText($("c-mean"), drift === null ? "no exact point yet" : "from the " + summary.drift_source);
     if (done) {
       // After a clean stop no node is alive, by design: count the final reports instead.
       setText($("c-alive-label"), "nodes stopped (final report)");

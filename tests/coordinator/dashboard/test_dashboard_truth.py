@@ -126,9 +126,10 @@ async def _check_live(page: Any, kind: str, log: Path, other: str) -> None:
         assert await page.evaluate(_text("algo-badge")) == "ACD · logistic:0.1"
         title = await page.evaluate(_text("error-title"))
         assert title.startswith("Distance Σ|x_v − x*|² and objective gap"), title
-        # No exact figure exists while an optimization run goes on: the page says so.
-        assert await page.evaluate(_text("c-drift")) == "unknown"
-        assert await page.evaluate(_text("c-mean")) == "exact at the stop"
+        # The nodes trace their dual y: the drift of the dual sums is the exact curve's too.
+        await _wait(page, f"{_text('c-mean')} === 'from the exact curve'", log)
+        assert await _number(page, "c-drift") <= 1e-12
+        assert await page.evaluate("document.getElementById('c-drift').className") == "value"
         # The objective gap grows with the batches, without a new snapshot.
         await _wait(page, "window.__dash.gapPoints() >= 2", log)
         before = await page.evaluate("[window.__dash.gapPoints(), window.__dash.snapshots]")

@@ -18,7 +18,7 @@ import pytest
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # rgg: networkx finds the neighbours with a SciPy KD-tree when it can and by brute force when it
 # cannot; the topology (and so every quantity) must not depend on which.
