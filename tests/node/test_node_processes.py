@@ -233,7 +233,12 @@ async def test_a_killed_node_restarts_and_recovers_its_state_exactly(tmp_path: P
             procs[1].kill()  # the middle node, mid-exchange, no goodbye
             await procs[1].wait()
             procs[1] = await spawn_node(coordinator.address, "r1", tmp_path / "r.log", *args(1))
-            await asyncio.sleep(3.0)  # start-up, recovery, then gossip on
+            # Start-up takes seconds on a loaded machine: wait for the recovery itself, then
+            # let the new incarnation gossip (it initiates about 150 exchanges a second here).
+            async with asyncio.timeout(60):
+                while "recovered the ledger" not in (tmp_path / "r.log").read_text():  # noqa: ASYNC110 -- a file, no event
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
             reports = [await final_report(proc) for proc in procs]
