@@ -179,8 +179,9 @@ async def _check_finished(page: Any, kind: str, summary: dict[str, Any], log: Pa
     )
     metrics = [json.loads(line) for line in (log.parent / "run.jsonl").read_text().splitlines()]
     assert row[0] == f"{summary['run_id']} (this run, over)"
-    curve = "exact" if kind == "gossip" else "point"
-    assert int(row[3]) == sum(1 for m in metrics if m.get("kind") == curve)
+    # Both kinds have an exact curve (optimization nodes trace their dual y): its points.
+    assert int(row[3]) == sum(1 for m in metrics if m.get("kind") == "exact")
+    assert int(row[3]) == summary["exact_points"]
     assert float(row[4]) == pytest.approx(summary["final_t"], rel=1e-3)
     assert float(row[5]) == pytest.approx(summary["final_error"], rel=2e-3)
     # The colour scale's labels tell its ends apart (or say the field is constant).
