@@ -43,7 +43,8 @@ from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 
 from coordinator.agreement import Agreement, band_agreement, optimization_agreement
 from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, default_metrics_period, run_up
+from coordinator.launcher import UpConfig, run_up
+from coordinator.node_commands import default_metrics_period
 from coordinator.records import RunSummary, error_text
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
@@ -250,7 +251,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         type=float,
         default=None,
         help="seconds between two node state reports (default: gossip up's, "
-        "coordinator.launcher.default_metrics_period)",
+        "coordinator.node_commands.default_metrics_period)",
     )
     parser.add_argument(
         "--repeat",

@@ -40,7 +40,7 @@ from machine import background_cores
 from raw_zmq import REQUEST_FRAME
 
 from coordinator.lanrule import skew_tolerance
-from coordinator.launcher import default_metrics_period
+from coordinator.node_commands import default_metrics_period
 from gossip.graph.topology import parse_topology
 from node.faults import FaultSpec, FaultyTransport
 from node.zmq_transport import ZmqTransport

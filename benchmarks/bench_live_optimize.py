@@ -36,7 +36,7 @@ import numpy as np
 from bench_node_cpu import cluster_cpu
 
 from coordinator.agreement import optimization_agreement
-from coordinator.launcher import default_metrics_period
+from coordinator.node_commands import default_metrics_period
 from gossip.datasets import load_node_shard
 from gossip.dual.experiment import algorithm_params
 from gossip.dual.network import build_network

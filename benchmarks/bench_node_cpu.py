@@ -44,7 +44,8 @@ from machine import busy_cpu_seconds
 from raw_zmq import REQUEST_FRAME, echo_dealer
 
 from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, default_metrics_period, host_sizes, run_up
+from coordinator.launcher import UpConfig, run_up
+from coordinator.node_commands import default_metrics_period, host_sizes
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
 from gossip.graph.topology import parse_topology

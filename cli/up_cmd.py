@@ -183,7 +183,7 @@ def up(
 
     with reported_errors():
         if metrics_period is None:
-            from coordinator.launcher import default_metrics_period
+            from coordinator.node_commands import default_metrics_period
             from gossip.graph.topology import parse_topology
 
             metrics_period = default_metrics_period(parse_topology(graph).n, nodes_per_process)

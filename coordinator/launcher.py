@@ -62,6 +62,7 @@ from coordinator.broker import (
 )
 from coordinator.forking import ForkServer, node_environment
 from coordinator.mqtt_auth import write_broker_auth
+from coordinator.node_commands import host_sizes, node_command
 from coordinator.procs import Child, free_port, spawn, stop_all
 from coordinator.records import RunSummary, error_text
 from coordinator.registry import Plan
@@ -76,10 +77,6 @@ __all__ = [
     "NodeCrashError",
     "UpConfig",
     "check_up",
-    "default_metrics_period",
-    "host_sizes",
-    "node_argv",
-    "node_command",
     "run_up",
 ]
 
@@ -143,71 +140,6 @@ class UpConfig:
             raise ConfigError(f"--nodes-per-process must be >= 1, got {self.nodes_per_process}")
         if self.max_restarts < 0:
             raise ConfigError(f"--max-restarts must be >= 0, got {self.max_restarts}")
-
-
-def node_command(
-    coordinator: str, name: str, host: str, extra: Sequence[str] = (), port: int | None = None
-) -> list[str]:
-    """Return the ``gossip`` arguments of one local node process (without the program).
-
-    With ``port`` the node binds that port (node i of a host process: ``port + i``), so that a
-    restart comes back on the same address; without it, any free port.
-    """
-    where = (
-        ["--host", host]
-        if port is None
-        else ["--bind", f"tcp://{host}:{port}", "--advertise", host]
-    )
-    return ["node", "--coordinator", coordinator, "--name", name, *where, *extra]
-
-
-def node_argv(
-    coordinator: str, name: str, host: str, extra: Sequence[str] = (), port: int | None = None
-) -> list[str]:
-    """Return the command line of one local node process."""
-    return [sys.executable, "-m", "cli.app", *node_command(coordinator, name, host, extra, port)]
-
-
-_REPORTS_PER_SECOND = 2000.0  # what the broker and the coordinator take without falling behind
-_REPORT_WAKEUPS_PER_SECOND = 100.0  # report wake-ups of node processes sharing one machine
-
-
-def default_metrics_period(nodes: int, nodes_per_process: int = 1) -> float:
-    """Seconds between two reports of each node of a cluster on this machine: at least 0.1,
-    and longer for over 10 node processes or over 200 nodes.
-
-    A report costs about 1 ms of CPU all told (its process's wake-up, the publish, the broker,
-    the coordinator): 30 processes reporting every 0.1 s took a fifth of a two-core machine at
-    3000 activations a second (docs/changelog.md). So the processes wake up about 100 times
-    a second in all to report, and the broker and the coordinator get about 2,000 reports a
-    second at most. Reports further apart carry more exact samples each
-    (:func:`gossip.exchange.trace.trace_step`). The processes are :func:`host_sizes`'.
-
-    Examples
-    --------
-    >>> default_metrics_period(16), default_metrics_period(30), default_metrics_period(100)
-    (0.16, 0.3, 1.0)
-    >>> default_metrics_period(30, nodes_per_process=15), default_metrics_period(1024, 64)
-    (0.1, 0.512)
-    """
-    processes = len(host_sizes(nodes, nodes_per_process))
-    return max(0.1, nodes / _REPORTS_PER_SECOND, processes / _REPORT_WAKEUPS_PER_SECOND)
-
-
-def host_sizes(nodes: int, per_process: int) -> list[int]:
-    """Split ``nodes`` into ceil(nodes / per_process) processes of nearly equal sizes.
-
-    Examples
-    --------
-    >>> host_sizes(10, 4)
-    [4, 3, 3]
-    >>> host_sizes(3, 1)
-    [1, 1, 1]
-    """
-    if per_process < 1:
-        raise ConfigError(f"--nodes-per-process must be >= 1, got {per_process}")
-    hosts = math.ceil(nodes / per_process)
-    return [nodes // hosts + (j < nodes % hosts) for j in range(hosts)]
 
 
 def check_up(config: UpConfig) -> tuple[ClusterState, Plan]:

@@ -62,7 +62,7 @@ def trace_step(rate: float, metrics_period: float, nodes: int = 1) -> float:
     At least :data:`SAMPLES_PER_REPORT` grid times per report, and one every
     :data:`GRID_SECONDS` of wall time if that is more, unless the cluster would then send
     more than :data:`MAX_CLUSTER_SAMPLES` samples a second. Reports spaced out to spare the
-    machine (:func:`coordinator.launcher.default_metrics_period`) thus carry more samples
+    machine (:func:`coordinator.node_commands.default_metrics_period`) thus carry more samples
     each, and the exact curve keeps its resolution. Every node of a run must be given the
     same arguments (the bootstrap's rate, period and ``n``): the grid times are common.
 

@@ -18,7 +18,8 @@ import pytest
 
 from coordinator.agreement import optimization_agreement
 from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, node_argv, run_up
+from coordinator.launcher import UpConfig, run_up
+from coordinator.node_commands import node_argv
 from coordinator.procs import free_ports, spawn, stop_all
 from coordinator.records import RunSummary
 from coordinator.service import Coordinator, CoordinatorConfig, prepare
