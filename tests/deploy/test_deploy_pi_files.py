@@ -210,6 +210,26 @@ def test_secure_by_default_each_pi_gets_only_its_own_keys(inventory: dict[str, A
         assert node["Remove the staged copy"]["state"] == "absent"
 
 
+def test_the_pis_get_files_not_directories_from_the_checkout(inventory: dict[str, Any]) -> None:
+    # keys/ may sit next to an inventory kept in deploy/raspberry-pi/ansible/: a directory copy
+    # of deploy/raspberry-pi would hand every Pi every key.
+    plays = yaml.safe_load(PLAYBOOK.read_text())
+    play = next(p for p in plays if p["name"] == "Copy the installer and the wheel to every Pi")
+    copies = [t for t in play["tasks"] if "ansible.builtin.copy" in t]
+    for task in copies:
+        src = task["ansible.builtin.copy"]["src"]
+        assert not src.rstrip("}").rstrip().endswith(("raspberry-pi", "/")), src
+    task = next(t for t in copies if "loop" in t)
+    for item in task["loop"]:
+        assert (PI / item).is_file(), item
+    # Everything install.sh reads next to itself is in the list.
+    script = (PI / "install.sh").read_text()
+    for needed in ("mosquitto.conf", "gossip-mosquitto.service"):
+        assert needed in script
+        assert needed in task["loop"]
+    assert "gossip-$role.service" in script
+
+
 def test_a_host_can_choose_its_key(inventory: dict[str, Any]) -> None:
     node = _host_tasks(inventory, "Nodes", "pi-2", {"gossip_key": "node-6"})
     staged = node["Stage this node's own keys (root only, until install.sh takes them)"]
