@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PI = ROOT / "deploy" / "raspberry-pi"
 PLAYBOOK = PI / "ansible" / "playbook.yml"
 INVENTORY = PI / "ansible" / "inventory.example.ini"
-# What the controller's play leaves for the Pis' plays (its set_fact).
-WHEEL = "/home/me/gossip/dist/continuized_gossip-0.1.0-py3-none-any.whl"
+# What the controller's play leaves for the Pis' plays (paths.yml finds them): the wheel in
+# dist/pi, the keys next to the inventory.
+WHEEL = "/home/me/gossip/dist/pi/continuized_gossip-0.1.0-py3-none-any.whl"
 KEYS = "/home/me/gossip/keys"
 
 
@@ -126,6 +127,13 @@ def _render(env: Any, value: Any, context: dict[str, Any]) -> Any:
     return value
 
 
+def _fileglob(plugin: str, pattern: str) -> list[str]:
+    """The controller's ``query('ansible.builtin.fileglob', ...)``: the wheel it has built."""
+    assert plugin == "ansible.builtin.fileglob", plugin
+    assert pattern.endswith("/dist/pi/*.whl"), pattern
+    return [WHEEL]
+
+
 def _host_tasks(
     inventory: dict[str, Any], play_name: str, host: str, extra: dict[str, Any]
 ) -> dict[str, dict[str, Any]]:
@@ -140,9 +148,14 @@ def _host_tasks(
         "inventory_hostname": host,
         "groups": _groups(inventory),
         "playbook_dir": str(PLAYBOOK.parent),
-        "hostvars": {"localhost": {"wheel": WHEEL, "keys_dir": KEYS}},
+        "ansible_inventory_sources": [str(Path(KEYS).parent / "inventory.ini")],
+        "query": _fileglob,
     }
-    for name, value in play.get("vars", {}).items():  # in order: later ones use earlier ones
+    variables: dict[str, Any] = {}
+    for name in play.get("vars_files", []):
+        variables.update(yaml.safe_load((PLAYBOOK.parent / name).read_text()))
+    variables.update(play.get("vars", {}))
+    for name, value in variables.items():  # in order: later ones use earlier ones
         context[name] = _render(env, value, context)
     out: dict[str, Any] = {}
     for task in play["tasks"]:
@@ -151,7 +164,11 @@ def _host_tasks(
             out[task["name"]] = None
             continue
         module = next(k for k in task if k.startswith("ansible."))
-        out[task["name"]] = _render(env, task[module], context)
+        if "loop" in task:  # one rendering per item
+            items = _render(env, task["loop"], context)
+            out[task["name"]] = [_render(env, task[module], {**context, "item": i}) for i in items]
+        else:
+            out[task["name"]] = _render(env, task[module], context)
     return out
 
 
@@ -234,6 +251,23 @@ def test_a_host_can_choose_its_key(inventory: dict[str, Any]) -> None:
     node = _host_tasks(inventory, "Nodes", "pi-2", {"gossip_key": "node-6"})
     staged = node["Stage this node's own keys (root only, until install.sh takes them)"]
     assert staged["src"] == f"{KEYS}/node-6/"
+
+
+def test_a_given_wheel_and_key_directory_win(inventory: dict[str, Any]) -> None:
+    extra = {"gossip_wheel": "/srv/wheels/mine.whl", "gossip_keys_dir": "/srv/keys"}
+    copy = _host_tasks(inventory, "Copy the installer and the wheel to every Pi", "pi-1", extra)
+    installer = copy["Copy install.sh, the units and mosquitto.conf"]
+    assert installer[0]["src"].endswith("/deploy/raspberry-pi/install.sh")
+    assert installer[0]["mode"] == "0755"
+    assert copy["Copy the wheel"] == {
+        "src": "/srv/wheels/mine.whl",
+        "dest": "/opt/gossip-src/mine.whl",
+        "mode": "0644",
+    }
+    node = _host_tasks(inventory, "Nodes", "pi-1", extra)
+    assert _option(_argv(node, "Install"), "--source") == "/opt/gossip-src/mine.whl"
+    staged = node["Stage this node's own keys (root only, until install.sh takes them)"]
+    assert staged["src"] == "/srv/keys/node-1/"
 
 
 @pytest.mark.parametrize("flag", ["true", "yes", True])
