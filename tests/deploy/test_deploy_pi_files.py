@@ -5,7 +5,8 @@
 * the playbook's templates, rendered with jinja2 against that inventory, put on each Pi only its
   own keys and install every role secure; ``insecure=true`` (and only that) turns it off;
 * the playbook's first play, run for real on this machine, makes the cluster's keys with
-  ``gossip keys init`` once and keeps them on the next run;
+  ``gossip keys init`` once and keeps them on the next run; the whole playbook, run by Ansible
+  in check mode with every Pi being this machine, stages each Pi's own keys and nothing else;
 * install.sh refuses to install a role with neither ``--keys`` nor ``--insecure``.
 
 The secure install itself, on an arm64 Debian, is ``test_deploy_pi.py`` (Docker, qemu).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -399,3 +401,59 @@ def test_install_sh_names_the_missing_key_file(tmp_path: Path) -> None:
     done = _install_sh(tmp_path, "broker", "--keys", str(keys), "--mqtt-password", "pw")
     assert done.returncode == 2, done.stderr
     assert "--mqtt-password is for --insecure" in done.stderr
+
+
+# -- every play, for real, in check mode -------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_whole_playbook_in_check_mode_gives_each_pi_its_own_keys(tmp_path: Path) -> None:
+    # Every Pi of the example inventory is this machine (connection local), and --check makes
+    # Ansible skip the commands (install.sh never runs) and write no file: this is Ansible's
+    # own templating of every task, against the example inventory, with real keys.
+    inventory = tmp_path / "inventory.ini"
+    text = INVENTORY.read_text()
+    for k in range(8):
+        text = text.replace(f"ansible_host=192.168.1.1{k}", "ansible_connection=local")
+    inventory.write_text(f"localhost ansible_connection=local\n{text}")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(
+        [sys.executable, "-m", "cli.app", "keys", "init", "--dir", str(tmp_path / "keys"),
+         "--nodes", "8"],
+        check=True, capture_output=True, timeout=120, env=env, cwd=ROOT,
+    )  # fmt: skip
+    wheel = tmp_path / "continuized_gossip-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    done = subprocess.run(
+        [_ansible("ansible-playbook"), "-i", str(inventory), str(PLAYBOOK), "--check", "-v",
+         "-e", "ansible_become=false", "-e", f"ansible_python_interpreter={sys.executable}",
+         "-e", f"gossip_wheel={wheel}"],
+        capture_output=True, text=True, timeout=500, cwd=tmp_path, env=_ansible_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    # -v prints each host's result as one JSON line under its task's header.
+    staged: dict[str, list[str]] = {}
+    commands: dict[str, list[list[str]]] = {}
+    task = ""
+    for line in done.stdout.splitlines():
+        header = re.match(r"TASK \[(.*)\] \*+$", line)
+        result = re.match(r"(?:ok|changed|skipping): \[([^\]]+)\] => (\{.*\})$", line)
+        if header:
+            task = header.group(1)
+        elif result and task.startswith("Stage"):
+            staged.setdefault(result.group(1), []).append(json.loads(result.group(2))["src"])
+        elif result and task.startswith("Install"):
+            commands.setdefault(result.group(1), []).append(json.loads(result.group(2))["cmd"])
+    # pi-0: the broker's, the coordinator's and node-0's; pi-K: node-K alone.
+    assert staged["pi-0"] == [f"{tmp_path}/keys/{d}/" for d in ("mqtt", "coordinator", "node-0")]
+    for k in range(1, 8):
+        assert staged[f"pi-{k}"] == [f"{tmp_path}/keys/node-{k}/"]
+        (command,) = commands[f"pi-{k}"]
+        assert command[1] == "node"
+        assert _option(command, "--keys") == "/root/gossip-keys/node"
+        assert "--insecure" not in command
+    roles = [c[1] for c in commands["pi-0"]]
+    assert roles == ["broker", "coordinator", "node"]
+    # Nothing was installed on this machine.
+    assert not Path("/opt/gossip-src").exists()
