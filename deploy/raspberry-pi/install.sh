@@ -1,34 +1,46 @@
 #!/usr/bin/env bash
 # Install one role of a continuized-gossip cluster on a Raspberry Pi (Raspberry Pi OS or Debian
-# bookworm, arm64 or amd64), as root, from a checkout of the project:
+# bookworm, arm64 or amd64), as root, from a copy of the project (a checkout or a wheel).
+# Secure by default: each role needs its own directory of `gossip keys init --dir keys/`:
 #
-#   sudo deploy/raspberry-pi/install.sh broker      --mqtt-password SECRET
-#   sudo deploy/raspberry-pi/install.sh coordinator --graph grid:4x4 --broker 192.168.1.10 \
-#                                                   --mqtt-password SECRET --ntp-serve
-#   sudo deploy/raspberry-pi/install.sh node        --coordinator 192.168.1.10
+#   sudo deploy/raspberry-pi/install.sh broker      --keys keys/mqtt
+#   sudo deploy/raspberry-pi/install.sh coordinator --keys keys/coordinator --graph cycle:8 \
+#                                                   --broker 192.168.1.10 --ntp-serve
+#   sudo deploy/raspberry-pi/install.sh node        --keys keys/node-3 --coordinator 192.168.1.10
 #
 # What it does, idempotently: installs Debian's python3-venv and chrony (and mosquitto for the
 # broker); creates the system user `gossip`; installs the project into the virtual environment
-# /opt/gossip (runtime dependencies of deploy/requirements.txt, then the project itself); writes
+# /opt/gossip (runtime dependencies of deploy/requirements.txt, then the project itself); copies
+# the role's keys to /etc/gossip/keys/<role> (0700, secrets 0600, owned by gossip) or, for the
+# broker, the password file and ACL to /etc/gossip/mosquitto/ (owned by mosquitto, 0600); writes
 # /etc/gossip/<role>.env from the options; points chrony at the time server; installs the
-# systemd unit and enables and starts it. Options (all roles):
+# systemd unit, enables it and restarts it (so that new keys or settings take effect).
+# Options (all roles):
+#   --keys DIR           the role's keys: DIR/node-K for a node, DIR/coordinator for the
+#                        coordinator, DIR/mqtt (passwd and acl) for the broker
+#   --insecure           no keys: plain ZeroMQ sockets and an anonymous broker (or one shared
+#                        --mqtt-password); anyone on the LAN can join or alter a run. Only
+#                        when asked for: without --keys or --insecure the script refuses.
 #   --source PATH        project checkout or wheel to install (default: this checkout)
 #   --pip-flags "..."    extra pip flags, e.g. "--no-index --find-links /media/usb/wheels"
 #   --ntp-server HOST    chrony server to follow (default for a node: the coordinator's host)
 #   --ntp-serve          serve time to the LAN (the coordinator's Pi, for a LAN with no Internet)
+#   --no-chrony          leave chrony's configuration alone (a node on the coordinator's Pi)
 #   --no-apt             do not install Debian packages (they are already there)
 #   --no-systemctl       install the units but do not call systemctl (images, containers, tests)
 #   --prefix DIR         virtual environment (default /opt/gossip); --etc DIR (default /etc/gossip)
 # node:        --coordinator HOST[:PORT] (required), --advertise HOST (default: this Pi's address
 #              on the route to the coordinator), --port PORT (default 7000), --name NAME
-#              (default: the hostname; a Pi that reboots keeps its node id), --data SPEC
-#              (optimization runs: data on this Pi replacing the coordinator's data spec)
+#              (insecure only, default: the hostname; with --keys the node is named after its
+#              key), --data SPEC (optimization runs: data on this Pi replacing the
+#              coordinator's data spec)
 # coordinator: --graph SPEC, --expect N, --algorithm arg|rg|acd, --rate R, --values SPEC,
 #              --until EPS, --broker HOST[:PORT], --dashboard-port PORT (default 8080),
 #              --dashboard-token TOKEN, --problem SPEC (optimize: logistic:0.01, ridge:0.1, ...),
-#              --data SPEC (default breast-cancer), --split SPEC (default iid:0)
-# broker:      --mqtt-password PW (required), --mqtt-viewer-password PW (optional)
-# The MQTT password of coordinator and broker must agree (the coordinator gives it to the nodes).
+#              --data SPEC (default breast-cancer), --split SPEC (default iid:0),
+#              --mqtt-password PW (insecure only: the broker's shared account)
+# broker:      --mqtt-viewer-password PW (optional read-only account `viewer`),
+#              --mqtt-password PW (insecure only: one shared account `gossip` instead of none)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,6 +77,9 @@ data=""
 split=iid:0
 mqtt_password=""
 mqtt_viewer_password=""
+keys=""
+insecure=0
+use_chrony=1
 
 need() { [ $# -ge 2 ] || { echo "install.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
@@ -73,6 +88,9 @@ while [ $# -gt 0 ]; do
     --pip-flags) need "$@"; pip_flags=$2; shift 2 ;;
     --ntp-server) need "$@"; ntp_server=$2; shift 2 ;;
     --ntp-serve) ntp_serve=1; shift ;;
+    --no-chrony) use_chrony=0; shift ;;
+    --keys) need "$@"; keys=$2; shift 2 ;;
+    --insecure) insecure=1; shift ;;
     --no-apt) use_apt=0; shift ;;
     --no-systemctl) use_systemctl=0; shift ;;
     --prefix) need "$@"; prefix=$2; shift 2 ;;
@@ -100,17 +118,53 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install.sh: run as root (sudo), it installs packages, a user and systemd units" >&2
-  exit 1
-fi
 if [ "$role" = node ] && [ -z "$coordinator" ]; then
   echo "install.sh: a node needs --coordinator HOST (the coordinator Pi's address)" >&2
   exit 2
 fi
-if [ "$role" = broker ] && [ -z "$mqtt_password" ]; then
-  echo "install.sh: the broker needs --mqtt-password (it refuses anonymous clients)" >&2
+# Secure unless asked otherwise: each role needs its keys, or --insecure said out loud.
+if [ -n "$keys" ] && [ "$insecure" -eq 1 ]; then
+  echo "install.sh: --keys and --insecure contradict each other: give one of them" >&2
   exit 2
+fi
+if [ -z "$keys" ] && [ "$insecure" -eq 0 ]; then
+  case "$role" in
+    node) what="DIR/node-K, this node's own directory" ;;
+    coordinator) what="DIR/coordinator" ;;
+    broker) what="DIR/mqtt, the broker's passwd and acl" ;;
+  esac
+  echo "install.sh: $role needs --keys ($what, from \`gossip keys init --dir DIR --nodes N\`);" \
+    "or --insecure for an unauthenticated cluster that anyone on the LAN can join" >&2
+  exit 2
+fi
+if [ -n "$keys" ] && [ -n "$mqtt_password" ]; then
+  echo "install.sh: --mqtt-password is for --insecure installs; with --keys every role has" \
+    "its own MQTT password, derived from the keys" >&2
+  exit 2
+fi
+if [ -n "$keys" ]; then
+  case "$role" in
+    node) wanted=(identity.json secret.key) ;;
+    coordinator) wanted=(identity.json secret.key allow.json mqtt.secret) ;;
+    broker) wanted=(passwd acl) ;;
+  esac
+  for f in "${wanted[@]}"; do
+    if [ ! -f "$keys/$f" ]; then
+      echo "install.sh: no $f in --keys $keys: the $role needs ${wanted[*]} (a directory" \
+        "of \`gossip keys init --dir DIR\`: DIR/node-K, DIR/coordinator or DIR/mqtt)" >&2
+      exit 2
+    fi
+  done
+  keys=$(cd "$keys" && pwd)
+fi
+if [ "$insecure" -eq 1 ]; then
+  echo "install.sh [$role]: WARNING: --insecure: no authentication; any machine on the LAN" \
+    "can join this cluster, read its exchanges and alter its values" >&2
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install.sh: run as root (sudo), it installs packages, a user and systemd units" >&2
+  exit 1
 fi
 
 say() { echo "install.sh [$role]: $*"; }
@@ -130,23 +184,45 @@ install -d -m 0755 "$etc"
 # -- the broker --------------------------------------------------------------------------------
 if [ "$role" = broker ]; then
   install -d -m 0750 -o mosquitto "$etc/mosquitto"
-  install -m 0644 "$here/mosquitto.conf" "$etc/mosquitto/mosquitto.conf"
-  (umask 077
-   mosquitto_passwd -b -c "$etc/mosquitto/passwd" gossip "$mqtt_password"
-   printf 'user gossip\ntopic readwrite gossip/#\ntopic read $SYS/#\n' >"$etc/mosquitto/acl"
-   if [ -n "$mqtt_viewer_password" ]; then
-     mosquitto_passwd -b "$etc/mosquitto/passwd" viewer "$mqtt_viewer_password"
-     printf 'user viewer\ntopic read gossip/#\n' >>"$etc/mosquitto/acl"
-   fi)
-  chown mosquitto "$etc/mosquitto/passwd" "$etc/mosquitto/acl"
+  rm -f "$etc/mosquitto/passwd" "$etc/mosquitto/acl"
+  if [ -z "$mqtt_password" ] && [ -z "$keys" ]; then
+    # --insecure with no password: an anonymous broker, the only kind that needs no accounts.
+    sed -e 's/^allow_anonymous false/allow_anonymous true/' -e '/^password_file/d' \
+      -e '/^acl_file/d' "$here/mosquitto.conf" >"$etc/mosquitto/mosquitto.conf"
+    chmod 0644 "$etc/mosquitto/mosquitto.conf"
+  else
+    install -m 0644 "$here/mosquitto.conf" "$etc/mosquitto/mosquitto.conf"
+    (umask 077
+     if [ -n "$keys" ]; then
+       # The accounts of `gossip keys init`: coordinator and node-<id>, each with its own
+       # password (salted hashes here) and ACL lines (a node publishes only its own state).
+       cp "$keys/passwd" "$etc/mosquitto/passwd"
+       cp "$keys/acl" "$etc/mosquitto/acl"
+     else
+       mosquitto_passwd -b -c "$etc/mosquitto/passwd" gossip "$mqtt_password"
+       printf 'user gossip\ntopic readwrite gossip/#\ntopic read $SYS/#\n' >"$etc/mosquitto/acl"
+     fi
+     if [ -n "$mqtt_viewer_password" ]; then
+       mosquitto_passwd -b "$etc/mosquitto/passwd" viewer "$mqtt_viewer_password"
+       printf '\nuser viewer\ntopic read gossip/#\n' >>"$etc/mosquitto/acl"
+     fi)
+    chown mosquitto "$etc/mosquitto/passwd" "$etc/mosquitto/acl"
+    chmod 0600 "$etc/mosquitto/passwd" "$etc/mosquitto/acl"
+  fi
   install -m 0644 "$here/gossip-mosquitto.service" /etc/systemd/system/gossip-mosquitto.service
   if [ "$use_systemctl" -eq 1 ]; then
     # Debian's own unit listens on 1883 too.
     systemctl disable --now mosquitto.service >/dev/null 2>&1 || true
     systemctl daemon-reload
-    systemctl enable --now gossip-mosquitto.service
+    systemctl enable gossip-mosquitto.service
+    # A restart, not just a start: a running broker must load the new accounts.
+    systemctl restart gossip-mosquitto.service
   fi
-  say "broker installed: mqtt://$(hostname -I 2>/dev/null | cut -d' ' -f1):1883 (user gossip)"
+  if [ -n "$keys" ]; then accounts="accounts from $keys/passwd"
+  elif [ -n "$mqtt_password" ]; then accounts="user gossip"
+  else accounts="anonymous, insecure"
+  fi
+  say "broker installed: mqtt://$(hostname -I 2>/dev/null | cut -d' ' -f1):1883 ($accounts)"
   exit 0
 fi
 
@@ -166,6 +242,34 @@ say "installing continuized-gossip from $source_path"
 "$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags --no-deps \
   --force-reinstall "$source_path"
 "$prefix/bin/gossip" --help >/dev/null
+
+# -- keys ----------------------------------------------------------------------------------------
+# Only this role's directory, readable by the service user alone: the node and the coordinator
+# refuse a secret file that the group or others can read.
+key_dir="$etc/keys/$role"
+rm -rf "$key_dir"
+if [ -n "$keys" ]; then
+  install -d -m 0755 "$etc/keys"
+  install -d -m 0700 -o gossip -g gossip "$key_dir"
+  for f in "$keys"/*; do
+    [ -f "$f" ] || continue
+    case "$(basename "$f")" in
+      secret.key | mqtt.secret) mode=0600 ;;
+      *) mode=0644 ;;
+    esac
+    install -m "$mode" -o gossip -g gossip "$f" "$key_dir/"
+  done
+  # Load them as the service will, as its user: a bad key fails the install, not the boot.
+  key_name=$(runuser -u gossip -- "$prefix/bin/python" -c \
+    'import sys, pathlib; from gossip.keys import load_identity
+print(load_identity(pathlib.Path(sys.argv[1])).name)' "$key_dir")
+  if [ "$role" = coordinator ]; then
+    runuser -u gossip -- "$prefix/bin/python" -c \
+      'import sys, pathlib; from coordinator.security import load_security
+load_security(pathlib.Path(sys.argv[1]))' "$key_dir"
+  fi
+  say "keys of $key_name in $key_dir"
+fi
 
 # -- settings ------------------------------------------------------------------------------------
 host_of() { local h=${1#*://}; echo "${h%%:*}"; }
@@ -187,13 +291,18 @@ if [ "$role" = node ]; then
     [ -n "$advertise" ] || advertise=$(hostname -I | cut -d' ' -f1)
   fi
   [ -n "$ntp_server" ] || ntp_server=$coord_host
-  cat >"$env_file" <<ENV
-# gossip node settings (install.sh); each GOSSIP_X is the option --x of \`gossip node\`.
-GOSSIP_COORDINATOR=$coord_url
-GOSSIP_NAME=${name:-$(hostname)}
-GOSSIP_BIND=tcp://0.0.0.0:$port
-GOSSIP_ADVERTISE=$advertise
-ENV
+  {
+    echo "# gossip node settings (install.sh); each GOSSIP_X is the option --x of \`gossip node\`."
+    echo "GOSSIP_COORDINATOR=$coord_url"
+    if [ -n "$keys" ]; then
+      # The node registers under its key's name; the coordinator refuses any other.
+      echo "GOSSIP_KEYS=$key_dir"
+    else
+      echo "GOSSIP_NAME=${name:-$(hostname)}"
+    fi
+    echo "GOSSIP_BIND=tcp://0.0.0.0:$port"
+    echo "GOSSIP_ADVERTISE=$advertise"
+  } >"$env_file"
   [ -n "$data" ] && echo "GOSSIP_DATA=$data" >>"$env_file"
 else
   [ -n "$broker" ] || broker=127.0.0.1
@@ -222,7 +331,10 @@ else
       echo "GOSSIP_DATA=${data:-breast-cancer}"
       echo "GOSSIP_SPLIT=$split"
     fi
+    # With keys the URL has no password: the coordinator derives its own from the MQTT secret
+    # and hands each node its own in the bootstrap.
     echo "GOSSIP_BROKER=$broker_url"
+    [ -n "$keys" ] && echo "GOSSIP_KEYS=$key_dir"
     echo "GOSSIP_BIND=tcp://0.0.0.0:5555"
     # Pis come up one by one: wait for the last one for up to an hour.
     echo "GOSSIP_REGISTER_TIMEOUT=3600"
@@ -236,7 +348,7 @@ chgrp gossip "$env_file"
 say "wrote $env_file"
 
 # -- clock synchronisation ---------------------------------------------------------------------
-if [ -d /etc/chrony ]; then
+if [ "$use_chrony" -eq 1 ] && [ -d /etc/chrony ]; then
   install -d /etc/chrony/conf.d
   {
     echo "# continuized-gossip (install.sh): t = rate * (now - epoch) needs synchronised clocks."
@@ -253,10 +365,12 @@ fi
 # -- the unit ----------------------------------------------------------------------------------
 install -m 0644 "$here/gossip-$role.service" "/etc/systemd/system/gossip-$role.service"
 if [ "$use_systemctl" -eq 1 ]; then
-  systemctl restart chrony.service 2>/dev/null || true
+  [ "$use_chrony" -eq 1 ] && { systemctl restart chrony.service 2>/dev/null || true; }
   # time-sync.target then waits until chrony has synchronised the clock.
   systemctl enable chrony-wait.service 2>/dev/null || true
   systemctl daemon-reload
-  systemctl enable --now "gossip-$role.service"
+  systemctl enable "gossip-$role.service"
+  # A restart, not just a start: a running service must pick up new keys and settings.
+  systemctl restart "gossip-$role.service"
 fi
 say "installed gossip-$role.service"

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from deploy_helpers import (
+    ARM64_BASE,
+    ARM64_IMAGE,
     BASE_IMAGE,
     FIGURES,
     IMAGE,
@@ -65,6 +67,33 @@ def gossip_image(docker_client: Any) -> str:
         docker_client.images.get(BASE_IMAGE).attrs["Size"] / 1e6, 1
     )
     return IMAGE
+
+
+@pytest.fixture(scope="session")
+def arm64_image(docker_client: Any) -> str:
+    """The arm64 image, built by scripts/docker-image under emulation (the base is cached); the
+    build also leaves the arm64 base and its wheelhouse, .wheelhouse-arm64/."""
+    # Emulation is a capability of the host, like the engine: without it (not root, no
+    # binfmt_misc) the test skips, except under CI=true, where it fails.
+    emulation = subprocess.run(
+        ["bash", "scripts/qemu-binfmt", "arm64"], cwd=ROOT, capture_output=True, text=True
+    )
+    if emulation.returncode != 0:
+        unavailable(f"no arm64 emulation: {emulation.stderr.strip()[-500:]}")
+    started = time.monotonic()
+    base_cached = image_exists(docker_client, ARM64_BASE)
+    run(
+        ["bash", "scripts/docker-image", "--platform", "linux/arm64", "--tag", ARM64_IMAGE],
+        timeout=1200,
+    )
+    image = docker_client.images.get(ARM64_IMAGE)
+    FIGURES["arm64_image_build_s"] = round(time.monotonic() - started, 1)
+    FIGURES["arm64_base_image_was_cached"] = base_cached
+    FIGURES["arm64_image_size_mb"] = round(image.attrs["Size"] / 1e6, 1)
+    FIGURES["arm64_base_image_size_mb"] = round(
+        docker_client.images.get(ARM64_BASE).attrs["Size"] / 1e6, 1
+    )
+    return ARM64_IMAGE
 
 
 @pytest.fixture

@@ -22,6 +22,9 @@ BASE_IMAGE = "gossip-base:bookworm"  # scripts/docker-image's bootstrapped Debia
 # GOSSIP_TEST_IMAGE: another tag, so that two test runs on one engine do not rebuild each
 # other's image under their feet.
 IMAGE = os.environ.get("GOSSIP_TEST_IMAGE", "continuized-gossip:test")
+ARM64_BASE = "gossip-base:bookworm-arm64"  # scripts/docker-image's default for a foreign arm64
+# Its own tag, apart from the amd64 test image (GOSSIP_TEST_IMAGE) built by the other tests.
+ARM64_IMAGE = os.environ.get("GOSSIP_TEST_IMAGE_ARM64", "continuized-gossip:test-arm64")
 
 # Figures measured by the tests, printed at the end of the session and saved next to the runs.
 FIGURES: dict[str, Any] = {}

@@ -12,18 +12,14 @@ not the Pi's speed.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from typing import Any
 
 import pytest
-from deploy_helpers import FIGURES, ROOT, image_exists, run, unavailable
+from deploy_helpers import FIGURES, ROOT, run
 
-ARM64_BASE = "gossip-base:bookworm-arm64"  # scripts/docker-image's default for a foreign arm64
-# Its own tag, apart from the amd64 test image (GOSSIP_TEST_IMAGE) built by the other tests.
-ARM64_IMAGE = os.environ.get("GOSSIP_TEST_IMAGE_ARM64", "continuized-gossip:test-arm64")
 EPS = 1e-3
 
 # One container: the broker the base image ships, then the roles as the unit files run them.
@@ -66,32 +62,6 @@ def _row(table: str, name: str) -> str:
         if cells[0] == name:
             return cells[1]
     raise AssertionError(f"no row {name!r} in:\n{table}")
-
-
-@pytest.fixture(scope="module")
-def arm64_image(docker_client: Any) -> str:
-    """The arm64 image, built by scripts/docker-image under emulation (the base is cached)."""
-    # Emulation is a capability of the host, like the engine: without it (not root, no
-    # binfmt_misc) the test skips, except under CI=true, where it fails.
-    emulation = subprocess.run(
-        ["bash", "scripts/qemu-binfmt", "arm64"], cwd=ROOT, capture_output=True, text=True
-    )
-    if emulation.returncode != 0:
-        unavailable(f"no arm64 emulation: {emulation.stderr.strip()[-500:]}")
-    started = time.monotonic()
-    base_cached = image_exists(docker_client, ARM64_BASE)
-    run(
-        ["bash", "scripts/docker-image", "--platform", "linux/arm64", "--tag", ARM64_IMAGE],
-        timeout=1200,
-    )
-    image = docker_client.images.get(ARM64_IMAGE)
-    FIGURES["arm64_image_build_s"] = round(time.monotonic() - started, 1)
-    FIGURES["arm64_base_image_was_cached"] = base_cached
-    FIGURES["arm64_image_size_mb"] = round(image.attrs["Size"] / 1e6, 1)
-    FIGURES["arm64_base_image_size_mb"] = round(
-        docker_client.images.get(ARM64_BASE).attrs["Size"] / 1e6, 1
-    )
-    return ARM64_IMAGE
 
 
 @pytest.mark.docker

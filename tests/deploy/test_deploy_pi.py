@@ -1,84 +1,168 @@
-"""deploy/raspberry-pi/install.sh for real, in a Debian bookworm container standing in for a Pi.
+"""deploy/raspberry-pi/install.sh for real, secure, in an arm64 Debian container under qemu.
 
-The script installs the three roles (broker, coordinator, node) as root, with the Debian
-packages already in the image (--no-apt), no systemd in a container (--no-systemctl) and the
-host-built wheelhouse (no PyPI from inside). Then the units' commands run with the env files
-the script wrote: mosquitto with the generated password file and ACL, the coordinator, and
-three nodes; the run must reach eps. This checks the script, the env files and the broker
-configuration together; `test_deploy_files` verifies the unit files with systemd-analyze.
+The container stands in for the Pis: the arm64 Debian base of ``scripts/docker-image --platform
+linux/arm64`` (python3-venv, mosquitto), its aarch64 wheelhouse (no PyPI from inside), and the
+keys of ``gossip keys init`` made on the host, as the playbook makes them on its controller.
+install.sh installs the broker (``--keys DIR/mqtt``), the coordinator (``--keys
+DIR/coordinator``) and three nodes (``--keys DIR/node-K``, each with its own ``--etc``, as on
+three Pis), with the Debian packages already there (--no-apt) and no systemd (--no-systemctl).
+Then the units' commands run with the env files the script wrote, as the units' users: an
+anonymous MQTT client must be refused, and the run must reach eps over CurveZMQ, its metrics
+going through the nodes' own MQTT accounts. `test_deploy_pi_files` checks the playbook and the
+refusals without Docker; `test_deploy_files` verifies the unit files with systemd-analyze.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_helpers import BASE_IMAGE, ROOT
+from deploy_helpers import ARM64_BASE, FIGURES, ROOT
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+NODES = 3
 
 SCRIPT = r"""
 set -eu
+echo "machine: $(uname -m)"
 mkdir -p /tmp/src
 cd /src
 cp -r pyproject.toml README.md gossip node coordinator cli deploy /tmp/src/
 install=/tmp/src/deploy/raspberry-pi/install.sh
 pip="--no-index --find-links /wheels"
-$install broker --no-apt --no-systemctl --mqtt-password 'pi s3cret'
-$install coordinator --no-apt --no-systemctl --pip-flags "$pip" --graph cycle:3 --rate 100 \
-  --broker 127.0.0.1 --mqtt-password 'pi s3cret' --dashboard-port 8080
-$install node --no-apt --no-systemctl --pip-flags "$pip" --coordinator 127.0.0.1 --name pi-1
+$install broker --no-apt --no-systemctl --keys /keys/mqtt
+$install coordinator --no-apt --no-systemctl --pip-flags "$pip" --graph cycle:3 --rate 50 \
+  --until 1e-3 --broker 127.0.0.1 --keys /keys/coordinator --dashboard-port 8080
+# Three Pis: node-0 on the coordinator's (the default /etc/gossip), node-1 and node-2 each with
+# an /etc of its own.
+$install node --no-apt --no-systemctl --pip-flags "$pip" --coordinator 127.0.0.1 \
+  --keys /keys/node-0 --port 7000
+for k in 1 2; do
+  $install node --no-apt --no-systemctl --pip-flags "$pip" --coordinator 127.0.0.1 \
+    --keys /keys/node-$k --port $((7000 + k)) --etc /etc/gossip-$k --no-chrony >/dev/null
+done
 echo '--- files'
-ls /etc/systemd/system/ /etc/gossip/ /etc/gossip/mosquitto/
-stat -c '%n %U %a' /etc/gossip/mosquitto/passwd /etc/gossip/node.env
+ls /etc/systemd/system/ /etc/gossip/ /etc/gossip/mosquitto/ /etc/gossip/keys/
+stat -c '%n %U %a' /etc/gossip/mosquitto/passwd /etc/gossip/mosquitto/acl /etc/gossip/node.env \
+  /etc/gossip/keys/node /etc/gossip/keys/node/secret.key /etc/gossip/keys/coordinator \
+  /etc/gossip/keys/coordinator/secret.key /etc/gossip/keys/coordinator/mqtt.secret
+cut -d: -f1 /etc/gossip/mosquitto/passwd | sed 's/^/account /'
+grep -h '"name"' /etc/gossip/keys/node/identity.json /etc/gossip-2/keys/node/identity.json
 echo '--- node.env'; cat /etc/gossip/node.env
-echo '--- coordinator.env'; grep -v PASSWORD /etc/gossip/coordinator.env | grep -v BROKER
+echo '--- coordinator.env'; cat /etc/gossip/coordinator.env
 echo '--- run'
 # What the units run: ExecStart with EnvironmentFile, as User=gossip (mosquitto as its user).
 runuser -u mosquitto -- mosquitto -c /etc/gossip/mosquitto/mosquitto.conf -d
-sleep 1
-if mosquitto_sub -h 127.0.0.1 -t 'gossip/#' -C 1 -W 2 2>/tmp/anon; then
-  echo "anonymous client accepted"; exit 1
-fi
+# Wait until the broker answers; it must refuse an anonymous client ("not authorised").
+for _ in $(seq 100); do
+  if mosquitto_sub -h 127.0.0.1 -t 'gossip/#' -C 1 -W 3 >/dev/null 2>/tmp/anon; then
+    echo "anonymous client accepted"; exit 1
+  fi
+  grep -qi 'not authori' /tmp/anon && break
+  sleep 0.5
+done
+echo "anonymous: $(cat /tmp/anon)"
 set -a; . /etc/gossip/coordinator.env; set +a
 runuser -u gossip -- /opt/gossip/bin/gossip coordinator --json /tmp/summary.json \
-  >/tmp/coordinator.log 2>&1 &
+  --timeout 900 >/tmp/coordinator.log 2>&1 &
 coordinator=$!
-for i in 1 2 3; do
-  (set -a; . /etc/gossip/node.env; set +a
-   GOSSIP_NAME=pi-$i GOSSIP_BIND=tcp://0.0.0.0:$((7000 + i)) \
-     runuser -u gossip -- /opt/gossip/bin/gossip node >/tmp/node-$i.log 2>&1) &
+for k in 0 1 2; do
+  etc=/etc/gossip; [ $k -gt 0 ] && etc=/etc/gossip-$k
+  (set -a; . $etc/node.env; set +a
+   runuser -u gossip -- /opt/gossip/bin/gossip node >/tmp/node-$k.log 2>&1) &
 done
-if ! wait $coordinator; then cat /tmp/coordinator.log /tmp/node-*.log; exit 1; fi
+if ! wait $coordinator; then tail -n 40 /tmp/coordinator.log /tmp/node-*.log; exit 1; fi
 wait
+echo '--- coordinator log'; grep -m 1 'registration on' /tmp/coordinator.log || true
+echo '--- insecure broker'
+# Only when asked: --insecure gives an anonymous broker (and says so).
+$install broker --no-apt --no-systemctl --insecure --etc /tmp/insecure 2>&1 | grep -i warning
+grep -E '^(allow_anonymous|password_file|acl_file)' /tmp/insecure/mosquitto/mosquitto.conf
 echo '--- summary'; cat /tmp/summary.json
 """
 
 
-def test_install_script_sets_up_a_working_pi_cluster(docker_client: Any, gossip_image: str) -> None:
-    # gossip_image has built the wheelhouse this container installs from.
-    output = docker_client.containers.run(
-        BASE_IMAGE,
+@pytest.fixture
+def cluster_keys(tmp_path: Path) -> Path:
+    """The keys of a 3-node cluster, made on the host as the playbook's controller makes them."""
+    keys = tmp_path / "keys"
+    subprocess.run(
+        [sys.executable, "-m", "cli.app", "keys", "init", "--dir", str(keys), "--nodes", "3"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return keys
+
+
+def test_secure_install_on_arm64_refuses_anonymous_mqtt_and_reaches_eps(
+    docker_client: Any, arm64_image: str, cluster_keys: Path
+) -> None:
+    # arm64_image has bootstrapped ARM64_BASE and fetched the aarch64 wheelhouse.
+    started = time.monotonic()
+    container = docker_client.containers.run(
+        ARM64_BASE,
         ["bash", "-c", SCRIPT],
         volumes={
             str(ROOT): {"bind": "/src", "mode": "ro"},
-            str(ROOT / ".wheelhouse"): {"bind": "/wheels", "mode": "ro"},
+            str(ROOT / ".wheelhouse-arm64"): {"bind": "/wheels", "mode": "ro"},
+            str(cluster_keys): {"bind": "/keys", "mode": "ro"},
         },
-        remove=True,
-        stdout=True,
-        stderr=True,
-    ).decode()
+        detach=True,
+    )
+    try:
+        status = container.wait(timeout=2000)["StatusCode"]
+        output = container.logs().decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    FIGURES["pi_secure_install_and_run_arm64_s"] = round(time.monotonic() - started, 1)
+    assert status == 0, output[-4000:]
+    assert "machine: aarch64" in output
+
     files, _, rest = output.partition("--- node.env")
     for unit in ("gossip-node.service", "gossip-coordinator.service", "gossip-mosquitto.service"):
         assert unit in files
-    # The password file belongs to mosquitto and nobody else may read it; the env files are
-    # readable by the gossip group only.
+    # The broker's accounts and ACL are the keys' (coordinator, node-0 .. node-2), readable by
+    # mosquitto alone; each role's keys belong to the service user, 0700, secrets 0600.
     assert "/etc/gossip/mosquitto/passwd mosquitto 600" in files
+    assert "/etc/gossip/mosquitto/acl mosquitto 600" in files
     assert "/etc/gossip/node.env root 640" in files
-    assert "GOSSIP_COORDINATOR=tcp://127.0.0.1:5555" in rest
-    assert "GOSSIP_NAME=pi-1" in rest
-    assert "GOSSIP_BIND=tcp://0.0.0.0:7000" in rest
-    assert "GOSSIP_ADVERTISE=" in rest
-    assert "GOSSIP_GRAPH=cycle:3" in rest
-    summary = rest.partition("--- summary")[2]
-    assert '"reached": true' in summary, output[-3000:]
+    assert "/etc/gossip/keys/node gossip 700" in files
+    assert "/etc/gossip/keys/node/secret.key gossip 600" in files
+    assert "/etc/gossip/keys/coordinator gossip 700" in files
+    assert "/etc/gossip/keys/coordinator/mqtt.secret gossip 600" in files
+    accounts = {line.split()[1] for line in files.splitlines() if line.startswith("account ")}
+    assert accounts == {"coordinator", "node-0", "node-1", "node-2"}
+    # Each Pi holds only its own node key.
+    assert '"name": "node-0"' in files
+    assert '"name": "node-2"' in files
+    assert "node-1" not in files.partition("/etc/gossip/keys/:")[2].partition("\n\n")[0]
+
+    node_env, _, rest = rest.partition("--- coordinator.env")
+    assert "GOSSIP_KEYS=/etc/gossip/keys/node" in node_env
+    assert "GOSSIP_NAME" not in node_env  # named after its key
+    assert "GOSSIP_COORDINATOR=tcp://127.0.0.1:5555" in node_env
+    coordinator_env, _, rest = rest.partition("--- run")
+    assert "GOSSIP_KEYS=/etc/gossip/keys/coordinator" in coordinator_env
+    # No password in the file: the coordinator derives its own from the MQTT secret.
+    assert "GOSSIP_BROKER=mqtt://127.0.0.1:1883" in coordinator_env
+
+    run_out, _, rest = rest.partition("--- coordinator log")
+    assert "anonymous client accepted" not in run_out
+    assert "not authori" in run_out.partition("anonymous: ")[2].lower(), run_out[-2000:]
+    log, _, rest = rest.partition("--- insecure broker")
+    assert f"CurveZMQ, {NODES} node keys allowed" in log, log
+    insecure, _, summary_text = rest.partition("--- summary")
+    assert "WARNING: --insecure" in insecure
+    assert "allow_anonymous true" in insecure
+    assert "password_file" not in insecure
+
+    summary = json.loads(summary_text)
+    assert summary["reached"] is True, output[-3000:]
