@@ -289,7 +289,10 @@ def test_a_lost_worker_host_s_nodes_are_declared_dead_and_the_survivors_end_exac
     poll(f"the manager to see {lost.name} Down", down, timeout=120, every=1.0)
 
     summary, final = state["summary"], state["final"]
-    assert summary["reached"], summary
+    # The whole story on failure: the stop reason and the coordinator's last message.
+    story = {k: state.get(k) for k in ("summary", "message", "membership")}
+    story["history_tail"] = state["history"][-5:]
+    assert summary["reached"], json.dumps(story)[:4000]
     assert final["complete"], final
     assert final["error"] <= 1e-12 * 3
     survivors = sorted(set(by_id) - departed)
