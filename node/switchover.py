@@ -180,8 +180,12 @@ class NodeMembership:
             self._trusted_now = {peer for _, peer in view.incident(me)}
             node.transport.trust(self._keys_of(self._trusted_now))
         self.number = view.number
-        if self._next is view:
+        if self._next is not None and self._next.number <= view.number:
             self._next = None
+        elif self._next is not None:
+            # The next view was announced before this switch, which reset the horizon: it
+            # still ends this view (else this node would jump past its start in this view).
+            ex.horizon = self._next.start
         log.info(
             "membership view %d from t=%.1f: %d edges, eta=%.3g (%d exchanges settled)",
             view.number,

@@ -40,10 +40,14 @@ end: the row is dropped at the view switch, and from then on a flow for the drop
 applied or not on that edge is irrelevant to the survivors' sum, so no handshake with the
 leaver is needed for exactness; it is needed only so the leaver stops serving first.
 
-**Late flows of the previous view on a kept edge** (a reply to an exchange at ``T < T_e``
+**Late flows of an earlier view on a kept edge** (a reply to an exchange at ``T < T_e``
 that arrives after the switch) stay exact: the flow is mixed with the old ``eta`` from T to
 ``T_e`` and then added at ``T_e`` in the new ledger (:meth:`Switch.late_flow`), which is what
-the other end's row did.
+the other end's row did. However many switches the reply arrives after, it is mixed through
+each view it crosses with that view's ``eta`` and added at the current view's start
+(:meth:`gossip.exchange.switching.Views.carried`); never dropped, because the other end
+applied it. (A released exchange can outlive two switches: two deaths in one coordinator tick
+make two views a nanosecond apart.)
 
 Node ids are stable names of members (never reused); edges are pairs of ids, and an edge's
 index is its position in the view's sorted edge list (so it can change from view to view:

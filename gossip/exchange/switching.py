@@ -18,8 +18,9 @@ __all__ = ["Views"]
 
 
 class Views:
-    """The switch from one membership view to the next, and what it keeps of the previous one:
-    its ``eta`` and start, which place a late reply of that view exactly (:meth:`carried`).
+    """The switch from one membership view to the next, and what it keeps of the earlier ones:
+    each one's start and ``eta``, which place a late reply of any of them exactly
+    (:meth:`carried`).
 
     The current view's start and horizon are in the shared state (``view_start``,
     ``horizon``): the initiator and the server read them on every exchange.
@@ -36,8 +37,11 @@ class Views:
 
     def __init__(self, state: ExchangeState):
         self._state = state
-        self._old_eta = state.eta
-        self._old_start = -math.inf
+        # (start, eta) of every earlier view, oldest first: a released exchange on a kept
+        # edge can be answered after several switches (two deaths in one tick make two views
+        # a few nanoseconds apart), and its flow must be mixed through each of them. One
+        # pair per view a node went through: a handful in any run.
+        self._past: list[tuple[float, float]] = []
 
     def switch(self, ledger: Ledger, links: Sequence[Link], start: float) -> dict[int, EdgeState]:
         """Go on with ``ledger`` and ``links`` from time ``start``; return the dropped edges.
@@ -68,7 +72,7 @@ class Views:
                 edges[link.edge] = EdgeState(link)
         gone = {edge: state for edge, state in shared.edges.items() if edge not in edges}
         shared.edges = edges
-        self._old_eta, self._old_start = shared.eta, shared.view_start
+        self._past.append((shared.view_start, shared.eta))
         shared.ledger = ledger
         shared.view_start, shared.horizon = float(start), math.inf
         shared.last = max(shared.last, float(start))
@@ -77,17 +81,28 @@ class Views:
         return gone
 
     def carried(self, msg: Reply) -> tuple[list[float], list[float]]:
-        """Return the flow of ``msg``, a reply of the previous view (``T`` before this view's
+        """Return the flow of ``msg``, a reply of an earlier view (``T`` before this view's
         start), mixed to this view's start, where it is booked: exact, like any late jump.
+
+        The flow is mixed through every view it crosses, each with that view's ``eta`` over
+        the part of its interval after ``T``: what the other end's row went through, since it
+        was on this edge (kept, the same id) all along.
 
         Raises
         ------
         ProtocolError
-            The reply is older than the previous view too: not applied.
+            The reply is older than every view this node went through: not applied.
         """
-        if msg.t < self._old_start:
+        shared = self._state
+        if not self._past or msg.t < self._past[0][0]:
             raise ProtocolError(
-                f"reply to exchange {msg.seq} on edge {msg.edge} at t={msg.t!r} is two "
-                "membership views old; not applied"
+                f"reply to exchange {msg.seq} on edge {msg.edge} at t={msg.t!r} is older than "
+                "every membership view of this node; not applied"
             )
-        return mix_values(msg.dx, msg.dz, self._old_eta, self._state.view_start - msg.t)
+        dx, dz = list(msg.dx), list(msg.dz)
+        ends = [start for start, _ in self._past[1:]] + [shared.view_start]
+        for (start, eta), end in zip(self._past, ends, strict=True):
+            tau = end - max(start, msg.t)
+            if tau > 0:
+                dx, dz = mix_values(dx, dz, eta, tau)
+        return dx, dz

@@ -79,3 +79,25 @@ async def test_a_leaver_stops_and_the_survivors_converge_to_their_own_mean(
     assert abs(x.sum() - kept.sum()) <= 1e-9 * np.abs(kept).sum()
     error = 0.5 * float(np.sum((x - kept.mean()) ** 2))
     assert error < 1e-6 * 0.5 * float(np.sum((kept - kept.mean()) ** 2))
+
+
+def test_a_view_announced_before_the_switch_to_the_previous_one_still_bounds_it() -> None:
+    # Two deaths a moment apart: view 2 comes before the node switched to view 1. The switch
+    # to view 1 must leave the horizon at view 2's start, or the node jumps past it in view 1.
+    spec, rate = "complete:4", 10.0
+    topo = parse_topology(spec)
+    epoch = time.time() + 60.0
+    values = np.arange(topo.n, dtype=float).reshape(topo.n, 1)
+    boots = bootstraps(spec, "arg", rate, epoch, values, [f"mem://n{v}" for v in range(topo.n)])
+    node = Node(boots[0], FakeNetwork().endpoint("mem://n0"), seed=0)
+    view0 = first_view(topo.n, [(int(u), int(v)) for u, v in topo.edges])
+    view1 = leave_view(view0, 2, 5.0)
+    view2 = leave_view(view1, 3, 8.0)
+    for view in (view1, view2):
+        node.membership.on_command({"cmd": "view", "epoch": epoch, "view": view.as_dict()})
+    assert node.exchanger.horizon == view2.start
+    node.membership.switch(view1)
+    assert node.membership.number == 1
+    assert node.exchanger.horizon == view2.start
+    node.membership.switch(view2)
+    assert node.exchanger.horizon == np.inf

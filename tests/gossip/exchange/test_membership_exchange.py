@@ -19,7 +19,7 @@ from _exactnet import ExactNet, Frame
 
 from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.membership import View, carry_ledger, first_view, join_view, leave_view
-from gossip.exchange.vocabulary import Link
+from gossip.exchange.vocabulary import Link, TimeBase
 from gossip.model.jumps import edge_flow_values
 from gossip.model.ledger import Ledger
 
@@ -185,3 +185,54 @@ def test_a_late_reply_on_a_settled_edge_is_rejected_and_counted() -> None:
     net.nodes[2].receive(answer, 6.0)
     assert net.nodes[2].counters.rejected == rejected + 1
     np.testing.assert_allclose(net.nodes[2].ledger.state(6.0), before, atol=0)
+
+
+def test_a_released_exchange_answered_after_two_quick_views_keeps_the_survivors_sum() -> None:
+    """Two deaths in one coordinator tick: views 1 and 2 start a nanosecond apart. Node 0's
+    exchange with node 1 (both survive) was applied by node 1 in view 0, but its reply comes
+    only after node 0 released its lock (silent peer) and went through both switches: it must
+    be mixed through both views and applied, or the survivors' sum drifts."""
+    view0 = first_view(4, [(u, v) for u in range(4) for v in range(u + 1, 4)])
+    view1 = leave_view(view0, 2, start=40.0)
+    view2 = leave_view(view1, 3, start=40.0 + 1e-9)
+    base = TimeBase(0.0, 1.0)
+    values = {0: 1.0, 1: -3.0}
+    nodes = {
+        v: Exchanger(
+            v,
+            [Link(e, p, view0.prob(e)) for e, p in view0.incident(v)],
+            Ledger([values[v]], [e for e, _ in view0.incident(v)], view0.eta),
+            view0.c,
+            base,
+            timeout=1.0,
+            min_timeout=1.0,
+            max_timeout=1.0,
+            rng=v,
+        )
+        for v in (0, 1)
+    }
+    edge = view0.edge_index(0, 1)
+    out = nodes[0].initiate(edge, 1.0)
+    assert out is not None
+    reply = nodes[1].receive(out.frame, 1.0)  # node 1 applies its half at T = 1 (view 0)
+    assert reply is not None
+    now = 1.0
+    while nodes[0].engaged:  # the reply is lost until node 0 gives up the lock
+        now += 1.5
+        nodes[0].expire(now)
+        assert now < view1.start
+    for old, new in ((view0, view1), (view1, view2)):
+        for v, node in nodes.items():
+            ledger, _ = carry_ledger(node.ledger, old, new, v)
+            node.switch_view(
+                ledger, [Link(e, p, new.prob(e)) for e, p in new.incident(v)], new.c, new.start
+            )
+    rejected = nodes[0].counters.rejected
+    nodes[0].receive(reply, 45.0)  # now it comes
+    assert nodes[0].counters.rejected == rejected
+    assert nodes[0].pending == 0
+    # Nodes 0 and 1 share only edge {0, 1} among survivors here (2 and 3 settled): their rows
+    # on it are opposite, so their sums are their initial total, at any time.
+    states = [nodes[v].state(50.0) for v in (0, 1)]
+    assert abs(sum(float(s[1][0]) for s in states) - sum(values.values())) <= 1e-12
+    assert abs(sum(float(s[2][0]) for s in states) - sum(values.values())) <= 1e-12
