@@ -188,7 +188,7 @@ def coordinator(
         check_port_free("--dashboard-port", dashboard_host, dashboard_port)
         check_zmq_bind_free("--bind", bind)
         coord = Coordinator(config, state, plan)
-        from coordinator.broker import redact_broker_url
+        from coordinator.broker_url import redact_broker_url
 
         secured = (
             f"CurveZMQ, {len(plan.security.allowed)} node keys allowed"

@@ -366,7 +366,7 @@ async def _up(
     import signal
 
     from coordinator._groups import single_error
-    from coordinator.broker import redact_broker_url
+    from coordinator.broker_url import redact_broker_url
     from coordinator.launcher import run_up
 
     # SIGTERM gets the same orderly shutdown as Ctrl-C: cancel, stop every child, exit.

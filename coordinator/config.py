@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coordinator.broker import parse_broker_url, redact_broker_url
+from coordinator.broker_url import parse_broker_url, redact_broker_url
 from coordinator.optimization import OptTracker, prepare_task
 from coordinator.registry import Plan
 from coordinator.state import ClusterState

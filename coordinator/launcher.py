@@ -56,10 +56,9 @@ from coordinator.broker import (
     RunningBroker,
     broker_for,
     embedded_binary,
-    parse_broker_url,
     reach_external,
-    redact_broker_url,
 )
+from coordinator.broker_url import parse_broker_url, redact_broker_url
 from coordinator.forking import ForkServer, node_environment
 from coordinator.mqtt_auth import write_broker_auth
 from coordinator.node_commands import host_sizes, node_command

@@ -44,7 +44,7 @@ import zmq
 import zmq.asyncio
 
 from coordinator._groups import single_error
-from coordinator.broker import broker_credentials, parse_broker_url, redact_broker_url
+from coordinator.broker_url import broker_credentials, parse_broker_url, redact_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.convergence import Convergence
 from coordinator.evaluation import DIVERGED, ReportBook, diverged

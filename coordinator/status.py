@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from coordinator.broker import redact_broker_url
+from coordinator.broker_url import redact_broker_url
 from coordinator.config import CoordinatorConfig
 from coordinator.records import RunSummary
 from coordinator.registry import Assignment, Plan
