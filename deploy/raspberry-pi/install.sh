@@ -261,7 +261,7 @@ if [ -n "$keys" ]; then
   done
   # Load them as the service will, as its user: a bad key fails the install, not the boot.
   key_name=$(runuser -u gossip -- "$prefix/bin/python" -c \
-    'import sys, pathlib; from gossip.keys import load_identity
+    'import sys, pathlib; from gossip.files.keys import load_identity
 print(load_identity(pathlib.Path(sys.argv[1])).name)' "$key_dir")
   if [ "$role" = coordinator ]; then
     runuser -u gossip -- "$prefix/bin/python" -c \
