@@ -203,7 +203,7 @@ async def test_the_page_agrees_with_the_runs_summary(kind: str, tmp_path: Path) 
         "--json", str(tmp_path / "run.json"), "--metrics-file", str(tmp_path / "run.jsonl"),
         "--log-dir", str(tmp_path / "logs"), "--quiet",
         "--dashboard-port", str(port), "--dashboard-runs-dir", str(tmp_path / "runs"),
-        "--hold", "90",
+        "--hold", "900",  # ended by Ctrl-C once checked; long enough for a loaded machine
     ]  # fmt: skip
     log = tmp_path / "up.log"
     proc = await spawn(argv, log=log)
