@@ -394,7 +394,10 @@ class Coordinator:
         self._asked_stop = reason or "asked"
 
     def _diverged(self) -> bool:
-        history = self.state.history
+        # On the exact curve once it has points: the running estimate mixes reports of different
+        # times, and after a broker outage a fresh report mixed back to a stale common t can
+        # look like an explosion that never happened.
+        history = self.state.exact if len(self.state.exact) >= 2 else self.state.history
         if len(history) < 2:
             return False
         floor = error_floor(self.state.initial) if self.state.initial else 0.0
