@@ -7,9 +7,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
 from cli._app import app, reproduce_app
+from cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
 from cli._errors import reported_errors
 from cli._tables import figures_table
 
@@ -19,18 +18,14 @@ if TYPE_CHECKING:
 __all__ = ["optimization_figure", "optimize_cmd"]
 
 
-def _opt(help_text: str, name: str, *flags: str) -> Any:
-    return typer.Option(*flags, help=help_text, envvar=f"GOSSIP_{name}")
-
-
 @app.command("optimize")
 def optimize_cmd(
     graph: Annotated[
-        str, _opt("Topology: line:30, grid:10x10, complete:10, ...", "GRAPH", "--graph")
+        str, option("Topology: line:30, grid:10x10, complete:10, ...", "GRAPH", "--graph")
     ] = "line:30",
     problem: Annotated[
         str,
-        _opt(
+        option(
             "Each node's function: quadratic, ridge:LAMBDA, logistic:LAMBDA, module:callable.",
             "PROBLEM",
             "--problem",
@@ -38,7 +33,7 @@ def optimize_cmd(
     ] = "ridge:1",
     data: Annotated[
         str | None,
-        _opt(
+        option(
             "Data set: breast-cancer, diabetes, svmlight:PATH, csv:DIR, csv:FILE, npz:PATH, "
             "synthetic:SEED[:ROWSxDIM] (none for quadratic).",
             "DATA",
@@ -46,40 +41,40 @@ def optimize_cmd(
         ),
     ] = "breast-cancer",
     split: Annotated[
-        str, _opt("How rows go to nodes: iid:SEED or label:SEED.", "SPLIT", "--split")
+        str, option("How rows go to nodes: iid:SEED or label:SEED.", "SPLIT", "--split")
     ] = "iid:0",
     algorithms: Annotated[
         list[str] | None,
-        _opt(
+        option(
             "acd, cd or dgd; repeat for several (default acd and cd).", "ALGORITHM", "--algorithm"
         ),
     ] = None,
-    runs: Annotated[int, _opt("Independent runs per algorithm.", "RUNS", "--runs")] = 100,
+    runs: Annotated[int, option("Independent runs per algorithm.", "RUNS", "--runs")] = 100,
     t_end: Annotated[
         float | None,
-        _opt(
+        option(
             "Last time of the grid, in t (expected activations); default 20 / theta_acd.",
             "T_END",
             "--t-end",
         ),
     ] = None,
     grid_points: Annotated[
-        int, _opt("Points of the time grid on [0, t-end].", "GRID_POINTS", "--grid-points")
+        int, option("Points of the time grid on [0, t-end].", "GRID_POINTS", "--grid-points")
     ] = 100,
     eps: Annotated[
         float,
-        _opt(
+        option(
             "Target for t_eps: first grid time with median sum_v |x_v - x*|^2 <= eps.",
             "EPS",
             "--eps",
         ),
     ] = 1e-8,
     seed: Annotated[
-        int, _opt("Seed of the runs (and of the DGD step search).", "SEED", "--seed")
+        int, option("Seed of the runs (and of the DGD step search).", "SEED", "--seed")
     ] = 0,
     workers: Annotated[
         int | None,
-        _opt(
+        option(
             "Threads of the compiled sweep (default: one per CPU for large jobs), worker "
             "processes for numpy's (user-defined problems, GOSSIP_SIM_ENGINE=numpy; "
             "default 1).",
@@ -89,22 +84,16 @@ def optimize_cmd(
     ] = None,
     estimate: Annotated[
         str,
-        _opt(
+        option(
             "acd's primal estimate: grad f^*(y) (y, the better one) or of z.",
             "ESTIMATE",
             "--estimate",
         ),
     ] = "y",
-    plot: Annotated[
-        Path | None, _opt("Write the figure here (.png, .pdf, .svg).", "PLOT", "--plot")
-    ] = None,
-    csv_path: Annotated[Path | None, _opt("Write the curves here as CSV.", "CSV", "--csv")] = None,
-    json_path: Annotated[
-        Path | None, _opt("Write the JSON summary here.", "JSON", "--json")
-    ] = None,
-    progress: Annotated[
-        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
-    ] = True,
+    plot: PlotOut = None,
+    csv_path: CsvOut = None,
+    json_path: SummaryOut = None,
+    progress: ShowProgress = True,
 ) -> None:
     """Minimise sum_v f_v over a graph by gossip: dual accelerated CD (acd) against cd and dgd."""
     import numpy as np
@@ -185,21 +174,21 @@ def optimize_cmd(
 
 @reproduce_app.command("optimization-figure")
 def optimization_figure(
-    out: Annotated[Path, _opt("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")] = Path(
+    out: Annotated[Path, option("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")] = Path(
         "figures"
     ),
-    runs: Annotated[int, _opt("Runs per panel and algorithm.", "RUNS", "--runs")] = 10,
-    seed: Annotated[int, _opt("Seed of the runs.", "SEED", "--seed")] = 0,
+    runs: Annotated[int, option("Runs per panel and algorithm.", "RUNS", "--runs")] = 10,
+    seed: Annotated[int, option("Seed of the runs.", "SEED", "--seed")] = 0,
     workers: Annotated[
-        int, _opt("Worker processes, one panel each (default 2).", "WORKERS", "--workers")
+        int, option("Worker processes, one panel each (default 2).", "WORKERS", "--workers")
     ] = 2,
     t_scale: Annotated[
         float,
-        _opt("Multiply every panel's horizon by this (1: as documented).", "T_SCALE", "--t-scale"),
+        option(
+            "Multiply every panel's horizon by this (1: as documented).", "T_SCALE", "--t-scale"
+        ),
     ] = 1.0,
-    progress: Annotated[
-        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
-    ] = True,
+    progress: ShowProgress = True,
 ) -> None:
     """Decentralized optimization: breast-cancer ridge and logistic on line:30 and grid:10x10,
     and the DADAO synthetic setting on six 10-node graphs; acd against cd and dgd."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli._app import app, reproduce_app
+from cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
 from cli._errors import plain_console, reported_errors
 from cli._tables import figures_table
 
@@ -30,10 +31,6 @@ PAPER_GRAPHS: tuple[tuple[str, str, float], ...] = (
 curves."""
 
 
-def _opt(help_text: str, name: str, *flags: str) -> Any:
-    return typer.Option(*flags, help=help_text, envvar=f"GOSSIP_{name}")
-
-
 _WORKERS_HELP = (
     "Threads of the compiled kernel, worker processes of the numpy engine (default: one per "
     "CPU for large jobs)."
@@ -44,7 +41,7 @@ _WORKERS_HELP = (
 def simulate_cmd(
     graph: Annotated[
         str,
-        _opt(
+        option(
             "Topology spec: line:30, grid:15x15, complete:10, er:N:p:seed, file:PATH ...",
             "GRAPH",
             "--graph",
@@ -52,17 +49,17 @@ def simulate_cmd(
     ] = "line:30",
     algorithms: Annotated[
         list[str] | None,
-        _opt(
+        option(
             "Algorithm to run: rg or arg; repeat for both (default both).",
             "ALGORITHM",
             "--algorithm",
             "-a",
         ),
     ] = None,
-    runs: Annotated[int, _opt("Independent runs per algorithm.", "RUNS", "--runs")] = 1000,
+    runs: Annotated[int, option("Independent runs per algorithm.", "RUNS", "--runs")] = 1000,
     t_end: Annotated[
         float | None,
-        _opt(
+        option(
             "Last time of the grid, in t (expected activations); default 20 / theta_ARG.",
             "T_END",
             "--t-end",
@@ -70,49 +67,44 @@ def simulate_cmd(
     ] = None,
     grid_points: Annotated[
         int,
-        _opt(
+        option(
             "Points of the time grid, evenly spaced on [0, t-end].", "GRID_POINTS", "--grid-points"
         ),
     ] = 200,
     eps: Annotated[
         float,
-        _opt("Target error for t_eps (first grid time with median error <= eps).", "EPS", "--eps"),
+        option(
+            "Target error for t_eps (first grid time with median error <= eps).", "EPS", "--eps"
+        ),
     ] = 1e-6,
     values: Annotated[
         str,
-        _opt(
+        option(
             "Initial values: onehot, onehot:K, gaussian:SEED, uniform:SEED, file:PATH.",
             "VALUES",
             "--values",
         ),
     ] = "onehot",
-    dim: Annotated[int, _opt("Components of each node's value.", "DIM", "--dim")] = 1,
+    dim: Annotated[int, option("Components of each node's value.", "DIM", "--dim")] = 1,
     seed: Annotated[
-        int, _opt("Seed; run r uses SeedSequence(seed) child r.", "SEED", "--seed")
+        int, option("Seed; run r uses SeedSequence(seed) child r.", "SEED", "--seed")
     ] = 0,
     workers: Annotated[
         int | None,
-        _opt(_WORKERS_HELP, "WORKERS", "--workers"),
+        option(_WORKERS_HELP, "WORKERS", "--workers"),
     ] = None,
     weighted: Annotated[
         bool,
-        _opt(
+        option(
             "Edge probabilities proportional to edge weights (file:...).",
             "WEIGHTED",
             "--weighted/--uniform",
         ),
     ] = False,
-    plot: Annotated[
-        Path | None,
-        _opt("Write the paper-style figure here (.png, .pdf or .svg).", "PLOT", "--plot"),
-    ] = None,
-    csv_path: Annotated[Path | None, _opt("Write the curves here as CSV.", "CSV", "--csv")] = None,
-    json_path: Annotated[
-        Path | None, _opt("Write the JSON summary here.", "JSON", "--json")
-    ] = None,
-    progress: Annotated[
-        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
-    ] = True,
+    plot: PlotOut = None,
+    csv_path: CsvOut = None,
+    json_path: SummaryOut = None,
+    progress: ShowProgress = True,
 ) -> None:
     """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
     from gossip.errors import ConfigError
@@ -154,21 +146,19 @@ def simulate_cmd(
 @reproduce_app.command("gossip-figure")
 def gossip_figure(
     out: Annotated[
-        Path, _opt("Directory for the figure, the CSVs and the JSON summaries.", "OUT", "--out")
+        Path, option("Directory for the figure, the CSVs and the JSON summaries.", "OUT", "--out")
     ] = Path("figures"),
-    runs: Annotated[int, _opt("Runs per graph and algorithm.", "RUNS", "--runs")] = 1000,
+    runs: Annotated[int, option("Runs per graph and algorithm.", "RUNS", "--runs")] = 1000,
     grid_points: Annotated[
-        int, _opt("Points of the time grid per graph.", "GRID_POINTS", "--grid-points")
+        int, option("Points of the time grid per graph.", "GRID_POINTS", "--grid-points")
     ] = 200,
-    eps: Annotated[float, _opt("Target error for t_eps.", "EPS", "--eps")] = 1e-6,
-    seed: Annotated[int, _opt("Seed of the runs.", "SEED", "--seed")] = 0,
+    eps: Annotated[float, option("Target error for t_eps.", "EPS", "--eps")] = 1e-6,
+    seed: Annotated[int, option("Seed of the runs.", "SEED", "--seed")] = 0,
     workers: Annotated[
         int | None,
-        _opt(_WORKERS_HELP, "WORKERS", "--workers"),
+        option(_WORKERS_HELP, "WORKERS", "--workers"),
     ] = None,
-    progress: Annotated[
-        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
-    ] = True,
+    progress: ShowProgress = True,
 ) -> None:
     """Reproduce the paper's gossip figure: line 30, grid 15x15, complete 10; RG vs ARG."""
     from gossip.errors import ConfigError

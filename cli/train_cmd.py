@@ -7,9 +7,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
 from cli._app import app, reproduce_app
+from cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
 from cli._errors import reported_errors
 
 if TYPE_CHECKING:
@@ -24,22 +23,18 @@ _FIGURE_SPLITS = ("iid:0", "dirichlet:0.1:0")
 _FIGURE_ALGORITHMS = ("a2cid2", "adpsgd", "local", "allreduce")
 
 
-def _opt(help_text: str, name: str, *flags: str) -> Any:
-    return typer.Option(*flags, help=help_text, envvar=f"GOSSIP_{name}")
-
-
 @app.command("train")
 def train_cmd(
     graph: Annotated[
-        str, _opt("Topology: cycle:16, grid:4x4, complete:16, ...", "GRAPH", "--graph")
+        str, option("Topology: cycle:16, grid:4x4, complete:16, ...", "GRAPH", "--graph")
     ] = "cycle:16",
     model: Annotated[
         str,
-        _opt("Model: softmax, mlp:H, mlp:H1:H2 or module:callable.", "MODEL", "--model"),
+        option("Model: softmax, mlp:H, mlp:H1:H2 or module:callable.", "MODEL", "--model"),
     ] = "mlp:64",
     data: Annotated[
         str,
-        _opt(
+        option(
             "Classification data: digits, wine, iris, breast-cancer, npz:PATH, svmlight:PATH, "
             "csv:FILE.",
             "DATA",
@@ -48,7 +43,7 @@ def train_cmd(
     ] = "digits",
     split: Annotated[
         str,
-        _opt(
+        option(
             "How training rows go to nodes: iid:SEED, dirichlet:ALPHA:SEED, shards:K:SEED, "
             "label:SEED.",
             "SPLIT",
@@ -57,7 +52,7 @@ def train_cmd(
     ] = "iid:0",
     algorithms: Annotated[
         list[str] | None,
-        _opt(
+        option(
             "a2cid2, adpsgd, local or allreduce; repeat for several (default a2cid2 and adpsgd).",
             "ALGORITHM",
             "--algorithm",
@@ -65,32 +60,32 @@ def train_cmd(
     ] = None,
     rate_com: Annotated[
         float,
-        _opt(
+        option(
             "Communications per node per gradient step (per unit of t).", "RATE_COM", "--rate-com"
         ),
     ] = 1.0,
     t_end: Annotated[
-        float, _opt("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
+        float, option("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
     ] = 200.0,
     grid_points: Annotated[
-        int, _opt("Points of the metrics' grid on [0, t-end].", "GRID_POINTS", "--grid-points")
+        int, option("Points of the metrics' grid on [0, t-end].", "GRID_POINTS", "--grid-points")
     ] = 41,
-    runs: Annotated[int, _opt("Independent runs per algorithm.", "RUNS", "--runs")] = 3,
-    lr: Annotated[float, _opt("Learning rate of the local SGD step.", "LR", "--lr")] = 0.1,
+    runs: Annotated[int, option("Independent runs per algorithm.", "RUNS", "--runs")] = 3,
+    lr: Annotated[float, option("Learning rate of the local SGD step.", "LR", "--lr")] = 0.1,
     momentum: Annotated[
         float,
-        _opt("Heavy-ball momentum of the local step (0: plain SGD).", "MOMENTUM", "--momentum"),
+        option("Heavy-ball momentum of the local step (0: plain SGD).", "MOMENTUM", "--momentum"),
     ] = 0.9,
-    batch_size: Annotated[int, _opt("Rows per mini-batch.", "BATCH_SIZE", "--batch-size")] = 16,
+    batch_size: Annotated[int, option("Rows per mini-batch.", "BATCH_SIZE", "--batch-size")] = 16,
     dtype: Annotated[
-        str, _opt("Parameters' type: float32 or float64.", "DTYPE", "--dtype")
+        str, option("Parameters' type: float32 or float64.", "DTYPE", "--dtype")
     ] = "float64",
     test_fraction: Annotated[
-        float, _opt("Rows held out for the test set.", "TEST_FRACTION", "--test-fraction")
+        float, option("Rows held out for the test set.", "TEST_FRACTION", "--test-fraction")
     ] = 0.2,
     init: Annotated[
         str,
-        _opt(
+        option(
             "Initial models: common (one for all nodes) or per-node (measures consensus).",
             "INIT",
             "--init",
@@ -98,19 +93,13 @@ def train_cmd(
     ] = "common",
     target: Annotated[
         float,
-        _opt("Test accuracy for the 't to target' figure.", "TARGET", "--target-accuracy"),
+        option("Test accuracy for the 't to target' figure.", "TARGET", "--target-accuracy"),
     ] = 0.9,
-    seed: Annotated[int, _opt("Seed of the runs and the test rows.", "SEED", "--seed")] = 0,
-    plot: Annotated[
-        Path | None, _opt("Write the figure here (.png, .pdf, .svg).", "PLOT", "--plot")
-    ] = None,
-    csv_path: Annotated[Path | None, _opt("Write the curves here as CSV.", "CSV", "--csv")] = None,
-    json_path: Annotated[
-        Path | None, _opt("Write the JSON summary here.", "JSON", "--json")
-    ] = None,
-    progress: Annotated[
-        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
-    ] = True,
+    seed: Annotated[int, option("Seed of the runs and the test rows.", "SEED", "--seed")] = 0,
+    plot: PlotOut = None,
+    csv_path: CsvOut = None,
+    json_path: SummaryOut = None,
+    progress: ShowProgress = True,
 ) -> None:
     """Train a model over a graph, simulated exactly: A²CiD² against AD-PSGD, local, all-reduce."""
     import numpy as np
@@ -179,22 +168,22 @@ def train_cmd(
 
 @reproduce_app.command("training-figure")
 def training_figure(
-    out: Annotated[Path, _opt("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")] = Path(
+    out: Annotated[Path, option("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")] = Path(
         "figures"
     ),
-    runs: Annotated[int, _opt("Runs per panel and algorithm.", "RUNS", "--runs")] = 2,
+    runs: Annotated[int, option("Runs per panel and algorithm.", "RUNS", "--runs")] = 2,
     t_end: Annotated[
-        float, _opt("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
+        float, option("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
     ] = 100.0,
     grid_points: Annotated[
-        int, _opt("Points of the metrics' grid.", "GRID_POINTS", "--grid-points")
+        int, option("Points of the metrics' grid.", "GRID_POINTS", "--grid-points")
     ] = 21,
-    lr: Annotated[float, _opt("Learning rate of the local step.", "LR", "--lr")] = 0.1,
-    momentum: Annotated[float, _opt("Momentum of the local step.", "MOMENTUM", "--momentum")] = 0.9,
-    seed: Annotated[int, _opt("Seed of the runs.", "SEED", "--seed")] = 0,
-    progress: Annotated[
-        bool, _opt("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
-    ] = True,
+    lr: Annotated[float, option("Learning rate of the local step.", "LR", "--lr")] = 0.1,
+    momentum: Annotated[
+        float, option("Momentum of the local step.", "MOMENTUM", "--momentum")
+    ] = 0.9,
+    seed: Annotated[int, option("Seed of the runs.", "SEED", "--seed")] = 0,
+    progress: ShowProgress = True,
 ) -> None:
     """Digits + MLP on cycle:16, grid:4x4 and complete:16, iid and Dirichlet(0.1) shards:
     accuracy and consensus distance of a2cid2, adpsgd, local and allreduce against t."""
