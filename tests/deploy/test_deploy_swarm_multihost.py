@@ -219,13 +219,6 @@ def test_replicas_spread_over_three_hosts_and_the_run_reaches_eps(
     hosts.manager.docker("stack", "rm", stack, check=False)
 
 
-@pytest.mark.skipif(
-    os.environ.get("GOSSIP_KNOWN_DEFECTS") != "1",
-    reason="after two nodes of a cut host were declared dead in the same tick, the survivors "
-    "ended on a mean 10% off in 1 run of 3; the cause (a reply answered after two views, dropped "
-    "at one end) is fixed and pinned by a replay test, and this case runs with "
-    "GOSSIP_KNOWN_DEFECTS=1 until a three-host run confirms it",
-)
 def test_a_lost_worker_host_s_nodes_are_declared_dead_and_the_survivors_end_exact(
     hosts: SwarmHosts, tmp_path: Path
 ) -> None:
