@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,33 +70,40 @@ def hosts() -> Iterator[SwarmHosts]:
 
 
 def load_image(swarm: SwarmHosts) -> None:
-    """Build the image on the manager (scripts/docker-image) and load it into the workers.
+    """Build the image once and load it into the three hosts (no registry).
 
-    The bootstrapped base (a debootstrap of a few minutes) is taken from the machine's own
-    engine when it has one (the other deployment tests build it there), else from the copy the
-    last run saved in .docker-cache/, else bootstrapped and saved there.
+    With the machine's own engine running, the image is built there, where the other
+    deployment tests have already built its layers (a cache hit: seconds, where a build on a
+    fresh daemon takes minutes), saved once, and loaded into the three hosts side by side.
+    Without it, the image is built on the manager, its base taken from the copy the last run
+    saved in .docker-cache/ (or bootstrapped and saved there), and loaded into the workers.
     """
     manager = swarm.manager
+    own_engine = subprocess.run(["docker", "info"], capture_output=True, timeout=60)
+    if own_engine.returncode == 0:
+        build_image(os.environ)
+        archive = swarm.root / "image.tar"
+        # The base too: the broker's service runs it (GOSSIP_MOSQUITTO_IMAGE).
+        subprocess.run(
+            ["docker", "save", "-o", str(archive), IMAGE, BASE_IMAGE], check=True, timeout=600
+        )
+        loads = [
+            subprocess.Popen(
+                ["docker", "-H", host.socket, "load", "-q", "-i", str(archive)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for host in swarm.hosts
+        ]
+        for host, load in zip(swarm.hosts, loads, strict=True):
+            _, err = load.communicate(timeout=600)
+            assert load.returncode == 0, f"{host.name}: docker load failed: {err!r}"
+        archive.unlink()
+        return
     cached = ROOT / ".docker-cache" / "gossip-base-bookworm.tar"
-    have_base = subprocess.run(
-        ["docker", "image", "inspect", BASE_IMAGE], capture_output=True, timeout=60
-    )
-    if have_base.returncode == 0:
-        save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
-        manager.docker("load", stdin=save.stdout.fileno() if save.stdout else None, timeout=600)
-        save.wait(timeout=60)
-    elif cached.exists():
+    if cached.exists():
         manager.docker("load", "-i", str(cached), timeout=600)
-    build = subprocess.run(
-        ["bash", "scripts/docker-image", "--base", BASE_IMAGE, "--tag", IMAGE],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "DOCKER_HOST": manager.socket},
-    )
-    if build.returncode != 0:
-        raise AssertionError(f"scripts/docker-image failed: {build.stdout[-2000:]}{build.stderr}")
+    build_image({**os.environ, "DOCKER_HOST": manager.socket})
     if not cached.exists():
         cached.parent.mkdir(exist_ok=True)
         manager.docker("save", "-o", str(cached), BASE_IMAGE, timeout=600)
@@ -106,6 +113,20 @@ def load_image(swarm: SwarmHosts) -> None:
         )
         worker.docker("load", stdin=save.stdout.fileno() if save.stdout else None, timeout=600)
         assert save.wait(timeout=60) == 0
+
+
+def build_image(env: Mapping[str, str]) -> None:
+    """``scripts/docker-image`` on the engine ``env`` names (``DOCKER_HOST``), or fail loudly."""
+    build = subprocess.run(
+        ["bash", "scripts/docker-image", "--base", BASE_IMAGE, "--tag", IMAGE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(env),
+    )
+    if build.returncode != 0:
+        raise AssertionError(f"scripts/docker-image failed: {build.stdout[-2000:]}{build.stderr}")
 
 
 def deploy(swarm: SwarmHosts, stack: str, pool: Path, port: int, **settings: str) -> str:
