@@ -51,7 +51,7 @@ from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.trace import Trace, trace_step
 from gossip.exchange.vocabulary import Counters, Link, TimeBase
 from gossip.model.ledger import Ledger
-from gossip.wire.schema import Bootstrap
+from gossip.wire.schema import Bootstrap, Frame
 from node.clock import PoissonClock
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
@@ -306,7 +306,7 @@ class Node:
             incoming = await transport.recv()
             on_frame(incoming.data, incoming.route, incoming.sender)
 
-    def _on_frame(self, data: bytes, route: bytes | None, sender: int | None = None) -> None:
+    def _on_frame(self, data: Frame, route: bytes | None, sender: int | None = None) -> None:
         """Handle one frame: hand it to the exchanger, send back its answer and what follows.
 
         ``sender`` is the node id authenticated on the frame's connection (CurveZMQ), if any.
