@@ -108,6 +108,10 @@ Buffer: TypeAlias = "bytes | memoryview"
 Frame: TypeAlias = "bytes | tuple[Buffer, ...]"
 """A frame: msgpack bytes, or a map followed by raw float64 parts (:func:`encode`)."""
 
+# What a training bootstrap may name (gossip.train.recipe.LIVE_ALGORITHMS; the wire does not
+# import the trainer).
+_TRAINING = ("a2cid2", "adpsgd", "local")
+
 # The fields that may go as raw parts, by message type.
 _RAW_FIELDS: dict[str, tuple[str, ...]] = {"request": ("u", "z"), "reply": ("dx", "dz")}
 _RAW_NAMES = ("u", "z")  # at most two raw parts in one frame
@@ -285,6 +289,12 @@ class Bootstrap:
     Optimization runs (``problem`` not empty) also carry the problem spec, the data spec and the
     split (never data: each node loads its own shard), and ``n``, the node count the split cuts
     the data into; ``eta``, ``c`` and the neighbours' steps are then the dual parameters.
+
+    Training runs (``train`` not empty: the model spec, :mod:`gossip.train.recipe`) carry the
+    data, split and ``n`` too, the communications per node per unit of t ``rate_com``, the
+    local optimizer (``lr``, ``momentum``, ``batch_size``) and the ``seed`` of the node's
+    streams; ``initial_value`` is the node's initial model and ``eta``, ``c`` the exchange's
+    constants. ``t`` then counts gradient steps per node, and ``rate`` is steps per second.
     """
 
     TYPE: ClassVar[str] = "bootstrap"
@@ -305,6 +315,12 @@ class Bootstrap:
     data: str = ""
     split: str = ""
     n: int = 0
+    train: str = ""
+    rate_com: float = 0.0
+    lr: float = 0.0
+    momentum: float = 0.0
+    batch_size: int = 0
+    seed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,16 +585,23 @@ def _checked(kind: str, body: dict[str, Any]) -> Message:
             f"{values['dim']}"
         )
     if kind == Bootstrap.TYPE:
-        _check_bootstrap_algorithm(values["algorithm"], values["problem"])
+        _check_bootstrap_algorithm(values["algorithm"], values["problem"], values["train"])
     message: Message = cls(**values)
     return message
 
 
-def _check_bootstrap_algorithm(algorithm: str, problem: str) -> None:
+def _check_bootstrap_algorithm(algorithm: str, problem: str, train: str = "") -> None:
     """A node runs only what the one rule allows
-    (:func:`gossip.model.algorithms.check_algorithm`)."""
+    (:func:`gossip.model.algorithms.check_algorithm`), or trains with a live algorithm."""
     if not algorithm:  # an empty name would mean "the default": a bootstrap names its algorithm
         raise ProtocolError("field 'algorithm' is empty; a bootstrap names its algorithm")
+    if train:
+        if problem or algorithm not in _TRAINING:
+            raise ProtocolError(
+                f"field 'algorithm' {algorithm!r} cannot train (with problem {problem!r}); "
+                f"valid: {', '.join(_TRAINING)} and no problem"
+            )
+        return
     try:
         check_algorithm(algorithm, problem=bool(problem), live=True)
     except ConfigError as exc:
