@@ -38,6 +38,7 @@ __all__ = [
     "Train",
     "TrainSeed",
     "Until",
+    "UntilAccuracy",
     "check_hold",
     "env",
     "recipe",
@@ -121,7 +122,21 @@ Algorithm = Annotated[
 Rate = Annotated[
     float, typer.Option(envvar=env("rate"), help="Network-wide activations per second.")
 ]
-Until = Annotated[float, typer.Option(envvar=env("until"), help="Target error eps.")]
+Until = Annotated[
+    float,
+    typer.Option(
+        envvar=env("until"),
+        help="Target error eps (with --train: on the consensus sum_v 1/2 |x_v - xbar|^2).",
+    ),
+]
+UntilAccuracy = Annotated[
+    float | None,
+    typer.Option(
+        envvar=env("until_accuracy"),
+        help="With --train: stop once the average model's test accuracy reaches this "
+        "(e.g. 0.9), measured exactly at the report grid; eps then does not stop the run.",
+    ),
+]
 Cluster = Annotated[
     str,
     typer.Option(envvar=env("cluster"), help="Cluster name: MQTT topics gossip/<cluster>/."),

@@ -40,6 +40,7 @@ from cli._cluster_options import (
     Train,
     TrainSeed,
     Until,
+    UntilAccuracy,
     check_hold,
     env,
     recipe,
@@ -155,6 +156,7 @@ def coordinator(
     batch_size: BatchSize = 16,
     init: Init = "common",
     train_seed: TrainSeed = 0,
+    until_accuracy: UntilAccuracy = None,
 ) -> None:
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
@@ -197,6 +199,7 @@ def coordinator(
         training=recipe(
             train, algorithm, data, split, rate_com, lr, momentum, batch_size, init, train_seed
         ),
+        until_accuracy=until_accuracy,
     )
     with reported_errors():
         if keys is None:

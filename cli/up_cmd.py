@@ -36,6 +36,7 @@ from cli._cluster_options import (
     Train,
     TrainSeed,
     Until,
+    UntilAccuracy,
     check_hold,
     env,
     recipe,
@@ -183,6 +184,7 @@ def up(
     batch_size: BatchSize = 16,
     init: Init = "common",
     train_seed: TrainSeed = 0,
+    until_accuracy: UntilAccuracy = None,
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node
     (or per --nodes-per-process nodes)."""
@@ -223,6 +225,7 @@ def up(
             training=recipe(
                 train, algorithm, data, split, rate_com, lr, momentum, batch_size, init, train_seed
             ),
+            until_accuracy=until_accuracy,
         )
         config = UpConfig(
             coordinator=coord,

@@ -14,6 +14,7 @@ from coordinator.broker_url import parse_broker_url, redact_broker_url
 from coordinator.optimization import OptTracker, prepare_task
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
+from coordinator.train_measure import TrainTracker, report_period
 from gossip.errors import ConfigError
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
@@ -105,6 +106,9 @@ class CoordinatorConfig:
     problem, data, split : str
         An optimization run (``problem`` not empty, e.g. ``logistic:0.01``): the problem, the
         data source and how it is split among the nodes (:mod:`coordinator.optimization`).
+    until_accuracy : float or None
+        With ``training``: stop once the average model's test accuracy, measured exactly at
+        the report grid (:mod:`coordinator.train_measure`), reaches it.
     training : Recipe or None
         A training run (``gossip up --train``, :mod:`gossip.train.recipe`): the nodes train a
         model, each on its own shard; ``t`` counts gradient steps per node and ``rate`` is
@@ -144,6 +148,7 @@ class CoordinatorConfig:
     data: str = ""
     split: str = ""
     training: Recipe | None = None
+    until_accuracy: float | None = None
 
 
 def _positive(name: str, value: float) -> None:
@@ -205,6 +210,16 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     values = None
     dim = config.dim
     task = None
+    training = None
+    if config.until_accuracy is not None:
+        if config.training is None:
+            raise ConfigError(
+                f"--until-accuracy {config.until_accuracy:g} needs --train, e.g. --train mlp:64"
+            )
+        if not 0.0 < config.until_accuracy <= 1.0:
+            raise ConfigError(
+                f"--until-accuracy must be in (0, 1], got {config.until_accuracy!r} (0.9: 90%)"
+            )
     if config.problem:
         task = prepare_task(config.problem, config.data, config.split, topology, quantities)
         # The dual pair mixes and jumps like ARG's pair, with the dual parameters; both start
@@ -220,6 +235,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         params = GossipParams(Algorithm.ARG, eta=eta, c=c, theta=0.0)
         values = recipe.initial(problem)
         dim = int(values.shape[1])
+        training = TrainTracker(recipe, problem, config.until_accuracy)
     elif config.data or config.split:
         raise ConfigError(
             f"--data {config.data!r} / --split {config.split!r} need --problem, e.g. "
@@ -239,8 +255,8 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     # couple of seconds at most keeps the broker's and the coordinator's load bounded.
     metrics_period = (
         config.metrics_period
-        if config.training is None
-        else max(config.metrics_period, TRAINING_REPORT_PERIOD)
+        if training is None
+        else report_period(topology.n, dim, max(config.metrics_period, TRAINING_REPORT_PERIOD))
     )
     plan = Plan(
         topology=topology,
@@ -272,6 +288,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         params=params,
         alive_timeout=max(3.0, 10 * metrics_period),
         optimization=None if task is None else OptTracker(task),
+        training=training,
     )
     state.broker.url = redact_broker_url(config.broker)
     return state, plan
