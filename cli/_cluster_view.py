@@ -360,7 +360,7 @@ def print_summary(
             (
                 "rate-com / lr / momentum",
                 f"{train['rate_com']:g} / {train['lr']:g} / {train['momentum']:g}",
-            ),  # fmt: skip
+            ),
             ("test accuracy of the average model" + at, num(train["accuracy"], ".4f")),
             ("mean accuracy of the nodes' own models", num(train["node_accuracy"], ".4f")),
             ("training loss of the average model", num(train["loss"], ".4g")),
@@ -373,7 +373,3 @@ def print_summary(
     for key, value in rows:
         table.add_row(key, value)
     plain_console().print(table)
-
-
-def _rates(train: dict[str, Any]) -> str:
-    return f"{train['rate_com']:g} / {train['lr']:g} / {train['momentum']:g}"
