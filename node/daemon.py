@@ -82,6 +82,8 @@ _REDIAL_AFTER = 2 * _RECOVER_EVERY
 # partition thousands of samples (gossip.exchange.recent; the costliest part of a report), and move
 # slowly.
 _RTT_EVERY = 1.0
+# Seconds between two looks at a gradient step that waits for our exchange to settle.
+_STEP_WAIT = 0.002
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
 
 
@@ -416,7 +418,8 @@ class Node:
         """Run the node's gradient clock until cancelled; raise what a step raised.
 
         A step at t reads x(t) from the ledger and moves x and z by the same ``-lr
-        direction`` (:meth:`~gossip.model.parameters.ParameterLedger.add_local`). As with the
+        direction`` (:meth:`~gossip.model.parameters.ParameterLedger.add_local`); the trace
+        reads its grid times before t first, as before a jump. As with the
         exchange ticks, a late step is taken late, never dropped: the node's stream of
         mini-batches stays the simulator's.
         """
@@ -439,10 +442,26 @@ class Node:
             timer = loop.call_later(max(delay, 0.0), fire, t)
 
         def fire(t: float) -> None:
+            nonlocal timer
             try:
-                if self.exchanger.open:
-                    x, _ = ledger.state_values(t)
-                    ledger.add_local(learner.step(x))
+                ex = self.exchanger
+                if ex.open and ex.pending:
+                    # A jump of ours is on its way, and may fall before t: the step waits for
+                    # it (a round trip at most), so that it sees x(t) with every jump before
+                    # t, and the trace's grid times stay exact.
+                    timer = loop.call_later(_STEP_WAIT, fire, t)
+                    return
+                if ex.open:
+                    # A step fired late, after a jump at a later time, is taken at that jump's
+                    # time: the node's history stays in time order, as for a late exchange.
+                    at = max(t, ex.last_jump_time)
+                    moves = learner.sgd.lr > 0  # lr 0: the batch is drawn, nothing moves
+                    if moves and ex.trace is not None:  # grid times before the step: final
+                        ex.trace.before_jump(ledger, at)
+                    x, _ = ledger.state_values(at)
+                    step = learner.step(x)
+                    if moves:
+                        ledger.add_local(step)
                     self.gradient_steps += 1
                 arm(next(times))
             except Exception as exc:  # a loop callback's error would only be logged
