@@ -355,6 +355,10 @@ def print_summary(
                 f"{summary.reached} (--until-accuracy {train['until_accuracy']:g})",
             )
             rows[1] = ("t to accuracy (exact curve)", to_eps(summary.t_eps, ".1f", summary.reached))
+        if train["lr"] > 0:
+            # The steps move the sum of the models: these two measure gossip, not training.
+            rows[6] = ("final sum 1/2 |x_v - mean of the initial models|^2", rows[6][1])
+            rows[7] = ("sum of the models' drift (relative; the steps move it)", rows[7][1])
         rows += [
             ("model / data / split", f"{train['model']} / {train['data']} / {train['split']}"),
             (
