@@ -7,12 +7,13 @@ Every option can also be set by an environment variable ``GOSSIP_<NAME>`` (``--r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 __all__ = [
     "Algorithm",
+    "BatchSize",
     "BrokerDeadline",
     "Cluster",
     "DashHost",
@@ -23,16 +24,24 @@ __all__ = [
     "DeadAfter",
     "Dim",
     "Graph",
+    "Init",
     "JsonOut",
+    "Lr",
     "MetricsFile",
     "MetricsPeriod",
+    "Momentum",
     "Problem",
     "Rate",
+    "RateCom",
     "Split",
     "Timeout",
+    "Train",
+    "TrainSeed",
     "Until",
+    "UntilAccuracy",
     "check_hold",
     "env",
+    "recipe",
 ]
 
 
@@ -53,6 +62,44 @@ def check_hold(text: str, seconds: float, dashboard_port: int | None) -> None:
         )
 
 
+def recipe(
+    train: str,
+    algorithm: str,
+    data: str,
+    split: str,
+    rate_com: float,
+    lr: float,
+    momentum: float,
+    batch_size: int,
+    init: str,
+    seed: int,
+) -> Any:
+    """Return the :class:`~gossip.train.recipe.Recipe` of ``--train`` options, or ``None``
+    without ``--train``.
+
+    Raises
+    ------
+    ConfigError
+        A training option is not valid (named, with the valid values).
+    """
+    if not train:
+        return None
+    from gossip.train.recipe import Recipe
+
+    return Recipe(
+        train,
+        data or "digits",
+        split or "iid:0",
+        (algorithm or "a2cid2").strip().lower(),
+        rate_com,
+        lr,
+        momentum,
+        batch_size,
+        seed,
+        init,
+    )
+
+
 def env(name: str) -> str:
     """The environment variable of option ``name``: ``GOSSIP_<NAME>``."""
     return "GOSSIP_" + name.upper().replace("-", "_")
@@ -67,14 +114,29 @@ Algorithm = Annotated[
     str,
     typer.Option(
         envvar=env("algorithm"),
-        help="arg or rg (default arg); with --problem: acd (the default).",
+        help="arg or rg (default arg); with --problem: acd (the default); with --train: "
+        "a2cid2 (the default), adpsgd or local.",
         show_default=False,
     ),
 ]
 Rate = Annotated[
     float, typer.Option(envvar=env("rate"), help="Network-wide activations per second.")
 ]
-Until = Annotated[float, typer.Option(envvar=env("until"), help="Target error eps.")]
+Until = Annotated[
+    float,
+    typer.Option(
+        envvar=env("until"),
+        help="Target error eps (with --train: on the consensus sum_v 1/2 |x_v - xbar|^2).",
+    ),
+]
+UntilAccuracy = Annotated[
+    float | None,
+    typer.Option(
+        envvar=env("until_accuracy"),
+        help="With --train: stop once the average model's test accuracy reaches this "
+        "(e.g. 0.9), measured exactly at the report grid; eps then does not stop the run.",
+    ),
+]
 Cluster = Annotated[
     str,
     typer.Option(envvar=env("cluster"), help="Cluster name: MQTT topics gossip/<cluster>/."),
@@ -123,15 +185,59 @@ Data = Annotated[
     typer.Option(
         envvar=env("data"),
         help="With --problem: breast-cancer (default), diabetes, svmlight:PATH, csv:DIR, "
-        "npz:PATH or synthetic:SEED. Each node loads its own shard; the coordinator loads it "
-        "only to compute x* for the check.",
+        "npz:PATH or synthetic:SEED. With --train: digits (default), wine, iris, "
+        "breast-cancer, npz:PATH, svmlight:PATH, csv:FILE. Each node loads its own shard; the "
+        "coordinator loads it only to compute x* or the test accuracy.",
     ),
 ]
 Split = Annotated[
     str,
     typer.Option(
         envvar=env("split"),
-        help="With --problem: how the data is cut, iid:SEED (default iid:0) or label:SEED.",
+        help="With --problem: how the data is cut, iid:SEED (default iid:0) or label:SEED. "
+        "With --train: also dirichlet:ALPHA:SEED or shards:K:SEED.",
+    ),
+]
+Train = Annotated[
+    str,
+    typer.Option(
+        envvar=env("train"),
+        help="Train a model instead of averaging: softmax, mlp:H, mlp:H1:H2 or module:callable "
+        "(--data: digits by default; --algorithm a2cid2, adpsgd or local; t counts gradient "
+        "steps per node and --rate is steps per node per second).",
+    ),
+]
+RateCom = Annotated[
+    float,
+    typer.Option(
+        envvar=env("rate_com"),
+        help="With --train: communications per node per gradient step (per unit of t).",
+    ),
+]
+Lr = Annotated[
+    float, typer.Option(envvar=env("lr"), help="With --train: learning rate of the local step.")
+]
+Momentum = Annotated[
+    float,
+    typer.Option(envvar=env("momentum"), help="With --train: heavy-ball momentum (0: plain SGD)."),
+]
+BatchSize = Annotated[
+    int, typer.Option(envvar=env("batch_size"), help="With --train: rows per mini-batch.")
+]
+Init = Annotated[
+    str,
+    typer.Option(
+        envvar=env("init"),
+        help="With --train: common (one initial model for all nodes) or per-node (each its "
+        "own: measures consensus, e.g. with --lr 0).",
+    ),
+]
+TrainSeed = Annotated[
+    int,
+    typer.Option(
+        envvar=env("train_seed"),
+        help="With --train: seed of the initial models, the test rows and each node's "
+        "mini-batch and gradient clock streams (those of gossip train's run 0).",
     ),
 ]
 DeadAfter = Annotated[

@@ -345,6 +345,31 @@ def print_summary(
         ]
         if opt["no_check_reason"]:
             rows.append(("no distance to x*", opt["no_check_reason"]))
+    if state.training is not None:
+        train = state.training.summary()
+        where = "final reports" if train["final_exact"] else "latest exact point"
+        at = "" if train["t"] is None else f" (t = {train['t']:.1f}, {where})"
+        if train["until_accuracy"] is not None:
+            rows[0] = (
+                "reached accuracy",
+                f"{summary.reached} (--until-accuracy {train['until_accuracy']:g})",
+            )
+            rows[1] = ("t to accuracy (exact curve)", to_eps(summary.t_eps, ".1f", summary.reached))
+        if train["lr"] > 0:
+            # The steps move the sum of the models: these two measure gossip, not training.
+            rows[6] = ("final sum 1/2 |x_v - mean of the initial models|^2", rows[6][1])
+            rows[7] = ("sum of the models' drift (relative; the steps move it)", rows[7][1])
+        rows += [
+            ("model / data / split", f"{train['model']} / {train['data']} / {train['split']}"),
+            (
+                "rate-com / lr / momentum",
+                f"{train['rate_com']:g} / {train['lr']:g} / {train['momentum']:g}",
+            ),
+            ("test accuracy of the average model" + at, num(train["accuracy"], ".4f")),
+            ("mean accuracy of the nodes' own models", num(train["node_accuracy"], ".4f")),
+            ("training loss of the average model", num(train["loss"], ".4g")),
+            ("consensus distance (1/n) sum |x_v - xbar|^2", num(train["consensus"], ".3e")),
+        ]
     if sup is not None:
         rows.append(("restarts", _restarts(sup)))
         if sup.failure is not None:

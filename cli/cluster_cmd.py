@@ -15,6 +15,7 @@ import typer
 from cli._app import app
 from cli._cluster_options import (
     Algorithm,
+    BatchSize,
     BrokerDeadline,
     Cluster,
     DashHost,
@@ -25,16 +26,24 @@ from cli._cluster_options import (
     DeadAfter,
     Dim,
     Graph,
+    Init,
     JsonOut,
+    Lr,
     MetricsFile,
     MetricsPeriod,
+    Momentum,
     Problem,
     Rate,
+    RateCom,
     Split,
     Timeout,
+    Train,
+    TrainSeed,
     Until,
+    UntilAccuracy,
     check_hold,
     env,
+    recipe,
 )
 from cli._cluster_view import (
     hold_dashboard,
@@ -140,6 +149,14 @@ def coordinator(
     problem: Problem = "",
     data: Data = "",
     split: Split = "",
+    train: Train = "",
+    rate_com: RateCom = 1.0,
+    lr: Lr = 0.1,
+    momentum: Momentum = 0.0,
+    batch_size: BatchSize = 16,
+    init: Init = "common",
+    train_seed: TrainSeed = 0,
+    until_accuracy: UntilAccuracy = None,
 ) -> None:
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
@@ -177,8 +194,12 @@ def coordinator(
         keys=keys,
         mqtt_ca=mqtt_ca,
         problem=problem,
-        data=(data or "breast-cancer") if problem else data,
-        split=(split or "iid:0") if problem else split,
+        data=(data or "breast-cancer") if problem else "" if train else data,
+        split=(split or "iid:0") if problem else "" if train else split,
+        training=recipe(
+            train, algorithm, data, split, rate_com, lr, momentum, batch_size, init, train_seed
+        ),
+        until_accuracy=until_accuracy,
     )
     with reported_errors():
         if keys is None:

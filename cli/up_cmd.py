@@ -15,6 +15,7 @@ import typer
 from cli._app import app
 from cli._cluster_options import (
     Algorithm,
+    BatchSize,
     Cluster,
     DashHost,
     DashPort,
@@ -23,14 +24,22 @@ from cli._cluster_options import (
     Data,
     Dim,
     Graph,
+    Init,
     JsonOut,
+    Lr,
     MetricsFile,
+    Momentum,
     Problem,
     Rate,
+    RateCom,
     Split,
+    Train,
+    TrainSeed,
     Until,
+    UntilAccuracy,
     check_hold,
     env,
+    recipe,
 )
 from cli._cluster_view import (
     fell_behind,
@@ -168,6 +177,14 @@ def up(
     problem: Problem = "",
     data: Data = "",
     split: Split = "",
+    train: Train = "",
+    rate_com: RateCom = 1.0,
+    lr: Lr = 0.1,
+    momentum: Momentum = 0.0,
+    batch_size: BatchSize = 16,
+    init: Init = "common",
+    train_seed: TrainSeed = 0,
+    until_accuracy: UntilAccuracy = None,
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node
     (or per --nodes-per-process nodes)."""
@@ -203,8 +220,12 @@ def up(
             dashboard_token=dashboard_token,
             dashboard_runs_dir=dashboard_runs_dir,
             problem=problem,
-            data=(data or "breast-cancer") if problem else data,
-            split=(split or "iid:0") if problem else split,
+            data=(data or "breast-cancer") if problem else "" if train else data,
+            split=(split or "iid:0") if problem else "" if train else split,
+            training=recipe(
+                train, algorithm, data, split, rate_com, lr, momentum, batch_size, init, train_seed
+            ),
+            until_accuracy=until_accuracy,
         )
         config = UpConfig(
             coordinator=coord,

@@ -6,6 +6,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from coordinator.broker_url import parse_broker_url, redact_broker_url
 from coordinator.optimization import OptTracker, prepare_task
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
+from coordinator.train_measure import TrainTracker, report_period
 from gossip.errors import ConfigError
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
@@ -25,7 +27,13 @@ from gossip.model.algorithms import (
     parse_algorithm,
 )
 
-__all__ = ["CoordinatorConfig", "prepare"]
+if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
+    from gossip.train.recipe import Recipe
+
+__all__ = ["TRAINING_REPORT_PERIOD", "CoordinatorConfig", "prepare"]
+
+TRAINING_REPORT_PERIOD = 2.0
+"""Least seconds between two reports of a training node (each carries its parameters)."""
 
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -98,6 +106,13 @@ class CoordinatorConfig:
     problem, data, split : str
         An optimization run (``problem`` not empty, e.g. ``logistic:0.01``): the problem, the
         data source and how it is split among the nodes (:mod:`coordinator.optimization`).
+    until_accuracy : float or None
+        With ``training``: stop once the average model's test accuracy, measured exactly at
+        the report grid (:mod:`coordinator.train_measure`), reaches it.
+    training : Recipe or None
+        A training run (``gossip up --train``, :mod:`gossip.train.recipe`): the nodes train a
+        model, each on its own shard; ``t`` counts gradient steps per node and ``rate`` is
+        gradient steps per node per second.
     """
 
     graph: str = "grid:4x4"
@@ -132,6 +147,8 @@ class CoordinatorConfig:
     problem: str = ""
     data: str = ""
     split: str = ""
+    training: Recipe | None = None
+    until_accuracy: float | None = None
 
 
 def _positive(name: str, value: float) -> None:
@@ -171,7 +188,15 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     for option, path in (("--metrics-file", config.metrics_file), ("--json", config.json_path)):
         if path is not None and path.is_dir():
             raise ConfigError(f"{option} {str(path)!r} is a directory; give a file name")
-    name = check_algorithm(config.algorithm, problem=bool(config.problem), live=True)
+    if config.training is not None:
+        if config.problem:
+            raise ConfigError(
+                f"--train {config.training.model!r} and --problem {config.problem!r} are two "
+                "different runs; give one of them"
+            )
+        name = "arg"  # the training algorithm is the recipe's; the checks below are gossip's
+    else:
+        name = check_algorithm(config.algorithm, problem=bool(config.problem), live=True)
     # An optimization's parameters replace these below.
     algorithm = parse_algorithm(name if name in AVERAGING else "arg")
     topology = parse_topology(config.graph, weighted=config.weighted)
@@ -185,6 +210,16 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     values = None
     dim = config.dim
     task = None
+    training = None
+    if config.until_accuracy is not None:
+        if config.training is None:
+            raise ConfigError(
+                f"--until-accuracy {config.until_accuracy:g} needs --train, e.g. --train mlp:64"
+            )
+        if not 0.0 < config.until_accuracy <= 1.0:
+            raise ConfigError(
+                f"--until-accuracy must be in (0, 1], got {config.until_accuracy!r} (0.9: 90%)"
+            )
     if config.problem:
         task = prepare_task(config.problem, config.data, config.split, topology, quantities)
         # The dual pair mixes and jumps like ARG's pair, with the dual parameters; both start
@@ -192,6 +227,15 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         params = GossipParams(Algorithm.ARG, eta=task.eta, c=task.c, theta=task.theta)
         dim = task.dim
         values = np.zeros((topology.n, dim), dtype=np.float64)
+    elif config.training is not None:
+        recipe = config.training
+        problem = recipe.problem(config.graph)
+        eta, c = recipe.exchange_constants(problem)
+        # theta 0: no guaranteed rate is claimed for training (the dashboard's bound is flat).
+        params = GossipParams(Algorithm.ARG, eta=eta, c=c, theta=0.0)
+        values = recipe.initial(problem)
+        dim = int(values.shape[1])
+        training = TrainTracker(recipe, problem, config.until_accuracy)
     elif config.data or config.split:
         raise ConfigError(
             f"--data {config.data!r} / --split {config.split!r} need --problem, e.g. "
@@ -207,19 +251,31 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         from coordinator.security import load_security
 
         security = load_security(config.keys)
+    # A training node's report carries its parameters (d floats, several times): one every
+    # couple of seconds at most keeps the broker's and the coordinator's load bounded.
+    metrics_period = (
+        config.metrics_period
+        if training is None
+        else report_period(topology.n, dim, max(config.metrics_period, TRAINING_REPORT_PERIOD))
+    )
     plan = Plan(
         topology=topology,
         params=params,
         cluster=config.cluster,
         rate=config.rate,
         broker=config.broker,
-        metrics_period=config.metrics_period,
+        metrics_period=metrics_period,
         values=values,
         security=security,
         dim=dim,
         # An optimization node cuts its shard and builds its problem after the bootstrap.
-        start_delay=config.start_delay if task is None else max(config.start_delay, 3.0),
+        start_delay=(
+            config.start_delay
+            if task is None and config.training is None
+            else max(config.start_delay, 3.0)
+        ),
         task=task,
+        training=config.training,
     )
     state = ClusterState(
         graph=config.graph,
@@ -230,8 +286,9 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         topology=topology,
         quantities=quantities,
         params=params,
-        alive_timeout=max(3.0, 10 * config.metrics_period),
+        alive_timeout=max(3.0, 10 * metrics_period),
         optimization=None if task is None else OptTracker(task),
+        training=training,
     )
     state.broker.url = redact_broker_url(config.broker)
     return state, plan

@@ -241,6 +241,8 @@ class ReportBook:
                 measure = exact_measure(state.optimization)
                 if measure is None:
                     return  # the coordinator cannot turn the nodes' duals into x
+            elif state.training is not None:  # also scores the average model at each point
+                measure = state.training.measure(np.array(state.initial, dtype=np.float64))
             self._exact = ExactCurve(np.array(state.initial, dtype=np.float64), measure)
         if self._members_changed():
             self._exact.stop()  # the grid times of another network: the curve ends here

@@ -76,15 +76,21 @@ class ForkServer:
 
     @classmethod
     async def start(
-        cls, env: dict[str, str] | None = None, log: Path | None = None, optimization: bool = False
+        cls,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+        optimization: bool = False,
+        training: bool = False,
     ) -> ForkServer:
         """Start ``python -m cli.forkserver`` (it imports the node code once, in ~1 s).
 
         ``optimization``: also import what an optimization run's nodes load, and compile
-        their solver, once for every child.
+        their solver, once for every child. ``training``: also import the trainer and the
+        data readers (seconds on a small machine, which would start the clocks late).
         """
+        flags = (["--optimization"] if optimization else []) + (["--training"] if training else [])
         proc = await spawn(
-            [sys.executable, "-m", "cli.forkserver", *(["--optimization"] if optimization else [])],
+            [sys.executable, "-m", "cli.forkserver", *flags],
             log=log,
             env=env,
             stdout_pipe=True,

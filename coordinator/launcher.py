@@ -204,6 +204,7 @@ async def run_up(
                 env,
                 log=config.log_dir / "forkserver.log",
                 optimization=bool(config.coordinator.problem),
+                training=config.coordinator.training is not None,
             )
             if config.fork
             else None

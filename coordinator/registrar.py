@@ -37,7 +37,7 @@ from zmq.utils import z85
 
 from coordinator.registry import Known, Readdressed, Ready, Refused, Registry, Waiting
 from gossip.errors import ProtocolError, TransportError
-from gossip.wire.schema import Leave, Register, RegisterError, decode, encode
+from gossip.wire.schema import Leave, Register, RegisterError, decode, encode_bytes
 
 __all__ = ["RegistrarStats", "bound_socket", "serve_registrations"]
 
@@ -174,7 +174,7 @@ async def serve_registrations(
         except ProtocolError as exc:
             stats.malformed += 1
             stats.last_refusal = f"bad message: {exc}"
-            await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
+            await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
             continue
         user = _user_id(payload) if authenticated else None
         if isinstance(msg, Leave):
@@ -187,22 +187,22 @@ async def serve_registrations(
                 f"names {user!r}; start the node with that key's directory (--keys)"
             )
             log.warning("refused %s: %s", msg.name, stats.last_refusal)
-            await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
+            await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
             continue
         outcome = registry.register(msg, clock(), _peer_host(payload))
         if isinstance(outcome, Refused):
             stats.refused += 1
             stats.last_refusal = outcome.reason
             log.warning("refused %s: %s", msg.name, outcome.reason)
-            await _send(sock, envelope, encode(RegisterError(outcome.reason)))
+            await _send(sock, envelope, encode_bytes(RegisterError(outcome.reason)))
         elif isinstance(outcome, Known):
             stats.bootstraps_sent += 1
-            await _send(sock, envelope, encode(outcome.bootstrap))
+            await _send(sock, envelope, encode_bytes(outcome.bootstrap))
         elif isinstance(outcome, Readdressed):
             log.info("%s is now at %s (was %s)", msg.name, msg.address, outcome.previous)
             on_readdress(outcome)
             stats.bootstraps_sent += 1
-            await _send(sock, envelope, encode(outcome.bootstrap))
+            await _send(sock, envelope, encode_bytes(outcome.bootstrap))
         elif isinstance(outcome, Waiting):
             envelopes[msg.name] = envelope
             on_change()
@@ -213,7 +213,7 @@ async def serve_registrations(
                 target = envelopes.get(name)
                 if target is not None:
                     stats.bootstraps_sent += 1
-                    await _send(sock, target, encode(boot))
+                    await _send(sock, target, encode_bytes(boot))
             envelopes.clear()
             on_change()
 
@@ -231,12 +231,12 @@ async def _leave(
         stats.forged_leaves += 1  # another node's key (or a spare's) asked: counted, and said
     why = "this coordinator takes no leaves" if on_leave is None else on_leave(msg.name, user)
     if why is None:
-        await _send(sock, envelope, encode(msg))
+        await _send(sock, envelope, encode_bytes(msg))
         return
     stats.refused += 1
     stats.last_refusal = f"leave of {msg.name!r} refused: {why}"
     log.warning("%s", stats.last_refusal)
-    await _send(sock, envelope, encode(RegisterError(stats.last_refusal)))
+    await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
 
 
 async def _send(sock: zmq.asyncio.Socket, envelope: list[bytes], payload: bytes) -> None:

@@ -37,7 +37,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,6 +48,9 @@ from gossip.errors import ConfigError
 from gossip.graph.topology import Topology
 from gossip.model.algorithms import GossipParams
 from gossip.wire.schema import Bootstrap, Neighbor, Register
+
+if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
+    from gossip.train.recipe import Recipe
 
 __all__ = [
     "Assignment",
@@ -111,6 +114,7 @@ class Plan:
     start_delay: float = 1.5
     task: OptTask | None = None
     security: Security | None = None
+    training: Recipe | None = None
 
     @property
     def expected(self) -> int:
@@ -227,6 +231,18 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
     """
     topo, params, task, sec = plan.topology, plan.params, plan.task, plan.security
     keys = sec.allowed if sec is not None else {}
+    recipe = plan.training
+    split = task.split if task is not None else recipe.split if recipe is not None else ""
+    train: dict[str, Any] = {}
+    if recipe is not None:
+        train = {
+            "train": recipe.model,
+            "rate_com": recipe.rate_com,
+            "lr": recipe.lr,
+            "momentum": recipe.momentum,
+            "batch_size": recipe.batch_size,
+            "seed": recipe.seed,
+        }
     out = []
     for node in range(topo.n):
         neighbors = tuple(
@@ -244,7 +260,13 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
             Bootstrap(
                 node_id=node,
                 cluster=plan.cluster,
-                algorithm=params.algorithm.value if task is None else "acd",
+                algorithm=(
+                    "acd"
+                    if task is not None
+                    else recipe.algorithm
+                    if recipe is not None
+                    else params.algorithm.value
+                ),
                 eta=params.eta,
                 c=params.c,
                 theta=params.theta,
@@ -256,9 +278,10 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
                 metrics_period=plan.metrics_period,
                 dim=len(assignment.initial[node]),
                 problem="" if task is None else task.problem,
-                data="" if task is None else task.data,
-                split="" if task is None else task.split,
+                data=task.data if task is not None else recipe.data if recipe is not None else "",
+                split=split,
                 n=topo.n,
+                **train,
             )
         )
     return out

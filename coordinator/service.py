@@ -40,6 +40,7 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
 import zmq
 import zmq.asyncio
 
@@ -394,6 +395,12 @@ class Coordinator:
         self._asked_stop = reason or "asked"
 
     def _diverged(self) -> bool:
+        training = self.state.training
+        if training is not None:
+            # Training moves the models apart (their consensus is not meant to reach 0): only a
+            # loss that overflowed is a diverged run.
+            last = training.latest
+            return last is not None and not math.isfinite(last.loss)
         # On the exact curve once it has points: the running estimate mixes reports of different
         # times, and after a broker outage a fresh report mixed back to a stale common t can
         # look like an explosion that never happened.
@@ -450,9 +457,18 @@ class Coordinator:
         if convergence.estimate is not None:
             state.mark_estimate(convergence.estimate.t, convergence.estimate.wall)
         exact = self.reports.exact_live
-        if state.reached or not convergence.reached(exact):
+        training = state.training
+        t_eps: float | None
+        wall_s: float | None
+        if training is not None and training.target is not None:
+            # --until-accuracy: the accuracy decides, on the exact points, not the consensus.
+            if state.reached or training.t_target is None:
+                return
+            t_eps, wall_s = training.t_target, training.t_target / self.plan.rate
+        elif state.reached or not convergence.reached(exact):
             return
-        t_eps, wall_s = convergence.t_eps(exact), convergence.wall_s(exact)
+        else:
+            t_eps, wall_s = convergence.t_eps(exact), convergence.wall_s(exact)
         state.mark_reached(t_eps, None if wall_s is None else epoch + wall_s)
         self.log.write(
             "reached",
@@ -483,6 +499,8 @@ class Coordinator:
         latest = self.reports.latest()
         if state.optimization is not None and final is not None and latest is not None:
             final = finish_optimization(state.optimization, latest, final, time.time())
+        if state.training is not None and final is not None and final.complete:
+            state.training.finish(final.t, np.array(final.values, dtype=np.float64))
         summary = run_summary(state, self.plan, final, self._pace, reason)
         state.final = final
         state.runs.append(summary)
@@ -513,6 +531,9 @@ class Coordinator:
         if state.optimization is not None:
             record["algorithm"] = "acd"
             record["optimization"] = state.optimization.summary()
+        if state.training is not None:
+            record["algorithm"] = state.training.recipe.algorithm
+            record["training"] = state.training.summary()
         self.log.write("final", **record)
         if self.config.json_path is not None:
             write_json(self.config.json_path, record)

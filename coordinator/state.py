@@ -28,6 +28,7 @@ from typing import Any
 
 from coordinator.optimization import OptTracker
 from coordinator.records import ErrorPoint, FinalResult, NodeView, RunSummary, json_num, json_nums
+from coordinator.train_measure import TrainTracker
 from gossip.exchange.membership import View
 from gossip.graph.spectral import GraphQuantities
 from gossip.graph.topology import Topology
@@ -144,6 +145,10 @@ class ClusterState:
     optimization : OptTracker or None
         An optimization run's task and figures (``None`` for gossip runs); the ``error`` of
         its history is then ``sum_v |x_v - x*|^2``.
+    training : TrainTracker or None
+        A training run's recipe and figures (accuracy, loss, consensus of the average model;
+        ``None`` otherwise); the ``error`` of its history is the averaging one, ``sum_v 1/2
+        |x_v - mean|^2`` of the parameters.
     departed : set of int
         Ids of the nodes that left (or were declared dead): the error and the final result
         are measured on the other members only, to the mean of their initial values.
@@ -184,6 +189,7 @@ class ClusterState:
     alive_timeout: float = 3.0
     revision: int = 0
     optimization: OptTracker | None = None
+    training: TrainTracker | None = None
     departed: set[int] = field(default_factory=set)
     view: View | None = None
     churn: list[dict[str, Any]] = field(default_factory=list)
@@ -246,6 +252,8 @@ class ClusterState:
         """``arg``, ``rg`` or ``acd`` (``""`` before the parameters are known)."""
         if self.optimization is not None:
             return "acd"
+        if self.training is not None:
+            return self.training.recipe.algorithm
         return self.params.algorithm.value if self.params is not None else ""
 
     @property
@@ -379,5 +387,6 @@ class ClusterState:
             "optimization": (
                 None if self.optimization is None else self.optimization.as_dict(history_limit)
             ),
+            "training": (None if self.training is None else self.training.as_dict(history_limit)),
             "membership": {"departed": sorted(self.departed), "events": list(self.churn)},
         }

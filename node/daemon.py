@@ -42,7 +42,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -51,13 +51,17 @@ from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.trace import Trace, trace_step
 from gossip.exchange.vocabulary import Counters, Link, TimeBase
 from gossip.model.ledger import Ledger
-from gossip.wire.schema import Bootstrap
+from gossip.model.parameters import ParameterLedger
+from gossip.wire.schema import Bootstrap, Frame
 from node.clock import PoissonClock
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.switchover import NodeMembership
 from node.transport import Transport
 from node.waits import Alarm, wait_at_most
+
+if TYPE_CHECKING:  # the trainer's imports take seconds: only a training node pays them
+    from gossip.train.minibatch import LocalSgd
 
 __all__ = ["Node"]
 
@@ -78,6 +82,8 @@ _REDIAL_AFTER = 2 * _RECOVER_EVERY
 # partition thousands of samples (gossip.exchange.recent; the costliest part of a report), and move
 # slowly.
 _RTT_EVERY = 1.0
+# Seconds between two looks at a gradient step that waits for our exchange to settle.
+_STEP_WAIT = 0.002
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
 
 
@@ -105,6 +111,11 @@ class Node:
     problem : LocalProblem or None
         An optimization run's own problem (:mod:`node.problem`): the ledger then holds the
         dual pair ``(y, z)``, the node exchanges ``grad f^*(y)`` and reports the primal.
+    learner : LocalSgd or None
+        A training run's local optimizer (:mod:`node.learner`): the ledger then holds the
+        model's parameters in arrays (:class:`~gossip.model.parameters.ParameterLedger`), a
+        gradient clock of rate 1 per unit of t steps them, and each node takes part in
+        ``boot.rate_com`` exchanges per unit of t (none for ``local``).
     """
 
     def __init__(
@@ -122,6 +133,7 @@ class Node:
         max_in_flight: int | None = None,
         clock: Callable[[], float] = time.time,
         problem: Any = None,
+        learner: LocalSgd | None = None,
     ):
         self.boot = boot
         self.transport = transport
@@ -136,8 +148,14 @@ class Node:
         # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (the paper's
         # Section 7).
         initial = boot.initial_value if problem is None else [0.0] * boot.dim
-        ledger = Ledger(initial, [link.edge for link in links], eta=boot.eta)
+        edges = [link.edge for link in links]
+        ledger = (
+            Ledger(initial, edges, eta=boot.eta)
+            if learner is None
+            else ParameterLedger(initial, edges, eta=boot.eta)
+        )
         self.problem = problem
+        self.learner = learner
         self._primal = None if problem is None else exchange_value(problem)
         extra: dict[str, Any] = {}
         if problem is not None:
@@ -145,7 +163,13 @@ class Node:
         # Exact samples on a grid of t for the coordinator's exact curve: of x when averaging,
         # of the dual y when optimizing (the coordinator turns them into x = grad f_v^*(y)).
         start = max(0.0, self.timebase.t(clock())) if recover else 0.0
-        extra["trace"] = Trace(trace_step(boot.rate, boot.metrics_period, max(1, boot.n)), start)
+        # A model's samples are d floats each: one per report period, no more.
+        step = (
+            trace_step(boot.rate, boot.metrics_period, max(1, boot.n))
+            if learner is None
+            else boot.rate * boot.metrics_period
+        )
+        extra["trace"] = Trace(step, start)
         self.exchanger = Exchanger(
             boot.node_id,
             links,
@@ -160,7 +184,12 @@ class Node:
             **extra,
         )
         self.seed = seed
-        self.ticks = PoissonClock(links, np.random.default_rng(seed))
+        # Training: each edge fires at P_e n rate_com / 2 per unit of t (gossip.train.clocks),
+        # half of it at each end; gossip: at P_e.
+        share = 0.5 if learner is None else 0.25 * boot.n * boot.rate_com
+        self.ticks = PoissonClock(links, np.random.default_rng(seed), share=share)
+        self.communicates = learner is None or boot.algorithm != "local"
+        self.gradient_steps = 0
         self.membership = NodeMembership(self)  # membership views: node.switchover
         self.stop_requested = asyncio.Event()
         self._bounced = Alarm()  # rung when a Busy queued an activation to start later
@@ -187,6 +216,8 @@ class Node:
         ex = self.exchanger
         t = self.timebase.t(now)
         x, z = ex.ledger.state_values(t)  # plain floats: no arrays to build and convert back
+        if isinstance(x, np.ndarray):  # a model's parameters (training)
+            x, z = x.tolist(), np.asarray(z).tolist()
         if final or now - self._rtt_at >= _RTT_EVERY:
             self._rtt_ms, self._lag, self._wait = ex.rtt_ms(), ex.lag(), ex.wait()
             self._rtt_at = now
@@ -212,6 +243,7 @@ class Node:
             "wait": dict(self._wait),
             "edges": {str(peer): n for peer, n in ex.activations().items()},
             "pending": ex.pending,
+            "gradient_steps": self.gradient_steps,
             "waiting": ex.waiting,
             "trace": self._trace(t, final),
         }
@@ -250,9 +282,14 @@ class Node:
             if self.exchanger.recovering:
                 tasks.append(tg.create_task(self._recover(), name="node-recover"))
             tasks.append(tg.create_task(self.membership.run(), name="node-membership"))
-            ticks = tg.create_task(self._tick(), name="node-ticks")
+            clocks = []
+            if self.communicates:
+                clocks.append(tg.create_task(self._tick(), name="node-ticks"))
+            if self.learner is not None:
+                clocks.append(tg.create_task(self._learn(self.learner), name="node-gradients"))
             await self.stop_requested.wait()
-            ticks.cancel()
+            for clock in clocks:
+                clock.cancel()
             await self._settle()
             self.exchanger.close()  # from here on the state cannot change
             self._send_released()  # requests that waited for us: Nacked
@@ -306,7 +343,7 @@ class Node:
             incoming = await transport.recv()
             on_frame(incoming.data, incoming.route, incoming.sender)
 
-    def _on_frame(self, data: bytes, route: bytes | None, sender: int | None = None) -> None:
+    def _on_frame(self, data: Frame, route: bytes | None, sender: int | None = None) -> None:
         """Handle one frame: hand it to the exchanger, send back its answer and what follows.
 
         ``sender`` is the node id authenticated on the frame's connection (CurveZMQ), if any.
@@ -371,6 +408,67 @@ class Node:
                     failed.set_exception(exc)
 
         arm(max(0.0, self.timebase.t(self.clock())))  # every clock starts at t = 0
+        try:
+            await failed
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def _learn(self, learner: LocalSgd) -> None:
+        """Run the node's gradient clock until cancelled; raise what a step raised.
+
+        A step at t reads x(t) from the ledger and moves x and z by the same ``-lr
+        direction`` (:meth:`~gossip.model.parameters.ParameterLedger.add_local`); the trace
+        reads its grid times before t first, as before a jump. As with the
+        exchange ticks, a late step is taken late, never dropped: the node's stream of
+        mini-batches stays the simulator's.
+        """
+        from gossip.train.minibatch import gradient_times
+
+        ledger = self.exchanger.ledger
+        assert isinstance(ledger, ParameterLedger)
+        loop = asyncio.get_running_loop()
+        failed: asyncio.Future[None] = loop.create_future()
+        times = gradient_times(self.boot.seed, self.boot.node_id)
+        timer: asyncio.TimerHandle | None = None
+        now_t = max(0.0, self.timebase.t(self.clock()))
+        t = next(times)
+        while t < now_t:  # a restarted node: the steps before it came back are not taken
+            t = next(times)
+
+        def arm(t: float) -> None:
+            nonlocal timer
+            delay = self.timebase.wall(t) - self.clock()
+            timer = loop.call_later(max(delay, 0.0), fire, t)
+
+        def fire(t: float) -> None:
+            nonlocal timer
+            try:
+                ex = self.exchanger
+                if ex.open and ex.pending:
+                    # A jump of ours is on its way, and may fall before t: the step waits for
+                    # it (a round trip at most), so that it sees x(t) with every jump before
+                    # t, and the trace's grid times stay exact.
+                    timer = loop.call_later(_STEP_WAIT, fire, t)
+                    return
+                if ex.open:
+                    # A step fired late, after a jump at a later time, is taken at that jump's
+                    # time: the node's history stays in time order, as for a late exchange.
+                    at = max(t, ex.last_jump_time)
+                    moves = learner.sgd.lr > 0  # lr 0: the batch is drawn, nothing moves
+                    if moves and ex.trace is not None:  # grid times before the step: final
+                        ex.trace.before_jump(ledger, at)
+                    x, _ = ledger.state_values(at)
+                    step = learner.step(x)
+                    if moves:
+                        ledger.add_local(step)
+                    self.gradient_steps += 1
+                arm(next(times))
+            except Exception as exc:  # a loop callback's error would only be logged
+                if not failed.done():
+                    failed.set_exception(exc)
+
+        arm(t)
         try:
             await failed
         finally:

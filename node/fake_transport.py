@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Mapping
 
 from gossip.errors import ConfigError
+from gossip.wire.schema import Frame
 from node.transport import Incoming, Transport, TransportStats
 
 __all__ = ["FakeNetwork", "FakeTransport"]
@@ -77,7 +78,7 @@ class FakeTransport(Transport):
         self._peers[peer] = address
         return changed
 
-    def send(self, peer: int, data: bytes) -> None:
+    def send(self, peer: int, data: Frame) -> None:
         """Deliver a request to ``peer``, with our address as the route back."""
         address = self._peers.get(peer)
         if address is not None and self.network.deliver(
@@ -87,7 +88,7 @@ class FakeTransport(Transport):
         else:
             self.stats.dropped += 1
 
-    def answer(self, route: bytes, data: bytes) -> None:
+    def answer(self, route: bytes, data: Frame) -> None:
         """Deliver an answer to the endpoint ``route`` names."""
         if self.network.deliver(route.decode(), Incoming(data, None)):
             self.stats.sent += 1

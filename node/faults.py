@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gossip.errors import ConfigError
+from gossip.wire.schema import Frame
 from node.transport import FrameHandler, Incoming, Transport
 
 __all__ = ["FaultSpec", "FaultyTransport", "parse_faults"]
@@ -222,11 +223,11 @@ class FaultyTransport(Transport):
         handle = loop.call_at(when, fire)
         self._timers.add(handle)
 
-    def send(self, peer: int, data: bytes) -> None:
+    def send(self, peer: int, data: Frame) -> None:
         """Send through the inner transport, with faults."""
         self._emit(self.inner.send, peer, peer, data)
 
-    def answer(self, route: bytes, data: bytes) -> None:
+    def answer(self, route: bytes, data: Frame) -> None:
         """Answer through the inner transport, with faults."""
         self._emit(self.inner.answer, route, route, data)
 

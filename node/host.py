@@ -51,6 +51,7 @@ from node.config import NodeConfig
 from node.curve import CurveKeys
 from node.daemon import Node
 from node.faults import FaultyTransport
+from node.learner import load_learner
 from node.mqtt import NodeMqtt, parse_broker
 from node.problem import load_problem, preload
 from node.registration import register
@@ -179,9 +180,13 @@ def _node(
         len(boot.neighbors),
         boot.rate,
     )
+    # Whether this node comes back to a running cluster, decided before loading: a slow load
+    # must not make a fresh node ask its neighbours for ledgers they do not have.
+    recover = boot.rate * (time.time() - boot.epoch) > 0
     problem = load_problem(boot, config.data) if boot.problem else None
+    learner = load_learner(boot, config.data) if boot.train else None
     late = boot.rate * (time.time() - boot.epoch)
-    if problem is not None and late > 0:
+    if (problem is not None or learner is not None) and late > 0:
         log.warning(
             "%s loaded its problem %.0f units of t after the start: its first activations "
             "come late (give the node --data to read the data before registering, or the "
@@ -193,12 +198,14 @@ def _node(
         boot,
         transport,
         problem=problem,
+        learner=learner,
         name=config.name,
         timeout=config.timeout,
         max_timeout=config.max_timeout,
         drain=config.drain,
         linger=config.linger,
         seed=config.seed,
+        recover=recover,
         max_in_flight=config.max_in_flight,
         clock=_skewed(offset) if offset else time.time,
     )

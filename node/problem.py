@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gossip.errors import ConfigError
+from gossip.model.mixing import Values
 from gossip.wire.schema import Bootstrap
 
 __all__ = ["exchange_value", "load_problem", "preload", "primal_report"]
@@ -85,11 +86,11 @@ def load_problem(boot: Bootstrap, data: str | None = None) -> Any:
     return problem
 
 
-def exchange_value(problem: Any) -> Callable[[Sequence[float]], list[float]]:
+def exchange_value(problem: Any) -> Callable[[Values], list[float]]:
     """Return ``y -> grad f^*(y)`` on plain floats: the value a node exchanges at a jump."""
     conjugate = problem.grad_conjugate
 
-    def value(y: Sequence[float]) -> list[float]:
+    def value(y: Values) -> list[float]:
         out: list[float] = conjugate(np.asarray(y, dtype=np.float64)).tolist()
         return out
 

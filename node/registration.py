@@ -23,7 +23,7 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from gossip.errors import ProtocolError, RemoteError, TransportError
-from gossip.wire.schema import Bootstrap, Leave, Register, RegisterError, decode, encode
+from gossip.wire.schema import Bootstrap, Leave, Register, RegisterError, decode, encode_bytes
 from node.curve import CurveKeys, curve_client
 
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -56,7 +56,7 @@ async def register(
     """
     reply = await _ask(
         coordinator,
-        encode(request),
+        encode_bytes(request),
         Bootstrap,
         every,
         give_up_after,
@@ -87,7 +87,14 @@ async def request_leave_secure(
         No answer within ``give_up_after`` seconds.
     """
     await _ask(
-        coordinator, encode(Leave(name)), Leave, 1.0, give_up_after, None, keys, coordinator_key
+        coordinator,
+        encode_bytes(Leave(name)),
+        Leave,
+        1.0,
+        give_up_after,
+        None,
+        keys,
+        coordinator_key,
     )
 
 

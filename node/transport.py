@@ -3,7 +3,8 @@
 A node has one *server* endpoint (its address) that peers send requests to, and sends its own
 requests to each peer's server. Each frame that arrives carries a *route*: an opaque handle to
 answer a request on (``None`` for frames that are themselves answers). The exchange protocol
-(:mod:`gossip.exchange.exchanger`) only ever sees bytes; this interface only ever moves bytes.
+(:mod:`gossip.exchange.exchanger`) only ever sees frames (bytes, or a map and raw parts:
+:data:`gossip.wire.schema.Frame`); this interface only ever moves them.
 
 Implementations: :class:`node.zmq_transport.ZmqTransport` (ZeroMQ DEALER/ROUTER, the real one),
 :class:`node.fake_transport.FakeTransport` (in memory, for tests and experiments) and
@@ -20,10 +21,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gossip.errors import ConfigError
+from gossip.wire.schema import Frame
 
 __all__ = ["FrameHandler", "Incoming", "Transport", "TransportStats"]
 
-FrameHandler = Callable[[bytes, "bytes | None", "int | None"], None]
+FrameHandler = Callable[[Frame, "bytes | None", "int | None"], None]
 """Called with each frame's bytes, route (``None``: an answer) and authenticated sender
 (``None``: not authenticated, see :attr:`Incoming.sender`); see :meth:`Transport.set_handler`."""
 
@@ -36,7 +38,7 @@ class Incoming:
     when the transport does not authenticate its peers.
     """
 
-    data: bytes
+    data: Frame
     route: bytes | None
     sender: int | None = None
 
@@ -86,11 +88,11 @@ class Transport(ABC):
         return False
 
     @abstractmethod
-    def send(self, peer: int, data: bytes) -> None:
+    def send(self, peer: int, data: Frame) -> None:
         """Send a frame to ``peer``'s server, without blocking; drop it if it cannot go now."""
 
     @abstractmethod
-    def answer(self, route: bytes, data: bytes) -> None:
+    def answer(self, route: bytes, data: Frame) -> None:
         """Send an answer back on ``route`` (from :class:`Incoming`), without blocking."""
 
     @abstractmethod

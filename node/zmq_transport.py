@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 import zmq
 
 from gossip.errors import ConfigError, TransportError
+from gossip.wire.schema import Buffer, Frame
 from node.curve import CurveKeys, PeerAuthenticator, PeerGate, curve_client, curve_server
 from node.transport import FrameHandler, Incoming, Transport, TransportStats
 
@@ -89,6 +90,15 @@ _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 _NOBLOCK = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK = int(zmq.SNDMORE) | _NOBLOCK
+_RCVMORE = int(zmq.RCVMORE)
+
+
+def _raw_parts(sock: zmq.Socket[bytes]) -> list[memoryview]:
+    """The rest of a multipart message, as views of ZeroMQ's own buffers (no copy)."""
+    parts = [sock.recv(_NOBLOCK, copy=False).buffer]
+    while sock.get(_RCVMORE):
+        parts.append(sock.recv(_NOBLOCK, copy=False).buffer)
+    return parts
 
 
 def _readable(sock: zmq.Socket[bytes]) -> bool:
@@ -166,7 +176,7 @@ class ZmqTransport(Transport):
         self._error: Exception | None = None  # raised by the next recv()
         self._handler: FrameHandler | None = None  # frames go straight to it (set_handler)
         self._dispatching = False  # inside the handler: frames read meanwhile wait in order
-        self._backlog: deque[tuple[bytes, bytes | None, int | None]] = deque()
+        self._backlog: deque[tuple[Frame, bytes | None, int | None]] = deque()
         self._draining_router = False  # inside the ROUTER's drain loop (see answer)
         self._router_drain: Callable[[zmq.Socket[bytes]], None] = (
             self._drain_router if keys is None else self._drain_router_authenticated
@@ -291,14 +301,21 @@ class ZmqTransport(Transport):
         self._watch(dealer)
         self._drain_dealer(dealer)  # its FD may already have consumed its edge
 
-    def send(self, peer: int, data: bytes) -> None:
-        """Queue ``data`` on the DEALER to ``peer``; drop it if the queue is full."""
+    def send(self, peer: int, data: Frame) -> None:
+        """Queue ``data`` on the DEALER to ``peer``; drop it if the queue is full.
+
+        A multipart frame's raw parts go without a copy (pyzmq sends parts of 64 kB and more
+        from their own buffers); ZeroMQ queues a multipart message whole or not at all.
+        """
         sock = self._dealers.get(peer)
         if sock is None:
             self.stats.dropped += 1
             return
         try:
-            sock.send(data, _NOBLOCK)
+            if isinstance(data, bytes):
+                sock.send(data, _NOBLOCK)
+            else:
+                sock.send_multipart(data, _NOBLOCK)
             self.stats.sent += 1
         except zmq.Again:
             self.stats.dropped += 1
@@ -306,14 +323,19 @@ class ZmqTransport(Transport):
             raise TransportError(f"send to peer {peer} failed: {exc}") from None
         self._drain_dealer(sock)  # the send may have eaten the FD's edge
 
-    def answer(self, route: bytes, data: bytes) -> None:
+    def answer(self, route: bytes, data: Frame) -> None:
         """Send ``data`` back on the ROUTER to the DEALER whose identity is ``route``."""
         router = self._router
         try:
             # Two sends rather than send_multipart, whose per-part checks cost more than the
             # sends on this path (a ROUTER queues a message whole, or drops it whole).
             router.send(route, _SNDMORE_NOBLOCK)
-            router.send(data, _NOBLOCK)
+            if isinstance(data, bytes):
+                router.send(data, _NOBLOCK)
+            else:
+                for part in data[:-1]:
+                    router.send(part, _SNDMORE_NOBLOCK)
+                router.send(data[-1], _NOBLOCK)
             self.stats.sent += 1
         except zmq.ZMQError:
             self.stats.dropped += 1  # full, or that peer is gone: it asks again if it cares
@@ -343,7 +365,7 @@ class ZmqTransport(Transport):
                 self._deliver(incoming.data, incoming.route, incoming.sender)
         return True
 
-    def _deliver(self, data: bytes, route: bytes | None, sender: int | None = None) -> None:
+    def _deliver(self, data: Frame, route: bytes | None, sender: int | None = None) -> None:
         handler = self._handler
         if handler is None:
             self._ready.append(Incoming(data, route, sender))
@@ -377,12 +399,20 @@ class ZmqTransport(Transport):
         self._draining_router = True
         try:
             while _readable(router):
-                frames = router.recv_multipart(_NOBLOCK)
-                # [identity, payload]; a REQ peer's extra delimiter frame leaves no usable route.
-                if len(frames) == 2:
-                    deliver(frames[1], frames[0])
-                else:
-                    deliver(frames[-1], None)
+                route = router.recv(_NOBLOCK)
+                if not router.get(_RCVMORE):  # a lone frame leaves no usable route
+                    deliver(route, None)
+                    continue
+                payload = router.recv(_NOBLOCK)
+                if router.get(_RCVMORE):
+                    if payload:  # [identity, map, raw parts]: a multipart frame
+                        deliver((payload, *_raw_parts(router)), route)
+                        continue
+                    # A REQ peer's extra delimiter frame leaves no usable route.
+                    payload = b"".join(bytes(part) for part in _raw_parts(router))
+                    deliver(payload, None)
+                    continue
+                deliver(payload, route)
         except zmq.ZMQError as exc:
             self._fail(exc)
         finally:
@@ -395,9 +425,16 @@ class ZmqTransport(Transport):
         try:
             while _readable(router):
                 frames = router.recv_multipart(_NOBLOCK, copy=False)
-                payload = frames[-1]
+                payload = frames[-1] if len(frames) <= 2 or not frames[1].bytes else frames[1]
                 user = payload.get("User-Id")
                 sender = int(user) if isinstance(user, str) and user.isdigit() else -1
+                if len(frames) > 2 and frames[1].bytes:  # [identity, map, raw parts]
+                    parts: tuple[Buffer, ...] = (
+                        frames[1].bytes,
+                        *(f.buffer for f in frames[2:]),
+                    )
+                    deliver(parts, frames[0].bytes, sender)
+                    continue
                 route = frames[0].bytes if len(frames) == 2 else None
                 deliver(payload.bytes, route, sender)
         except zmq.ZMQError as exc:
@@ -412,9 +449,15 @@ class ZmqTransport(Transport):
         try:
             if _readable(dealer):
                 self._heard.add(dealer)
-                deliver(dealer.recv(_NOBLOCK), None, sender)
-                while _readable(dealer):
-                    deliver(dealer.recv(_NOBLOCK), None, sender)
+                while True:
+                    data = dealer.recv(_NOBLOCK)
+                    if dealer.get(_RCVMORE):  # a multipart frame: its raw parts follow
+                        parts: tuple[Buffer, ...] = (data, *_raw_parts(dealer))
+                        deliver(parts, None, sender)
+                    else:
+                        deliver(data, None, sender)
+                    if not _readable(dealer):
+                        break
         except zmq.ZMQError as exc:
             self._fail(exc)
 

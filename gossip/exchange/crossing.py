@@ -51,10 +51,11 @@ jump or withdraws its request), and every withdrawal comes with a jump applied. 
 
 from __future__ import annotations
 
+import numpy as np
+
 from gossip.errors import LocalError
 from gossip.exchange.vocabulary import EdgeState, Pending, Standing
-from gossip.model.mixing import mix_values
-from gossip.wire.checks import Floats
+from gossip.model.mixing import Values, mix_values
 from gossip.wire.schema import Request
 
 __all__ = [
@@ -103,7 +104,7 @@ def catchable(msg: Request, state: EdgeState, movable: bool, view_start: float) 
     )
 
 
-def caught_up(msg: Request, state: EdgeState, eta: float, t: float) -> list[float]:
+def caught_up(msg: Request, state: EdgeState, eta: float, t: float) -> Values:
     """The sender's x at ``t`` (``t`` at least its T and our last jump's): its ``(u, z)`` mixed
     from its T, minus our last jump's ``(dx, dz)`` mixed from that jump's time."""
     if msg.z is None or state.applied_jump is None:
@@ -111,10 +112,12 @@ def caught_up(msg: Request, state: EdgeState, eta: float, t: float) -> list[floa
     when, dx, dz = state.applied_jump
     x, _ = mix_values(msg.u, msg.z, eta, t - msg.t)
     jump_x, _ = mix_values(dx, dz, eta, t - when)
+    if isinstance(x, np.ndarray) or isinstance(jump_x, np.ndarray):  # a model's parameters
+        return np.asarray(x, dtype=np.float64) - np.asarray(jump_x, dtype=np.float64)
     return [xi - ji for xi, ji in zip(x, jump_x, strict=True)]
 
 
-def remember_applied(state: EdgeState, seq: int, jump: tuple[float, Floats, Floats] | None) -> None:
+def remember_applied(state: EdgeState, seq: int, jump: tuple[float, Values, Values] | None) -> None:
     """Record that our exchange ``seq`` on the edge was applied, with its jump into us,
     ``(T, dx, dz)``; ``None`` if no request may be caught up past it (another view's)."""
     state.applied_before, state.applied = state.applied, seq

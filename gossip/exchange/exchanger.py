@@ -123,6 +123,7 @@ from gossip.model.ledger import Ledger
 from gossip.wire.schema import (
     Busy,
     Done,
+    Frame,
     LedgerReply,
     LedgerRequest,
     Message,
@@ -364,7 +365,7 @@ class Exchanger:
         started when the lock was freed by :meth:`receive`. Send them after each call."""
         return self._initiator.take_outgoing()
 
-    def take_released(self) -> list[tuple[bytes | None, bytes]]:
+    def take_released(self) -> list[tuple[bytes | None, Frame]]:
         """Return (and forget) the answers to deferred requests, with the routes given to
         :meth:`receive`: send them after each call, like :meth:`take_outgoing`."""
         return self._server.take_released()
@@ -443,8 +444,8 @@ class Exchanger:
 
     # --- receiving ------------------------------------------------------------------------------
     def receive(
-        self, frame: bytes, now: float, route: bytes | None = None, sender: int | None = None
-    ) -> bytes | None:
+        self, frame: Frame, now: float, route: bytes | None = None, sender: int | None = None
+    ) -> Frame | None:
         """Handle one frame from a peer; return the answer to send back to it, if any.
 
         A request that waits returns :data:`DEFERRED`; its answer comes out of
@@ -464,7 +465,7 @@ class Exchanger:
             self.counters.rejected += 1
             return None
 
-    def _dispatch(self, message: Message, now: float, route: bytes | None) -> bytes | None:
+    def _dispatch(self, message: Message, now: float, route: bytes | None) -> Frame | None:
         if isinstance(message, Request):
             return self._server.on_request(message, now, route)
         if isinstance(message, Reply):

@@ -30,6 +30,8 @@ from gossip.exchange.vocabulary import (
     Pending,
 )
 from gossip.exchange.waiting import Activation, Waiting
+from gossip.model.mixing import Values
+from gossip.wire.checks import Vector
 from gossip.wire.schema import Request, encode
 
 __all__ = ["ExchangeValue", "Initiator"]
@@ -129,7 +131,7 @@ class Initiator:
         out, self._outbox = self._outbox, []
         return out
 
-    def exchanged(self, t: float) -> list[float]:
+    def exchanged(self, t: float) -> Values:
         """Return ``u(t) = g(x(t))``, the value this node exchanges at time ``t``.
 
         Raises
@@ -212,7 +214,9 @@ class Initiator:
         movable = self._value is None and shared.exclusive
         if movable:
             x, z = shared.ledger.state_values(t)
-            u, z_sent = tuple(x), tuple(z)
+            # A model's parameters stay an array: they go as raw parts (gossip.wire.schema).
+            u: Vector = x if isinstance(x, np.ndarray) else tuple(x)
+            z_sent: Vector | None = z if isinstance(z, np.ndarray) else tuple(z)
         else:
             u, z_sent = tuple(self.exchanged(t)), None
         request = Request(

@@ -26,7 +26,7 @@ be off, as before this rule.
 from __future__ import annotations
 
 from gossip.exchange.vocabulary import ExchangeState, Outgoing
-from gossip.wire.schema import Done, encode
+from gossip.wire.schema import Done, Frame, encode
 
 __all__ = ["Parting"]
 
@@ -76,7 +76,7 @@ class Parting:
         edges = self._state.edges.keys()
         return not self._state.open and edges <= self._done_from and edges <= self._heard_by
 
-    def on_done(self, msg: Done, route: bytes | None) -> bytes | None:
+    def on_done(self, msg: Done, route: bytes | None) -> Frame | None:
         """Take in a neighbour's Done; return ours in answer (``heard=1``) if it came as a
         request (``route``) and nothing of ours is pending on the edge."""
         state = self._state.edge_from(msg.src, msg.edge)

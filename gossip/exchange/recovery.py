@@ -34,7 +34,7 @@ from gossip.errors import ProtocolError
 from gossip.exchange.vocabulary import EdgeState, ExchangeState, Outgoing
 from gossip.model.jumps import Flow
 from gossip.model.ledger import Ledger
-from gossip.wire.schema import LedgerReply, LedgerRequest, Moved, encode
+from gossip.wire.schema import Frame, LedgerReply, LedgerRequest, Moved, encode
 
 __all__ = ["Recovery", "apply_ledger_reply", "check_moved", "ledger_reply"]
 
@@ -193,7 +193,7 @@ class Recovery:
         return edges
 
     # --- answers -------------------------------------------------------------------------------
-    def on_ledger_request(self, msg: LedgerRequest, now: float) -> bytes:
+    def on_ledger_request(self, msg: LedgerRequest, now: float) -> Frame:
         """Return our answer to a neighbour's ``LedgerRequest``, taken after all our jumps."""
         shared = self._state
         state = shared.edge_from(msg.src, msg.edge)

@@ -9,7 +9,8 @@ or crossed where :mod:`gossip.exchange.crossing` says), make it wait for our own
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+
+import numpy as np
 
 from gossip.errors import ConfigError, GossipError, ProtocolError
 from gossip.exchange.answers import Answers
@@ -31,8 +32,9 @@ from gossip.exchange.vocabulary import (
     Standing,
 )
 from gossip.model.jumps import edge_flow_values
-from gossip.model.mixing import mix_values
-from gossip.wire.schema import Busy, Nack, Reply, Request, encode
+from gossip.model.mixing import Values, mix_values
+from gossip.wire.checks import Vector
+from gossip.wire.schema import Busy, Frame, Nack, Reply, Request, encode
 
 __all__ = ["DEFERRED", "Server"]
 
@@ -81,9 +83,9 @@ class Server:
         self.c = float(c)
         self.wait_limit = wait_limit
         self.deferred = Deferred()  # requests waiting for our exchange to settle
-        self._released: list[tuple[bytes | None, bytes]] = []
+        self._released: list[tuple[bytes | None, Frame]] = []
 
-    def take_released(self) -> list[tuple[bytes | None, bytes]]:
+    def take_released(self) -> list[tuple[bytes | None, Frame]]:
         """Return (and forget) the answers to deferred requests, with their routes."""
         out, self._released = self._released, []
         return out
@@ -144,7 +146,7 @@ class Server:
             if answer is not None and answer != DEFERRED:
                 self._released.append((waiter.route, answer))
 
-    def _refusal(self, msg: Request) -> bytes:
+    def _refusal(self, msg: Request) -> Frame:
         """Count and return a Busy for ``msg``, with the earliest T we could accept: after our
         own exchange's, and our last jump (at least its own T: finite, although we may have
         no jump yet)."""
@@ -166,7 +168,7 @@ class Server:
             self._state.counters.overdue += 1
             self._released.append((waiter.route, answer))
 
-    def on_request(self, msg: Request, now: float, route: bytes | None) -> bytes | None:
+    def on_request(self, msg: Request, now: float, route: bytes | None) -> Frame | None:
         """Decide a neighbour's request; return the answer (:data:`DEFERRED` if it waits,
         ``None`` if it is ignored).
 
@@ -225,7 +227,7 @@ class Server:
             self._answers.withdraw(engaged, now)  # gossip.exchange.crossing, step 3
         return answer
 
-    def _serve(self, msg: Request, state: EdgeState, standing: Standing, now: float) -> bytes:
+    def _serve(self, msg: Request, state: EdgeState, standing: Standing, now: float) -> Frame:
         """Apply ``-flow`` at T_s and return the Reply (step 2 of the rule)."""
         shared = self._state
         if shared.timebase.t(now) - msg.t > shared.max_skew_t:
@@ -236,7 +238,7 @@ class Server:
                 f"more than the max skew {shared.max_skew_t!r} (units of t)"
             )
         t = self._served_at(msg)
-        u_v: Sequence[float] = msg.u
+        u_v: Values = msg.u
         if shared.exclusive and lacks_jump(msg, state):  # it served ours after reading u
             u_v = caught_up(msg, state, shared.eta, t)
             shared.counters.caught_up += 1
@@ -250,8 +252,15 @@ class Server:
         shared.book_jump(msg.edge, dx, dz, t, sign=-1.0)
         shared.last = max(shared.last, t)
         answer = encode(
-            Reply(src=shared.node_id, edge=msg.edge, seq=msg.seq, t=t, dx=tuple(dx), dz=tuple(dz))
+            Reply(
+                src=shared.node_id, edge=msg.edge, seq=msg.seq, t=t, dx=_vector(dx), dz=_vector(dz)
+            )
         )
         state.activations += 1
         shared.counters.served += 1
         return answer
+
+
+def _vector(values: Values) -> Vector:
+    """A flow as the wire carries it: an array stays one (a raw part), floats go as a tuple."""
+    return values if isinstance(values, np.ndarray) else tuple(values)

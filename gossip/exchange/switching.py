@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from gossip.errors import LocalError, ProtocolError
 from gossip.exchange.vocabulary import EdgeState, ExchangeState, Link
 from gossip.model.ledger import Ledger
-from gossip.model.mixing import mix_values
+from gossip.model.mixing import Values, mix_values
 from gossip.wire.schema import Reply
 
 __all__ = ["Views"]
@@ -80,7 +80,7 @@ class Views:
             shared.trace.skip_to(shared.last)
         return gone
 
-    def carried(self, msg: Reply) -> tuple[list[float], list[float]]:
+    def carried(self, msg: Reply) -> tuple[Values, Values]:
         """Return the flow of ``msg``, a reply of an earlier view (``T`` before this view's
         start), mixed to this view's start, where it is booked: exact, like any late jump.
 
@@ -99,7 +99,8 @@ class Views:
                 f"reply to exchange {msg.seq} on edge {msg.edge} at t={msg.t!r} is older than "
                 "every membership view of this node; not applied"
             )
-        dx, dz = list(msg.dx), list(msg.dz)
+        dx: Values = msg.dx
+        dz: Values = msg.dz
         ends = [start for start, _ in self._past[1:]] + [shared.view_start]
         for (start, eta), end in zip(self._past, ends, strict=True):
             tau = end - max(start, msg.t)

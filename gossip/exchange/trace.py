@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+import numpy as np
+
 from gossip.errors import ConfigError
 from gossip.model.ledger import Ledger
 
@@ -123,7 +125,8 @@ class Trace:
         """Read every grid time ``< t`` not read yet: call it just before applying a jump at t."""
         while self._next < t:
             x, _ = ledger.state_values(self._next)
-            self._samples.append([self._next, *x])
+            values = x.tolist() if isinstance(x, np.ndarray) else x  # a model's parameters
+            self._samples.append([self._next, *values])
             self._k += 1
             self._next = self._k * self.step  # from the index: no drift from repeated sums
 

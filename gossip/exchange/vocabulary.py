@@ -9,7 +9,7 @@ protocol state (per edge: what it started and is waiting for, what it answered; 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -19,6 +19,8 @@ from gossip.errors import ProtocolError
 if TYPE_CHECKING:
     from gossip.exchange.trace import Trace
     from gossip.model.ledger import Ledger
+    from gossip.model.mixing import Values
+    from gossip.wire.schema import Frame
 
 __all__ = [
     "INITIATOR_TRANSITIONS",
@@ -166,7 +168,7 @@ class Outgoing:
     """A frame to send to a peer's server (a request or a ledger request)."""
 
     peer: int
-    frame: bytes
+    frame: Frame
 
 
 @dataclass(slots=True)
@@ -214,7 +216,7 @@ class Pending:
     edge: int
     seq: int
     peer: int
-    frame: bytes
+    frame: Frame
     t: float
     first_sent: float
     timeout: float
@@ -236,14 +238,14 @@ class EdgeState:
     stuck: int = 0  # how many of ``pending`` have been retried STUCK_RETRIES times or more
     ack_seen: int = 0  # the peer's watermark for what it starts
     max_seen: int = 0  # the highest seq the peer has sent us
-    cache: dict[int, bytes] = field(default_factory=dict)  # seq -> answer frame
+    cache: dict[int, Frame] = field(default_factory=dict)  # seq -> answer frame
     activations: int = 0  # exchanges applied at this end, either side
     recovered: bool = True
     # The last two exchanges this node started on the edge and applied (their seqs; 0: none),
     # and the last one's jump into this node, (T, dx, dz): what a crossing request may lack.
     applied: int = 0
     applied_before: int = 0
-    applied_jump: tuple[float, tuple[float, ...], tuple[float, ...]] | None = None
+    applied_jump: tuple[float, Values, Values] | None = None
 
     def ack(self) -> int:
         """Return this node's watermark on the edge: everything numbered ``<=`` it is settled."""
@@ -321,7 +323,7 @@ class ExchangeState:
                 f"{self.max_skew_t!r} (units of t)"
             )
 
-    def check_dim(self, name: str, value: tuple[float, ...]) -> None:
+    def check_dim(self, name: str, value: Values) -> None:
         """Raise :class:`ProtocolError` if a peer's field ``name`` is not of the ledger's dim."""
         if len(value) != self.ledger.dim:
             raise ProtocolError(
@@ -329,9 +331,7 @@ class ExchangeState:
                 f"{self.ledger.dim}"
             )
 
-    def book_jump(
-        self, edge: int, dx: Sequence[float], dz: Sequence[float], t: float, sign: float = 1.0
-    ) -> None:
+    def book_jump(self, edge: int, dx: Values, dz: Values, t: float, sign: float = 1.0) -> None:
         """Book ``sign * (dx, dz)`` at t in the ledger (it raises before any change), reading the
         trace's grid times before t first: every jump of either side goes through here."""
         if self.trace is not None:

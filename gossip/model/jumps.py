@@ -28,13 +28,12 @@ exact:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.model.mixing import mix
+from gossip.model.mixing import Values, mix
 
 __all__ = ["Flow", "apply_flow", "edge_flow", "edge_flow_values", "jump", "late_flow"]
 
@@ -79,8 +78,8 @@ def edge_flow(x_v: ArrayLike, x_w: ArrayLike, c: float, step: ArrayLike = 0.5) -
 
 
 def edge_flow_values(
-    x_v: Sequence[float], x_w: Sequence[float], c: float, step: float = 0.5
-) -> tuple[list[float], list[float]]:
+    x_v: Values, x_w: Values, c: float, step: float = 0.5
+) -> tuple[Values, Values]:
     """Return :func:`edge_flow` of one edge as lists of floats ``(dx, dz)`` into v.
 
     ``dx = step (x_w - x_v)`` and ``dz = c (x_w - x_v)``, component by component: the live
@@ -91,6 +90,9 @@ def edge_flow_values(
     >>> edge_flow_values([1.0], [0.0], c=2.0)
     ([-0.5], [-2.0])
     """
+    if isinstance(x_v, np.ndarray) or isinstance(x_w, np.ndarray):  # a model's parameters
+        gap = np.asarray(x_w, dtype=np.float64) - np.asarray(x_v, dtype=np.float64)
+        return step * gap, c * gap
     gaps = [w - v for v, w in zip(x_v, x_w, strict=True)]
     return [step * g for g in gaps], [c * g for g in gaps]
 

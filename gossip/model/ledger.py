@@ -38,14 +38,14 @@ Times are in units of t (activations per node pair), never seconds.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError, LocalError
 from gossip.model.jumps import Flow
-from gossip.model.mixing import decay_value
+from gossip.model.mixing import Values, decay_value
 
 __all__ = ["REBASE_SPAN", "Ledger"]
 
@@ -131,7 +131,7 @@ class Ledger:
             self._d_total = [v * factor for v in self._d_total]
             self._t_ref = t
 
-    def state_values(self, t: float) -> tuple[list[float], list[float]]:
+    def state_values(self, t: float) -> tuple[Values, Values]:
         """Return the node's ``(x, z)`` at time ``t`` as lists of floats (see :meth:`state`)."""
         if not math.isfinite(t):
             raise ConfigError(f"state time must be finite, got {t!r}")
@@ -179,9 +179,7 @@ class Ledger:
         dx, dz = self._components(flow)
         self.add_values(edge, dx, dz, t, sign)
 
-    def add_values(
-        self, edge: int, dx: Sequence[float], dz: Sequence[float], t: float, sign: float = 1.0
-    ) -> None:
+    def add_values(self, edge: int, dx: Values, dz: Values, t: float, sign: float = 1.0) -> None:
         """Add ``sign * (dx, dz)``, computed at time ``t``, to the ledger of ``edge``.
 
         :meth:`add` on plain floats: ``dx`` and ``dz`` have ``dim`` components each.
@@ -238,9 +236,7 @@ class Ledger:
             dx, dz = np.broadcast_to(dx, (self._dim,)), np.broadcast_to(dz, (self._dim,))
         return dx.tolist(), dz.tolist()
 
-    def _moved(
-        self, dx: Sequence[float], dz: Sequence[float], t: float
-    ) -> tuple[list[float], list[float]]:
+    def _moved(self, dx: Values, dz: Values, t: float) -> tuple[list[float], list[float]]:
         """Return the flow's half-sum and its half-difference moved from ``t`` to ``t_ref``."""
         # Check before touching any row: a flow from a far-off time, or huge values, would
         # overflow to inf and poison the state for good.

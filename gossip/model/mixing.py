@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -25,6 +26,9 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = ["decay", "decay_value", "mix", "mix_convex", "mix_values"]
 
 FloatArray = NDArray[np.float64]
+
+Values: TypeAlias = "Sequence[float] | NDArray[np.float64]"
+"""One node's value: a few plain floats (gossip) or a float64 array (a model's parameters)."""
 
 
 def decay(eta: float, tau: ArrayLike) -> FloatArray:
@@ -62,13 +66,12 @@ def decay_value(eta: float, tau: float) -> float:
         return math.inf
 
 
-def mix_values(
-    x: Sequence[float], z: Sequence[float], eta: float, tau: float
-) -> tuple[list[float], list[float]]:
+def mix_values(x: Values, z: Values, eta: float, tau: float) -> tuple[Values, Values]:
     """Return :func:`mix` of one node's value, given and returned as lists of floats.
 
     ``x <- a + d exp(-2 eta tau)``, ``z <- a - d exp(-2 eta tau)`` with ``a = (x + z) / 2`` and
-    ``d = (x - z) / 2``; ``tau`` in units of t. Same arithmetic as :func:`mix`, without numpy.
+    ``d = (x - z) / 2``; ``tau`` in units of t. Same arithmetic as :func:`mix`, without numpy;
+    a value given as an array (a model's parameters) is mixed as one, with numpy.
 
     Examples
     --------
@@ -77,6 +80,11 @@ def mix_values(
     (0.68394, 0.31606)
     """
     factor = decay_value(eta, tau)
+    if isinstance(x, np.ndarray) or isinstance(z, np.ndarray):
+        xa, za = np.asarray(x, dtype=np.float64), np.asarray(z, dtype=np.float64)
+        half_sum_a = 0.5 * (xa + za)
+        half_diff_a = (0.5 * factor) * (xa - za)
+        return half_sum_a + half_diff_a, half_sum_a - half_diff_a
     new_x, new_z = [], []
     for xi, zi in zip(x, z, strict=True):
         half_sum = 0.5 * (xi + zi)

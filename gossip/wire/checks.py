@@ -12,19 +12,26 @@ import math
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
+import numpy as np
+from numpy.typing import NDArray
+
 from gossip.errors import ProtocolError
 
 __all__ = [
     "MAX_DIM",
     "MAX_INT",
+    "MAX_RAW_DIM",
     "Checker",
     "Floats",
+    "Vector",
     "floats",
     "integer",
     "number",
     "optional_floats",
+    "optional_vector",
     "positive",
     "string",
+    "vector",
 ]
 
 MAX_DIM = 1 << 14
@@ -35,7 +42,14 @@ MAX_INT = (1 << 63) - 1
 from a peer (recovery numbers its exchanges after them), and the result must still fit
 msgpack's 64 bits, and a signed int64 on any other implementation."""
 
+MAX_RAW_DIM = 1 << 23
+"""Largest vector accepted as a raw buffer (a model's parameters: 64 MiB of float64)."""
+
 Floats: TypeAlias = tuple[float, ...]
+
+Vector: TypeAlias = "Floats | NDArray[np.float64]"
+"""An exchanged value or flow: a tuple of floats (small, in the msgpack map) or a float64 array
+(a model's parameters, carried as a raw buffer beside the map: :mod:`gossip.wire.schema`)."""
 
 Checker: TypeAlias = Callable[[str, Any], Any]
 
@@ -97,3 +111,24 @@ def positive(name: str, value: Any) -> float:
     if out <= 0:
         raise ProtocolError(f"field {name!r} must be > 0, got {out!r}")
     return out
+
+
+def vector(name: str, value: Any) -> Vector:
+    """What :func:`floats` accepts, or a 1-d float64 array of 1 to ``MAX_RAW_DIM`` finite
+    numbers (a raw part of a multipart frame)."""
+    if type(value) is not np.ndarray:
+        return floats(name, value)
+    if value.dtype != np.float64 or value.ndim != 1 or not 0 < value.size <= MAX_RAW_DIM:
+        raise ProtocolError(
+            f"field {name!r} must be 1 to {MAX_RAW_DIM} float64 numbers, got "
+            f"{value.dtype} of shape {value.shape}"
+        )
+    if not np.isfinite(value).all():
+        i = int(np.flatnonzero(~np.isfinite(value))[0])
+        raise ProtocolError(f"field {name!r}[{i}] must be finite, got {float(value[i])!r}")
+    return value
+
+
+def optional_vector(name: str, value: Any) -> Vector | None:
+    """``None``, or what :func:`vector` accepts."""
+    return None if value is None else vector(name, value)

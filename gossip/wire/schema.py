@@ -33,25 +33,30 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeAlias, get_args
 
 import msgpack
+import numpy as np
 
-from gossip.errors import ConfigError, ProtocolError
+from gossip.errors import ConfigError, LocalError, ProtocolError
 from gossip.model.algorithms import check_algorithm
 from gossip.wire.checks import (
     MAX_DIM,
     MAX_INT,
+    MAX_RAW_DIM,
     Checker,
     Floats,
+    Vector,
     floats,
     integer,
     number,
     optional_floats,
+    optional_vector,
     positive,
     string,
+    vector,
 )
 from gossip.wire.hot import FIELDS as _HOT_FIELDS
 from gossip.wire.hot import body_builders
@@ -60,11 +65,15 @@ __all__ = [
     "MAX_DIM",
     "MAX_FRAME",
     "MAX_INT",
+    "MAX_RAW_DIM",
     "MESSAGE_TYPES",
+    "RAW_EXT",
     "VERSION",
     "Bootstrap",
+    "Buffer",
     "Busy",
     "Done",
+    "Frame",
     "Leave",
     "LedgerReply",
     "LedgerRequest",
@@ -78,6 +87,8 @@ __all__ = [
     "Request",
     "decode",
     "encode",
+    "encode_bytes",
+    "frame_size",
 ]
 
 VERSION = 5
@@ -87,7 +98,23 @@ ledger reply which of its sender's are settled; 5: a crossing request that canno
 served, and the server's own request withdrawn, :mod:`gossip.exchange.crossing`)."""
 
 MAX_FRAME = 1 << 20
-"""Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits)."""
+"""Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits);
+of a multipart frame, its map (each raw part has its own limit, ``8 MAX_RAW_DIM`` bytes)."""
+
+RAW_EXT = 1
+"""The msgpack extension code of a raw part's index in a multipart frame's map."""
+
+Buffer: TypeAlias = "bytes | memoryview"
+Frame: TypeAlias = "bytes | tuple[Buffer, ...]"
+"""A frame: msgpack bytes, or a map followed by raw float64 parts (:func:`encode`)."""
+
+# What a training bootstrap may name (gossip.train.recipe.LIVE_ALGORITHMS; the wire does not
+# import the trainer).
+_TRAINING = ("a2cid2", "adpsgd", "local")
+
+# The fields that may go as raw parts, by message type.
+_RAW_FIELDS: dict[str, tuple[str, ...]] = {"request": ("u", "z"), "reply": ("dx", "dz")}
+_RAW_NAMES = ("u", "z")  # at most two raw parts in one frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +137,8 @@ class Request:
     seq: int
     ack: int
     t: float
-    u: Floats
-    z: Floats | None = None
+    u: Vector
+    z: Vector | None = None
     served: int = 0
 
 
@@ -128,8 +155,8 @@ class Reply:
     edge: int
     seq: int
     t: float
-    dx: Floats
-    dz: Floats
+    dx: Vector
+    dz: Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +289,12 @@ class Bootstrap:
     Optimization runs (``problem`` not empty) also carry the problem spec, the data spec and the
     split (never data: each node loads its own shard), and ``n``, the node count the split cuts
     the data into; ``eta``, ``c`` and the neighbours' steps are then the dual parameters.
+
+    Training runs (``train`` not empty: the model spec, :mod:`gossip.train.recipe`) carry the
+    data, split and ``n`` too, the communications per node per unit of t ``rate_com``, the
+    local optimizer (``lr``, ``momentum``, ``batch_size``) and the ``seed`` of the node's
+    streams; ``initial_value`` is the node's initial model and ``eta``, ``c`` the exchange's
+    constants. ``t`` then counts gradient steps per node, and ``rate`` is steps per second.
     """
 
     TYPE: ClassVar[str] = "bootstrap"
@@ -282,6 +315,12 @@ class Bootstrap:
     data: str = ""
     split: str = ""
     n: int = 0
+    train: str = ""
+    rate_com: float = 0.0
+    lr: float = 0.0
+    momentum: float = 0.0
+    batch_size: int = 0
+    seed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,22 +365,61 @@ _PACKER = msgpack.Packer(use_bin_type=True)  # msgpack.packb would build one per
 _HOT_BODIES = body_builders(VERSION)  # the exchange's own messages: gossip.wire.hot
 
 
-def encode(message: Message) -> bytes:
-    """Return the msgpack frame of ``message`` (fields plus ``v`` and ``type``).
+def encode(message: Message) -> Frame:
+    """Return the frame of ``message``: its msgpack map (fields plus ``v`` and ``type``).
 
+    A request's or reply's vector given as a float64 array goes as a raw part beside the map
+    (the map holds the part's index, msgpack extension :data:`RAW_EXT`), and the frame is
+    then a tuple ``(map, part, ...)`` whose parts are views of the arrays, never copies:
+    a model's parameters would cost far more to pack as msgpack floats than to send.
     Encoding does not validate: the receiver does (see :func:`decode`).
     """
     hot = _HOT_BODIES.get(message.TYPE)
     if hot is not None:
-        return _PACKER.pack(hot(message))  # type: ignore[no-any-return]
+        body = hot(message)
+        parts: list[Buffer] | None = None
+        for name in _RAW_FIELDS.get(message.TYPE, ()):
+            value = body[name]
+            if type(value) is np.ndarray:
+                if parts is None:
+                    parts = [b""]
+                body[name] = msgpack.ExtType(RAW_EXT, bytes([len(parts)]))
+                raw = np.ascontiguousarray(value, dtype="<f8")
+                parts.append(raw.data.cast("B"))
+        if parts is None:
+            return _PACKER.pack(body)  # type: ignore[no-any-return]
+        parts[0] = _PACKER.pack(body)
+        return tuple(parts)
     names = _FIELD_NAMES.get(type(message))
     if names is None:  # dataclasses.fields() is slow: look each class up once
         names = _FIELD_NAMES[type(message)] = tuple(f.name for f in fields(message))
-    body: dict[str, Any] = {"v": VERSION, "type": message.TYPE}
+    body = {"v": VERSION, "type": message.TYPE}
     for name in names:
         value = getattr(message, name)
         body[name] = _plain(value) if type(value) is tuple else value
     return _PACKER.pack(body)  # type: ignore[no-any-return]
+
+
+def encode_bytes(message: Message) -> bytes:
+    """Return :func:`encode` of a message that has no raw parts (all but a request's or a
+    reply's with array values), as the bytes of one frame.
+
+    Raises
+    ------
+    LocalError
+        ``message`` encodes to a multipart frame.
+    """
+    frame = encode(message)
+    if type(frame) is not bytes:
+        raise LocalError(f"a {message.TYPE} with array values is a multipart frame, not bytes")
+    return frame
+
+
+def frame_size(frame: Frame) -> int:
+    """Return the bytes of ``frame``, all its parts together."""
+    if isinstance(frame, bytes):
+        return len(frame)
+    return sum(memoryview(part).nbytes for part in frame)
 
 
 # --- decoding and validation ---------------------------------------------------------------
@@ -382,6 +460,8 @@ _BY_TYPE: dict[str, Checker] = {
     "str": string,
     "Floats": floats,
     "Floats | None": optional_floats,
+    "Vector": vector,
+    "Vector | None": optional_vector,
     "tuple[Neighbor, ...]": _neighbors,
 }
 _STRICTER: dict[tuple[str, str], Checker] = {
@@ -409,8 +489,8 @@ _SAME_LENGTH: dict[str, tuple[str, str]] = {
 }
 
 
-def decode(frame: bytes) -> Message:
-    """Parse and validate one frame, and return its message.
+def decode(frame: Frame) -> Message:
+    """Parse and validate one frame (bytes, or a map and its raw parts), and return its message.
 
     Raises
     ------
@@ -419,10 +499,17 @@ def decode(frame: bytes) -> Message:
         or one of its fields is missing, unexpected, of the wrong type or not finite. The message
         names the field and what would have been valid.
     """
-    if len(frame) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(frame)} bytes exceeds the limit of {MAX_FRAME}")
+    header: Buffer
+    if isinstance(frame, tuple):
+        header, hook = _raw_parts(frame)
+    else:
+        header, hook = frame, _no_raw
+    if len(header) > MAX_FRAME:
+        raise ProtocolError(f"frame of {len(header)} bytes exceeds the limit of {MAX_FRAME}")
     try:
-        body = msgpack.unpackb(frame, raw=False, strict_map_key=True, use_list=True)
+        body = msgpack.unpackb(header, raw=False, strict_map_key=True, use_list=True, ext_hook=hook)
+    except ProtocolError:
+        raise
     except Exception as exc:  # msgpack raises many unrelated types on garbage
         raise ProtocolError(f"frame is not valid msgpack ({type(exc).__name__}: {exc})") from None
     if not isinstance(body, dict):
@@ -437,6 +524,37 @@ def decode(frame: bytes) -> Message:
     hot = _HOT_FIELDS.get(kind)
     fast = None if hot is None else hot(body)
     return schema[0](*fast) if fast is not None else _checked(kind, body)
+
+
+def _no_raw(code: int, data: bytes) -> Any:
+    raise ProtocolError(f"frame holds msgpack extension {code} but has no raw parts")
+
+
+def _raw_parts(frame: tuple[Buffer, ...]) -> tuple[Buffer, Callable[[int, bytes], Any]]:
+    """The map of a multipart frame, and the msgpack ext hook that reads its raw parts."""
+    if len(frame) < 2 or len(frame) > 1 + len(_RAW_NAMES):
+        raise ProtocolError(
+            f"a multipart frame has a map and 1 to {len(_RAW_NAMES)} raw parts, got "
+            f"{len(frame)} parts"
+        )
+    raw = frame[1:]
+
+    def hook(code: int, data: bytes) -> Any:
+        index = data[0] if code == RAW_EXT and len(data) == 1 else 0
+        if not 1 <= index <= len(raw):
+            raise ProtocolError(
+                f"msgpack extension {code} {data!r} names no raw part; valid: extension "
+                f"{RAW_EXT} with one byte 1 to {len(raw)}"
+            )
+        part = memoryview(raw[index - 1])
+        if part.nbytes % 8 or part.nbytes > 8 * MAX_RAW_DIM:
+            raise ProtocolError(
+                f"raw part {index} has {part.nbytes} bytes; valid: a multiple of 8 (float64), "
+                f"at most {8 * MAX_RAW_DIM}"
+            )
+        return np.frombuffer(part, dtype="<f8")
+
+    return frame[0], hook
 
 
 def _checked(kind: str, body: dict[str, Any]) -> Message:
@@ -467,16 +585,23 @@ def _checked(kind: str, body: dict[str, Any]) -> Message:
             f"{values['dim']}"
         )
     if kind == Bootstrap.TYPE:
-        _check_bootstrap_algorithm(values["algorithm"], values["problem"])
+        _check_bootstrap_algorithm(values["algorithm"], values["problem"], values["train"])
     message: Message = cls(**values)
     return message
 
 
-def _check_bootstrap_algorithm(algorithm: str, problem: str) -> None:
+def _check_bootstrap_algorithm(algorithm: str, problem: str, train: str = "") -> None:
     """A node runs only what the one rule allows
-    (:func:`gossip.model.algorithms.check_algorithm`)."""
+    (:func:`gossip.model.algorithms.check_algorithm`), or trains with a live algorithm."""
     if not algorithm:  # an empty name would mean "the default": a bootstrap names its algorithm
         raise ProtocolError("field 'algorithm' is empty; a bootstrap names its algorithm")
+    if train:
+        if problem or algorithm not in _TRAINING:
+            raise ProtocolError(
+                f"field 'algorithm' {algorithm!r} cannot train (with problem {problem!r}); "
+                f"valid: {', '.join(_TRAINING)} and no problem"
+            )
+        return
     try:
         check_algorithm(algorithm, problem=bool(problem), live=True)
     except ConfigError as exc:

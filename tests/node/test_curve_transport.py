@@ -165,3 +165,26 @@ async def test_a_gate_with_an_allow_list_refuses_at_once_and_a_redial_gets_in_la
         # The frame queued on the refused socket went with it; the protocol re-sends.
         assert (got.data, got.sender) == (b"admitted", 4)
         assert a.stats.extra["redialed"] == 1
+
+
+async def test_a_multipart_frame_is_authenticated_and_answered_like_any_other() -> None:
+    ka, kb = keypair(), keypair()
+    parts = (b"map", bytes(range(256)) * 400)  # a raw part of zero-copy size
+    async with (
+        ZmqTransport("tcp://127.0.0.1:0", keys=ka) as a,
+        ZmqTransport("tcp://127.0.0.1:0", keys=kb) as b,
+    ):
+        a.trust({5: kb.public})
+        b.trust({4: ka.public})
+        await a.connect({5: b.address})
+        a.send(5, parts)
+        got = await asyncio.wait_for(b.recv(), 10)
+        assert isinstance(got.data, tuple)
+        assert got.sender == 4
+        assert [bytes(p) for p in got.data] == list(parts)
+        assert got.route is not None
+        b.answer(got.route, parts)
+        back = await asyncio.wait_for(a.recv(), 10)
+        assert isinstance(back.data, tuple)
+        assert [bytes(p) for p in back.data] == list(parts)
+        assert (back.sender, back.route) == (5, None)

@@ -83,3 +83,34 @@ async def test_a_socket_with_work_pending_does_not_spin_the_event_loop(
         assert frame.data == b"hello"
     # A handful of wake-ups (connection, frame), not one per turn of an idle loop.
     assert calls[0] < 50
+
+
+async def test_multipart_frames_of_a_model_go_both_ways_without_copies_on_receive() -> None:
+    import numpy as np
+
+    from gossip.wire.schema import Reply, Request, decode, encode
+
+    u = np.random.default_rng(0).standard_normal(100_000)  # 800 kB: zero-copy sizes
+    async with (
+        ZmqTransport("tcp://127.0.0.1:0") as client,
+        ZmqTransport("tcp://127.0.0.1:0") as server,
+    ):
+        await client.connect({1: server.address})
+        client.send(1, encode(Request(src=0, edge=0, seq=1, ack=0, t=1.0, u=u, z=-u)))
+        client.send(1, b"\x81\xa1v\x00")  # a one-part frame right after: still one frame
+        got = await asyncio.wait_for(server.recv(), 10)
+        assert isinstance(got.data, tuple)
+        assert len(got.data) == 3
+        assert isinstance(got.data[1], memoryview)  # ZeroMQ's own buffer, read in place
+        request = decode(got.data)
+        assert isinstance(request, Request)
+        assert np.array_equal(np.asarray(request.u), u)
+        assert (await asyncio.wait_for(server.recv(), 10)).data == b"\x81\xa1v\x00"
+        assert got.route is not None
+        server.answer(got.route, encode(Reply(src=1, edge=0, seq=1, t=1.0, dx=u, dz=2 * u)))
+        answer = await asyncio.wait_for(client.recv(), 10)
+        assert answer.route is None
+        assert isinstance(answer.data, tuple)
+        reply = decode(answer.data)
+        assert isinstance(reply, Reply)
+        assert np.array_equal(np.asarray(reply.dz), 2 * u)

@@ -1,0 +1,104 @@
+"""Decentralized training on the live cluster: real node processes, a real broker.
+
+Each node cuts its own shard of digits, builds the MLP (d = 4810), takes gradient steps on its
+own clock and exchanges its parameters as raw buffers (gossip.wire.schema); A²CiD²'s jumps and
+mixing are the exchange's, with its constants.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coordinator.broker import RunningBroker
+from coordinator.launcher import UpConfig, run_up
+from coordinator.records import RunSummary
+from coordinator.service import CoordinatorConfig
+from coordinator.state import ClusterState
+from gossip.train.recipe import Recipe
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+async def _up(
+    tmp_path: Path,
+    recipe: Recipe,
+    until: float,
+    broker: str | None = None,
+    until_accuracy: float | None = None,
+) -> tuple[RunSummary, ClusterState]:
+    config = UpConfig(
+        coordinator=CoordinatorConfig(
+            graph="cycle:8",
+            rate=20.0,  # gradient steps per node per second
+            until=until,
+            cluster="train",
+            metrics_file=tmp_path / "run.jsonl",
+            json_path=tmp_path / "run.json",
+            training=recipe,
+            until_accuracy=until_accuracy,
+        ),
+        log_dir=tmp_path / "logs",
+        broker=broker,
+        timeout=150.0,
+    )
+    holder: dict[str, ClusterState] = {}
+
+    def started(state: ClusterState, _: RunningBroker) -> None:
+        holder["state"] = state
+
+    summary = await run_up(config, started)
+    return summary, holder["state"]
+
+
+@pytest.mark.broker
+async def test_with_no_gradient_steps_a2cid2_conserves_the_sum_of_the_models_to_1e_9(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    # Each node starts from its own model (per-node), so the exchanges move real mass around:
+    # with lr = 0 the sum over the nodes of x must stay that of the initial models.
+    recipe = Recipe("mlp:64", "digits", "dirichlet:0.1:0", "a2cid2", lr=0.0, init="per-node")
+    summary, state = await _up(tmp_path, recipe, until=1e-3, broker=mosquitto.url)
+    assert summary.reached, state.message
+    final = state.final
+    assert final is not None
+    assert final.complete
+    values = np.array(final.values)
+    initial = recipe.initial(recipe.problem("cycle:8"))
+    assert values.shape == initial.shape == (8, 4810)
+    drift = np.abs(values.sum(axis=0) - initial.sum(axis=0)).max()
+    assert drift <= 1e-9, drift
+    # Consensus was reached by exchanges: every node moved far from where it started.
+    assert np.abs(values - initial).max() > 0.1
+    assert summary.activations > 100
+    views = state.nodes.values()
+    assert all(v.counters.get("served", 0) > 0 for v in views)
+
+
+@pytest.mark.broker
+async def test_the_nodes_train_the_mlp_until_the_average_model_reaches_the_accuracy_asked(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    recipe = Recipe("mlp:64", "digits", "iid:0", "a2cid2", lr=0.05, momentum=0.9)
+    summary, state = await _up(
+        tmp_path, recipe, until=1e-12, broker=mosquitto.url, until_accuracy=0.85
+    )
+    assert summary.reached, state.message
+    tracker = state.training
+    assert tracker is not None
+    assert tracker.t_target is not None
+    assert summary.t_eps == tracker.t_target
+    at_target = next(p for p in tracker.points if p.t == tracker.t_target)
+    assert at_target.accuracy >= 0.85
+    # Scored on the exact points only, from t = 0: the common start's consensus is 0 there.
+    assert tracker.points[0].t == 0.0
+    assert tracker.points[0].consensus == 0.0
+    assert tracker.points[0].accuracy < 0.5  # an untrained model
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert written["algorithm"] == "a2cid2"
+    assert written["training"]["model"] == "mlp:64"
+    assert written["training"]["t_to_accuracy"] == tracker.t_target
+    assert written["training"]["accuracy"] is None or written["training"]["accuracy"] > 0.5

@@ -1,0 +1,57 @@
+"""The array ledger of a model's parameters agrees with the list ledger, and takes local steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gossip.errors import ConfigError
+from gossip.model.jumps import edge_flow_values
+from gossip.model.ledger import Ledger
+from gossip.model.parameters import ParameterLedger
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.0, 3.0), st.integers(1, 40))
+def test_the_array_ledger_holds_the_same_state_as_the_list_ledger(
+    seed: int, eta: float, jumps: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    dim = 5
+    x0 = rng.standard_normal(dim)
+    lists, arrays = Ledger(x0, [3, 8], eta), ParameterLedger(x0, [3, 8], eta)
+    t = 0.0
+    for _ in range(jumps):
+        t += float(rng.exponential(0.7))
+        edge = int(rng.choice([3, 8]))
+        dx, dz = rng.standard_normal(dim), rng.standard_normal(dim)
+        when = t - float(rng.exponential(0.3))  # a late flow, as the exchange books them
+        lists.add_values(edge, dx.tolist(), dz.tolist(), when)
+        arrays.add_values(edge, dx, dz, when, sign=1.0)
+        for got, want in zip(arrays.state_values(t), lists.state_values(t), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    for edge in (3, 8):
+        np.testing.assert_allclose(arrays.edge_total(edge, t).dx, lists.edge_total(edge, t).dx)
+
+
+def test_a_gradient_step_moves_x_and_z_alike_and_never_the_edges() -> None:
+    a = ParameterLedger(np.zeros(4), [0], eta=0.8)
+    b = ParameterLedger(np.ones(4), [0], eta=0.8)
+    xa, _ = a.state_values(0.5)
+    xb, _ = b.state_values(0.5)
+    dx, dz = edge_flow_values(xa, xb, c=1.7)
+    a.add_values(0, dx, dz, 0.5)
+    b.add_values(0, dx, dz, 0.5, sign=-1.0)
+    before = [led.state_values(2.0) for led in (a, b)]
+    a.add_local(np.full(4, 0.25))
+    xa2, za2 = a.state_values(2.0)
+    np.testing.assert_allclose(xa2, before[0][0] - 0.25)
+    np.testing.assert_allclose(za2, before[0][1] - 0.25)
+    # The jump conserved the sum of x; the step moved it by exactly the step.
+    total = a.state_values(7.0)[0] + b.state_values(7.0)[0]
+    np.testing.assert_allclose(total, np.ones(4) - 0.25, atol=1e-12)
+    np.testing.assert_allclose(a.edge_total(0, 7.0).dx, -b.edge_total(0, 7.0).dx)
+    with pytest.raises(ConfigError, match="4 finite numbers, got shape"):
+        a.add_local(np.ones(3))

@@ -1,0 +1,106 @@
+"""A model's parameters on the wire: raw float64 parts beside the msgpack map, no float lists."""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gossip.errors import LocalError, ProtocolError
+from gossip.wire.schema import (
+    MAX_RAW_DIM,
+    RAW_EXT,
+    Reply,
+    Request,
+    decode,
+    encode,
+    encode_bytes,
+    frame_size,
+)
+
+
+def _request(u: np.ndarray, z: np.ndarray | None) -> Request:
+    return Request(src=1, edge=0, seq=7, ack=6, t=2.5, u=u, z=z, served=3)
+
+
+@given(st.integers(1, 3000), st.integers(0, 2**32 - 1), st.booleans())
+def test_array_values_round_trip_exactly_as_raw_parts(dim: int, seed: int, with_z: bool) -> None:
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal(dim) * 10.0 ** rng.integers(-300, 300)
+    z = rng.standard_normal(dim) if with_z else None
+    frame = encode(_request(u, z))
+    assert isinstance(frame, tuple)
+    assert len(frame) == (3 if with_z else 2)
+    assert len(frame[0]) < 100  # the map holds indices, never the floats
+    assert frame_size(frame) == len(frame[0]) + 8 * dim * (2 if with_z else 1)
+    # The receiver sees its own copies of the parts (bytes off the socket).
+    got = decode(tuple(bytes(part) for part in frame))
+    assert isinstance(got, Request)
+    assert isinstance(got.u, np.ndarray)
+    assert got.u.tobytes() == u.tobytes()  # bit for bit
+    assert (got.z is None) == (z is None)
+    if z is not None:
+        assert isinstance(got.z, np.ndarray)
+        assert got.z.tobytes() == z.tobytes()
+    assert (got.src, got.edge, got.seq, got.ack, got.t, got.served) == (1, 0, 7, 6, 2.5, 3)
+
+
+def test_a_reply_with_array_flows_round_trips_and_tuples_stay_one_frame() -> None:
+    dx, dz = np.linspace(-1.0, 1.0, 500), np.linspace(2.0, 3.0, 500)
+    got = decode(encode(Reply(src=2, edge=4, seq=9, t=1.0, dx=dx, dz=dz)))
+    assert isinstance(got, Reply)
+    assert np.array_equal(np.asarray(got.dx), dx)
+    assert np.array_equal(np.asarray(got.dz), dz)
+    small = Reply(src=2, edge=4, seq=9, t=1.0, dx=(0.5,), dz=(1.5,))
+    assert isinstance(encode(small), bytes)  # gossip's scalars: the path they always had
+    assert decode(encode(small)) == small
+    assert isinstance(encode_bytes(small), bytes)
+    with pytest.raises(LocalError, match="multipart"):
+        encode_bytes(Reply(src=2, edge=4, seq=9, t=1.0, dx=dx, dz=dz))
+
+
+def test_a_reply_whose_raw_parts_differ_in_length_is_refused() -> None:
+    frame = encode(Reply(src=2, edge=4, seq=9, t=1.0, dx=np.ones(4), dz=np.ones(5)))
+    with pytest.raises(ProtocolError, match="'dz' has 5 components but 'dx' has 4"):
+        decode(frame)
+
+
+@pytest.mark.parametrize(
+    ("parts", "match"),
+    [
+        ("nan", r"field 'u'\[2\] must be finite"),
+        ("odd", "raw part 1 has 20 bytes; valid: a multiple of 8"),
+        ("index", "names no raw part"),
+        ("lonely", "extension 1 but has no raw parts"),
+        ("many", "a multipart frame has a map and 1 to 2 raw parts, got 4 parts"),
+    ],
+)
+def test_bad_raw_parts_are_refused_with_the_reason(parts: str, match: str) -> None:
+    u = np.arange(1.0, 4.0)
+    header, raw = encode(_request(u, None))
+    frames: object
+    if parts == "nan":
+        bad = u.copy()
+        bad[2] = np.nan
+        frames = (header, bad.tobytes())
+    elif parts == "odd":
+        frames = (header, b"\0" * 20)
+    elif parts == "index":
+        body = msgpack.unpackb(header)
+        body["u"] = msgpack.ExtType(RAW_EXT, bytes([2]))
+        frames = (msgpack.packb(body), bytes(raw))
+    elif parts == "lonely":
+        frames = bytes(header)
+    else:
+        frames = (header, bytes(raw), bytes(raw), bytes(raw))
+    with pytest.raises(ProtocolError, match=match):
+        decode(frames)  # type: ignore[arg-type]
+
+
+def test_a_raw_part_beyond_the_limit_is_refused_before_it_is_read() -> None:
+    header, _ = encode(_request(np.ones(2), None))
+    huge = memoryview(bytearray(8 * MAX_RAW_DIM + 8))
+    with pytest.raises(ProtocolError, match="raw part 1 has"):
+        decode((header, huge))
