@@ -61,6 +61,7 @@ from coordinator.state import ClusterState
 from coordinator.status import restore_membership, resumable, run_header, status_record
 from gossip.errors import ConfigError, GossipError, TransportError
 from gossip.model.values import error_floor
+from gossip.wire.schema import Beat, Message, RegisterError, Stop
 
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
@@ -112,6 +113,7 @@ class Coordinator:
         self._exact_logged = 0  # exact points (state.exact) already in the metrics file
         self._t_stop: float | None = None
         self._asked_stop = ""
+        self._stop_reason = ""  # once stopping: why (the nodes' lifelines are told)
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
@@ -203,6 +205,7 @@ class Coordinator:
                                 on_leave=lambda name, sender: self.churn.on_leave(
                                     name, sender, time.time()
                                 ),
+                                on_beat=self._on_beat,
                             ),
                             name="registrar",
                         )
@@ -314,6 +317,27 @@ class Coordinator:
             return
         self.reports.ingest(topic, payload)
 
+    def _on_beat(self, beat: Beat) -> Message | None:
+        """Answer a node's lifeline (:mod:`node.lifeline`): take its final report, tell it
+        the run is over, or echo; ``None`` for another run's node (not ours to stop)."""
+        epoch = self.state.epoch
+        if epoch is None or abs(beat.epoch - epoch) > 1e-6:
+            return None
+        if beat.final:
+            node = self.state.registered.get(beat.name)
+            if node is None:
+                return RegisterError(f"no node {beat.name!r} in run {self.state.run_id}")
+            # The same report as on MQTT, under the node's own topic: whichever way comes
+            # first is taken, and a repeat changes nothing.
+            self.reports.ingest(f"{self._topics['prefix']}/node/{node}/state", beat.final.encode())
+            view = self.state.nodes.get(node)
+            if view is None or not view.final:
+                return RegisterError(f"the final report of {beat.name!r} was refused")
+            return Beat(beat.name, epoch, Beat.TAKEN)
+        if self.state.phase in ("stopping", "done"):
+            return Stop(epoch, self._stop_reason or "stopped")
+        return Beat(beat.name, epoch, "")
+
     # -- supervision ---------------------------------------------------------------------------
 
     async def _supervise(self) -> RunSummary | None:
@@ -405,6 +429,7 @@ class Coordinator:
 
     async def _stop(self, reason: str) -> RunSummary:
         assert self._link is not None
+        self._stop_reason = reason
         self.state.set_phase("stopping", f"stop ({reason}): waiting for the final reports")
         epoch = self.state.epoch if self.state.epoch is not None else time.time()
         self._t_stop = self.plan.rate * (time.time() - epoch)
