@@ -64,7 +64,11 @@ __all__ = ["host_configs", "run_host", "run_host_sync", "run_node", "run_node_sy
 
 log = logging.getLogger(__name__)
 
-_DELIVER_WAIT = 2.0  # seconds a stopped host waits for the coordinator to take its finals
+# Seconds a stopped host waits for the coordinator to take its final reports over the lifeline:
+# long enough for a coordinator killed while stopping to be restarted and take them (it then
+# holds the stop decision, coordinator.status); a coordinator that never answered a beat is
+# not waited for.
+_DELIVER_WAIT = 10.0
 
 
 def host_configs(
@@ -286,7 +290,8 @@ async def _delivered(lifelines: Sequence[Lifeline], within: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(within):
             for line in lifelines:
-                await line.delivered.wait()
+                if line.answered:
+                    await line.delivered.wait()
 
 
 async def run_host(configs: Sequence[NodeConfig]) -> int:

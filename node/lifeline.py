@@ -102,6 +102,8 @@ class Lifeline:
         """When the coordinator last answered (monotonic seconds; the bootstrap counts)."""
         self.delivered = asyncio.Event()
         """Set once the coordinator holds the final report."""
+        self.answered = False
+        """Whether the coordinator ever answered a beat (one that predates beats never does)."""
         self.stopped_by = ""  # "coordinator" or "orphaned", once this lifeline stopped the node
 
     def coordinator_lost_for(self) -> float:
@@ -168,6 +170,7 @@ class Lifeline:
         if not isinstance(message, Beat | Stop) or abs(message.epoch - self.epoch) > 1e-6:
             return  # another run's coordinator: not ours, not heard
         self.heard = self._clock()
+        self.answered = True
         if isinstance(message, Stop) and self.stopped_by == "":
             self.stopped_by = "coordinator"
             log.info("the coordinator stopped the run (%s) over its own channel", message.reason)
