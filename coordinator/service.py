@@ -440,9 +440,15 @@ class Coordinator:
             "eps": self.config.until,
         }
         if reason == "broker-lost":
+            # A restarted coordinator may carry out its predecessor's decision (no deadline).
+            deadline = self.config.broker_deadline
             record["failure"] = (
                 f"lost the broker {redact_broker_url(self.config.broker)}: unreachable for over "
-                f"--broker-deadline {self.config.broker_deadline:g} s"
+                + (
+                    "its --broker-deadline"
+                    if deadline is None
+                    else f"--broker-deadline {deadline:g} s"
+                )
             )
             state.message = record["failure"]
         if state.churn:
