@@ -366,6 +366,8 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
                 )
             ]
             async with asyncio.TaskGroup() as tg:
+                for line, node in zip(lifelines, nodes, strict=True):
+                    node.final_taken = line.delivered
                 beats = [
                     tg.create_task(line.run(), name=f"node-lifeline-{node.boot.node_id}")
                     for line, node in zip(lifelines, nodes, strict=True)

@@ -176,4 +176,5 @@ class Lifeline:
             log.info("the coordinator stopped the run (%s) over its own channel", message.reason)
             self.on_stop()
         elif isinstance(message, Beat) and message.final == TAKEN and sent_final:
+            log.info("the coordinator took the final report over its own channel")
             self.delivered.set()
