@@ -237,6 +237,8 @@ def coordinator(
             if timeout is not None and summary.stop_reason == "timeout"
             else ""
         )
+        if summary.stop_reason == "broker-lost":
+            advice = f"; {state.message}"  # the failure: which broker, for how long
         raise fail(
             f"the error did not reach {until:g} "
             f"(final error {error_text(summary.final_error)}){advice}",

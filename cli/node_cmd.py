@@ -89,6 +89,14 @@ def node(
             help="Give up waiting for the coordinator after this many seconds (default: never).",
         ),
     ] = None,
+    orphan_after: Annotated[
+        float,
+        typer.Option(
+            envvar="GOSSIP_ORPHAN_AFTER",
+            help="Stop by itself after this many seconds without both the broker and the "
+            "coordinator: nobody could stop or measure it any more (0: never).",
+        ),
+    ] = 60.0,
     max_in_flight: Annotated[
         int,
         typer.Option(
@@ -282,6 +290,7 @@ def node(
             name=name,
             mqtt_ca=mqtt_ca,
             data=data,
+            orphan_after=orphan_after or None,
         )
         try:
             if keys is not None and len(keys) == 1 and explicit_name:

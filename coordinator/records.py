@@ -24,6 +24,7 @@ __all__ = [
     "error_text",
     "json_num",
     "json_nums",
+    "missing_text",
 ]
 
 COUNTER_NAMES = (
@@ -64,6 +65,14 @@ def error_text(value: float | None) -> str:
     """An error as every message and table shows it: ``4.274e-10``, or ``unknown`` when it
     was not measured (one figure, one spelling, wherever the terminal shows it)."""
     return "unknown" if value is None else format(value, ".3e")
+
+
+def missing_text(missing: tuple[str, ...]) -> str:
+    """`` (no final report from a, b): unknown`` for the phase message; ``""`` if none."""
+    if not missing:
+        return ""
+    shown = ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
+    return f" (no final report from {shown}): unknown"
 
 
 def json_nums(values: tuple[float, ...] | list[float]) -> list[float | None]:

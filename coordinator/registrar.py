@@ -19,6 +19,10 @@ then sends each node its neighbours' public keys in the bootstrap.
 A :class:`~gossip.wire.schema.Leave` (``gossip node --leave``) goes to ``on_leave`` with the name of
 the key it came with; the coordinator takes it only for that key's own node, echoes it back,
 or answers a RegisterError saying why not (a forged one is also counted, ``forged_leaves``).
+
+A :class:`~gossip.wire.schema.Beat` (a bootstrapped node's lifeline, :mod:`node.lifeline`) goes
+to ``on_beat`` with the name of its key, and its answer, if any, goes back; a beat under another
+name than the key's is refused and counted (``impostors``).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from zmq.utils import z85
 
 from coordinator.registry import Known, Readdressed, Ready, Refused, Registry, Waiting
 from gossip.errors import ProtocolError, TransportError
-from gossip.wire.schema import Leave, Register, RegisterError, decode, encode_bytes
+from gossip.wire.schema import Beat, Leave, Message, Register, RegisterError, decode, encode_bytes
 
 __all__ = ["RegistrarStats", "bound_socket", "serve_registrations"]
 
@@ -144,6 +148,7 @@ async def serve_registrations(
     authenticated: bool = False,
     on_readdress: Callable[[Readdressed], None] = lambda outcome: None,
     on_leave: Callable[[str, str | None], str | None] | None = None,
+    on_beat: Callable[[Beat], Message | None] | None = None,
 ) -> None:
     """Answer registrations on ``sock`` until cancelled.
 
@@ -154,7 +159,8 @@ async def serve_registrations(
     goes out. ``on_leave(name, sender)`` takes a :class:`Leave` (``None``: done, else why it was
     refused); ``sender`` is the name of the key it came with (``authenticated``; else ``None``),
     which must be ``name``'s own: no other node can make a node leave. Without ``on_leave``
-    leaves are refused.
+    leaves are refused. ``on_beat`` answers a :class:`Beat` (``None``: no answer; without it
+    beats go unanswered).
     """
     # Routing envelope (identity plus any delimiter frames) of the latest message under each
     # name: the node's current socket, since a restarted node has a new identity.
@@ -166,9 +172,9 @@ async def serve_registrations(
         payload = frames[-1]
         try:
             msg = decode(payload.bytes)
-            if not isinstance(msg, Register | Leave):
+            if not isinstance(msg, Register | Leave | Beat):
                 raise ProtocolError(
-                    f"the coordinator only accepts register and leave messages, got "
+                    f"the coordinator only accepts register, leave and beat messages, got "
                     f"{type(msg).TYPE!r}"
                 )
         except ProtocolError as exc:
@@ -179,6 +185,9 @@ async def serve_registrations(
         user = _user_id(payload) if authenticated else None
         if isinstance(msg, Leave):
             await _leave(sock, envelope, msg, user, stats, on_leave)
+            continue
+        if isinstance(msg, Beat):
+            await _beat(sock, envelope, msg, user, stats, on_beat)
             continue
         if user is not None and user != msg.name:
             stats.impostors += 1
@@ -237,6 +246,26 @@ async def _leave(
     stats.last_refusal = f"leave of {msg.name!r} refused: {why}"
     log.warning("%s", stats.last_refusal)
     await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
+
+
+async def _beat(
+    sock: zmq.asyncio.Socket,
+    envelope: list[bytes],
+    msg: Beat,
+    user: str | None,
+    stats: RegistrarStats,
+    on_beat: Callable[[Beat], Message | None] | None,
+) -> None:
+    """Answer a :class:`Beat`: ``on_beat``'s answer, or a refusal of a beat under another
+    key's name (its final report would count as another node's)."""
+    if user is not None and user != msg.name:
+        stats.impostors += 1
+        stats.last_refusal = f"beat of {msg.name!r} came with the key of {user!r}"
+        await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
+        return
+    answer = None if on_beat is None else on_beat(msg)
+    if answer is not None:
+        await _send(sock, envelope, encode_bytes(answer))
 
 
 async def _send(sock: zmq.asyncio.Socket, envelope: list[bytes], payload: bytes) -> None:

@@ -20,6 +20,8 @@ time origin.)
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import math
@@ -32,9 +34,10 @@ import numpy as np
 from coordinator.mqtt_link import MqttLink
 from coordinator.registry import Assignment, Known, Outcome, Plan, Refused
 from coordinator.state import ClusterState
-from gossip.errors import GossipError
+from coordinator.status import restore_membership
+from gossip.errors import GossipError, ProtocolError
 from gossip.exchange.membership import View, attach_neighbors, join_view, leave_view, make_view
-from gossip.wire.schema import Bootstrap, Neighbor, Register
+from gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode_bytes
 
 __all__ = ["ATTACH", "LEAD", "RESEND", "Churn"]
 
@@ -105,6 +108,50 @@ class Churn:
             return self.state.view
         edges = [(int(u), int(v)) for u, v in self.plan.topology.edges]
         return make_view(0, 0.0, range(self.plan.expected), edges, self.plan.params.algorithm)
+
+    def record(self) -> dict[str, Any]:
+        """The roster's part of the retained membership (beside
+        :func:`coordinator.status.membership_record`): the joiners' Bootstraps (wire frames,
+        base64), addresses and keys, and the latest view command while it is repeated."""
+        return {
+            "joined": {
+                name: base64.b64encode(encode_bytes(boot)).decode("ascii")
+                for name, boot in self._joined.items()
+            },
+            "addresses": {str(k): address for k, address in self._addresses.items()},
+            "keys": {str(k): key for k, key in self._keys.items()},
+            "command": self._command,
+            "resend_until": self._resend_until if math.isfinite(self._resend_until) else None,
+        }
+
+    def restore(self, record: Any) -> None:
+        """Put a restarted coordinator's membership back from the retained ``record``
+        (:meth:`record` and :func:`coordinator.status.membership_record`): a restarted joiner
+        gets its own Bootstrap back, and a view command still due is repeated.
+
+        Raises
+        ------
+        ProtocolError
+            A record that is not the shape :meth:`record` writes.
+        """
+        restore_membership(self.state, record)
+        if not isinstance(record, dict):
+            return  # an older coordinator's status: the bootstrap membership
+        try:
+            for name, frame in (record.get("joined") or {}).items():
+                boot = decode(base64.b64decode(frame, validate=True))
+                if not isinstance(boot, Bootstrap):
+                    raise ProtocolError(f"joiner {name!r}: a {boot.TYPE}, not a bootstrap")
+                self._joined[str(name)] = boot
+            for k, address in (record.get("addresses") or {}).items():
+                self._addresses[int(k)] = str(address)
+            for k, key in (record.get("keys") or {}).items():
+                self._keys[int(k)] = str(key)
+            command, until = record.get("command"), record.get("resend_until")
+            if isinstance(command, dict) and isinstance(until, int | float):
+                self._command, self._resend_at, self._resend_until = command, 0.0, float(until)
+        except (TypeError, ValueError, AttributeError, binascii.Error) as exc:
+            raise ProtocolError(f"the retained status's membership is malformed: {exc}") from exc
 
     def on_request(self, payload: bytes, now: float) -> None:
         """Take a leave request from MQTT (never raises: a bad one is logged, shown as refused).
@@ -181,8 +228,11 @@ class Churn:
                 refused.append(str(exc))
             return None
         self.state.departed.add(node)
-        self._event(kind, now, node=node, view=new.number, t=new.start, members=len(new.members))
+        # The view first: the event publishes the retained status, which must carry it (a
+        # coordinator restarted from a status with the departure but not its view would
+        # compute the next change from the bootstrap graph).
         self._publish(new, {"kind": kind, "node": node}, now, {})
+        self._event(kind, now, node=node, view=new.number, t=new.start, members=len(new.members))
         return new
 
     def join(self, msg: Register, address: str | None, assignment: Assignment | None) -> Outcome:
@@ -287,15 +337,20 @@ class Churn:
         }
         self._resend_at = now
         self._resend_until = self.state.epoch + new.start / self.plan.rate + _RESEND_FOR
-        self.tick(now)
+        self._repeat(now)
 
-    def tick(self, now: float) -> None:
-        """Repeat the latest view command while it may still be missed; declare the dead."""
+    def _repeat(self, now: float) -> None:
+        """Send the latest view command if it is due (it may still be missed)."""
         command, link = self._command, self.link
         due = self._resend_at <= now <= self._resend_until
         if command is not None and link is not None and due:
             link.publish(link.topics["control"], command)
             self._resend_at = now + RESEND
+
+    def tick(self, now: float) -> None:
+        """Repeat the latest view command while it may still be missed; declare the dead."""
+        self._repeat(now)
+        link = self.link
         if self.dead_after is None or self.state.phase != "running":
             return
         heard_from = -math.inf

@@ -8,17 +8,20 @@ Theory of operation
    initial values (``gossip.model.values``).
 2. :meth:`Coordinator.run` connects to the broker (:class:`~coordinator.mqtt_link.MqttLink`)
    and looks at the retained status topic: if a previous coordinator left a running run of the
-   same graph, algorithm and rate, it adopts that run (same ids, epoch, values, Bootstraps)
-   instead of starting a new one. Then it binds the registration ROUTER
-   (:mod:`coordinator.registrar`) and waits for the expected count (``register_timeout``).
+   same graph, algorithm and rate, it adopts that run (ids, epoch, values, Bootstraps,
+   membership, progress) instead of starting a new one. Then it binds the registration ROUTER
+   and waits for the expected count; who is in the run is its collaborator
+   :class:`~coordinator.enrollment.Enrollment`'s business.
 3. After the bootstrap it only listens: every ``metrics_period`` seconds it mixes the nodes'
    latest reports to a common t (:class:`coordinator.evaluation.ReportBook`), appends the point to
    the history and the metrics file, writes the exact curve's new points (assembled from the
    nodes' traces as their reports arrive, :mod:`coordinator.exact_curve`) there too, and, once
    :class:`coordinator.convergence.Convergence` says eps is reached (three exact points in a
    row ``<= eps``; the estimates' rule only for a run without an exact curve), publishes
-   ``{"cmd": "stop"}`` on the control topic (re-sent every second) and waits for every node's
-   final report.
+   ``{"cmd": "stop"}`` on the control topic (re-sent every second; the nodes' beats on the
+   registration socket are answered with a stop too, :mod:`node.lifeline`) and waits for every
+   node's final report, over either way. Without a broker for ``broker_deadline`` seconds, it
+   stops the run that way alone.
 4. The final reports, mixed to a common t, give the exact final error and mass drift: no
    exchange is in flight any more (:mod:`coordinator.outcome`). The run summary goes to the
    status topic (retained, :mod:`coordinator.status`), the
@@ -48,19 +51,19 @@ from coordinator._groups import single_error
 from coordinator.broker_url import broker_credentials, parse_broker_url, redact_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.convergence import Convergence
+from coordinator.enrollment import Enrollment
 from coordinator.evaluation import DIVERGED, ReportBook, diverged
 from coordinator.lanrule import LanRule
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
 from coordinator.outcome import final_result, node_shares, pace_of, run_summary
-from coordinator.records import ErrorPoint, RunSummary, error_text
-from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
-from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
-from coordinator.roster import Churn
+from coordinator.records import ErrorPoint, RunSummary, error_text, missing_text
+from coordinator.registrar import bound_socket
+from coordinator.registry import Plan
 from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
-from coordinator.status import restore_membership, resumable, run_header, status_record
-from gossip.errors import ConfigError, GossipError, TransportError
+from coordinator.status import run_header, status_record
+from gossip.errors import ConfigError, GossipError
 from gossip.model.values import error_floor
 
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
@@ -98,10 +101,7 @@ class Coordinator:
         self.state = state
         self.plan = plan
         self.state.broker.kind = broker_kind
-        self.registry = Registry(plan, _new_run_id())
-        self.stats = RegistrarStats()
         self.log = RunLog(config.metrics_file)
-        self.resumed = False
         self.bound = asyncio.Event()
         """Set once the registration socket is bound (nodes may register from then on)."""
         self._retained: bytes | None = None
@@ -116,17 +116,18 @@ class Coordinator:
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
-        self.churn = Churn(
+        self.members = Enrollment(
+            config,
             plan,
             state,
-            None,
-            dead_after=config.dead_after,
-            on_event=self._on_membership,
+            self.reports,
+            self.log,
+            self._publish_status,
+            self._header,
+            _new_run_id(),
         )
-        if config.allow_joins:
-            self.registry.on_join = lambda msg, address: self.churn.join(
-                msg, address, self.registry.assignment
-            )
+        members = self.members
+        self.registry, self.stats, self.churn = members.registry, members.stats, members.churn
         if config.broker:
             sec = plan.security
             url = config.broker if sec is None else sec.coordinator_broker(config.broker)
@@ -145,12 +146,10 @@ class Coordinator:
             )
             self.churn.link = self._link
 
-    def _on_membership(self, event: dict[str, Any]) -> None:
-        self.log.write(
-            "membership", event=event["kind"], **{k: v for k, v in event.items() if k != "kind"}
-        )
-        # Retained at once: a coordinator restarted from here measures these members.
-        self._publish_status()
+    @property
+    def resumed(self) -> bool:
+        """Whether this coordinator adopted a run from the retained status."""
+        return self.members.resumed
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -193,18 +192,7 @@ class Coordinator:
                 ) as sock:
                     background.append(
                         tg.create_task(
-                            serve_registrations(
-                                sock,
-                                self.registry,
-                                self.stats,
-                                self._on_ready,
-                                self._on_registered,
-                                authenticated=sec is not None,
-                                on_readdress=self._on_readdressed,
-                                on_leave=lambda name, sender: self.churn.on_leave(
-                                    name, sender, time.time()
-                                ),
-                            ),
+                            self.members.serve(sock, authenticated=sec is not None),
                             name="registrar",
                         )
                     )
@@ -247,60 +235,9 @@ class Coordinator:
             status = json.loads(self._retained)
         except ValueError:
             return
-        if not resumable(status, self.config, self.plan):
-            return
-        assignment = Assignment.from_dict(status["assignment"])
-        self.registry.restore(assignment)
-        self.resumed = True
-        self._adopt(assignment)
-        restore_membership(self.state, status.get("membership"))
-        self.state.set_phase("running", f"resumed run {assignment.run_id}")
-        self.log.write("resume", **self._header())
-        self._publish_status()
-
-    def _adopt(self, assignment: Assignment) -> None:
-        state = self.state
-        state.run_id = assignment.run_id
-        state.epoch = assignment.epoch
-        state.initial = list(assignment.initial)
-        state.registered = {name: k for k, name in enumerate(assignment.names)}
-        state.touch()
-
-    def _on_registered(self) -> None:
-        if not self.registry.bootstrapped:
-            self.state.registered = {name: k for k, name in enumerate(self.registry.names)}
-            self.state.message = f"{len(self.state.registered)} of {self.plan.expected} registered"
-            self.state.touch()
-
-    def _on_readdressed(self, outcome: Readdressed) -> None:
-        # The retained assignment must name the new address: a coordinator that resumes the
-        # run, and the neighbours it bootstraps again, would use the dead one.
-        self._publish_status()
-
-    def _on_ready(self, ready: Ready) -> None:
-        self._adopt(ready.assignment)
-        self.state.set_phase(
-            "running", f"bootstrapped {self.plan.expected} nodes; t starts at the epoch"
-        )
-        self.log.write("start", **self._header())
-        self._publish_status()
-
-    async def _wait_bootstrap(self) -> None:
-        deadline = time.monotonic() + self.config.register_timeout
-        while not self.registry.bootstrapped:
-            if time.monotonic() > deadline:
-                names = list(self.state.registered)
-                shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-                detail = f" ({shown})" if names else ""
-                hint = (
-                    f"; last refusal: {self.stats.last_refusal}" if self.stats.last_refusal else ""
-                )
-                raise TransportError(
-                    f"only {len(names)} of {self.plan.expected} nodes registered within "
-                    f"{self.config.register_timeout:g} s{detail}{hint}; start the others with "
-                    f"`gossip node --coordinator {self.config.bind}`"
-                )
-            await asyncio.sleep(0.05)
+        stop = self.members.resume(status)
+        if stop:  # the previous coordinator had decided: stop, as it would have
+            self.request_stop(stop)
 
     # -- reports -------------------------------------------------------------------------------
 
@@ -318,7 +255,7 @@ class Coordinator:
     # -- supervision ---------------------------------------------------------------------------
 
     async def _supervise(self) -> RunSummary | None:
-        await self._wait_bootstrap()
+        await self.members.wait_bootstrap()
         if self._link is None:
             await asyncio.Event().wait()  # nothing to measure: serve registrations until cancelled
         period = self.config.metrics_period
@@ -412,6 +349,7 @@ class Coordinator:
 
     async def _stop(self, reason: str) -> RunSummary:
         assert self._link is not None
+        self.members.stop_reason = reason
         self.state.set_phase("stopping", f"stop ({reason}): waiting for the final reports")
         epoch = self.state.epoch if self.state.epoch is not None else time.time()
         self._t_stop = self.plan.rate * (time.time() - epoch)
@@ -508,8 +446,7 @@ class Coordinator:
         state.set_phase(
             "done",
             f"{'reached' if summary.reached else 'did not reach'} {self.config.until:g}; "
-            f"final error {error_text(summary.final_error)}"
-            + _missing_text(summary.missing_finals),
+            f"final error {error_text(summary.final_error)}" + missing_text(summary.missing_finals),
         )
         record = {
             **summary.as_dict(),
@@ -521,9 +458,15 @@ class Coordinator:
             "eps": self.config.until,
         }
         if reason == "broker-lost":
+            # A restarted coordinator may carry out its predecessor's decision (no deadline).
+            deadline = self.config.broker_deadline
             record["failure"] = (
                 f"lost the broker {redact_broker_url(self.config.broker)}: unreachable for over "
-                f"--broker-deadline {self.config.broker_deadline:g} s"
+                + (
+                    "its --broker-deadline"
+                    if deadline is None
+                    else f"--broker-deadline {deadline:g} s"
+                )
             )
             state.message = record["failure"]
         if state.churn:
@@ -556,20 +499,18 @@ class Coordinator:
         if self._link is None:
             return
         status = status_record(
-            self.config, self.plan, self.state, self.registry.assignment, summary
+            self.config,
+            self.plan,
+            self.state,
+            self.registry.assignment,
+            summary,
+            churn=self.churn.record(),
+            stop_reason=self.members.stop_reason,
         )
         try:
             self._link.set_status(status)
         except (TypeError, ValueError) as exc:  # a non-finite float would be a bug here
             raise GossipError(f"cannot encode the coordinator status: {exc}") from exc
-
-
-def _missing_text(missing: tuple[str, ...]) -> str:
-    """`` (no final report from a, b): unknown`` for the phase message; ``""`` if none."""
-    if not missing:
-        return ""
-    shown = ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
-    return f" (no final report from {shown}): unknown"
 
 
 def announce_dashboard(url: str) -> None:

@@ -6,7 +6,9 @@ algorithm and its parameters, rate, epoch), its phase, its assignment and, once 
 summary (:func:`status_record`). A coordinator started with the same graph, algorithm, rate and
 node count adopts a run whose status is still running (:func:`resumable`), with its
 membership (:func:`membership_record`: the latest view, who departed, who joined, with their
-initial values), so that it measures the members of the run, not those of its bootstrap.
+initial values), so that it measures the members of the run, not those of its bootstrap, and
+its progress (:func:`progress_record`: eps reached and when, the stop decision), so that a run
+that was stopping when its coordinator died is stopped, not run on.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from gossip.exchange.membership import view_from_dict
 
 __all__ = [
     "membership_record",
+    "progress_record",
     "restore_membership",
+    "restore_progress",
     "resumable",
     "run_header",
     "status_record",
@@ -55,8 +59,14 @@ def status_record(
     state: ClusterState,
     assignment: Assignment | None,
     summary: RunSummary | None = None,
+    churn: dict[str, Any] | None = None,
+    stop_reason: str = "",
 ) -> dict[str, Any]:
-    """The status message as of now (JSON-ready; the broker URL without its password)."""
+    """The status message as of now (JSON-ready; the broker URL without its password).
+
+    ``churn`` is the roster's own part of the membership (:meth:`coordinator.roster.Churn.record`);
+    ``stop_reason`` the stop decision, once taken.
+    """
     return {
         **run_header(config, plan, state),
         "phase": state.phase,
@@ -67,8 +77,41 @@ def status_record(
         "wall": time.time(),
         "assignment": assignment.as_dict() if assignment is not None else None,
         "summary": summary.as_dict() if summary is not None else None,
-        "membership": membership_record(state),
+        "membership": {**membership_record(state), **(churn or {})},
+        "progress": progress_record(state, stop_reason),
     }
+
+
+def progress_record(state: ClusterState, stop_reason: str = "") -> dict[str, Any]:
+    """How far the run got: eps reached (exact curve and estimate, t and wall time) and the stop
+    decision (``stop``: its reason, ``""`` before it is taken)."""
+    return {
+        "reached": state.reached,
+        "t_eps": state.t_eps,
+        "wall_eps": state.wall_eps,
+        "t_eps_estimate": state.t_eps_estimate,
+        "wall_eps_estimate": state.wall_eps_estimate,
+        "stop": stop_reason,
+    }
+
+
+def restore_progress(state: ClusterState, record: Any) -> str:
+    """Put :func:`progress_record`'s ``record`` back into ``state``; return the stop decision's
+    reason (``""``: none was taken; a record from an older coordinator has none)."""
+    if not isinstance(record, dict):
+        return ""
+
+    def number(key: str) -> float | None:
+        value = record.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    if record.get("reached") is True:
+        state.mark_reached(number("t_eps"), number("wall_eps"))
+    t_estimate, wall_estimate = number("t_eps_estimate"), number("wall_eps_estimate")
+    if t_estimate is not None and wall_estimate is not None:
+        state.mark_estimate(t_estimate, wall_estimate)
+    stop = record.get("stop")
+    return stop if isinstance(stop, str) else ""
 
 
 def membership_record(state: ClusterState) -> dict[str, Any]:

@@ -82,6 +82,9 @@ class NodeConfig:
     data : str or None
         Optimization runs: a data spec on this machine replacing the coordinator's (this
         node's shard is cut from it by the run's split), see :mod:`node.problem`.
+    orphan_after : float or None
+        Seconds without broker and coordinator after which the node stops by itself
+        (:mod:`node.lifeline`; ``None``: never).
     """
 
     coordinator: str
@@ -101,6 +104,7 @@ class NodeConfig:
     keys: Path | None = None
     mqtt_ca: Path | None = None
     data: str | None = None
+    orphan_after: float | None = 60.0
 
     def __post_init__(self) -> None:
         if not self.coordinator.startswith(("tcp://", "ipc://", "inproc://")):
@@ -118,6 +122,12 @@ class NodeConfig:
             value = getattr(self, key)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{key} must be >= 0 seconds, got {value!r}")
+        if self.orphan_after is not None and not (
+            math.isfinite(self.orphan_after) and self.orphan_after > 0
+        ):
+            raise ConfigError(
+                f"--orphan-after must be > 0 seconds (or 0 for never), got {self.orphan_after!r}"
+            )
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ConfigError(
                 f"--max-in-flight must be >= 1 (or 0 for no limit), got {self.max_in_flight}"

@@ -195,6 +195,7 @@ class Node:
         self._bounced = Alarm()  # rung when a Busy queued an activation to start later
         self._parted = asyncio.Event()  # set when, stopping, every neighbour said goodbye
         self.final: dict[str, Any] | None = None
+        self.final_taken: asyncio.Event | None = None  # set once the coordinator holds it
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
         self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
         self._rtt_ms: dict[str, float] = {"p50": 0.0, "p99": 0.0}
@@ -295,13 +296,28 @@ class Node:
             self._send_released()  # requests that waited for us: Nacked
             self.final = self.report(final=True)
             if mqtt is not None:
-                await mqtt.publish_final(self.final)
+                await self._publish_final(mqtt, self.final)
             await self._part()
             if mqtt is not None and run_mqtt:
                 mqtt.stop()  # a cancel alone can be lost: node.mqtt
             for task in tasks:
                 task.cancel()
         return 0
+
+    async def _publish_final(self, mqtt: NodeMqtt, final: dict[str, Any]) -> None:
+        """Publish the final report on MQTT; with the broker away, only until the coordinator
+        holds it by the other way (``final_taken``, :mod:`node.lifeline`): a broker lost for
+        good would hold the stop for the whole retry window."""
+        taken = self.final_taken
+        if taken is None or mqtt.lost_for() == 0.0:
+            await mqtt.publish_final(final)
+            return
+        async with asyncio.TaskGroup() as tg:
+            publish = tg.create_task(mqtt.publish_final(final), name="node-final-mqtt")
+            took = tg.create_task(taken.wait(), name="node-final-taken")
+            await asyncio.wait({publish, took}, return_when=asyncio.FIRST_COMPLETED)
+            publish.cancel()
+            took.cancel()
 
     async def _settle(self) -> None:
         ex = self.exchanger

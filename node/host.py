@@ -32,6 +32,7 @@ import dataclasses
 import gc
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -52,6 +53,7 @@ from node.curve import CurveKeys
 from node.daemon import Node
 from node.faults import FaultyTransport
 from node.learner import load_learner
+from node.lifeline import Lifeline
 from node.mqtt import NodeMqtt, parse_broker
 from node.problem import load_problem, preload
 from node.registration import register
@@ -62,6 +64,12 @@ from node.zmq_transport import ZmqTransport
 __all__ = ["host_configs", "run_host", "run_host_sync", "run_node", "run_node_sync"]
 
 log = logging.getLogger(__name__)
+
+# Seconds a stopped host waits for the coordinator to take its final reports over the lifeline:
+# long enough for a coordinator killed while stopping to be restarted and take them (it then
+# holds the stop decision, coordinator.status); a coordinator that never answered a beat is
+# not waited for.
+_DELIVER_WAIT = 10.0
 
 
 def host_configs(
@@ -261,6 +269,38 @@ def _mqtt_links(nodes: Sequence[Node], ca: Path | None = None) -> list[NodeMqtt 
     return out
 
 
+def _lifeline(
+    config: NodeConfig,
+    node: Node,
+    mqtt: NodeMqtt | None,
+    context: zmq.asyncio.Context,
+    identity: Identity | None,
+) -> Lifeline:
+    """The beats of ``node`` to its coordinator (:mod:`node.lifeline`, its orphan rule)."""
+    return Lifeline(
+        config.coordinator,
+        config.name,
+        node.boot.epoch,
+        node.request_stop,
+        lambda: node.final,
+        (lambda: math.inf) if mqtt is None else mqtt.lost_for,
+        orphan_after=config.orphan_after,
+        context=context,
+        keys=None if identity is None else CurveKeys.of(identity),
+        coordinator_key="" if identity is None else identity.coordinator,
+    )
+
+
+async def _delivered(lifelines: Sequence[Lifeline], within: float) -> None:
+    """Wait until the coordinator holds every final report, at most ``within`` seconds (it may
+    have taken them over MQTT and gone)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            for line in lifelines:
+                if line.answered:
+                    await line.delivered.wait()
+
+
 async def run_host(configs: Sequence[NodeConfig]) -> int:
     """Run the nodes of ``configs`` in this process: register, gossip, stop. Async; returns 0.
 
@@ -326,7 +366,19 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
             gc.collect()
             gc.freeze()
             mqtts = _mqtt_links(nodes, configs[0].mqtt_ca)
+            lifelines = [
+                _lifeline(config, node, mqtt, actx, identity)
+                for config, node, mqtt, identity in zip(
+                    configs, nodes, mqtts, identities, strict=True
+                )
+            ]
             async with asyncio.TaskGroup() as tg:
+                for line, node in zip(lifelines, nodes, strict=True):
+                    node.final_taken = line.delivered
+                beats = [
+                    tg.create_task(line.run(), name=f"node-lifeline-{node.boot.node_id}")
+                    for line, node in zip(lifelines, nodes, strict=True)
+                ]
                 distinct = {id(m): m for m in mqtts if m is not None}.values()
                 links = [
                     tg.create_task(m.run(), name=f"host-mqtt-{i}") for i, m in enumerate(distinct)
@@ -340,6 +392,9 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
                     m.stop()
                 for link in links:
                     link.cancel()
+                await _delivered(lifelines, _DELIVER_WAIT)
+                for beat in beats:
+                    beat.cancel()
             for node in nodes:
                 sys.stdout.write(json.dumps(node.final) + "\n")
             sys.stdout.flush()

@@ -197,6 +197,13 @@ class NodeMqtt:
         # seconds, re-sent on the next connection in case the broker lost them.
         self._recent: dict[str, deque[tuple[float, list[Any]]]] = {}
         self._resend: set[str] = set()  # members whose next report carries their recent samples
+        self._lost_since: float | None = time.monotonic()  # None while connected
+
+    def lost_for(self) -> float:
+        """Seconds since the connection was lost (or since this link was made, if it never
+        connected); 0 while connected. The orphan rule reads it (:mod:`node.lifeline`)."""
+        since = self._lost_since
+        return 0.0 if since is None else time.monotonic() - since
 
     def add(
         self, node_id: int, snapshot: Callable[[], dict[str, Any]], on_stop: Callable[[], None]
@@ -246,6 +253,7 @@ class NodeMqtt:
                     if self._epoch is not None:
                         await client.subscribe(self.status, qos=1)
                     self._client = client
+                    self._lost_since = None
                     if connected_before:
                         self.reconnects += 1
                         self._resend = {member[0] for member in self._members}
@@ -266,6 +274,8 @@ class NodeMqtt:
                 )
             finally:
                 self._client = None
+                if self._lost_since is None:
+                    self._lost_since = time.monotonic()
             if self._ending():
                 return
             # Jitter spreads the reconnections of many nodes after a broker restart.

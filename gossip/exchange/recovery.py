@@ -169,6 +169,8 @@ class Recovery:
         leave that neighbour sending to the old address. Re-send them until
         :attr:`announcing` is False (or the neighbour is given up on)."""
         edges, node_id = self._state.edges, self._state.node_id
+        # An edge a membership view removed since the restart has no neighbour left to tell.
+        self._unheard.intersection_update(edges)
         return [
             Outgoing(edges[e].link.peer, encode(Moved(node_id, e, address)))
             for e in sorted(self._unheard)

@@ -22,7 +22,8 @@ what it carries): :class:`Request`, answered by a :class:`Reply` (the jump's flo
 (its new address) and :class:`Done` (a stopping node's goodbye, :mod:`gossip.exchange.parting`).
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
-:class:`Neighbor` entries) and :class:`RegisterError`; :class:`Leave` (a node leaving for good).
+:class:`Neighbor` entries) and :class:`RegisterError`; :class:`Leave` (a node leaving for good);
+:class:`Beat` and :class:`Stop` (the lifeline that outlives the broker, :mod:`node.lifeline`).
 
 Examples
 --------
@@ -69,6 +70,7 @@ __all__ = [
     "MESSAGE_TYPES",
     "RAW_EXT",
     "VERSION",
+    "Beat",
     "Bootstrap",
     "Buffer",
     "Busy",
@@ -85,6 +87,7 @@ __all__ = [
     "RegisterError",
     "Reply",
     "Request",
+    "Stop",
     "decode",
     "encode",
     "encode_bytes",
@@ -263,6 +266,28 @@ class Leave:
 
 
 @dataclass(frozen=True, slots=True)
+class Beat:
+    """Node -> coordinator, every second after the bootstrap: ``name`` still gossips in the run of
+    ``epoch``; ``final`` is its final report (JSON) once it stopped, else ``""``. The coordinator
+    echoes it (``final`` ``"taken"`` once it holds the report), or answers a :class:`Stop`."""
+
+    TYPE: ClassVar[str] = "beat"
+    TAKEN: ClassVar[str] = "taken"
+    name: str
+    epoch: float
+    final: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Coordinator -> node, the answer to a :class:`Beat` once the run of ``epoch`` is over."""
+
+    TYPE: ClassVar[str] = "stop"
+    epoch: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Neighbor:
     """One neighbour in a :class:`Bootstrap`: its id, address, the shared edge and its P_e.
 
@@ -344,6 +369,8 @@ Message: TypeAlias = (
     | Leave
     | Bootstrap
     | RegisterError
+    | Beat
+    | Stop
 )
 
 _CLASSES: tuple[type[Any], ...] = get_args(Message)

@@ -11,6 +11,8 @@ from coordinator.config import CoordinatorConfig, prepare
 from coordinator.records import NodeView
 from coordinator.registry import Assignment, Known, Refused
 from coordinator.roster import Churn
+from coordinator.status import membership_record
+from gossip.errors import ProtocolError
 from gossip.exchange.membership import view_from_dict
 from gossip.exchange.trace import trace_step
 from gossip.wire.schema import Register
@@ -250,3 +252,31 @@ def test_no_leave_join_or_death_is_taken_once_the_run_is_stopping(phase: str) ->
     churn.state.nodes[0].received = 1011.0  # heard again: only the leave below changes views
     assert churn.on_leave("n4", "n4", now=1011.0) is None  # the control: running, it is taken
     assert churn.state.departed == {4}
+
+
+def test_a_restarted_coordinator_restores_the_view_and_gives_a_joiner_its_bootstrap_back() -> None:
+    churn, out = _churn()
+    churn.state.initial = [(1.0,), (0.0,), (0.0,), (0.0,), (0.0,)]
+    churn.on_request(json.dumps({"cmd": "leave", "name": "n4"}).encode(), now=1010.0)
+    msg = Register("j", "tcp://127.0.0.1:7100", (4.0,), 1)
+    first = churn.join(msg, "tcp://127.0.0.1:7100", _assignment(5))
+    assert isinstance(first, Known)
+    # What the retained status carries (JSON), read by a new coordinator's roster.
+    record = json.loads(json.dumps({**membership_record(churn.state), **churn.record()}))
+    again, out2 = _churn()
+    again.restore(record)
+    assert again.state.view == churn.state.view
+    assert again.state.view is not None
+    assert again.state.view.number == 2
+    assert again.state.departed == {4}
+    assert again.state.registered["j"] == 5
+    assert again.join(msg, "tcp://127.0.0.1:7200", _assignment(5)) == first  # not a new join
+    again.tick(1012.0)  # the join's view command is still due: repeated by the new roster
+    assert out2.sent[-1][1]["view"] == out.sent[-1][1]["view"]
+    assert out2.sent[-1][1]["addresses"] == {"5": "tcp://127.0.0.1:7100"}
+
+
+def test_a_malformed_joiner_in_the_retained_membership_is_a_protocol_error() -> None:
+    churn, _ = _churn()
+    with pytest.raises(ProtocolError, match="membership is malformed"):
+        churn.restore({"joined": {"j": "not base64!"}})

@@ -286,6 +286,45 @@ async def test_a_restarted_coordinator_resumes_the_run(
     assert "resume" in kinds
 
 
+async def test_a_coordinator_killed_while_stopping_is_restarted_into_stopping(
+    amqtt: RunningBroker, tmp_path: Path
+) -> None:
+    # keep_running: only the restored stop decision can end the second coordinator's run.
+    config = _config(amqtt, tmp_path, keep_running=True, stop_timeout=2.0)
+    first = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run1 = tg.create_task(first.run())
+            await first.bound.wait()
+            boots = await _register_all(ctx, config, 4)
+            nodes = tg.create_task(FakeCluster(boots, seed=3).run(amqtt.host, amqtt.port))
+            async with asyncio.timeout(30):
+                while len(first.state.history) < 3:  # noqa: ASYNC110 (no event for a count)
+                    await asyncio.sleep(0.05)
+            run1.cancel()  # dies mid-run...
+            status = await _retained_status(amqtt, config.cluster)
+            # ... as it had just decided to stop (what _stop publishes first), the final
+            # reports not in yet: the status a coordinator killed while stopping leaves.
+            status["phase"] = "stopping"
+            status["progress"] = {**status["progress"], "stop": "asked"}  # type: ignore[dict-item]
+            async with aiomqtt.Client(amqtt.host, amqtt.port) as client:
+                topic = f"gossip/{config.cluster}/coordinator/status"
+                await client.publish(topic, json.dumps(status), qos=1, retain=True)
+            second = Coordinator(config)
+            summary = await asyncio.wait_for(tg.create_task(second.run()), 60)
+            nodes.cancel()
+    finally:
+        ctx.destroy(0)
+    assert second.resumed
+    assert summary is not None
+    assert summary.stop_reason == "asked"  # the first coordinator's decision, carried out
+    assert summary.run_id == first.state.run_id
+    lines = (tmp_path / "run.jsonl").read_text().splitlines()
+    resumes = [json.loads(line) for line in lines if json.loads(line)["kind"] == "resume"]
+    assert [r["stop"] for r in resumes] == ["asked"]
+
+
 @pytest.mark.broker
 async def test_a_broker_gone_past_the_deadline_fails_the_run_naming_it(
     mosquitto: RunningBroker, tmp_path: Path

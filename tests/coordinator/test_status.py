@@ -10,7 +10,12 @@ import pytest
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.records import NodeView
 from coordinator.roster import Churn
-from coordinator.status import membership_record, restore_membership
+from coordinator.status import (
+    membership_record,
+    progress_record,
+    restore_membership,
+    restore_progress,
+)
 from gossip.errors import ProtocolError
 
 
@@ -59,3 +64,19 @@ def test_an_older_status_without_membership_leaves_the_bootstrap_and_a_bad_one_i
     assert fresh.state.departed == set()
     with pytest.raises(ProtocolError, match="membership is malformed"):
         restore_membership(fresh.state, {"view": None, "departed": ["x"]})
+
+
+def test_the_progress_and_the_stop_decision_come_back() -> None:
+    churn = _running()
+    state = churn.state
+    state.mark_estimate(300.0, 1003.0)
+    state.mark_reached(320.0, 1003.2)
+    record = json.loads(json.dumps(progress_record(state, "reached")))
+    fresh = _running().state
+    assert restore_progress(fresh, record) == "reached"
+    assert (fresh.reached, fresh.t_eps, fresh.wall_eps) == (True, 320.0, 1003.2)
+    assert (fresh.t_eps_estimate, fresh.wall_eps_estimate) == (300.0, 1003.0)
+    untouched = _running().state
+    assert restore_progress(untouched, progress_record(untouched)) == ""  # not decided yet
+    assert not untouched.reached
+    assert restore_progress(untouched, None) == ""  # an older coordinator's status

@@ -19,7 +19,7 @@ from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
 from gossip.model.algorithms import gossip_params
 from gossip.model.mixing import mix
-from gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode
+from gossip.wire.schema import Beat, Bootstrap, Neighbor, Register, decode, encode
 
 if TYPE_CHECKING:
     from node import Node
@@ -132,6 +132,8 @@ class FakeCoordinator:
         while True:
             route, frame = await self.router.recv_multipart()
             msg = decode(frame)
+            if isinstance(msg, Beat):
+                continue  # a bootstrapped node's lifeline (node.lifeline): this fake is silent
             assert isinstance(msg, Register)
             self.reregistered.append(msg.name)
             await self.router.send_multipart([route, encode(self.boots[msg.name])])

@@ -16,6 +16,7 @@ from gossip.errors import ProtocolError
 from gossip.wire.schema import (
     MAX_FRAME,
     VERSION,
+    Beat,
     Bootstrap,
     Busy,
     Leave,
@@ -29,6 +30,7 @@ from gossip.wire.schema import (
     RegisterError,
     Reply,
     Request,
+    Stop,
     decode,
     encode,
 )
@@ -62,6 +64,9 @@ EXAMPLES: list[Message] = [
     RegisterError(reason="name already taken"),
     Moved(src=5, edge=2, address="tcp://10.0.0.9:7002"),
     Leave(name="node-7"),
+    Beat(name="node-3", epoch=1_700_000_000.5, final=""),
+    Beat(name="node-3", epoch=1_700_000_000.5, final='{"node": 3, "final": true}'),
+    Stop(epoch=1_700_000_000.5, reason="broker-lost"),
     Request(src=1, edge=0, seq=8, ack=7, t=2.5, u=(1.0, -2.0), z=(0.5, 0.25)),  # movable
 ]
 

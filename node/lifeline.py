@@ -1,0 +1,180 @@
+"""The node's lifeline to its coordinator: the CURVE channel it registered on, kept after the
+bootstrap so that a run can end without the broker.
+
+Once bootstrapped, a node sends a :class:`~gossip.wire.schema.Beat` to the coordinator's
+registration socket every :data:`BEAT_EVERY` seconds, on a DEALER of its own (secured: the
+node's CURVE key pair, the coordinator's key checked, as at registration). The coordinator
+echoes it while the run goes on, and answers a :class:`~gossip.wire.schema.Stop` once it is
+over: the node then stops as on ``{"cmd": "stop"}``. A stopped node puts its final report in its
+beats until the coordinator says it took it, so the final states reach the coordinator even
+when the broker is gone for good (``gossip coordinator --broker-deadline``).
+
+The rule this module enforces: **a node that hears neither its broker nor its coordinator for
+``orphan_after`` seconds stops by itself** (a clean stop: final report, goodbyes, exit 0), with
+a warning that says so. Nobody is left who could stop it or measure it; without the rule the
+process would gossip on forever. A node with no broker counts its broker as lost from the
+start. One of the two suffices to keep the node: a coordinator restarted on the same address,
+or a broker back with the retained status, keeps the run going as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from gossip.errors import ProtocolError
+from gossip.wire.schema import Beat, RegisterError, Stop, decode, encode_bytes
+from node.curve import CurveKeys, curve_client
+
+__all__ = ["BEAT_EVERY", "TAKEN", "Lifeline"]
+
+log = logging.getLogger(__name__)
+
+BEAT_EVERY = 1.0
+"""Seconds between two beats (and between two tries of the final report)."""
+
+TAKEN = Beat.TAKEN
+"""The ``final`` of the coordinator's echo once it holds this node's final report."""
+
+_POLL = 0.1  # seconds: how soon a final report, once there, goes out
+
+
+class Lifeline:
+    """One node's beats to the coordinator at ``coordinator`` (see the module docstring).
+
+    Parameters
+    ----------
+    coordinator : str
+        The coordinator's registration address, ``tcp://host:5555``.
+    name : str
+        The node's name (secured: its key's).
+    epoch : float
+        The run's epoch (from the bootstrap): beats and stops name the run.
+    on_stop : callable()
+        Called once when the coordinator says the run is over, or when the node is orphaned.
+    final : callable() -> dict or None
+        The node's final report, ``None`` until it stopped.
+    broker_lost_for : callable() -> float
+        Seconds since the broker was last connected (``math.inf``: no broker, never was).
+    orphan_after : float or None
+        Seconds without broker and coordinator after which the node stops (``None``: never).
+    context, keys, coordinator_key :
+        The ZeroMQ context; the node's CURVE key pair and the coordinator's public key
+        (secured runs, as :func:`node.registration.register` takes them).
+    """
+
+    def __init__(
+        self,
+        coordinator: str,
+        name: str,
+        epoch: float,
+        on_stop: Callable[[], None],
+        final: Callable[[], dict[str, Any] | None],
+        broker_lost_for: Callable[[], float],
+        *,
+        orphan_after: float | None = None,
+        context: zmq.asyncio.Context | None = None,
+        keys: CurveKeys | None = None,
+        coordinator_key: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.coordinator = coordinator
+        self.name = name
+        self.epoch = epoch
+        self.on_stop = on_stop
+        self.final = final
+        self.broker_lost_for = broker_lost_for
+        self.orphan_after = orphan_after
+        self._context = context
+        self._keys = keys
+        self._coordinator_key = coordinator_key
+        self._clock = clock
+        self.heard = clock()
+        """When the coordinator last answered (monotonic seconds; the bootstrap counts)."""
+        self.delivered = asyncio.Event()
+        """Set once the coordinator holds the final report."""
+        self.answered = False
+        """Whether the coordinator ever answered a beat (one that predates beats never does)."""
+        self.stopped_by = ""  # "coordinator" or "orphaned", once this lifeline stopped the node
+
+    def coordinator_lost_for(self) -> float:
+        """Seconds since the coordinator last answered a beat."""
+        return self._clock() - self.heard
+
+    def orphaned(self) -> bool:
+        """Whether the node heard neither broker nor coordinator for ``orphan_after`` s."""
+        limit = self.orphan_after
+        if limit is None:
+            return False
+        return self.coordinator_lost_for() > limit and self.broker_lost_for() > limit
+
+    async def run(self) -> None:
+        """Beat until the coordinator holds the final report, or until cancelled."""
+        ctx = self._context or zmq.asyncio.Context.instance()
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        # Queue nothing while the coordinator is away: a restarted one would get a burst of
+        # stale beats, and a final report queued behind them.
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        if self._keys is not None:
+            curve_client(sock, self._keys, self._coordinator_key)
+        try:
+            sock.connect(self.coordinator)
+            await self._beat(sock)
+        finally:
+            sock.close(0)
+
+    async def _beat(self, sock: zmq.asyncio.Socket) -> None:
+        next_beat = -math.inf
+        final_sent = False
+        while not self.delivered.is_set():
+            now = self._clock()
+            final = self.final()
+            if now >= next_beat or (final is not None and not final_sent):
+                text = "" if final is None else json.dumps(final)
+                with contextlib.suppress(zmq.Again):  # no connection now: the next beat
+                    await sock.send(encode_bytes(Beat(self.name, self.epoch, text)), zmq.NOBLOCK)
+                final_sent = final is not None
+                next_beat = now + BEAT_EVERY
+            if await sock.poll(timeout=_POLL * 1000):
+                self._answer(await sock.recv(), sent_final=final is not None)
+            if self.stopped_by == "" and self.orphaned():
+                self.stopped_by = "orphaned"
+                log.warning(
+                    "no broker for %.0f s and no coordinator for %.0f s (over --orphan-after "
+                    "%g s): nobody can stop or measure this node any more, so it stops",
+                    min(self.broker_lost_for(), 1e9),
+                    self.coordinator_lost_for(),
+                    self.orphan_after,
+                )
+                self.on_stop()
+
+    def _answer(self, frame: bytes, sent_final: bool) -> None:
+        try:
+            message = decode(frame)
+        except ProtocolError as exc:
+            log.debug("ignored an answer to a beat: %s", exc)
+            return
+        if isinstance(message, RegisterError):
+            log.warning("the coordinator refused a beat: %s", message.reason)
+            return
+        if not isinstance(message, Beat | Stop) or abs(message.epoch - self.epoch) > 1e-6:
+            return  # another run's coordinator: not ours, not heard
+        self.heard = self._clock()
+        self.answered = True
+        if isinstance(message, Stop) and self.stopped_by == "":
+            self.stopped_by = "coordinator"
+            log.info("the coordinator stopped the run (%s) over its own channel", message.reason)
+            self.on_stop()
+        elif isinstance(message, Beat) and message.final == TAKEN and sent_final:
+            log.info("the coordinator took the final report over its own channel")
+            self.delivered.set()

@@ -1,0 +1,108 @@
+"""The node's lifeline (node.lifeline) against a real ROUTER standing in for the coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import zmq
+import zmq.asyncio
+
+from coordinator.procs import free_port
+from gossip.wire.schema import Beat, Stop, decode, encode
+from node.lifeline import Lifeline
+
+EPOCH = 1_700_000_000.0
+
+
+@pytest.fixture
+async def router() -> AsyncIterator[tuple[zmq.asyncio.Socket, str]]:
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    address = f"tcp://127.0.0.1:{free_port('127.0.0.1')}"
+    sock.bind(address)
+    try:
+        yield sock, address
+    finally:
+        ctx.destroy(linger=0)
+
+
+def _line(
+    address: str, stops: list[int], final: list[dict[str, Any] | None], **kw: Any
+) -> Lifeline:
+    return Lifeline(
+        address,
+        "n0",
+        EPOCH,
+        lambda: stops.append(1),
+        lambda: final[0],
+        kw.pop("broker_lost_for", lambda: 0.0),
+        **kw,
+    )
+
+
+async def test_a_stop_answer_stops_the_node_and_the_final_report_goes_until_taken(
+    router: tuple[zmq.asyncio.Socket, str],
+) -> None:
+    sock, address = router
+    stops: list[int] = []
+    final: list[dict[str, Any] | None] = [None]
+    line = _line(address, stops, final)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(line.run())
+        envelope, frame = await sock.recv_multipart()
+        beat = decode(frame)
+        assert beat == Beat("n0", EPOCH, "")
+        await sock.send_multipart([envelope, encode(Stop(EPOCH + 5.0, "another run"))])
+        envelope, frame = await sock.recv_multipart()  # the next beat: ignored, not ours
+        assert stops == []
+        await sock.send_multipart([envelope, encode(Stop(EPOCH, "broker-lost"))])
+        async with asyncio.timeout(5):
+            while not stops:  # noqa: ASYNC110 -- a callback list: no event to await
+                await asyncio.sleep(0.01)
+        assert line.stopped_by == "coordinator"
+        final[0] = {"node": 0, "final": True}
+        while True:  # the final report goes out at once, and again until taken
+            envelope, frame = await sock.recv_multipart()
+            beat = decode(frame)
+            assert isinstance(beat, Beat)
+            if beat.final:
+                break
+        assert beat.final == '{"node": 0, "final": true}'
+        assert not line.delivered.is_set()
+        await sock.send_multipart([envelope, encode(Beat("n0", EPOCH, Beat.TAKEN))])
+        async with asyncio.timeout(5):
+            await task  # delivered: the lifeline ends
+    assert line.delivered.is_set()
+    assert stops == [1]
+
+
+async def test_without_broker_and_coordinator_the_node_stops_itself_after_orphan_after() -> None:
+    stops: list[int] = []
+    address = f"tcp://127.0.0.1:{free_port('127.0.0.1')}"  # nobody listens
+    line = _line(address, stops, [None], orphan_after=0.3, broker_lost_for=lambda: math.inf)
+    async with asyncio.timeout(5):
+        task = asyncio.create_task(line.run())
+        while not stops:  # noqa: ASYNC110 -- a callback list: no event to await
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert line.stopped_by == "orphaned"
+
+
+async def test_a_connected_broker_keeps_a_node_without_coordinator() -> None:
+    stops: list[int] = []
+    address = f"tcp://127.0.0.1:{free_port('127.0.0.1')}"
+    line = _line(address, stops, [None], orphan_after=0.2, broker_lost_for=lambda: 0.0)
+    task = asyncio.create_task(line.run())
+    await asyncio.sleep(0.6)  # three times orphan_after: a wait for nothing to happen
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert stops == []
+    assert line.coordinator_lost_for() > 0.2
