@@ -67,7 +67,8 @@ class CoordinatorConfig:
     start_delay : float
         Seconds from the bootstrap to the epoch (``t = 0``).
     stop_timeout : float
-        Seconds to wait for the final reports after the stop command.
+        Seconds to wait for the final reports after the stop command, counted from the last
+        report of any member still without its final one (they settle; at most 6 times this).
     run_timeout : float or None
         Stop (without having reached eps) this many seconds after the epoch.
     keep_running : bool

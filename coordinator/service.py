@@ -67,6 +67,7 @@ __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from c
 log = logging.getLogger(__name__)
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
+_STOP_WAIT_CAP = 6.0  # stop_timeouts at most to wait for final reports while nodes still report
 
 
 def _new_run_id() -> str:
@@ -106,6 +107,7 @@ class Coordinator:
         self._retained: bytes | None = None
         self._retained_seen = asyncio.Event()
         self._pace = (0.0, 0)
+        self._finals_wait: float | None = None  # seconds from the stop to the last final report
         self._shares = node_shares(plan.topology)
         # The LAN rules (rate against round trip, clock skew), checked on the reports.
         self.lan = LanRule(plan.expected, plan.rate)
@@ -411,11 +413,18 @@ class Coordinator:
         self.reports.end_exact(self._t_stop)
         self.log.write("stop", reason=reason)
         self._publish_status()
-        now = time.monotonic()
+        now = stopped = time.monotonic()
+        # ``stop_timeout`` of silence, not in all: a loaded cluster of a thousand nodes takes
+        # seconds to hear the stop and more to settle (each node waits for its exchanges in
+        # flight, up to 4 retry timeouts), and its finals come well after a fixed deadline.
+        # As long as members still report, they are alive and settling: wait on, up to a cap.
         deadline = now + self.config.stop_timeout
+        cap = now + _STOP_WAIT_CAP * self.config.stop_timeout
+        heard, finals, last_final = self._heard(), self._finals(), now
         resend = now
         while now < deadline:
             if self._finals_in():
+                finals, last_final = self._finals(), now
                 break
             if now >= resend:
                 # Re-sent until every node has answered: a node that was reconnecting to the
@@ -424,11 +433,28 @@ class Coordinator:
                 resend = now + _STOP_RESEND
             await asyncio.sleep(0.02)
             now = time.monotonic()
+            if self._finals() != finals:
+                finals, last_final = self._finals(), now
+            if self._heard() != heard:
+                heard, deadline = self._heard(), min(cap, now + self.config.stop_timeout)
+        # Until the last final report came, or until it gave up waiting if none came.
+        self._finals_wait = (last_final if finals else now) - stopped
         self._check_lan()  # a run shorter than the nodes' round-trip window: the finals have it
         summary = self._finish(reason)
         self._publish_status(summary)
         await self._drain()
         return summary
+
+    def _heard(self) -> int:
+        """How many reports the coordinator has taken from the members: it grows while they
+        live."""
+        gone = self.state.departed
+        return sum(v.reports for k, v in self.state.nodes.items() if k not in gone)
+
+    def _finals(self) -> int:
+        """How many members' final reports the coordinator holds."""
+        gone = self.state.departed
+        return sum(v.final for k, v in self.state.nodes.items() if k not in gone)
 
     def _finals_in(self) -> bool:
         """Whether every member has sent its final report (departed nodes are not waited for)."""
@@ -483,7 +509,7 @@ class Coordinator:
         latest = self.reports.latest()
         if state.optimization is not None and final is not None and latest is not None:
             final = finish_optimization(state.optimization, latest, final, time.time())
-        summary = run_summary(state, self.plan, final, self._pace, reason)
+        summary = run_summary(state, self.plan, final, self._pace, reason, self._finals_wait)
         state.final = final
         state.runs.append(summary)
         complete = final is not None and final.complete
