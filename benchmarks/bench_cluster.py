@@ -398,7 +398,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
                 f"{summary.t_eps or float('nan'):.0f}, estimate "
                 f"{summary.t_eps_estimate or float('nan'):.0f}, wall to eps "
                 f"{summary.wall_s or float('nan'):.2f} s, achieved "
-                f"{summary.rate_achieved or float('nan'):.0f}/s, final error {error_text(summary.final_error)}"
+                f"{summary.rate_achieved or float('nan'):.0f}/s, final error "
+                f"{error_text(summary.final_error)}"
             )
         if walls["arg"] and walls["rg"]:
             print(f"  ARG is {walls['rg'] / walls['arg']:.1f}x faster in wall time")

@@ -146,7 +146,8 @@ def test_a_run_with_no_measurement_has_unknown_figures_not_zeros() -> None:
     state.nodes[0] = NodeView(node=0, t=5.0, x=(1.0,), z=(1.0,), edges={1: 1}, reports=1)
     summary = run_summary(state, plan, None, (0.0, 0), "timeout", finals_wait_s=60.0)
     assert summary.rate_achieved is None
-    assert summary.rtt_p50_ms is None and summary.wait_p50 is None
+    assert summary.rtt_p50_ms is None
+    assert summary.wait_p50 is None
     assert summary.kept_up is None
     assert (summary.members, summary.reported, summary.timed) == (2, 1, 0)
     assert summary.as_dict()["rate_achieved"] is None
