@@ -3,8 +3,9 @@
 A loaded cluster of a thousand nodes hears the stop seconds late and then settles (each node
 waits for its exchanges in flight): its final reports came after the coordinator's fixed
 10 s, and the summary lost them all. Here the nodes of a secure host-mode run (line:8, two
-processes of four) settle for ``--drain 3`` seconds, twice the coordinator's ``stop_timeout``:
-the coordinator, hearing them report meanwhile, waits on and takes every final report.
+processes of four) settle for ``--drain 11`` seconds, past the coordinator's ``stop_timeout``
+plus the 8.5 s it allows the nodes to settle: hearing them report meanwhile, it waits on and
+takes every final report.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from coordinator.service import CoordinatorConfig
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(240)]
 
 _STOP_TIMEOUT = 1.5  # seconds of silence the coordinator waits for final reports
-_DRAIN = 3.0  # seconds each node settles after the stop, before its final report
+_DRAIN = 11.0  # seconds each node settles: past the coordinator's 1.5 + 8.5 s
 
 
 async def test_finals_later_than_the_stop_timeout_are_taken_while_nodes_report(
