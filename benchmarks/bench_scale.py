@@ -197,19 +197,26 @@ async def main(argv: Sequence[str] | None = None) -> list[Case]:
     parser.add_argument("--rate", type=float, default=3000.0)
     parser.add_argument("--timeout", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--modes", nargs="+", choices=["secure", "insecure"], default=["secure", "insecure"]
+    )
+    parser.add_argument("--keep", type=Path, help="keep each run's logs and files here")
     args = parser.parse_args(argv)
     for size in args.sizes:
         if not re.fullmatch(r"\d+x\d+", size):
             parser.error(f"--sizes takes RxC grids such as 32x32, got {size!r}")
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     cases = []
+    modes = [mode == "secure" for mode in args.modes]
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         for size in args.sizes:
             for r in range(args.rounds):
                 # Alternate which mode goes first: a load that rises or falls hits both.
-                for secure in (True, False) if r % 2 == 0 else (False, True):
+                for secure in modes if r % 2 == 0 else modes[::-1]:
                     case = Case(size, secure, args.per_process, args.rate, args.timeout)
-                    cases.append(await run_case(case, Path(tmp)))
+                    cases.append(await run_case(case, work))
                     print(line(case), flush=True)
     return cases
 

@@ -328,6 +328,8 @@ class Coordinator:
         if topic == self._topics["membership"]:
             self.churn.on_request(payload, time.time())
             return
+        if self.state.phase == "stopping" and self.reports.alive(topic, payload):
+            return  # only the finals count now: see Reports.alive
         self.reports.ingest(topic, payload)
 
     # -- supervision ---------------------------------------------------------------------------
