@@ -325,11 +325,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
         )
         rss_peak = max(rss_peak, rss)
         ag = agreement_of(state, args.until, args.runs)
-        keeps_up = summary.rate_achieved >= 0.95 * rate and summary.kept_up is not False
+        keeps_up = (summary.rate_achieved or 0.0) >= 0.95 * rate and summary.kept_up is not False
         ok = summary.reached and keeps_up and ag.typical(args.alpha)
         rtts.append((rate, summary.rtt_p50_ms, summary.rtt_p99_ms))
         print(
-            f"  rate {rate:7.0f}/s: achieved {summary.rate_achieved:7.0f}/s, t_eps "
+            f"  rate {rate:7.0f}/s: achieved {summary.rate_achieved or float('nan'):7.0f}/s, t_eps "
             f"{summary.t_eps or float('nan'):8.0f}, {'exact' if state.exact else 'estimated'} "
             f"curve ({len(ag.t)} points) inside band {ag.inside:4.0%} (p "
             f"{ag.p_inside:.3f}), median offset {ag.log_ratio_median:+.2f} decades (p "
@@ -398,7 +398,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
                 f"{summary.t_eps or float('nan'):.0f}, estimate "
                 f"{summary.t_eps_estimate or float('nan'):.0f}, wall to eps "
                 f"{summary.wall_s or float('nan'):.2f} s, achieved "
-                f"{summary.rate_achieved:.0f}/s, final error {error_text(summary.final_error)}"
+                f"{summary.rate_achieved or float('nan'):.0f}/s, final error "
+                f"{error_text(summary.final_error)}"
             )
         if walls["arg"] and walls["rg"]:
             print(f"  ARG is {walls['rg'] / walls['arg']:.1f}x faster in wall time")

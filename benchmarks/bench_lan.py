@@ -126,11 +126,11 @@ async def run_row(row: Row, rates: Sequence[float], until: float, runs: int) -> 
             fid = f"inside {ag.inside:4.0%} offset {ag.log_ratio_median:+.2f} dec"
         else:
             typical, fid = False, "no curve"
-        keeps_up = summary.rate_achieved >= 0.95 * rate and summary.kept_up is not False
+        keeps_up = (summary.rate_achieved or 0.0) >= 0.95 * rate and summary.kept_up is not False
         ok = summary.reached and keeps_up and typical
         print(
             f"    {row.graph:9} L {row.latency_ms:4g} ms skew ±{row.skew_ms:2g} ms  rate "
-            f"{rate:6.0f}/s: achieved {summary.rate_achieved:6.0f}/s, kept up "
+            f"{rate:6.0f}/s: achieved {summary.rate_achieved or float('nan'):6.0f}/s, kept up "
             f"{summary.kept_up}, {fid} (typical {typical}), rtt p50 "
             f"{summary.rtt_p50_ms or 0:.2f} ms, drift {summary.mass_drift_rel or 0:.1e} "
             f"(exact {exact_sum}), wall {wall:.1f} s, {others:.2f} cores busy -> "

@@ -256,7 +256,7 @@ async def cluster_cpu(
     ours = node_cpu + last.coordinator - first.coordinator + last.broker - first.broker
     return ClusterCpu(
         asked=rate,
-        achieved=summary.rate_achieved,
+        achieved=summary.rate_achieved or 0.0,
         exchanges=exchanges,
         seconds=seconds,
         node_us=node_cpu / exchanges * 1e6,

@@ -133,7 +133,7 @@ async def main() -> None:
                 f"repeat {r} {label[mode]:<12}: reached {rec['reached']}, wall to eps "
                 f"{_shown(rec['wall_s'], '.2f')} s, t_eps {_shown(rec['t_eps'], '.1f')} "
                 f"(estimate {_shown(rec.get('t_eps_estimate'), '.1f')}), rate "
-                f"{rec['rate_achieved']:.0f}"
+                f"{rec['rate_achieved'] or float('nan'):.0f}"
                 f"/{rec['rate_asked']:g} per s, restarts {rec['restarts']}, mass drift "
                 f"{rec['mass_drift_rel']:.1e} (command {time.perf_counter() - began:.1f} s, "
                 f"load {os.getloadavg()[0]:.1f})"

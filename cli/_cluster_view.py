@@ -142,7 +142,9 @@ async def progress_bar(holder: dict[str, Any]) -> None:
                         task,
                         description=f"{final.phase} {final.algorithm} {final.graph}",
                         error=f"{error_text(error)} (final)",
-                        speed="-" if run is None else f"{run.rate_achieved:.0f}",
+                        speed="-"
+                        if run is None or run.rate_achieved is None
+                        else f"{run.rate_achieved:.0f}",
                     )
                 raise
             state: ClusterState | None = holder.get("state")
@@ -221,6 +223,22 @@ def _exact_points(summary: RunSummary) -> str:
     return f"{summary.exact_points}{note}"
 
 
+def _partial(reported: int, members: int) -> str:
+    """What a count summed over the nodes' reports misses: the nodes never heard from."""
+    if not members or reported >= members:
+        return ""
+    return f" (at least: reports from {reported} of {members} nodes)"
+
+
+def _judged(timed: int, members: int) -> str:
+    """Which nodes a median over the nodes' percentiles stands for, when not all of them."""
+    if not members or timed >= members:
+        return ""
+    if timed == 0:
+        return " (no node measured it)"
+    return f" (from {timed} of {members} nodes)"
+
+
 def timeout_advice(summary: RunSummary, state: ClusterState, timeout: float) -> str:
     """Which way to turn the knobs after a run that stopped at ``--timeout`` short of eps.
 
@@ -232,18 +250,25 @@ def timeout_advice(summary: RunSummary, state: ClusterState, timeout: float) -> 
     ``bound_factor e0 exp(-theta t)``, with ``e0`` the first measured error.
     """
     asked, achieved = summary.rate_asked, summary.rate_achieved
+    measured = "an unknown rate" if achieved is None else f"{achieved:.0f}/s"
+    if summary.kept_up is None and achieved is None:
+        return (
+            f"whether the cluster kept up with --rate {asked:g} is unknown: no node's reports "
+            "measured it (see the final reports above); try a lower --rate, or "
+            "--nodes-per-process, and a longer --timeout"
+        )
     behind = summary.kept_up is False or (
-        summary.kept_up is None and achieved < _KEPT_UP_SHARE * asked
+        summary.kept_up is None and achieved is not None and achieved < _KEPT_UP_SHARE * asked
     )
     if behind:
         return (
-            f"the cluster fell behind --rate {asked:g} (it achieved {achieved:.0f}/s): try a "
+            f"the cluster fell behind --rate {asked:g} (it achieved {measured}): try a "
             "lower --rate, or --nodes-per-process, so that it keeps up, and a longer --timeout "
             "for the t it then needs"
         )
     t_end = state.final.t if state.final is not None else state.t
     kept = (
-        f"the cluster kept up with --rate {asked:g} ({achieved:.0f}/s achieved), but t only "
+        f"the cluster kept up with --rate {asked:g} ({measured} achieved), but t only "
         f"reached {t_end:.0f} in {timeout:g} s"
     )
     need = _bound_t(state)
@@ -306,13 +331,17 @@ def print_summary(
             if summary.reached and summary.t_eps_estimate is None
             else to_eps(summary.t_eps_estimate, ".1f", False),
         ),
-        ("activations", str(summary.activations)),
-        ("rate achieved / asked (1/s)", f"{summary.rate_achieved:.0f} / {summary.rate_asked:g}"),
+        ("activations", str(summary.activations) + _partial(summary.reported, summary.members)),
+        (
+            "rate achieved / asked (1/s)",
+            f"{num(summary.rate_achieved, '.0f')} / {summary.rate_asked:g}",
+        ),
         ("final error", error_text(summary.final_error)),
         ("mass drift (relative)", num(summary.mass_drift_rel, ".2e")),
         (
             "round trip p50 / p99 (ms)",
-            f"{num(summary.rtt_p50_ms, '.2f')} / {num(summary.rtt_p99_ms, '.2f')}",
+            f"{num(summary.rtt_p50_ms, '.2f')} / {num(summary.rtt_p99_ms, '.2f')}"
+            + _judged(summary.timed, summary.members),
         ),
         (
             "jump lag p50 / p99 (t)",
@@ -321,10 +350,22 @@ def print_summary(
         (
             "tick wait p50 / p99 (t)",
             f"{num(summary.wait_p50, '.2f')} / {num(summary.wait_p99, '.2f')}"
-            + {True: ": kept up", False: ": fell behind", None: ""}[summary.kept_up],
+            + {True: ": kept up", False: ": fell behind", None: ""}[summary.kept_up]
+            + _judged(summary.timed, summary.members),
         ),
         ("exact curve points", _exact_points(summary)),
     ]
+    if summary.finals_wait_s is not None and summary.members:
+        came = summary.members - len(summary.missing_finals)
+        rows.append(
+            (
+                "final reports",
+                f"{came} of {summary.members}, the last {summary.finals_wait_s:.1f} s after the "
+                "stop"
+                if came
+                else f"none of {summary.members} within {summary.finals_wait_s:.1f} s of the stop",
+            )
+        )
     if summary.missing_finals:  # why the final error and the drift are unknown
         names = summary.missing_finals
         shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")

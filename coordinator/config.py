@@ -75,7 +75,9 @@ class CoordinatorConfig:
     start_delay : float
         Seconds from the bootstrap to the epoch (``t = 0``).
     stop_timeout : float
-        Seconds to wait for the final reports after the stop command.
+        Seconds to wait for the final reports after the stop command, on top of the 8.5 s a
+        node may settle, and counted again from each report of a member still without its
+        final one (it is alive and settling); at most 6 times this, plus the 8.5 s.
     run_timeout : float or None
         Stop (without having reached eps) this many seconds after the epoch.
     keep_running : bool

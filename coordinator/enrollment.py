@@ -146,7 +146,16 @@ class Enrollment:
 
     def _on_registered(self) -> None:
         if not self.registry.bootstrapped:
-            self.state.registered = {name: k for k, name in enumerate(self.registry.names)}
+            # Names only ever append (in arrival order), and most registrations are a node's
+            # repeats: add the new ones, not a rebuild per message (quadratic at 4,096 nodes).
+            registered = self.state.registered
+            if self.registry.count == len(registered):
+                return
+            names = self.registry.names
+            if names[: len(registered)] != list(registered):  # not a pure append: rebuild
+                registered.clear()
+            for k in range(len(registered), len(names)):
+                registered[names[k]] = k
             self.state.message = f"{len(self.state.registered)} of {self.plan.expected} registered"
             self.state.touch()
 

@@ -67,6 +67,10 @@ __all__ = [
     "diverged",
 ]
 
+# How a periodic (not final) report says so, as json.dumps writes it (node.daemon): a report
+# written otherwise is parsed in full, never misread.
+_NOT_FINAL = b'"final": false'
+
 SNAPSHOTS_KEPT = 64
 """Reports kept per node to find a consistent cut."""
 
@@ -199,6 +203,26 @@ class ReportBook:
         self.bad = 0
         self._snaps: dict[int, collections.deque[Snapshot]] = {}
         self._exact: ExactCurve | None = None  # once the initial values are known
+
+    def alive(self, topic: str, payload: bytes) -> bool:
+        """Count a periodic report of a stopping run as a sign of life, without parsing it.
+
+        After the stop only the final reports change the outcome, but the nodes keep sending
+        periodic ones while they settle, and a coordinator that fell behind (1,024 nodes on a
+        loaded machine) has thousands of them queued before the finals. Parsing each cost
+        about as much as the backlog was long, and the finals came after the coordinator gave
+        up. Returns True if ``payload`` was such a report (the node's view counts it, for
+        the wait on the finals); False if it must be ingested (a final report, or one this
+        quick look cannot tell: it is then parsed as usual).
+        """
+        if _NOT_FINAL not in payload:
+            return False
+        node = topic.rsplit("/", 2)[-2]
+        view = self.state.nodes.get(int(node)) if node.isdigit() else None
+        if view is None:
+            return False
+        view.reports += 1
+        return True
 
     def ingest(self, topic: str, payload: bytes) -> None:
         """Take one node report: update its node view and keep its snapshot.

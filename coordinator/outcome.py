@@ -11,9 +11,12 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
+from coordinator.broker_url import redact_broker_url
+from coordinator.config import CoordinatorConfig
 from coordinator.metrics import estimate
 from coordinator.records import FinalResult, NodeView, RunSummary
 from coordinator.registry import Plan
@@ -100,14 +103,19 @@ def pace_of(views: Iterable[NodeView], shares: Sequence[float]) -> tuple[float, 
     return 0.5 * weighted, count // 2
 
 
-def rate_achieved(rate: float, pace: tuple[float, int]) -> float:
+def rate_achieved(rate: float, pace: tuple[float, int]) -> float | None:
     """Activations per second completed, from ``pace = (t, activations)`` at one moment.
 
     ``t = rate * seconds``, so the cluster completed ``rate * activations / t`` activations per
-    second; 0 before any time has passed.
+    second; ``None`` (unknown, not 0) without a measurement: before any time has passed.
+
+    Examples
+    --------
+    >>> rate_achieved(1000.0, (500.0, 250)), rate_achieved(1000.0, (0.0, 0))
+    (500.0, None)
     """
     pace_t, pace_acts = pace
-    return rate * pace_acts / pace_t if pace_t > 0 else 0.0
+    return rate * pace_acts / pace_t if pace_t > 0 else None
 
 
 def run_summary(
@@ -116,13 +124,17 @@ def run_summary(
     final: FinalResult | None,
     pace: tuple[float, int],
     reason: str,
+    finals_wait_s: float | None = None,
 ) -> RunSummary:
     """The headline figures of the run that just stopped for ``reason``.
 
     ``pace`` is ``(t, activations)`` at the last fresh point before the stop, while every node
-    was still initiating: the achieved rate is measured there.
+    was still initiating: the achieved rate is measured there. ``finals_wait_s`` is how long
+    the coordinator waited for the final reports. A figure no report measured is ``None``
+    (unknown), and the summary counts the nodes each kind of figure comes from.
     """
     present = _present(state, plan)
+    everyone = max(plan.expected, len(state.initial))
     epoch = state.epoch or 0.0
     missing = missing_finals(state, plan)
     # Measured only on every member's final report: the others have exchanges in flight.
@@ -164,6 +176,10 @@ def run_summary(
         exact_points=len(state.exact),
         exact_note=state.exact_note,
         missing_finals=missing,
+        members=everyone - len(state.departed),
+        reported=sum(1 for v in present if v.reports > 0),
+        timed=len(wait50) if wait50 else len(lag50),
+        finals_wait_s=finals_wait_s,
     )
 
 
@@ -187,3 +203,42 @@ def _present(state: ClusterState, plan: Plan) -> list[NodeView]:
     everyone = max(plan.expected, len(state.initial))
     ids = (k for k in range(everyone) if k not in state.departed)
     return [state.nodes[k] for k in ids if k in state.nodes]
+
+
+def summary_record(
+    config: CoordinatorConfig,
+    plan: Plan,
+    state: ClusterState,
+    summary: RunSummary,
+    final: FinalResult | None,
+    reason: str,
+) -> dict[str, Any]:
+    """The run's summary as the ``--json`` file and the run log hold it: ``summary`` with the
+    run's settings, ``failure`` when the broker was lost (also set as ``state.message``), and
+    the membership, optimization and training blocks the run has."""
+    record: dict[str, Any] = {
+        **summary.as_dict(),
+        "final_t": final.t if final else None,
+        "complete": final is not None and final.complete,
+        "graph": config.graph,
+        "algorithm": plan.params.algorithm.value,
+        "nodes": plan.expected,
+        "eps": config.until,
+    }
+    if reason == "broker-lost":
+        # A restarted coordinator may carry out its predecessor's decision (no deadline).
+        deadline = config.broker_deadline
+        given = "its --broker-deadline" if deadline is None else f"--broker-deadline {deadline:g} s"
+        record["failure"] = (
+            f"lost the broker {redact_broker_url(config.broker)}: unreachable for over {given}"
+        )
+        state.message = record["failure"]
+    if state.churn:
+        record["membership"] = list(state.churn)
+    if state.optimization is not None:
+        record["algorithm"] = "acd"
+        record["optimization"] = state.optimization.summary()
+    if state.training is not None:
+        record["algorithm"] = state.training.recipe.algorithm
+        record["training"] = state.training.summary()
+    return record

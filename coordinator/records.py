@@ -261,9 +261,10 @@ class RunSummary:
         clocks passed it; ``None`` with ``t_eps``.
     activations : int
         Edge activations completed by the whole network (each counted once).
-    rate_achieved : float
+    rate_achieved : float or None
         Activations per second actually completed: ``rate * activations / t`` at the last
-        measurement before the stop (equal to ``rate_asked`` when the cluster keeps up).
+        measurement before the stop (equal to ``rate_asked`` when the cluster keeps up);
+        ``None`` (unknown) if the coordinator never had a measurement while the nodes ran.
     rate_asked : float
         The requested network-wide rate (activations per second).
     final_error, mass_drift_rel : float or None
@@ -296,6 +297,14 @@ class RunSummary:
     missing_finals : tuple of str
         The names of the members whose final report never came (why ``final_error`` and
         ``mass_drift_rel`` are unknown); empty when every one came.
+    members, reported, timed : int
+        The members of the run, how many of them the coordinator had any report from, and
+        how many of those had measured their round trips and waits (the percentiles above
+        are the medians over these ``timed`` nodes only). ``activations`` counts what the
+        ``reported`` nodes said: a lower bound when ``reported < members``.
+    finals_wait_s : float or None
+        Seconds from the stop command to the last final report taken (or to giving up);
+        ``None`` for a run that never stopped its nodes.
     """
 
     run_id: str
@@ -303,7 +312,7 @@ class RunSummary:
     t_eps: float | None
     wall_s: float | None
     activations: int
-    rate_achieved: float
+    rate_achieved: float | None
     rate_asked: float
     final_error: float | None
     mass_drift_rel: float | None
@@ -320,6 +329,10 @@ class RunSummary:
     exact_points: int = 0
     exact_note: str = ""
     missing_finals: tuple[str, ...] = ()
+    members: int = 0
+    reported: int = 0
+    timed: int = 0
+    finals_wait_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
@@ -346,4 +359,8 @@ class RunSummary:
             "exact_points": self.exact_points,
             "exact_note": self.exact_note,
             "missing_finals": list(self.missing_finals),
+            "members": self.members,
+            "reported": self.reported,
+            "timed": self.timed,
+            "finals_wait_s": json_num(self.finals_wait_s),
         }

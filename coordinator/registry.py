@@ -301,6 +301,9 @@ class Registry:
     plan: Plan
     run_id: str
     _records: dict[str, _Record] = field(default_factory=dict)
+    # address -> name of the records: a registration checks its address in O(1), not by a scan
+    # of every record (quadratic over a start-up where each node repeats its registration).
+    _by_address: dict[str, str] = field(default_factory=dict)
     _assignment: Assignment | None = None
     _bootstraps: dict[str, Bootstrap] = field(default_factory=dict)
     on_join: Callable[[Register, str | None], Outcome] | None = None
@@ -315,6 +318,11 @@ class Registry:
     def assignment(self) -> Assignment | None:
         """The assignment, once bootstrapped."""
         return self._assignment
+
+    @property
+    def count(self) -> int:
+        """How many names have registered so far (all of them once bootstrapped)."""
+        return len(self._assignment.names) if self._assignment is not None else len(self._records)
 
     @property
     def names(self) -> list[str]:
@@ -374,15 +382,19 @@ class Registry:
                 f"address {msg.address!r} has a wildcard host and the coordinator cannot tell "
                 "the node's IP; bind a specific address, e.g. tcp://10.0.0.5:7000"
             )
-        for name, rec in self._records.items():
-            if rec.address == address and name != msg.name:
-                return Refused(f"address {address!r} is already registered by node {name!r}")
+        owner = self._by_address.get(address)
+        if owner is not None and owner != msg.name:
+            return Refused(f"address {address!r} is already registered by node {owner!r}")
         if msg.name not in self._records and len(self._records) >= self.plan.expected:
             return Refused(
                 f"the cluster is full: {self.plan.expected} nodes registered already "
                 f"({_preview(list(self._records))})"
             )
+        before = self._records.get(msg.name)
+        if before is not None and before.address != address:
+            del self._by_address[before.address]  # registered again from elsewhere
         self._records[msg.name] = _Record(address, msg.value, msg.pid)
+        self._by_address[address] = msg.name
         if len(self._records) < self.plan.expected:
             return Waiting(len(self._records), self.plan.expected)
         return self._complete(now)

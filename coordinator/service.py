@@ -48,15 +48,16 @@ import zmq
 import zmq.asyncio
 
 from coordinator._groups import single_error
-from coordinator.broker_url import broker_credentials, parse_broker_url, redact_broker_url
+from coordinator.broker_url import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.convergence import Convergence
 from coordinator.enrollment import Enrollment
 from coordinator.evaluation import DIVERGED, ReportBook, diverged
+from coordinator.finals import FinalsWait
 from coordinator.lanrule import LanRule
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
-from coordinator.outcome import final_result, node_shares, pace_of, run_summary
+from coordinator.outcome import final_result, node_shares, pace_of, run_summary, summary_record
 from coordinator.records import ErrorPoint, RunSummary, error_text, missing_text
 from coordinator.registrar import bound_socket
 from coordinator.registry import Plan
@@ -70,7 +71,6 @@ __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from c
 
 log = logging.getLogger(__name__)
 _RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
-_STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
 
 
 def _new_run_id() -> str:
@@ -107,6 +107,8 @@ class Coordinator:
         self._retained: bytes | None = None
         self._retained_seen = asyncio.Event()
         self._pace = (0.0, 0)
+        self._finals_wait: float | None = None  # seconds from the stop to the last final report
+        self.finals = FinalsWait(self.state, plan.expected)
         self._shares = node_shares(plan.topology)
         # The LAN rules (rate against round trip, clock skew), checked on the reports.
         self.lan = LanRule(plan.expected, plan.rate)
@@ -250,6 +252,8 @@ class Coordinator:
         if topic == self._topics["membership"]:
             self.churn.on_request(payload, time.time())
             return
+        if self.state.phase == "stopping" and self.reports.alive(topic, payload):
+            return  # only the finals count now: see Reports.alive
         self.reports.ingest(topic, payload)
 
     # -- supervision ---------------------------------------------------------------------------
@@ -356,30 +360,16 @@ class Coordinator:
         self.reports.end_exact(self._t_stop)
         self.log.write("stop", reason=reason)
         self._publish_status()
-        now = time.monotonic()
-        deadline = now + self.config.stop_timeout
-        resend = now
-        while now < deadline:
-            if self._finals_in():
-                break
-            if now >= resend:
-                # Re-sent until every node has answered: a node that was reconnecting to the
-                # broker when the first one went out must not keep gossiping.
-                self._link.send_stop(self.state.run_id)
-                resend = now + _STOP_RESEND
-            await asyncio.sleep(0.02)
-            now = time.monotonic()
+        run_id = self.state.run_id
+        link = self._link
+        self._finals_wait = await self.finals.wait(
+            self.config.stop_timeout, lambda: link.send_stop(run_id)
+        )
         self._check_lan()  # a run shorter than the nodes' round-trip window: the finals have it
         summary = self._finish(reason)
         self._publish_status(summary)
         await self._drain()
         return summary
-
-    def _finals_in(self) -> bool:
-        """Whether every member has sent its final report (departed nodes are not waited for)."""
-        gone = self.state.departed
-        finals = sum(v.final for k, v in self.state.nodes.items() if k not in gone)
-        return finals >= max(self.plan.expected, len(self.state.initial)) - len(gone)
 
     def _pace_now(self, t: float) -> tuple[float, int]:
         """``(t, activations)`` now, for the achieved rate (:func:`coordinator.outcome.pace_of`);
@@ -439,44 +429,15 @@ class Coordinator:
             final = finish_optimization(state.optimization, latest, final, time.time())
         if state.training is not None and final is not None and final.complete:
             state.training.finish(final.t, np.array(final.values, dtype=np.float64))
-        summary = run_summary(state, self.plan, final, self._pace, reason)
+        summary = run_summary(state, self.plan, final, self._pace, reason, self._finals_wait)
         state.final = final
         state.runs.append(summary)
-        complete = final is not None and final.complete
         state.set_phase(
             "done",
             f"{'reached' if summary.reached else 'did not reach'} {self.config.until:g}; "
             f"final error {error_text(summary.final_error)}" + missing_text(summary.missing_finals),
         )
-        record = {
-            **summary.as_dict(),
-            "final_t": final.t if final else None,
-            "complete": complete,
-            "graph": self.config.graph,
-            "algorithm": self.plan.params.algorithm.value,
-            "nodes": self.plan.expected,
-            "eps": self.config.until,
-        }
-        if reason == "broker-lost":
-            # A restarted coordinator may carry out its predecessor's decision (no deadline).
-            deadline = self.config.broker_deadline
-            record["failure"] = (
-                f"lost the broker {redact_broker_url(self.config.broker)}: unreachable for over "
-                + (
-                    "its --broker-deadline"
-                    if deadline is None
-                    else f"--broker-deadline {deadline:g} s"
-                )
-            )
-            state.message = record["failure"]
-        if state.churn:
-            record["membership"] = list(state.churn)
-        if state.optimization is not None:
-            record["algorithm"] = "acd"
-            record["optimization"] = state.optimization.summary()
-        if state.training is not None:
-            record["algorithm"] = state.training.recipe.algorithm
-            record["training"] = state.training.summary()
+        record = summary_record(self.config, self.plan, state, summary, final, reason)
         self.log.write("final", **record)
         if self.config.json_path is not None:
             write_json(self.config.json_path, record)

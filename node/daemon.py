@@ -85,6 +85,12 @@ _RTT_EVERY = 1.0
 # Seconds between two looks at a gradient step that waits for our exchange to settle.
 _STEP_WAIT = 0.002
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
+_UNKNOWN: dict[str, float | None] = {"p50": None, "p99": None}  # percentiles of no sample
+
+
+def _known(percentiles: dict[str, float], samples: int) -> dict[str, float | None]:
+    """``percentiles`` if taken from some sample, else unknown (JSON null, never 0)."""
+    return dict(percentiles) if samples else dict(_UNKNOWN)
 
 
 class Node:
@@ -198,9 +204,9 @@ class Node:
         self.final_taken: asyncio.Event | None = None  # set once the coordinator holds it
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
         self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
-        self._rtt_ms: dict[str, float] = {"p50": 0.0, "p99": 0.0}
-        self._lag: dict[str, float] = {"p50": 0.0, "p99": 0.0}
-        self._wait: dict[str, float] = {"p50": 0.0, "p99": 0.0}
+        self._rtt_ms: dict[str, float | None] = dict(_UNKNOWN)
+        self._lag: dict[str, float | None] = dict(_UNKNOWN)
+        self._wait: dict[str, float | None] = dict(_UNKNOWN)
         self._rtt_at = -math.inf  # when _rtt_ms and _lag were computed (clock seconds)
 
     def request_stop(self) -> None:
@@ -220,7 +226,11 @@ class Node:
         if isinstance(x, np.ndarray):  # a model's parameters (training)
             x, z = x.tolist(), np.asarray(z).tolist()
         if final or now - self._rtt_at >= _RTT_EVERY:
-            self._rtt_ms, self._lag, self._wait = ex.rtt_ms(), ex.lag(), ex.wait()
+            rtts, lags = ex.measured()
+            # Nothing measured is unknown (null), not 0: a summary must not take the report of
+            # a node that has completed none of its own exchanges for a 0 ms round trip.
+            self._rtt_ms = _known(ex.rtt_ms(), rtts)
+            self._lag, self._wait = _known(ex.lag(), lags), _known(ex.wait(), lags)
             self._rtt_at = now
         counters = ex.counters
         extra: dict[str, Any] = {}

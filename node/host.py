@@ -7,7 +7,8 @@ process still talk to each other over real sockets. What they share is what cost
 start-up time per process rather than per node: the Python interpreter and its imports, one
 ZeroMQ context (one I/O thread), one event loop and, insecure, one MQTT connection that carries
 every node's reports (:class:`node.mqtt.NodeMqtt` with several members; secure, each node has
-its own broker account and connection, so the ACL still keeps it to its own state topic).
+its own broker account and connection, so the ACL still keeps it to its own state topic, and
+only the first of them subscribes to the control and status topics, for all).
 
 Names and addresses: node i of a host named ``NAME`` is ``NAME-i``; with a fixed port
 (``--bind tcp://HOST:PORT``) node i binds ``PORT + i``, so a restarted host gets its nodes'
@@ -235,7 +236,9 @@ def _mqtt_links(nodes: Sequence[Node], ca: Path | None = None) -> list[NodeMqtt 
 
     Insecure, every node's bootstrap has the same broker URL, so one connection reports them
     all. Secure, each node has its own account (``node-<id>``), and the broker's ACL lets it
-    publish only its own state: then each node keeps a connection of its own.
+    publish only its own state: then each node keeps a connection of its own to publish, but
+    only the first subscribes to the control and status topics, for the whole process
+    (:meth:`node.mqtt.NodeMqtt.follow`).
     """
     links: dict[str, NodeMqtt | None] = {}
     out: list[NodeMqtt | None] = []
@@ -266,6 +269,12 @@ def _mqtt_links(nodes: Sequence[Node], ca: Path | None = None) -> list[NodeMqtt 
     for node, link in zip(nodes, out, strict=True):
         if link is not None:
             link.on_command(node.membership.on_command)
+    # Secure, one connection per node publishes (the ACL), but one subscribes for them all:
+    # the control and status topics are the same for every node, and each subscribed
+    # connection would receive (and decode) its own copy of every message.
+    distinct = list({id(link): link for link in out if link is not None}.values())
+    for link in distinct[1:]:
+        link.follow(distinct[0])
     return out
 
 

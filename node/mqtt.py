@@ -198,6 +198,10 @@ class NodeMqtt:
         self._recent: dict[str, deque[tuple[float, list[Any]]]] = {}
         self._resend: set[str] = set()  # members whose next report carries their recent samples
         self._lost_since: float | None = time.monotonic()  # None while connected
+        # Host mode, secure: the process's other connections, which do not subscribe (see
+        # :meth:`follow`); what this one hears on the control and status topics is theirs too.
+        self._followers: list[NodeMqtt] = []
+        self._listening = True
 
     def lost_for(self) -> float:
         """Seconds since the connection was lost (or since this link was made, if it never
@@ -210,6 +214,18 @@ class NodeMqtt:
     ) -> None:
         """Report one more node of this process on this connection (host mode)."""
         self._members.append((state_topic(self.cluster, node_id), snapshot, on_stop))
+
+    def follow(self, leader: NodeMqtt) -> None:
+        """Hear the control and status topics through ``leader``, another connection of this
+        process, instead of subscribing on this one (host mode, secure: one connection per
+        node, as the ACL wants, but one copy of each command per process, not per node).
+
+        Every control message and every retained status update reaches each subscribed
+        connection: with 64 nodes in a process, 64 copies decoded per message, which cost
+        the process more than its nodes' own reports.
+        """
+        self._listening = False
+        leader._followers.append(self)
 
     def on_command(self, handler: Callable[[dict[str, Any]], None]) -> None:
         """Call ``handler`` with every control command other than stop (a JSON object)."""
@@ -227,6 +243,19 @@ class NodeMqtt:
     def _on_stop(self) -> None:
         for _, _, on_stop in self._members:
             on_stop()
+        for follower in self._followers:
+            follower._on_stop()
+
+    def _on_resend(self) -> None:
+        self._resend = {member[0] for member in self._members}
+        for follower in self._followers:
+            follower._on_resend()
+
+    def _on_command(self, command: dict[str, Any]) -> None:
+        for handler in self._handlers:
+            handler(command)
+        for follower in self._followers:
+            follower._on_command(command)
 
     def _client_for(self) -> aiomqtt.Client:
         return aiomqtt.Client(
@@ -249,9 +278,10 @@ class NodeMqtt:
         while not self._ending():
             try:
                 async with self._client_for() as client:
-                    await client.subscribe(self.control, qos=1)
-                    if self._epoch is not None:
-                        await client.subscribe(self.status, qos=1)
+                    if self._listening:
+                        await client.subscribe(self.control, qos=1)
+                        if self._epoch is not None:
+                            await client.subscribe(self.status, qos=1)
                     self._client = client
                     self._lost_since = None
                     if connected_before:
@@ -260,11 +290,16 @@ class NodeMqtt:
                     connected_before = True
                     backoff = _BACKOFF_FIRST
                     async with asyncio.TaskGroup() as tg:
-                        listen = tg.create_task(self._listen(client), name="mqtt-control")
+                        listen = (
+                            tg.create_task(self._listen(client), name="mqtt-control")
+                            if self._listening
+                            else None
+                        )
                         # Reporting returns only once stopped, even if a cancel was lost
                         # (on connect, say): the listener, which waits for messages, goes too.
                         await self._report(client)
-                        listen.cancel()
+                        if listen is not None:
+                            listen.cancel()
             except* aiomqtt.MqttError as group:
                 log.info(
                     "MQTT broker %s:%s unavailable: %s",
@@ -332,10 +367,9 @@ class NodeMqtt:
             elif isinstance(command, dict) and command.get("cmd") == "resend":
                 # The coordinator reconnected: what it missed may include reports sent
                 # while the node was connected and it was not.
-                self._resend = {member[0] for member in self._members}
+                self._on_resend()
             elif isinstance(command, dict):
-                for handler in self._handlers:
-                    handler(command)
+                self._on_command(command)
 
     async def publish_final(self, payload: dict[str, Any], within: float = 8.0) -> bool:
         """Publish the final report (QoS 1), on the live connection or a fresh one.

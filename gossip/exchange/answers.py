@@ -79,6 +79,10 @@ class Answers:
         """Return the p50 and p99 lag (units of t) of recent jumps behind their ticks (0: none)."""
         return self._lags.percentiles()
 
+    def measured(self) -> int:
+        """Return how many exchanges :meth:`lag` and :meth:`wait` are taken from (0: unknown)."""
+        return len(self._lags)
+
     def wait(self) -> dict[str, float]:
         """Return the p50 and p99 wait (units of t) of recent exchanges' last start behind
         their ticks (0: none): the backlog, :func:`gossip.exchange.lateness.keeps_up`."""

@@ -353,6 +353,12 @@ class Exchanger:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
         return self._timer.percentiles_ms()
 
+    def measured(self) -> tuple[int, int]:
+        """Return how many samples the figures above are taken from: ``(round trips, lags)``
+        (the lags and the waits come from the same exchanges). A 0 means the figure is
+        unknown, not 0: a node that has completed none of its own exchanges measured nothing."""
+        return self._timer.measured(), self._answers.measured()
+
     # --- what to send ---------------------------------------------------------------------------
     def take_silent(self) -> set[int]:
         """Return (and forget) the peers silent for another

@@ -99,6 +99,10 @@ class RetryTimer:
             self._rttvar += 0.25 * (abs(self._srtt - rtt) - self._rttvar)
             self._srtt += 0.125 * (rtt - self._srtt)
 
+    def measured(self) -> int:
+        """Return how many round trips :meth:`percentiles_ms` is taken from (0: unknown)."""
+        return len(self._rtts)
+
     def percentiles_ms(self) -> dict[str, float]:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
         p50, p99 = self._rtts.p50_p99()

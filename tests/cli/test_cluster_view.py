@@ -136,3 +136,46 @@ def test_a_figure_that_was_not_measured_reads_unknown_never_a_false_zero(
     rows = _printed(dataclasses.replace(BASE, reached=False, t_eps=None, wall_s=None), capsys)
     assert rows["t to eps (exact curve)"] == "not reached"
     assert rows["t to eps (estimate)"] == "not reached"
+
+
+def test_a_run_that_measured_nothing_reads_unknown_and_says_what_came(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # What a loaded 1,024-node run looked like: one node's report, no final report, no point.
+    names = tuple(f"node-{k}" for k in range(1024))
+    nothing = dataclasses.replace(
+        BASE,
+        reached=False,
+        t_eps=None,
+        wall_s=None,
+        activations=1,
+        rate_achieved=None,
+        final_error=None,
+        mass_drift_rel=None,
+        rtt_p50_ms=None,
+        rtt_p99_ms=None,
+        missing_finals=names,
+        members=1024,
+        reported=1,
+        timed=0,
+        finals_wait_s=10.0,
+    )
+    rows = _printed(nothing, capsys)
+    assert rows["activations"] == "1 (at least: reports from 1 of 1024 nodes)"
+    assert rows["rate achieved / asked (1/s)"] == "unknown / 400"
+    assert rows["round trip p50 / p99 (ms)"] == "unknown / unknown (no node measured it)"
+    assert rows["tick wait p50 / p99 (t)"] == "unknown / unknown (no node measured it)"
+    assert "kept up" not in rows["tick wait p50 / p99 (t)"]
+    assert rows["final reports"] == "none of 1024 within 10.0 s of the stop"
+    assert rows["final reports missing"].startswith("1024 (node-0, ")
+    assert "whether the cluster kept up with --rate 400 is unknown" in timeout_advice(
+        nothing, ClusterState(graph="line:30", expected=30, eps=1e-6, rate=400.0), 20.0
+    )
+
+
+def test_figures_from_part_of_the_nodes_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    part = _summary(wait_p50=3.0, wait_p99=9.0, kept_up=True, members=30, reported=30, timed=12)
+    rows = _printed(dataclasses.replace(part, finals_wait_s=14.25), capsys)
+    assert rows["activations"] == "100"
+    assert rows["tick wait p50 / p99 (t)"] == "3.00 / 9.00: kept up (from 12 of 30 nodes)"
+    assert rows["final reports"] == "30 of 30, the last 14.2 s after the stop"

@@ -379,3 +379,24 @@ def test_after_churn_the_point_comes_from_a_consistent_cut_of_the_members() -> N
     ev = book.evaluate()
     assert ev is not None
     assert ev.point.mass_drift_rel > 0.1
+
+
+def test_a_stopping_runs_periodic_reports_count_as_life_and_its_finals_are_taken() -> None:
+    topo = parse_topology("line:2")
+    q = graph_quantities(topo)
+    plan = Plan(topo, gossip_params("arg", q.mu_gossip, q.r_max), "test", RATE, "", PERIOD)
+    state = ClusterState(graph="line:2", expected=2, eps=EPS, rate=RATE)
+    state.initial = [(1.0,), (0.0,)]
+    book = ReportBook(plan, state, PREFIX)
+    counts = np.zeros((2, 2), dtype=np.int64)
+    topic = f"{PREFIX}/node/0/state"
+    periodic = _report(0, 10.0, 0.5, 0.5, 1.0, counts, [1])
+    assert not book.alive(topic, periodic)  # a node never heard from: parsed in full
+    book.ingest(topic, periodic)
+    assert book.alive(topic, _report(0, 11.0, 0.4, 0.5, 1.0, counts, [1]))
+    assert (state.nodes[0].reports, state.nodes[0].t) == (2, 10.0)  # counted, not parsed
+    final = json.dumps({**json.loads(periodic), "t": 12.0, "final": True}).encode()
+    assert not book.alive(topic, final)
+    book.ingest(topic, final)
+    assert state.nodes[0].final
+    assert state.nodes[0].t == 12.0

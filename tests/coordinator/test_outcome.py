@@ -137,3 +137,28 @@ def test_a_missing_final_report_makes_the_final_figures_unknown_and_is_named() -
     assert complete.missing_finals == ()
     assert complete.mass_drift_rel is not None
     assert complete.mass_drift_rel == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_run_with_no_measurement_has_unknown_figures_not_zeros() -> None:
+    # The 1,024-node case: one node's early report (no exchange of its own completed, so its
+    # percentiles are null), the others never heard from, no point while the nodes ran.
+    state, plan = _stopped_state()
+    state.nodes[0] = NodeView(node=0, t=5.0, x=(1.0,), z=(1.0,), edges={1: 1}, reports=1)
+    summary = run_summary(state, plan, None, (0.0, 0), "timeout", finals_wait_s=60.0)
+    assert summary.rate_achieved is None
+    assert summary.rtt_p50_ms is None
+    assert summary.wait_p50 is None
+    assert summary.kept_up is None
+    assert (summary.members, summary.reported, summary.timed) == (2, 1, 0)
+    assert summary.as_dict()["rate_achieved"] is None
+    assert summary.as_dict()["finals_wait_s"] == 60.0
+
+
+def test_the_percentiles_say_how_many_nodes_measured_them() -> None:
+    state, plan = _stopped_state()
+    state.nodes[0] = NodeView(node=0, t=50.0, reports=3, rtt_p50_ms=2.0, wait_p50=1.0)
+    state.nodes[1] = NodeView(node=1, t=50.0, reports=3)  # reported, measured nothing
+    summary = run_summary(state, plan, None, (50.0, 50), "timeout")
+    assert summary.rtt_p50_ms == 2.0  # the one node that measured it, not a median with a 0
+    assert (summary.reported, summary.timed) == (2, 1)
+    assert summary.rate_achieved == pytest.approx(100.0)

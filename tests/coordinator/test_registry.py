@@ -118,6 +118,10 @@ def test_address_taken_by_another_name_and_full_cluster_are_refused() -> None:
     assert "already registered" in taken.reason
     # The same name again (a restarted node) replaces its record instead.
     assert isinstance(reg.register(_reg("a", 7005), now=0.0), Waiting)
+    # ... and frees its old address: another name may take it, but not a's new one.
+    assert isinstance(reg.register(_reg("c", 7005), now=0.0), Refused)
+    assert reg.count == 1
+    assert not isinstance(reg.register(_reg("b", 7000), now=0.0), Refused)
 
 
 def test_experiment_values_override_and_nodes_may_omit_theirs() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+import aiomqtt
 import pytest
 
 from coordinator.broker import RunningBroker
@@ -160,3 +161,39 @@ async def test_trace_samples_lost_with_a_killed_broker_are_sent_again_after_it_i
     # Every grid time up to the last one received arrived: none was lost in the outage.
     missing = {float(g) for g in range(int(max(seen)) + 1)} - seen
     assert not missing, (sorted(missing), node.reconnects, status.reconnects, max(seen))
+
+
+async def test_a_follower_hears_the_control_topic_through_its_leader_once(
+    mosquitto: RunningBroker,
+) -> None:
+    # Host mode, secure: one connection per node publishes, only the first one subscribes.
+    address = parse_broker(mosquitto.url)
+    assert address is not None
+    heard: dict[str, list[object]] = {"leader": [], "follower": []}
+    stopped = {"leader": asyncio.Event(), "follower": asyncio.Event()}
+    links = {
+        who: NodeMqtt(address, "follow", k, lambda: {"node": 0}, 0.05, stopped[who].set)
+        for k, who in enumerate(("leader", "follower"))
+    }
+    for who, link in links.items():
+        link.on_command(heard[who].append)
+    links["follower"].follow(links["leader"])
+    tasks = [asyncio.create_task(link.run()) for link in links.values()]
+    try:
+        async with asyncio.timeout(60):
+            while links["follower"].published < 2:  # noqa: ASYNC110 -- a count: no event
+                await asyncio.sleep(0.02)
+            async with aiomqtt.Client(address.host, address.port) as client:
+                while not heard["follower"]:  # the leader's subscription may come later
+                    await client.publish("gossip/follow/control", b'{"cmd": "view", "v": 1}')
+                    await asyncio.sleep(0.2)
+                await client.publish("gossip/follow/control", b'{"cmd": "stop"}', qos=1)
+            await stopped["follower"].wait()
+        assert stopped["leader"].is_set()
+        # Once per message, through the leader (a subscription of its own would double it).
+        assert heard["follower"] == heard["leader"]
+        assert links["follower"].published >= 2  # it reports on its own connection
+    finally:
+        for link in links.values():
+            link.stop()
+        await asyncio.wait(tasks, timeout=30)
