@@ -46,7 +46,7 @@ from cli._errors import fail, reported_errors, warn
 from cli._ports import check_port_free, check_zmq_bind_free
 
 if TYPE_CHECKING:
-    pass
+    from coordinator.config import CoordinatorConfig
 
 __all__ = ["coordinator"]
 
@@ -140,6 +140,15 @@ def coordinator(
     problem: Problem = "",
     data: Data = "",
     split: Split = "",
+    standing: Annotated[
+        bool,
+        typer.Option(
+            envvar=env("standing"),
+            help="Stay up and run what `gossip submit` sends, one run after another, on the "
+            "same standing nodes (gossip node --standing); the options above are each run's "
+            "defaults. Needs --broker.",
+        ),
+    ] = False,
 ) -> None:
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
@@ -183,6 +192,9 @@ def coordinator(
     with reported_errors():
         if keys is None:
             warn("no --keys: registration and exchanges are not authenticated (insecure)")
+        if standing:
+            _standing(config)
+            return
         state, plan = prepare(config)
         check_hold(f"{hold:g}", hold, dashboard_port)
         check_port_free("--dashboard-port", dashboard_host, dashboard_port)
@@ -221,3 +233,40 @@ def coordinator(
             f"(final error {error_text(summary.final_error)}){advice}",
             1,
         )
+
+
+def _standing(config: CoordinatorConfig) -> None:
+    """``gossip coordinator --standing``: serve submitted runs until Ctrl-C or SIGTERM."""
+    import asyncio
+    import signal
+    from typing import Any
+
+    from coordinator.service import Coordinator
+    from coordinator.standing import StandingCoordinator, standing_topics
+
+    check_zmq_bind_free("--bind", config.bind)
+
+    async def one(run_config: CoordinatorConfig) -> dict[str, Any] | None:
+        coord = Coordinator(run_config)
+        summary = await coord.run()
+        if summary is not None:
+            print_summary(summary, coord.state, run_config)
+        return coord.record
+
+    async def serve() -> None:
+        standing = StandingCoordinator(config, one)
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # a container's stop: end cleanly
+        typer.echo(
+            f"coordinator: standing, {standing.expected} nodes ({config.graph}); waiting for "
+            f"runs on {standing_topics(config.cluster)['submit']} (gossip submit)",
+            err=True,
+        )
+        await standing.serve()
+
+    try:
+        asyncio.run(serve())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        typer.echo("coordinator: standing, stopped", err=True)

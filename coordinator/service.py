@@ -112,6 +112,8 @@ class Coordinator:
         self._exact_logged = 0  # exact points (state.exact) already in the metrics file
         self._t_stop: float | None = None
         self._asked_stop = ""
+        self.record: dict[str, Any] | None = None
+        """The run's final record (the ``--json`` file's content), once the run is over."""
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
@@ -406,6 +408,7 @@ class Coordinator:
     async def _stop(self, reason: str) -> RunSummary:
         assert self._link is not None
         self.state.set_phase("stopping", f"stop ({reason}): waiting for the final reports")
+        self.registry.closed = True  # a standing node done with this run waits for the next
         epoch = self.state.epoch if self.state.epoch is not None else time.time()
         self._t_stop = self.plan.rate * (time.time() - epoch)
         self.reports.end_exact(self._t_stop)
@@ -513,6 +516,7 @@ class Coordinator:
         if state.optimization is not None:
             record["algorithm"] = "acd"
             record["optimization"] = state.optimization.summary()
+        self.record = record
         self.log.write("final", **record)
         if self.config.json_path is not None:
             write_json(self.config.json_path, record)
