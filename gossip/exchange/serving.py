@@ -250,7 +250,15 @@ class Server:
         shared.book_jump(msg.edge, dx, dz, t, sign=-1.0)
         shared.last = max(shared.last, t)
         answer = encode(
-            Reply(src=shared.node_id, edge=msg.edge, seq=msg.seq, t=t, dx=tuple(dx), dz=tuple(dz))
+            Reply(
+                src=shared.node_id,
+                edge=msg.edge,
+                seq=msg.seq,
+                t=t,
+                dx=tuple(dx),
+                dz=tuple(dz),
+                wall=now,  # the initiator bounds our clocks' offset with it (clockskew)
+            )
         )
         state.activations += 1
         shared.counters.served += 1
