@@ -246,19 +246,40 @@ def _standing(config: CoordinatorConfig) -> None:
 
     check_zmq_bind_free("--bind", config.bind)
 
+    running: list[Coordinator] = []  # the run in progress, if any
+    leaving = False
+
     async def one(run_config: CoordinatorConfig) -> dict[str, Any] | None:
         coord = Coordinator(run_config)
-        summary = await coord.run()
+        running.append(coord)
+        try:
+            summary = await coord.run()
+        finally:
+            running.remove(coord)
         if summary is not None:
             print_summary(summary, coord.state, run_config)
+        if leaving:  # asked to stop during the run: leave now that its nodes stopped
+            task = asyncio.current_task()
+            assert task is not None
+            asyncio.get_running_loop().call_soon(task.cancel)
         return coord.record
 
     async def serve() -> None:
         standing = StandingCoordinator(config, one)
         task = asyncio.current_task()
         assert task is not None
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # a container's stop: end cleanly
+
+        def terminate() -> None:
+            # A container's stop (SIGTERM): a run in progress is stopped as at eps, so that
+            # its standing nodes get its end and wait for the next coordinator; then leave.
+            nonlocal leaving
+            if running and not leaving:
+                leaving = True
+                running[0].request_stop("terminated")
+            else:
+                task.cancel()
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
         typer.echo(
             f"coordinator: standing, {standing.expected} nodes ({config.graph}); waiting for "
             f"runs on {standing_topics(config.cluster)['submit']} (gossip submit)",

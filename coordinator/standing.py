@@ -35,7 +35,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,8 +159,8 @@ def submitted_config(base: CoordinatorConfig, changes: Mapping[str, Any]) -> Coo
     return config
 
 
-RunFn = Callable[[CoordinatorConfig], Any]
-"""Runs one submitted run to its end and returns its final record (a coroutine function)."""
+RunFn = Callable[[CoordinatorConfig], Awaitable[dict[str, Any] | None]]
+"""Runs one submitted run to its end and returns its final record (None: no record)."""
 
 
 @dataclass(slots=True)
