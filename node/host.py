@@ -52,7 +52,7 @@ from gossip.errors import ConfigError, GossipError
 from gossip.files.keys import Identity, load_identity
 from gossip.wire.schema import Bootstrap, Register
 from node.config import NodeConfig
-from node.curve import CurveKeys
+from node.curve import CurveKeys, PeerAuthenticator
 from node.daemon import Node
 from node.faults import FaultyTransport
 from node.mqtt import NodeMqtt, parse_broker
@@ -348,6 +348,13 @@ async def run_host(configs: Sequence[NodeConfig], standing: bool = False) -> int
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     code = 0
     done: set[float] = set()  # the epochs of the runs taken part in: each names its run
+    # Secure and standing: the context's ZAP handler outlives every run's servers. Stopped when
+    # a run's last server closes, the handler started again for the next run admitted no one.
+    keeper = (
+        PeerAuthenticator.for_context(ctx).gate()
+        if standing and identities[0] is not None
+        else None
+    )
     try:
         while not stop.is_set():
             current[0] = asyncio.Event()
@@ -362,6 +369,8 @@ async def run_host(configs: Sequence[NodeConfig], standing: bool = False) -> int
             log.info("the run is over; standing: registering for the next run")
         return code
     finally:
+        if keeper is not None:
+            keeper.close()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         ctx.term()
