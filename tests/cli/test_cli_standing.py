@@ -1,4 +1,5 @@
-"""A standing cluster: three runs in a row on one set of node processes, each exact.
+"""A standing cluster: three runs in a row on one set of node processes, each exact; secured,
+two runs submitted by the broker's operator account (slow).
 
 Real processes on loopback and a real mosquitto: ``gossip coordinator --standing``, three
 ``gossip node --standing`` hosts of two nodes each (cycle:6; the first host on fixed ports,
@@ -18,8 +19,11 @@ from pathlib import Path
 
 import pytest
 import zmq
+from conftest import require_mosquitto
 
-from coordinator.broker import RunningBroker
+from coordinator.broker import BrokerAuth, RunningBroker, mosquitto_broker
+from coordinator.mqtt_auth import write_broker_auth
+from gossip.files.keys import COORDINATOR, init_keys, load_mqtt_secret
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]
 
@@ -78,10 +82,31 @@ async def _submit(broker: str, cwd: Path, *args: str) -> tuple[int, str, str]:
 async def test_three_runs_on_the_same_standing_nodes(
     tmp_path: Path, mosquitto: RunningBroker
 ) -> None:
+    await _three_runs(tmp_path, mosquitto.url, RUNS)
+
+
+@pytest.mark.slow
+async def test_secure_standing_nodes_take_runs_submitted_by_the_operator(tmp_path: Path) -> None:
+    # The brokers' own ACL and passwords (gossip keys init's): the operator submits.
+    init_keys(tmp_path / "keys", [f"node-{k}" for k in range(HOSTS * K)], zmq.curve_keypair)
+    secret = load_mqtt_secret(tmp_path / "keys" / COORDINATOR / "mqtt.secret")
+    auth = BrokerAuth(*write_broker_auth(tmp_path / "mqtt", secret, HOSTS * K))
+    async with mosquitto_broker(require_mosquitto(), auth=auth) as broker:
+        await _three_runs(tmp_path, broker.url, RUNS[:2], keys=tmp_path / "keys")
+
+
+async def _three_runs(
+    tmp_path: Path,
+    broker: str,
+    runs: list[tuple[str, float, str]],
+    keys: Path | None = None,
+) -> None:
+    """Submit ``runs`` one after the other to a standing coordinator and its standing hosts."""
+    secured = [] if keys is None else ["--keys", str(keys / COORDINATOR)]
     port = free_ports(1)
     base = free_ports(K)
     coordinator = await _gossip(
-        *("coordinator", "--standing", "--graph", GRAPH, "--broker", mosquitto.url),
+        *("coordinator", "--standing", "--graph", GRAPH, "--broker", broker, *secured),
         *("--bind", f"tcp://127.0.0.1:{port}", "--values", "onehot", "--until", str(EPS)),
         *("--start-delay", "0.5"),
         cwd=tmp_path,
@@ -98,28 +123,34 @@ async def test_three_runs_on_the_same_standing_nodes(
                 *("node", "--standing", "--coordinator", f"tcp://127.0.0.1:{port}", *where),
                 *("--name", f"h{j}", "--nodes-per-process", str(K), "--seed", str(10 * j)),
                 *("--retry-timeout", "0.05", "--drain", "0.2", "--log-level", "warning"),
+                *(
+                    ()
+                    if keys is None
+                    else [a for k in range(K) for a in ("--keys", str(keys / f"node-{j * K + k}"))]
+                ),
                 cwd=tmp_path,
             )
         )
     pids = [h.pid for h in hosts]
     try:
         records = []
-        for i, (algorithm, rate, values) in enumerate(RUNS):
+        for i, (algorithm, rate, values) in enumerate(runs):
             out = tmp_path / f"run{i}.json"
             code, _, err = await _submit(
-                mosquitto.url,
+                broker,
                 tmp_path,
+                *secured,
                 *("--algorithm", algorithm, "--rate", str(rate), "--values", values),
                 *("--json", str(out)),
             )
             assert code == 0, err[-2000:]
             records.append(json.loads(out.read_text()))
             if i == 0:  # a bad value is named, and the coordinator serves the next run
-                code, _, err = await _submit(mosquitto.url, tmp_path, "--rate", "0")
+                code, _, err = await _submit(broker, tmp_path, *secured, "--rate", "0")
                 assert code == 2
                 assert "--rate must be" in err, err
                 assert "got 0.0" in err, err
-        for record, (algorithm, rate, _) in zip(records, RUNS, strict=True):
+        for record, (algorithm, rate, _) in zip(records, runs, strict=True):
             assert record["reached"] is True
             assert record["stop_reason"] == "reached"
             assert record["algorithm"] == algorithm
@@ -129,7 +160,7 @@ async def test_three_runs_on_the_same_standing_nodes(
             assert record["final_error"] <= EPS
             assert abs(record["mass_drift_rel"]) <= 1e-9
             assert record["exact_points"] > 0
-        assert len({r["run_id"] for r in records}) == len(RUNS)
+        assert len({r["run_id"] for r in records}) == len(runs)
         # The same processes took part in every run.
         assert all(h.returncode is None for h in hosts)
         assert [h.pid for h in hosts] == pids
@@ -140,12 +171,12 @@ async def test_three_runs_on_the_same_standing_nodes(
         outs = []
         async with asyncio.timeout(30):
             for proc in hosts:
-                out, _ = await proc.communicate()
-                outs.append(out.decode())
+                stdout, _ = await proc.communicate()
+                outs.append(stdout.decode())
             await coordinator.communicate()
     # Each host printed its two nodes' final reports once per run, then left on SIGTERM.
-    for out in outs:
-        finals = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        assert len(finals) == K * len(RUNS)
+    for text in outs:
+        finals = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        assert len(finals) == K * len(runs)
         assert all(f["final"] is True for f in finals)
     assert all(h.returncode == 0 for h in hosts)
