@@ -168,12 +168,9 @@ async def _bind(
     ctx: zmq.Context[zmq.Socket[bytes]],
     again: bool,
 ) -> ZmqTransport:
-    """The node's transport, bound to ``config.bind``.
-
-    ``again`` (a standing node's next run): a fixed port that the last run's socket still
-    holds is tried again for up to :data:`_REBIND_WAIT` seconds, as ZeroMQ releases a closed
-    socket's port in its I/O thread, a moment after the close.
-    """
+    """The node's transport, bound to ``config.bind``; ``again`` (a standing node's next run):
+    a fixed port the last run's socket still holds is tried again for up to
+    :data:`_REBIND_WAIT` s (ZeroMQ frees a closed socket's port a moment after the close)."""
     keys = None if identity is None else CurveKeys.of(identity)
     deadline = time.monotonic() + _REBIND_WAIT
     while True:
