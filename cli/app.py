@@ -11,6 +11,7 @@ from cli import (
     optim_cmd,  # noqa: F401
     optimize_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
+    submit_cmd,  # noqa: F401
     train_cmd,  # noqa: F401
     up_cmd,  # noqa: F401
 )

@@ -55,7 +55,7 @@ from cli._errors import fail, reported_errors, warn
 from cli._ports import check_port_free, check_zmq_bind_free
 
 if TYPE_CHECKING:
-    pass
+    from coordinator.config import CoordinatorConfig
 
 __all__ = ["coordinator"]
 
@@ -157,6 +157,15 @@ def coordinator(
     init: Init = "common",
     train_seed: TrainSeed = 0,
     until_accuracy: UntilAccuracy = None,
+    standing: Annotated[
+        bool,
+        typer.Option(
+            envvar=env("standing"),
+            help="Stay up and run what `gossip submit` sends, one run after another, on the "
+            "same standing nodes (gossip node --standing); the options above are each run's "
+            "defaults. Needs --broker.",
+        ),
+    ] = False,
 ) -> None:
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
@@ -204,6 +213,9 @@ def coordinator(
     with reported_errors():
         if keys is None:
             warn("no --keys: registration and exchanges are not authenticated (insecure)")
+        if standing:
+            _standing(config)
+            return
         state, plan = prepare(config)
         check_hold(f"{hold:g}", hold, dashboard_port)
         check_port_free("--dashboard-port", dashboard_host, dashboard_port)
@@ -244,3 +256,61 @@ def coordinator(
             f"(final error {error_text(summary.final_error)}){advice}",
             1,
         )
+
+
+def _standing(config: CoordinatorConfig) -> None:
+    """``gossip coordinator --standing``: serve submitted runs until Ctrl-C or SIGTERM."""
+    import asyncio
+    import signal
+    from typing import Any
+
+    from coordinator.service import Coordinator
+    from coordinator.standing import StandingCoordinator, standing_topics
+
+    check_zmq_bind_free("--bind", config.bind)
+
+    running: list[Coordinator] = []  # the run in progress, if any
+    leaving = False
+
+    async def one(run_config: CoordinatorConfig) -> dict[str, Any] | None:
+        coord = Coordinator(run_config)
+        running.append(coord)
+        try:
+            summary = await coord.run()
+        finally:
+            running.remove(coord)
+        if summary is not None:
+            print_summary(summary, coord.state, run_config)
+        if leaving:  # asked to stop during the run: leave now that its nodes stopped
+            task = asyncio.current_task()
+            assert task is not None
+            asyncio.get_running_loop().call_soon(task.cancel)
+        return coord.record
+
+    async def serve() -> None:
+        standing = StandingCoordinator(config, one)
+        task = asyncio.current_task()
+        assert task is not None
+
+        def terminate() -> None:
+            # A container's stop (SIGTERM): a run in progress is stopped as at eps, so that
+            # its standing nodes get its end and wait for the next coordinator; then leave.
+            nonlocal leaving
+            if running and not leaving:
+                leaving = True
+                running[0].request_stop("terminated")
+            else:
+                task.cancel()
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+        typer.echo(
+            f"coordinator: standing, {standing.expected} nodes ({config.graph}); waiting for "
+            f"runs on {standing_topics(config.cluster)['submit']} (gossip submit)",
+            err=True,
+        )
+        await standing.serve()
+
+    try:
+        asyncio.run(serve())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        typer.echo("coordinator: standing, stopped", err=True)

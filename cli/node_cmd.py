@@ -199,6 +199,15 @@ def node(
             "random members and the mean moves to include its value.",
         ),
     ] = False,
+    standing: Annotated[
+        bool,
+        typer.Option(
+            envvar="GOSSIP_STANDING",
+            help="Stay up between runs: when a run stops, register again for the next run of "
+            "a standing coordinator (gossip coordinator --standing); only SIGTERM or Ctrl-C "
+            "ends the process.",
+        ),
+    ] = False,
     broker: Annotated[
         str | None,
         typer.Option(envvar="GOSSIP_BROKER", help="With --leave: the run's MQTT broker URL."),
@@ -299,7 +308,7 @@ def node(
                 configs = [dataclasses.replace(config, keys=keys[0])]
             else:
                 configs = host_configs(config, nodes_per_process, keys)
-            code = run_host_sync(configs)
+            code = run_host_sync(configs, standing)
         finally:
             if lease is not None:
                 lease.release()

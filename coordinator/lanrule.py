@@ -37,6 +37,7 @@ import math
 from collections.abc import Mapping
 
 from coordinator.records import NodeView
+from gossip.exchange.clockskew import SKEW_SHARE, skew_tolerance  # one rule, the nodes' too
 
 __all__ = ["RATE_K", "SKEW_FLOOR", "SKEW_SHARE", "LanRule", "rate_ceiling", "skew_tolerance"]
 
@@ -44,12 +45,6 @@ RATE_K = 0.15
 """Measured (benchmarks/bench_lan.py, grid:4x4 and line:30, 5 and 10 ms each way): the
 latency-bound rows' ``lambda* * RTT / n`` ran from 0.14 to 0.31 on a shared machine; every rate
 at or under ``0.15 * n / RTT`` passed in every run."""
-
-SKEW_SHARE = 5.0
-"""The tolerated skew, in mean gaps between one node's activations. Measured
-(benchmarks/bench_lan.py, grid:4x4 and line:30, 1 ms each way): skews of about 5 gaps kept the
-curve typical of the model; 10 moved it 0.4 decades up, 20 a decade, 30 out of the model's
-runs."""
 
 SKEW_FLOOR = 0.025
 """Seconds: the smallest skew the coordinator warns of (its estimate's noise, measured)."""
@@ -67,17 +62,6 @@ def rate_ceiling(n: int, rtt_ms: float) -> float:
     2250.0
     """
     return RATE_K * n / (rtt_ms / 1e3) if rtt_ms > 0 else math.inf
-
-
-def skew_tolerance(n: int, rate: float) -> float:
-    """The clock skew (seconds) the shared t tolerates at ``rate`` on ``n`` nodes.
-
-    Examples
-    --------
-    >>> round(skew_tolerance(30, 300.0), 3)  # a node activates every 50 ms on average
-    0.25
-    """
-    return SKEW_SHARE * n / (2.0 * rate)
 
 
 class LanRule:

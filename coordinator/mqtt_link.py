@@ -28,7 +28,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,9 @@ class MqttLink:
     tls : bool
         Connect over TLS (``mqtts://``), checking the broker against ``ca`` (a PEM file) or,
         without it, the system's certificate authorities.
+    subscriptions : sequence of (filter, qos), optional
+        What to subscribe to; by default a run's topics (every node's state, the status, the
+        leave requests). A standing coordinator's idle link takes only submissions.
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class MqttLink:
         password: str | None = None,
         tls: bool = False,
         ca: Path | None = None,
+        subscriptions: Sequence[tuple[str, int]] | None = None,
     ) -> None:
         self.host = host
         self._tls = aiomqtt.TLSParameters(ca_certs=str(ca) if ca else None) if tls else None
@@ -102,6 +106,22 @@ class MqttLink:
         self._username = username
         self._password = password
         self.topics = topics(cluster)
+        # (filter, qos); by default a run's: every node's state, the status, leave requests.
+        self._subscriptions = tuple(
+            subscriptions
+            if subscriptions is not None
+            else (
+                # QoS 1: the broker delivers each message at the lower of the publisher's and
+                # the subscriber's QoS. Periodic reports are QoS 0 either way (one lost is
+                # replaced by the next), but a node's final report is QoS 1, and at 0 here it
+                # was dropped with them when our intake fell behind (1,024 nodes on a loaded
+                # machine: 2 of 1,024 finals came), where QoS 1 is queued.
+                (self.topics["state"], 1),
+                (self.topics["status"], 1),
+                (self.topics["membership"], 1),
+            )
+        )
+        self._resends = subscriptions is None  # a run's link asks for missed reports again
         self._on_message = on_message
         self._status = status
         self._outbox: asyncio.Queue[tuple[str, bytes, int, bool]] = asyncio.Queue()
@@ -124,9 +144,11 @@ class MqttLink:
         self._latest_status = json.dumps(status, allow_nan=False).encode()
         self._status_dirty.set()
 
-    def publish(self, topic: str, payload: dict[str, Any], qos: int = 1) -> None:
-        """Queue a JSON message (not retained); it goes out when connected."""
-        self._outbox.put_nowait((topic, json.dumps(payload).encode(), qos, False))
+    def publish(
+        self, topic: str, payload: dict[str, Any], qos: int = 1, retain: bool = False
+    ) -> None:
+        """Queue ``payload`` (JSON) on ``topic`` (``retain``: kept by the broker)."""
+        self._outbox.put_nowait((topic, json.dumps(payload).encode(), qos, retain))
 
     def send_stop(self, run_id: str) -> None:
         """Queue ``{"cmd": "stop", "run": run_id}`` on the control topic."""
@@ -167,15 +189,9 @@ class MqttLink:
                     keepalive=10,
                     timeout=5.0,
                 ) as client:
-                    # QoS 1: the broker delivers each message at the lower of the publisher's
-                    # and the subscriber's QoS. Periodic reports are QoS 0 either way (one lost
-                    # is replaced by the next), but a node's final report is QoS 1, and at 0
-                    # here it was dropped with them when our intake fell behind (1,024 nodes on
-                    # a loaded machine: 2 of 1,024 finals came), where QoS 1 is queued.
-                    await client.subscribe(self.topics["state"], qos=1)
-                    await client.subscribe(self.topics["status"], qos=1)
-                    await client.subscribe(self.topics["membership"], qos=1)
-                    if not first:
+                    for topic, qos in self._subscriptions:
+                        await client.subscribe(topic, qos=qos)
+                    if not first and self._resends:
                         self._status.reconnects += 1
                         # Reports sent while we were away went nowhere: ask for the
                         # nodes' recent exact-curve samples again (node.mqtt.RESEND_WINDOW).

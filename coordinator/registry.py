@@ -308,6 +308,9 @@ class Registry:
     _bootstraps: dict[str, Bootstrap] = field(default_factory=dict)
     on_join: Callable[[Register, str | None], Outcome] | None = None
     """After the bootstrap, what answers a new name (a join, :mod:`coordinator.roster`)."""
+    closed: bool = False
+    """Set once the run stops: a known name registering again (a standing node, done with this
+    run) gets its Bootstrap back unchanged, never a new address; it waits for the next run."""
 
     @property
     def bootstrapped(self) -> bool:
@@ -415,7 +418,7 @@ class Registry:
             )
         address = self._resolve(msg.address, peer_host)
         previous = assignment.addresses[known.node_id]
-        if address is None or address == previous:
+        if address is None or address == previous or self.closed:
             return Known(known)  # a wildcard we cannot resolve: the address it had
         for name, other in zip(assignment.names, assignment.addresses, strict=True):
             if other == address and name != msg.name:

@@ -115,6 +115,8 @@ class Coordinator:
         self._exact_logged = 0  # exact points (state.exact) already in the metrics file
         self._t_stop: float | None = None
         self._asked_stop = ""
+        self.record: dict[str, Any] | None = None
+        """The run's final record (the ``--json`` file's content), once the run is over."""
         self._link: MqttLink | None = None
         self._topics = topics(config.cluster)
         self.reports = ReportBook(plan, state, self._topics["prefix"])
@@ -355,6 +357,7 @@ class Coordinator:
         assert self._link is not None
         self.members.stop_reason = reason
         self.state.set_phase("stopping", f"stop ({reason}): waiting for the final reports")
+        self.registry.closed = True  # a standing node done with this run waits for the next
         epoch = self.state.epoch if self.state.epoch is not None else time.time()
         self._t_stop = self.plan.rate * (time.time() - epoch)
         self.reports.end_exact(self._t_stop)
@@ -438,6 +441,7 @@ class Coordinator:
             f"final error {error_text(summary.final_error)}" + missing_text(summary.missing_finals),
         )
         record = summary_record(self.config, self.plan, state, summary, final, reason)
+        self.record = record
         self.log.write("final", **record)
         if self.config.json_path is not None:
             write_json(self.config.json_path, record)

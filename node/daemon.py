@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gossip.errors import GossipError
+from gossip.exchange.clockskew import skew_tolerance
 from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.trace import Trace, trace_step
 from gossip.exchange.vocabulary import Counters, Link, TimeBase
@@ -84,6 +85,8 @@ _REDIAL_AFTER = 2 * _RECOVER_EVERY
 _RTT_EVERY = 1.0
 # Seconds between two looks at a gradient step that waits for our exchange to settle.
 _STEP_WAIT = 0.002
+_SKEW_EVERY = 1.0  # seconds between two looks at the neighbours' clock offsets
+_SKEW_SAMPLES = 5  # exchanges with a neighbour before its offset may be warned of
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
 _UNKNOWN: dict[str, float | None] = {"p50": None, "p99": None}  # percentiles of no sample
 
@@ -208,6 +211,9 @@ class Node:
         self._lag: dict[str, float | None] = dict(_UNKNOWN)
         self._wait: dict[str, float | None] = dict(_UNKNOWN)
         self._rtt_at = -math.inf  # when _rtt_ms and _lag were computed (clock seconds)
+        self._skew_at = -math.inf  # when the neighbours' clock offsets were last looked at
+        self.skew_warning = ""
+        """The clock-skew warning this node gave ('' while none): given once per run."""
 
     def request_stop(self) -> None:
         """Ask the node to stop (idempotent; safe from a signal handler)."""
@@ -304,6 +310,8 @@ class Node:
             await self._settle()
             self.exchanger.close()  # from here on the state cannot change
             self._send_released()  # requests that waited for us: Nacked
+            if not self.skew_warning:  # a run shorter than a look: its exchanges say it now
+                self._check_skew()
             self.final = self.report(final=True)
             if mqtt is not None:
                 await self._publish_final(mqtt, self.final)
@@ -511,6 +519,9 @@ class Node:
         transport, ex, clock = self.transport, self.exchanger, self.clock
         while True:
             deadline, start, now = ex.next_deadline(), ex.next_start(), clock()
+            if now >= self._skew_at and not self.skew_warning:
+                self._skew_at = now + _SKEW_EVERY
+                self._check_skew()
             if (deadline is not None and deadline <= now) or (start is not None and start <= now):
                 due = ex.expire(now)
                 for peer in ex.take_silent():  # before the re-sends: they take the new way
@@ -527,6 +538,27 @@ class Node:
             if start is not None:
                 wake = min(wake, start)
             await self._bounced.sleep(wake - now)  # or less: a Busy may set an earlier pause
+
+    def _check_skew(self) -> None:
+        """Warn, once, when a neighbour's clock is surely past what the shared t tolerates
+        (the bound of :mod:`gossip.exchange.clockskew`, from this node's own exchanges)."""
+        worst = self.exchanger.clock_offsets().worst()
+        if worst is None:
+            return
+        peer, est = worst
+        n = max(self.boot.n, 2)
+        tolerance = skew_tolerance(n, self.boot.rate)
+        if est.samples < _SKEW_SAMPLES or not est.past(tolerance):
+            return
+        side = "behind" if est.offset > 0 else "ahead of"
+        self.skew_warning = (
+            f"{self.name} (node {self.boot.node_id}): this host's clock is "
+            f"{abs(est.offset) * 1e3:.1f} ms {side} neighbour {peer}'s (+-{est.error * 1e3:.1f} "
+            f"ms, from {est.samples} exchanges' round trips), past the {tolerance * 1e3:.1f} ms "
+            f"the shared t tolerates at {self.boot.rate:g}/s on {n} nodes: synchronise the "
+            "hosts' clocks (chrony; `chronyc tracking` shows a host's offset) or lower --rate"
+        )
+        log.warning("%s", self.skew_warning)
 
     def _send_released(self) -> None:
         """Answer the requests that waited for our exchange, now that it settled."""

@@ -23,6 +23,10 @@ Crash semantics: a host process that dies takes its K nodes with it. Restarted w
 name (and addresses), each of its nodes re-registers, gets its id back and rebuilds its exact
 state from its neighbours' ledgers, like any killed node. A stop (SIGTERM, Ctrl-C, the control
 topic, the retained status) stops all K nodes; an error in one node stops the process.
+
+Standing (``gossip node --standing``): when a run stops, the process stays, and its nodes
+register again for the standing coordinator's next run, each on fresh sockets and a fresh
+state; only a signal ends the process.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from gossip.errors import ConfigError, GossipError
 from gossip.files.keys import Identity, load_identity
 from gossip.wire.schema import Bootstrap, Register
 from node.config import NodeConfig
-from node.curve import CurveKeys
+from node.curve import CurveKeys, PeerAuthenticator
 from node.daemon import Node
 from node.faults import FaultyTransport
 from node.learner import load_learner
@@ -65,6 +69,8 @@ from node.zmq_transport import ZmqTransport
 __all__ = ["host_configs", "run_host", "run_host_sync", "run_node", "run_node_sync"]
 
 log = logging.getLogger(__name__)
+_STALE_PAUSE = 0.5  # seconds before asking again after an old run's Bootstrap
+_REBIND_WAIT = 5.0  # seconds a standing node waits for its fixed port to be free again
 
 # Seconds a stopped host waits for the coordinator to take its final reports over the lifeline:
 # long enough for a coordinator killed while stopping to be restarted and take them (it then
@@ -151,26 +157,71 @@ async def _register_all(
     transports: Sequence[Transport],
     context: zmq.asyncio.Context,
     identities: Sequence[Identity | None],
+    done: set[float],
 ) -> list[Bootstrap]:
     """Register every node at once (each on its own DEALER, with its own key if secure)."""
     async with asyncio.TaskGroup() as tg:
         jobs = [
             tg.create_task(
-                register(
-                    config.coordinator,
-                    Register(config.name, transport.address, config.value, os.getpid()),
-                    every=config.register_every,
-                    give_up_after=config.register_timeout,
-                    context=context,
-                    keys=None if identity is None else CurveKeys.of(identity),
-                    coordinator_key="" if identity is None else identity.coordinator,
-                ),
+                _register_new(config, transport.address, context, identity, done),
                 name=f"register-{config.name}",
             )
             for config, transport, identity in zip(configs, transports, identities, strict=True)
         ]
         log.info("registering %d node(s) with %s", len(jobs), configs[0].coordinator)
     return [job.result() for job in jobs]
+
+
+async def _bind(
+    config: NodeConfig,
+    identity: Identity | None,
+    ctx: zmq.Context[zmq.Socket[bytes]],
+    again: bool,
+) -> ZmqTransport:
+    """The node's transport, bound to ``config.bind``; ``again`` (a standing node's next run):
+    a fixed port the last run's socket still holds is tried again for up to
+    :data:`_REBIND_WAIT` s (ZeroMQ frees a closed socket's port a moment after the close)."""
+    keys = None if identity is None else CurveKeys.of(identity)
+    deadline = time.monotonic() + _REBIND_WAIT
+    while True:
+        try:
+            return ZmqTransport(
+                config.bind, config.advertise, toward=config.coordinator, context=ctx, keys=keys
+            )
+        except ConfigError as exc:
+            cause = exc.__context__
+            busy = isinstance(cause, zmq.ZMQError) and cause.errno == zmq.EADDRINUSE
+            if not (again and busy) or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.05)
+
+
+async def _register_new(
+    config: NodeConfig,
+    address: str,
+    context: zmq.asyncio.Context,
+    identity: Identity | None,
+    done: set[float],
+) -> Bootstrap:
+    """Register one node until it gets the Bootstrap of a run whose epoch is not in ``done``.
+
+    A standing node that registers again right after its run may reach that run's registrar,
+    which answers with the old Bootstrap until the coordinator closes it: asked again a moment
+    later, the next run's registrar answers.
+    """
+    while True:
+        boot = await register(
+            config.coordinator,
+            Register(config.name, address, config.value, os.getpid()),
+            every=config.register_every,
+            give_up_after=config.register_timeout,
+            context=context,
+            keys=None if identity is None else CurveKeys.of(identity),
+            coordinator_key="" if identity is None else identity.coordinator,
+        )
+        if boot.epoch not in done:
+            return boot
+        await asyncio.sleep(_STALE_PAUSE)
 
 
 def _node(
@@ -310,10 +361,16 @@ async def _delivered(lifelines: Sequence[Lifeline], within: float) -> None:
                     await line.delivered.wait()
 
 
-async def run_host(configs: Sequence[NodeConfig]) -> int:
+async def run_host(configs: Sequence[NodeConfig], standing: bool = False) -> int:
     """Run the nodes of ``configs`` in this process: register, gossip, stop. Async; returns 0.
 
-    Prints each node's final report as one JSON line on stdout when it stops.
+    Prints each node's final report as one JSON line on stdout when it stops. With
+    ``standing`` the process does not exit when a run stops: its nodes register again, under
+    the same names, and take part in the coordinator's next run (``gossip coordinator
+    --standing``), until SIGTERM or Ctrl-C. Each run starts from fresh sockets and a fresh
+    state (the next Bootstrap's values, parameters and epoch); a Bootstrap of a run this
+    process already took part in (the last run's registrar, still answering while it
+    collects the final reports) is never run twice.
 
     Raises
     ------
@@ -325,93 +382,128 @@ async def run_host(configs: Sequence[NodeConfig]) -> int:
         raise ConfigError("a host needs at least one node (--nodes-per-process >= 1)")
     for data in sorted({config.data for config in configs if config.data}):
         preload(data)  # before any clock can start: see node.problem.preload
-    stop = asyncio.Event()
+    stop = asyncio.Event()  # the process's: a signal
+    current = [asyncio.Event()]  # the running run's: a signal, or the coordinator's stop
+
+    def stop_all() -> None:
+        stop.set()
+        current[0].set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop_all)
     # CurveZMQ: every node of the process has its own key pair and its own ZAP domain
     # (node.curve), so each admits only its own neighbours.
     if len({config.keys is None for config in configs}) > 1:
         raise ConfigError("either every node of a host has keys (--keys) or none has")
     identities = [None if c.keys is None else load_identity(c.keys) for c in configs]
-    secure = identities[0] is not None
-    # One context, so one zmq I/O thread, for every socket of the process.
+    # One context, so one zmq I/O thread, for every socket of the process and of every run.
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    code = 0
+    done: set[float] = set()  # the epochs of the runs taken part in: each names its run
+    # Secure and standing: the context's ZAP handler outlives every run's servers. Stopped when
+    # a run's last server closes, the handler started again for the next run admitted no one.
+    keeper = (
+        PeerAuthenticator.for_context(ctx).gate()
+        if standing and identities[0] is not None
+        else None
+    )
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            transports: list[Transport] = []
-            inners: list[ZmqTransport] = []
-            for config, identity in zip(configs, identities, strict=True):
-                keys = None if identity is None else CurveKeys.of(identity)
-                inner = ZmqTransport(
-                    config.bind, config.advertise, toward=config.coordinator, context=ctx, keys=keys
-                )
-                inners.append(inner)
-                transport: Transport = (
-                    FaultyTransport(inner, config.faults, config.seed)
-                    if config.faults.active
-                    else inner
-                )
-                transports.append(await stack.enter_async_context(transport))
-            actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
-            boots = await _until_stopped(_register_all(configs, transports, actx, identities), stop)
-            if boots is None:
-                return 0
-            if secure:  # each node admits its own neighbours' keys only, each as its node id
-                for inner, boot in zip(inners, boots, strict=True):
-                    inner.trust({n.peer_id: n.key for n in boot.neighbors})
-            # One wall clock per process, as per host: a skew fault sets it from the first seed.
-            offset = configs[0].faults.clock_offset(configs[0].seed, configs[0].name)
-            if offset:
-                log.warning("this host's wall clock is offset by %+.1f ms (fault)", offset * 1e3)
-            nodes = [
-                _node(config, boot, transport, stop, offset)
-                for config, boot, transport in zip(configs, boots, transports, strict=True)
-            ]
-            # Before t = 0: the first exchanges are not slower.
-            warm_up(boots[0].dim, problems=[n.problem for n in nodes if n.problem is not None])
-            # Everything built so far lives as long as the process: keep it out of the
-            # collector's generations, so that collections stay short during the run.
-            gc.collect()
-            gc.freeze()
-            mqtts = _mqtt_links(nodes, configs[0].mqtt_ca)
-            lifelines = [
-                _lifeline(config, node, mqtt, actx, identity)
-                for config, node, mqtt, identity in zip(
-                    configs, nodes, mqtts, identities, strict=True
-                )
-            ]
-            async with asyncio.TaskGroup() as tg:
-                for line, node in zip(lifelines, nodes, strict=True):
-                    node.final_taken = line.delivered
-                beats = [
-                    tg.create_task(line.run(), name=f"node-lifeline-{node.boot.node_id}")
-                    for line, node in zip(lifelines, nodes, strict=True)
-                ]
-                distinct = {id(m): m for m in mqtts if m is not None}.values()
-                links = [
-                    tg.create_task(m.run(), name=f"host-mqtt-{i}") for i, m in enumerate(distinct)
-                ]
-                runs = [
-                    tg.create_task(node.run(mqtt, run_mqtt=False), name=f"node-{node.boot.node_id}")
-                    for node, mqtt in zip(nodes, mqtts, strict=True)
-                ]
-                codes = [await run for run in runs]
-                for m in distinct:
-                    m.stop()
-                for link in links:
-                    link.cancel()
-                await _delivered(lifelines, _DELIVER_WAIT)
-                for beat in beats:
-                    beat.cancel()
-            for node in nodes:
-                sys.stdout.write(json.dumps(node.final) + "\n")
-            sys.stdout.flush()
-            return max(codes)
+        while not stop.is_set():
+            current[0] = asyncio.Event()
+            epoch = await _run_once(configs, identities, ctx, current[0], done)
+            if epoch is None:  # stopped while registering
+                break
+            code = max(code, epoch[1])
+            done.add(epoch[0])
+            if not standing:
+                break
+            gc.unfreeze()  # this run's objects may go now: the next run builds its own
+            log.info("the run is over; standing: registering for the next run")
+        return code
     finally:
+        if keeper is not None:
+            keeper.close()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         ctx.term()
+
+
+async def _run_once(
+    configs: Sequence[NodeConfig],
+    identities: Sequence[Identity | None],
+    ctx: zmq.Context[zmq.Socket[bytes]],
+    stop: asyncio.Event,
+    done: set[float],
+) -> tuple[float, int] | None:
+    """One run of the host's nodes, on fresh sockets: ``(its epoch, exit code)``, or None
+    when ``stop`` came before the Bootstraps (a run of an epoch in ``done`` is skipped)."""
+    secure = identities[0] is not None
+    async with contextlib.AsyncExitStack() as stack:
+        transports: list[Transport] = []
+        inners: list[ZmqTransport] = []
+        for config, identity in zip(configs, identities, strict=True):
+            inner = await _bind(config, identity, ctx, again=bool(done))
+            inners.append(inner)
+            transport: Transport = (
+                FaultyTransport(inner, config.faults, config.seed)
+                if config.faults.active
+                else inner
+            )
+            transports.append(await stack.enter_async_context(transport))
+        actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
+        boots = await _until_stopped(
+            _register_all(configs, transports, actx, identities, done), stop
+        )
+        if boots is None:
+            return None
+        if secure:  # each node admits its own neighbours' keys only, each as its node id
+            for inner, boot in zip(inners, boots, strict=True):
+                inner.trust({n.peer_id: n.key for n in boot.neighbors})
+        # One wall clock per process, as per host: a skew fault sets it from the first seed.
+        offset = configs[0].faults.clock_offset(configs[0].seed, configs[0].name)
+        if offset:
+            log.warning("this host's wall clock is offset by %+.1f ms (fault)", offset * 1e3)
+        nodes = [
+            _node(config, boot, transport, stop, offset)
+            for config, boot, transport in zip(configs, boots, transports, strict=True)
+        ]
+        # Before t = 0: the first exchanges are not slower.
+        warm_up(boots[0].dim, problems=[n.problem for n in nodes if n.problem is not None])
+        # Everything built so far lives as long as the run: keep it out of the collector's
+        # generations, so that collections stay short during the run.
+        gc.collect()
+        gc.freeze()
+        mqtts = _mqtt_links(nodes, configs[0].mqtt_ca)
+        lifelines = [
+            _lifeline(config, node, mqtt, actx, identity)
+            for config, node, mqtt, identity in zip(configs, nodes, mqtts, identities, strict=True)
+        ]
+        async with asyncio.TaskGroup() as tg:
+            for line, node in zip(lifelines, nodes, strict=True):
+                node.final_taken = line.delivered
+            beats = [
+                tg.create_task(line.run(), name=f"node-lifeline-{node.boot.node_id}")
+                for line, node in zip(lifelines, nodes, strict=True)
+            ]
+            distinct = {id(m): m for m in mqtts if m is not None}.values()
+            links = [tg.create_task(m.run(), name=f"host-mqtt-{i}") for i, m in enumerate(distinct)]
+            runs = [
+                tg.create_task(node.run(mqtt, run_mqtt=False), name=f"node-{node.boot.node_id}")
+                for node, mqtt in zip(nodes, mqtts, strict=True)
+            ]
+            codes = [await run for run in runs]
+            for m in distinct:
+                m.stop()
+            for link in links:
+                link.cancel()
+            await _delivered(lifelines, _DELIVER_WAIT)
+            for beat in beats:
+                beat.cancel()
+        for node in nodes:
+            sys.stdout.write(json.dumps(node.final) + "\n")
+        sys.stdout.flush()
+        return boots[0].epoch, max(codes)
 
 
 def _first_error(group: BaseExceptionGroup[BaseException]) -> GossipError | None:
@@ -425,7 +517,7 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> GossipError | None
     return None
 
 
-def run_host_sync(configs: Sequence[NodeConfig]) -> int:
+def run_host_sync(configs: Sequence[NodeConfig], standing: bool = False) -> int:
     """Run :func:`run_host` in a new event loop (uvloop if installed); return its exit code.
 
     Raises
@@ -441,7 +533,7 @@ def run_host_sync(configs: Sequence[NodeConfig]) -> int:
     except ImportError:
         runner = asyncio.run
     try:
-        return int(runner(run_host(configs)))
+        return int(runner(run_host(configs, standing)))
     except BaseExceptionGroup as group:
         first = _first_error(group)
         if first is None:

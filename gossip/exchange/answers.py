@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from gossip.errors import ConfigError, ProtocolError
+from gossip.exchange.clockskew import ClockOffsets
 from gossip.exchange.crossing import remember_applied
 from gossip.exchange.initiating import Initiator
 from gossip.exchange.lateness import LagRecord
@@ -73,6 +74,8 @@ class Answers:
         self._rng = np.random.default_rng(state.node_id if rng is None else rng)
         self._backoff = float(backoff)
         self._lags = LagRecord()  # jump time behind the tick: the departure from the model
+        self.clocks = ClockOffsets()
+        """Each peer's clock offset against ours, bounded by the replies' stamps."""
         self._waits = LagRecord()  # start behind the tick: the backlog (gossip.exchange.lateness)
 
     def lag(self) -> dict[str, float]:
@@ -163,3 +166,5 @@ class Answers:
             self._lags.add(t - pending.due)
             self._waits.add(shared.timebase.t(pending.first_sent) - pending.due)
         self._timer.sample(now - pending.first_sent, retried=pending.phase is not Phase.SENT)
+        # The peer answered between our first send and now: a bound on its clock's offset.
+        self.clocks.add(state.link.peer, pending.first_sent, msg.wall, now)

@@ -103,6 +103,7 @@ from numpy.typing import NDArray
 
 from gossip.errors import ConfigError, GossipError, LocalError, ProtocolError
 from gossip.exchange.answers import Answers
+from gossip.exchange.clockskew import ClockOffsets
 from gossip.exchange.initiating import ExchangeValue, Initiator
 from gossip.exchange.parting import Parting
 from gossip.exchange.recovery import Recovery
@@ -348,6 +349,11 @@ class Exchanger:
         """Return the p50 and p99 wait (units of t) of recent exchanges' last start behind
         their ticks (0: none): the backlog, :func:`gossip.exchange.lateness.keeps_up`."""
         return self._answers.wait()
+
+    def clock_offsets(self) -> ClockOffsets:
+        """Return each neighbour's clock offset against ours, as the replies bound it
+        (:mod:`gossip.exchange.clockskew`)."""
+        return self._answers.clocks
 
     def rtt_ms(self) -> dict[str, float]:
         """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""

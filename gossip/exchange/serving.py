@@ -253,7 +253,13 @@ class Server:
         shared.last = max(shared.last, t)
         answer = encode(
             Reply(
-                src=shared.node_id, edge=msg.edge, seq=msg.seq, t=t, dx=_vector(dx), dz=_vector(dz)
+                src=shared.node_id,
+                edge=msg.edge,
+                seq=msg.seq,
+                t=t,
+                dx=_vector(dx),
+                dz=_vector(dz),
+                wall=now,  # the initiator bounds our clocks' offset with it (clockskew)
             )
         )
         state.activations += 1

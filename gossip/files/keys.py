@@ -35,6 +35,7 @@ from gossip.errors import ConfigError
 
 __all__ = [
     "COORDINATOR",
+    "OPERATOR",
     "Identity",
     "KeyPair",
     "check_key",
@@ -49,6 +50,9 @@ __all__ = [
 
 COORDINATOR = "coordinator"
 """Name (and MQTT username) of the coordinator."""
+
+OPERATOR = "operator"
+"""MQTT username of whoever submits runs to a standing coordinator (``gossip submit``)."""
 
 KeyPair = Callable[[], tuple[bytes, bytes]]
 """Makes one ``(public, secret)`` CURVE key pair, Z85-encoded (``zmq.curve_keypair``)."""

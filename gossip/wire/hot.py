@@ -87,16 +87,18 @@ def _request(body: dict[str, Any]) -> tuple[Any, ...] | None:
 
 
 def _reply(body: dict[str, Any]) -> tuple[Any, ...] | None:
-    head = _head(body, 6)
+    head = _head(body, 7)
     if head is None:
         return None
     try:
-        dx, dz = _vector(body["dx"]), _vector(body["dz"])
+        dx, dz, wall = _vector(body["dx"]), _vector(body["dz"]), body["wall"]
     except KeyError:
         return None
     if dx is None or dz is None or len(dx) != len(dz):
         return None
-    return (*head, dx, dz)
+    if type(wall) is not float or wall - wall != 0.0:
+        return None
+    return (*head, dx, dz, wall)
 
 
 def _busy(body: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -135,6 +137,7 @@ def body_builders(version: int) -> dict[str, Callable[[Any], dict[str, Any]]]:
             "t": m.t,
             "dx": m.dx,
             "dz": m.dz,
+            "wall": m.wall,
         },
         "busy": lambda m: {
             "v": version,

@@ -94,11 +94,13 @@ __all__ = [
     "frame_size",
 ]
 
-VERSION = 5
+VERSION = 6
 """The protocol version in every frame's ``v`` (3: a request may let its jump move later; 4: a
 request says which of the server's requests its initiator had answered, ``served``, and a
 ledger reply which of its sender's are settled; 5: a crossing request that cannot move is
-served, and the server's own request withdrawn, :mod:`gossip.exchange.crossing`)."""
+served, and the server's own request withdrawn, :mod:`gossip.exchange.crossing`; 6: a reply
+carries the server's wall clock, ``wall``, and a request's or reply's array values may go as
+raw parts of a multipart frame)."""
 
 MAX_FRAME = 1 << 20
 """Largest frame accepted, in bytes (a Bootstrap of a node with thousands of neighbours fits);
@@ -151,6 +153,9 @@ class Reply:
     or a later one if the request let the server move it).
 
     ``(dx, dz)`` flows into the initiator; the server has applied ``(-dx, -dz)`` at ``t``.
+    ``wall`` is the server's wall clock (Unix seconds) when it answered: with the request's
+    send and the reply's arrival times, the initiator bounds the two clocks' offset
+    (:mod:`gossip.exchange.clockskew`); ``0.0``: not said.
     """
 
     TYPE: ClassVar[str] = "reply"
@@ -160,6 +165,7 @@ class Reply:
     t: float
     dx: Vector
     dz: Vector
+    wall: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

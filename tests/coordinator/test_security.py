@@ -26,7 +26,7 @@ from coordinator.broker import (
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.mqtt_auth import write_broker_auth
 from coordinator.registry import Ready, Registry
-from gossip.files.keys import COORDINATOR, init_keys, load_mqtt_secret, mqtt_password
+from gossip.files.keys import COORDINATOR, OPERATOR, init_keys, load_mqtt_secret, mqtt_password
 from gossip.wire.schema import Bootstrap, Register, decode, encode
 
 
@@ -193,3 +193,24 @@ async def _next_message(client: aiomqtt.Client, within: float) -> aiomqtt.Messag
             return await anext(aiter(client.messages))
     except TimeoutError:
         return None
+
+
+async def test_the_operator_may_submit_runs_and_nothing_else(
+    secure_broker: tuple[RunningBroker, str],
+) -> None:
+    broker, secret = secure_broker
+    async with _client(broker, secret, COORDINATOR, "watch") as watch:
+        await watch.subscribe("gossip/#")
+        async with _client(broker, secret, OPERATOR, "op") as operator:
+            for topic in (
+                "gossip/c/control",
+                "gossip/c/node/1/state",
+                "gossip/c/coordinator/status",
+                "gossip/c/result/r1",
+            ):
+                await operator.publish(topic, b"forged", qos=1)  # acknowledged, and dropped
+            await operator.publish("gossip/c/submit/r1", b"{}", qos=1)
+        async with asyncio.timeout(10):
+            message = await anext(aiter(watch.messages))
+        # Per-publisher order: had any forged message got through, it came first.
+        assert (message.topic.value, message.payload) == ("gossip/c/submit/r1", b"{}")

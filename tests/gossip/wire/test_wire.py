@@ -88,7 +88,7 @@ def test_round_trip(message: Message) -> None:
 
 def test_frame_carries_version_and_type() -> None:
     body = body_of(EXAMPLES[0])
-    assert body["v"] == VERSION == 5
+    assert body["v"] == VERSION == 6
     assert body["type"] == "request"
 
 
@@ -133,10 +133,11 @@ def test_garbage_is_rejected(frame: bytes, needle: str) -> None:
 def test_wrong_version_is_rejected() -> None:
     body = body_of(EXAMPLES[0])
     # Before exact jumps; before movable ones; before crossing requests; before withdrawn ones
-    # (a node of version 4 may serve a request its sender withdrew): refused, not misread.
-    for old in (1, 2, 3, 4):
+    # (a node of version 4 may serve a request its sender withdrew); before stamped replies
+    # (version 5: no clock to bound an offset with): refused, not misread.
+    for old in (1, 2, 3, 4, 5):
         body["v"] = old
-        with pytest.raises(ProtocolError, match=rf"'v' must be 5.*got {old}"):
+        with pytest.raises(ProtocolError, match=rf"'v' must be 6.*got {old}"):
             decode(raw(body))
     del body["v"]
     with pytest.raises(ProtocolError, match="'v'"):

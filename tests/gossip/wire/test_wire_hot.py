@@ -158,6 +158,8 @@ def test_the_fast_check_leaves_every_kind_of_doubt_to_the_schema(field: str, val
         ("reply", {"dz": [_NAN]}),
         ("reply", {"dz": [0.5, 0.5]}),  # its length differs from dx's
         ("reply", {"t": _INF}),
+        ("reply", {"wall": _NAN}),
+        ("reply", {"wall": 7}),  # an int: the schema converts it
         ("reply", {"edge": -1}),
         ("reply", {"extra": 1}),
         ("busy", {"t": _NAN}),
@@ -170,7 +172,7 @@ def test_the_fast_check_of_answers_leaves_doubt_to_the_schema(
 ) -> None:
     body: dict[str, Any] = {"src": 1, "edge": 0, "seq": 3, "t": 1.5}
     if kind == "reply":
-        body.update(dx=[0.5], dz=[-0.5])
+        body.update(dx=[0.5], dz=[-0.5], wall=1.7e9)
     assert FIELDS[kind](dict(body)) is not None
     assert FIELDS[kind]({**body, **change}) is None
 

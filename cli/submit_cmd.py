@@ -1,0 +1,175 @@
+"""``gossip submit``: send a run to a standing coordinator and wait for its summary.
+
+Options left out keep the standing coordinator's own settings (its command line). Every
+option can also be set by an environment variable ``GOSSIP_<NAME>``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cli._app import app
+from cli._cluster_options import env
+from cli._errors import fail, plain_console, reported_errors
+from cli._tables import figures_table
+
+__all__ = ["submit"]
+
+
+@app.command()
+def submit(
+    broker: Annotated[
+        str,
+        typer.Option(
+            envvar=env("broker"),
+            help="The standing coordinator's broker, mqtt://host:1883 (secured: with "
+            "--keys, or mqtt://operator:PASSWORD@host:1883).",
+        ),
+    ],
+    graph: Annotated[
+        str | None,
+        typer.Option(help="Another topology with the same node count, e.g. cycle:9."),
+    ] = None,
+    algorithm: Annotated[str | None, typer.Option(help="arg or rg; with --problem: acd.")] = None,
+    rate: Annotated[float | None, typer.Option(help="Network-wide activations per second.")] = None,
+    until: Annotated[float | None, typer.Option(help="Target error eps.")] = None,
+    values: Annotated[
+        str | None,
+        typer.Option(help="The run's initial values: onehot, gaussian:SEED, uniform:SEED, ..."),
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up the run this many seconds after t starts.")
+    ] = None,
+    problem: Annotated[
+        str | None, typer.Option(help="Optimize instead of averaging, e.g. logistic:0.1.")
+    ] = None,
+    data: Annotated[str | None, typer.Option(help="With --problem: the data source.")] = None,
+    split: Annotated[str | None, typer.Option(help="With --problem: iid:SEED or label:SEED.")] = (
+        None
+    ),
+    cluster: Annotated[
+        str, typer.Option(envvar=env("cluster"), help="The standing coordinator's --cluster.")
+    ] = "gossip",
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            envvar=env("keys"),
+            help="The coordinator's key directory (DIR/coordinator of gossip keys init): "
+            "submit as the broker's operator account.",
+        ),
+    ] = None,
+    mqtt_ca: Annotated[
+        Path | None,
+        typer.Option(envvar=env("mqtt_ca"), help="CA (PEM) of an mqtts:// broker."),
+    ] = None,
+    wait: Annotated[
+        float,
+        typer.Option(help="Seconds to wait for the summary (the queue, the run and its stop)."),
+    ] = 600.0,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the run's summary (as gossip coordinator --json)."),
+    ] = None,
+) -> None:
+    """Submit a run to a standing coordinator (gossip coordinator --standing) and print its
+    summary; exit 1 if it did not reach eps, 2 if it was refused or failed."""
+    import asyncio
+
+    from coordinator.broker_url import redact_broker_url
+    from coordinator.standing import submit_run
+
+    changes: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("graph", graph),
+            ("algorithm", algorithm),
+            ("rate", rate),
+            ("until", until),
+            ("values", values),
+            ("timeout", timeout),
+            ("problem", problem),
+            ("data", data),
+            ("split", split),
+        )
+        if value is not None
+    }
+    with reported_errors():
+        url = _operator_url(broker, keys)
+
+        def queued(position: int) -> None:
+            ahead = f" ({position - 1} run(s) ahead)" if position > 1 else ""
+            typer.echo(f"submit: queued on {redact_broker_url(url)}{ahead}", err=True)
+
+        answer = asyncio.run(
+            submit_run(
+                url,
+                cluster,
+                changes,
+                wait=wait,
+                ca=None if mqtt_ca is None else str(mqtt_ca),
+                on_queued=queued,
+            )
+        )
+    if answer.get("state") != "done":
+        raise fail(f"the standing coordinator {answer.get('state')} the run: {answer.get('error')}")
+    record = answer.get("record")
+    if not isinstance(record, dict):
+        raise fail("the run ended without a summary (its coordinator had no broker)")
+    if json_out is not None:
+        json_out.write_text(json.dumps(record, indent=2) + "\n")
+    _print_record(record)
+    if not record.get("reached"):
+        raise fail(f"the error did not reach {record.get('eps')}", 1)
+
+
+def _operator_url(broker: str, keys: Path | None) -> str:
+    """``broker`` with the operator's credentials, derived from the MQTT secret in ``keys``."""
+    if keys is None:
+        return broker
+    from urllib.parse import urlsplit
+
+    from coordinator.security import with_credentials
+    from gossip.errors import ConfigError
+    from gossip.files.keys import OPERATOR, load_mqtt_secret, mqtt_password
+
+    if urlsplit(broker).username:
+        raise ConfigError(
+            f"give --keys or credentials in --broker {broker.split('@')[-1]!r}, not both"
+        )
+    secret = load_mqtt_secret(keys / "mqtt.secret")
+    return with_credentials(broker, OPERATOR, mqtt_password(secret, OPERATOR))
+
+
+def _print_record(record: dict[str, Any]) -> None:
+    """The run's headline figures, as ``gossip coordinator`` prints them (unknown if absent)."""
+
+    def num(key: str, fmt: str) -> str:
+        value = record.get(key)
+        return "unknown" if not isinstance(value, int | float) else format(value, fmt)
+
+    table = figures_table(
+        f"{record.get('algorithm')} on {record.get('graph')}: run {record.get('run_id')}",
+        ["quantity", "value"],
+    )
+    rows = [
+        ("reached eps", f"{record.get('reached')} (eps {record.get('eps')})"),
+        ("stop reason", str(record.get("stop_reason"))),
+        ("t to eps (exact curve)", num("t_eps", ".1f")),
+        ("wall time to eps (s)", num("wall_s", ".2f")),
+        ("activations", str(record.get("activations"))),
+        (
+            "rate achieved / asked (1/s)",
+            f"{num('rate_achieved', '.0f')} / {num('rate_asked', 'g')}",
+        ),
+        ("final error", num("final_error", ".3e")),
+        ("mass drift (relative)", num("mass_drift_rel", ".2e")),
+        ("round trip p50 / p99 (ms)", f"{num('rtt_p50_ms', '.2f')} / {num('rtt_p99_ms', '.2f')}"),
+        ("exact curve points", str(record.get("exact_points"))),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    plain_console().print(table)
