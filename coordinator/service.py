@@ -47,7 +47,7 @@ from coordinator._groups import single_error
 from coordinator.broker_url import broker_credentials, parse_broker_url, redact_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.convergence import Convergence
-from coordinator.evaluation import DIVERGED, ReportBook, diverged
+from coordinator.evaluation import DIVERGED, ReportBook, diverged, initial_error
 from coordinator.lanrule import LanRule
 from coordinator.mqtt_link import MqttLink, topics
 from coordinator.opt_measure import finish_optimization
@@ -401,7 +401,12 @@ class Coordinator:
         if len(history) < 2:
             return False
         floor = error_floor(self.state.initial) if self.state.initial else 0.0
-        return diverged(history[0].error, history[-1].error, self.config.until, floor)
+        # Growth is judged from the run's own start, not from this coordinator's first point: a
+        # coordinator that resumed mid-run, before the exact curve is back, sees first an
+        # estimate that can sit decades below the truth, and then an ordinary one looked like a
+        # 1000-fold explosion (the chaos test stopped a healthy run as "diverged" so).
+        start = 0.0 if self.plan.task is not None else initial_error(self.state.initial)
+        return diverged(max(history[0].error, start), history[-1].error, self.config.until, floor)
 
     async def _stop(self, reason: str) -> RunSummary:
         assert self._link is not None

@@ -18,6 +18,7 @@ from coordinator_fake_nodes import FakeCluster, register
 
 from coordinator.broker import RunningBroker
 from coordinator.procs import free_port
+from coordinator.records import ErrorPoint
 from coordinator.service import Coordinator, CoordinatorConfig
 from gossip.errors import ConfigError, TransportError
 from gossip.wire.schema import Bootstrap, Register, RegisterError, Request, decode, encode
@@ -318,3 +319,19 @@ async def test_a_broker_gone_past_the_deadline_fails_the_run_naming_it(
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["failure"].startswith(f"lost the broker {mosquitto.url}")
     assert "--broker-deadline 1 s" in record["failure"]
+
+
+@pytest.mark.parametrize(("later", "diverged"), [(2e-3, False), (600.0, True)])
+def test_a_resumed_coordinator_judges_divergence_from_the_runs_start(
+    tmp_path: Path, later: float, diverged: bool
+) -> None:
+    # A coordinator restarted mid-run (the chaos test's seed 1) has the run's initial values
+    # from the retained status but no exact curve yet: its first point is an estimate that sat
+    # three decades below the truth (6.9e-7 against about 1e-3), and the next, ordinary one
+    # (2e-3) stopped a healthy run as "diverged". Growth counts from the run's start (one-hot
+    # on line:4: 0.375); a real explosion still counts.
+    coord = Coordinator(_config(None, tmp_path, until=1e-9))
+    coord.state.initial = [(1.0,), (0.0,), (0.0,), (0.0,)]
+    coord.state.record(ErrorPoint(272.1, 6.9e-7, 0.0, 0.0), may_reach=False)
+    coord.state.record(ErrorPoint(354.2, later, 0.0, 8.0), may_reach=False)
+    assert coord._diverged() is diverged
