@@ -33,7 +33,10 @@ async def _main(args: argparse.Namespace) -> int:
         [int(s) for s in args.seeds.split(",")] if args.seeds else chaos_seeds(range(args.count))
     )
     print(f"load: {await background_cores():.2f} cores busy before the runs")
-    print(f"{'seed':>5} {'result':>6} {'wall_s':>7} {'kills':>5} {'restarts':>8}  detail")
+    print(
+        f"{'seed':>5} {'result':>6} {'wall_s':>7} {'start_s':>7} {'t_eps':>6} {'kills':>5} "
+        f"{'restarts':>8}  detail"
+    )
     passed = 0
     started = time.monotonic()
     for seed in seeds:
@@ -49,7 +52,13 @@ async def _main(args: argparse.Namespace) -> int:
         detail = ", ".join(f"{k} x{v}" for k, v in sorted(result.restarts.items()))
         if not fast:
             detail = "over 2 min; " + detail
-        print(f"{seed:>5} {verdict:>6} {result.wall_s:7.1f} {kills:>5} {restarts:>8}  {detail}")
+        start = "-" if result.start_s is None else f"{result.start_s:.1f}"
+        t_eps = (result.summary or {}).get("t_eps")
+        t_text = "unknown" if t_eps is None else f"{t_eps:.0f}"
+        print(
+            f"{seed:>5} {verdict:>6} {result.wall_s:7.1f} {start:>7} {t_text:>6} {kills:>5} "
+            f"{restarts:>8}  {detail}"
+        )
         if result.passed:
             passed += 1
         else:

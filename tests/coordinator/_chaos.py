@@ -243,6 +243,7 @@ class ChaosResult:
     schedule: list[Kill]
     done: list[Kill]  # the steps that ran (a run that ended early skips the rest)
     wall_s: float
+    start_s: float | None  # seconds from the harness's start to the run's (None: never)
     restarts: dict[str, int]
     summary: dict[str, Any] | None
     finals: dict[str, dict[str, Any]]
@@ -258,7 +259,9 @@ class ChaosResult:
         """The seed, the schedule and the problems: what a failing test prints to replay it."""
         lines = [
             f"chaos seed {self.config.seed} (replay: {SEED_ENV}={self.config.seed}), "
-            f"wall {self.wall_s:.1f} s, restarts {self.restarts}, logs in {self.config.workdir}",
+            f"wall {self.wall_s:.1f} s (the run's start at "
+            f"{'never' if self.start_s is None else f'{self.start_s:.1f} s'}), "
+            f"restarts {self.restarts}, logs in {self.config.workdir}",
             "schedule (s after the start: victims; * = ran):",
         ]
         ran = {id(k) for k in self.done}
@@ -492,9 +495,11 @@ async def run_chaos(config: ChaosConfig) -> ChaosResult:
     schedule = chaos_schedule(config.seed, n, duration=config.duration)
     done: list[Kill] = []
     problems: list[str] = []
+    start_s = None
     async with running(dep):
         if await wait_for_line(dep.metrics, "start", coordinator, 150.0):
             t0 = time.monotonic()
+            start_s = t0 - started
             for step in schedule:
                 await asyncio.sleep(max(0.0, t0 + step.at - time.monotonic()))
                 # The run is ending: its stop and final reports are not the chaos's target.
@@ -528,6 +533,7 @@ async def run_chaos(config: ChaosConfig) -> ChaosResult:
         schedule=schedule,
         done=done,
         wall_s=wall,
+        start_s=start_s,
         restarts={s.name: s.restarts for s in everyone.values() if s.restarts},
         summary=summary,
         finals=finals,
