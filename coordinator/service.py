@@ -65,7 +65,7 @@ from gossip.model.values import error_floor
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
 log = logging.getLogger(__name__)
-_RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
+_RESUME_WAIT = 1.0  # seconds, once connected, to wait for a retained status before a fresh run
 _STOP_RESEND = 1.0  # seconds between two stop commands while waiting for final reports
 
 
@@ -236,9 +236,13 @@ class Coordinator:
     async def _try_resume(self) -> None:
         assert self._link is not None
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_RESUME_WAIT):
+            # The broker first, however long it takes to come back (within the registration's
+            # budget): deciding without it started a fresh run over a running one whenever the
+            # restarted coordinator took over a second to connect (the chaos test, loaded).
+            async with asyncio.timeout(self.config.register_timeout):
                 await self._link.connected.wait()
-                # The broker sends retained messages right after the subscription.
+            # Then the retained status, which the broker sends right after the subscription.
+            async with asyncio.timeout(_RESUME_WAIT):
                 await self._retained_seen.wait()
         if self._retained is None:
             return
