@@ -2,12 +2,13 @@
 SIGKILLs against it (used by ``test_chaos.py`` and ``benchmarks/bench_chaos.py``).
 
 The deployment is what an operator runs by hand: ``gossip keys init``, mosquitto with the keys'
-password file and ACL, ``gossip coordinator --keys`` and one ``gossip node --keys`` per node,
-every one a real process on loopback. Each runs under :class:`Supervised`, a restart policy
-like systemd's ``Restart=on-failure`` (``RestartSec=0.5``): a process that dies from a signal or
-exits with an error is started again with the same command line; one that exits 0 (a node
-told to stop, the coordinator with its summary written) has finished. The broker is restarted
-whatever its exit, until the harness stops it.
+password file and ACL (its retained messages saved to disk every second), ``gossip coordinator
+--keys`` and one ``gossip node --keys`` per node, every one a real process on loopback. Each
+runs under :class:`Supervised`, a restart policy like systemd's ``Restart=on-failure``
+(``RestartSec=0.5``): a process that dies from a signal or exits with an error is started again
+with the same command line; one that exits 0 (a node told to stop, the coordinator with its
+summary written) has finished. The broker is restarted whatever its exit, until the harness
+stops it.
 
 Once the run has started (the coordinator's ``start`` line), :func:`chaos_schedule` decides,
 from its seed alone, which processes die when: a node, the broker or the coordinator every few
