@@ -221,10 +221,10 @@ class Supervised:
 class ChaosConfig:
     """One chaos run's deployment and schedule.
 
-    At ``rate`` 14 to ``until`` 1e-9, grid:4x4 takes t = 460 (33 s) undisturbed; under the
-    chaos the nodes' ticks are lost while they are down and it took t = 750-890 (55-65 s): the
-    run outlasts most of the kills. Starting the 18 processes takes 15-35 s on a loaded
-    two-core machine, so that a seed fits in about 2 minutes.
+    At ``rate`` 14 to ``until`` 1e-9, grid:4x4 takes t = 460 (33 s) undisturbed. Under the
+    chaos it took t = 485 on a quiet machine and up to t = 1,290 (92 s) on a loaded one, where
+    restarts are slow: most of the kills land in a running run. Starting the 18 processes takes
+    13-38 s on a loaded two-core machine, so a seed takes about 2 minutes at the most.
     """
 
     seed: int
