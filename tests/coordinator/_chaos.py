@@ -224,7 +224,7 @@ class ChaosConfig:
     At ``rate`` 14 to ``until`` 1e-9, grid:4x4 takes t = 460 (33 s) undisturbed. Under the
     chaos it took t = 485 on a quiet machine and up to t = 1,290 (92 s) on a loaded one, where
     restarts are slow: most of the kills land in a running run. Starting the 18 processes takes
-    13-38 s on a loaded two-core machine, so a seed takes about 2 minutes at the most.
+    13-38 s on a loaded two-core machine: a seed took 81-133 s there, 47 s on a quiet one.
     """
 
     seed: int
