@@ -44,6 +44,7 @@ from __future__ import annotations
 import collections
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,7 @@ __all__ = [
     "Evaluation",
     "ReportBook",
     "diverged",
+    "initial_error",
 ]
 
 # How a periodic (not final) report says so, as json.dumps writes it (node.daemon): a report
@@ -100,6 +102,21 @@ def diverged(first: float, last: float, eps: float, floor: float = 0.0) -> bool:
     if not math.isfinite(last):
         return True
     return last > DIVERGED * max(first, eps, floor, 1e-300)
+
+
+def initial_error(initial: Sequence[Sequence[float]]) -> float:
+    """The averaging error at t = 0, ``sum_v 1/2 |x_v(0) - mean|^2``, of the initial values
+    (by node id; 0 for none): the growth :func:`diverged` judges is from here at the least.
+
+    Examples
+    --------
+    >>> initial_error([[1.0], [0.0], [0.0], [0.0]]), initial_error([])
+    (0.375, 0.0)
+    """
+    if len(initial) == 0:
+        return 0.0
+    values = np.asarray(initial, dtype=np.float64)
+    return 0.5 * float(np.sum((values - values.mean(axis=0)) ** 2))
 
 
 @dataclass(frozen=True, slots=True)

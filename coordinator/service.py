@@ -52,7 +52,7 @@ from coordinator.broker_url import broker_credentials, parse_broker_url
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.convergence import Convergence
 from coordinator.enrollment import Enrollment
-from coordinator.evaluation import DIVERGED, ReportBook, diverged
+from coordinator.evaluation import DIVERGED, ReportBook, diverged, initial_error
 from coordinator.finals import FinalsWait
 from coordinator.lanrule import LanRule
 from coordinator.mqtt_link import MqttLink, topics
@@ -70,7 +70,7 @@ from gossip.model.values import error_floor
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
 log = logging.getLogger(__name__)
-_RESUME_WAIT = 1.0  # seconds to wait for the broker and a retained status before a fresh run
+_RESUME_WAIT = 1.0  # seconds, once connected, to wait for a retained status before a fresh run
 
 
 def _new_run_id() -> str:
@@ -229,9 +229,13 @@ class Coordinator:
     async def _try_resume(self) -> None:
         assert self._link is not None
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_RESUME_WAIT):
+            # The broker first, however long it takes to come back (within the registration's
+            # budget): deciding without it started a fresh run over a running one whenever the
+            # restarted coordinator took over a second to connect (the chaos test, loaded).
+            async with asyncio.timeout(self.config.register_timeout):
                 await self._link.connected.wait()
-                # The broker sends retained messages right after the subscription.
+            # Then the retained status, which the broker sends right after the subscription.
+            async with asyncio.timeout(_RESUME_WAIT):
                 await self._retained_seen.wait()
         if self._retained is None:
             return
@@ -351,7 +355,12 @@ class Coordinator:
         if len(history) < 2:
             return False
         floor = error_floor(self.state.initial) if self.state.initial else 0.0
-        return diverged(history[0].error, history[-1].error, self.config.until, floor)
+        # Growth is judged from the run's own start, not from this coordinator's first point: a
+        # coordinator that resumed mid-run, before the exact curve is back, sees first an
+        # estimate that can sit decades below the truth, and then an ordinary one looked like a
+        # 1000-fold explosion (the chaos test stopped a healthy run as "diverged" so).
+        start = 0.0 if self.plan.task is not None else initial_error(self.state.initial)
+        return diverged(max(history[0].error, start), history[-1].error, self.config.until, floor)
 
     async def _stop(self, reason: str) -> RunSummary:
         assert self._link is not None
