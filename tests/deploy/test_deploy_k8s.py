@@ -265,6 +265,13 @@ def test_the_mount_points_are_compose_s(role: str) -> None:
     service, box = _role(role)
     theirs = {volume.split(":")[1] for volume in service["volumes"]}
     ours = {mount["mountPath"] for mount in box["volumeMounts"]}
+    if role == "mosquitto":
+        # The broker's retained messages outlive a restart of its container: compose restarts
+        # the same container (its files stay), Kubernetes starts a new one in the pod, so
+        # there they live in an emptyDir of the pod's.
+        state = [m for m in box["volumeMounts"] if m["mountPath"] == "/tmp/mosquitto"]
+        assert [m["name"] for m in state] == ["state"], box["volumeMounts"]
+        ours -= {"/tmp/mosquitto"}
     assert theirs == ours, (role, theirs, ours)
 
 
