@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -11,8 +10,9 @@ from typing import Any
 
 import aiomqtt
 import pytest
+from system_tools import require_mosquitto
 
-from coordinator.broker import RunningBroker, amqtt_broker, find_mosquitto, mosquitto_broker
+from coordinator.broker import RunningBroker, amqtt_broker, mosquitto_broker
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -26,16 +26,6 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def require_mosquitto() -> str:
-    """Return the mosquitto binary; skip without it, except under CI where it must exist."""
-    binary = find_mosquitto()
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("mosquitto is not installed (scripts/system-deps installs it)")
-        pytest.skip("mosquitto is not installed")
-    return binary
 
 
 @pytest.fixture

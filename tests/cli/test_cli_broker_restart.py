@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import require_mosquitto
+from system_tools import require_mosquitto
 from test_cli_supervise import _up, _wait_mid_run
 
 from coordinator.procs import free_port, spawn, stop_process

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-from conftest import require_mosquitto
+from system_tools import require_mosquitto
 
 from coordinator.broker import BrokerAuth, RunningBroker, mosquitto_broker
 from coordinator.mqtt_auth import write_broker_auth

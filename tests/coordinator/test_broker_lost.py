@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import require_mosquitto
+from system_tools import require_mosquitto
 
 from coordinator.procs import free_port, spawn, stop_process
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from _chaos import ChaosConfig, chaos_schedule, chaos_seeds, check, run_chaos
-from conftest import require_mosquitto
+from system_tools import require_mosquitto
 
 
 @pytest.mark.cluster

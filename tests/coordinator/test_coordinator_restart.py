@@ -21,7 +21,7 @@ from pathlib import Path
 import aiomqtt
 import numpy as np
 import pytest
-from conftest import require_mosquitto
+from system_tools import require_mosquitto
 
 from coordinator.procs import free_port, spawn, stop_process
 
