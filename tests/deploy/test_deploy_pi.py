@@ -129,7 +129,8 @@ def test_secure_install_on_arm64_refuses_anonymous_mqtt_and_reaches_eps(
     files, _, rest = output.partition("--- node.env")
     for unit in ("gossip-node.service", "gossip-coordinator.service", "gossip-mosquitto.service"):
         assert unit in files
-    # The broker's accounts and ACL are the keys' (coordinator, node-0 .. node-2), readable by
+    # The broker's accounts and ACL are the keys' (coordinator, node-0 .. node-2, and the
+    # operator who may submit runs to a standing coordinator), readable by
     # mosquitto alone; each role's keys belong to the service user, 0700, secrets 0600.
     assert "/etc/gossip/mosquitto/passwd mosquitto 600" in files
     assert "/etc/gossip/mosquitto/acl mosquitto 600" in files
@@ -139,7 +140,7 @@ def test_secure_install_on_arm64_refuses_anonymous_mqtt_and_reaches_eps(
     assert "/etc/gossip/keys/coordinator gossip 700" in files
     assert "/etc/gossip/keys/coordinator/mqtt.secret gossip 600" in files
     accounts = {line.split()[1] for line in files.splitlines() if line.startswith("account ")}
-    assert accounts == {"coordinator", "node-0", "node-1", "node-2"}
+    assert accounts == {"coordinator", "node-0", "node-1", "node-2", "operator"}
     # Each Pi holds only its own node key.
     assert '"name": "node-0"' in files
     assert '"name": "node-2"' in files
