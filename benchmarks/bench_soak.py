@@ -9,7 +9,11 @@ a restart policy. The rate is half of lambda* (``--lambda-star``, or measured fi
 of ``--probe-rates`` at which ``gossip up --graph G --until 1e-6`` reached eps and kept up,
 achieved >= 95% of the rate with its ticks' median wait under a node's mean gap; the agreement
 check of ``bench_cluster.py`` is left out). Every minute one process is killed with SIGKILL and
-restarted by its policy, in the cycle node, broker, node, coordinator, node (nodes in turn).
+restarted by its policy: the coordinator at minute 1, the broker at minute 2, then the nodes in
+turn. The coordinator and the broker are killed early and once, so that their last incarnations
+run long enough to be judged (a process killed every few minutes hides any slow growth) and
+still live through the restarts of the others: the coordinator through the broker's and every
+node's, the broker through every node's reconnection.
 
 Every ``--sample`` seconds each process's RSS, open file descriptors and CPU time are read
 (psutil), and each node's exchange count (``initiated + served`` in its MQTT reports, read by a
@@ -47,7 +51,7 @@ from machine import background_cores
 
 from gossip.files.keys import COORDINATOR, load_mqtt_secret, mqtt_password
 
-_CYCLE = ("node", "broker", "node", "coordinator", "node")
+_FIRST_KILLS = ("coordinator", "broker")  # then the nodes in turn
 _SETTLE = 60.0  # seconds a restarted incarnation runs before its figures are judged
 
 
@@ -183,9 +187,9 @@ async def soak(dep: Deployment, args: argparse.Namespace) -> list[Sample]:
         next_sample, next_kill, kills, node_kills = t0, t0 + 60.0, 0, 0
         while (now := time.monotonic()) < end:
             if now >= next_kill:
-                kind = _CYCLE[kills % len(_CYCLE)]
-                name = kind
-                if kind == "node":  # the nodes in turn
+                if kills < len(_FIRST_KILLS):
+                    name = _FIRST_KILLS[kills]
+                else:
                     name = nodes[node_kills % len(nodes)]
                     node_kills += 1
                 dep.everyone[name].kill()

@@ -288,14 +288,14 @@ class ReportBook:
         if self._members_changed():
             self._exact.stop()  # the grid times of another network: the curve ends here
             return
-        state.exact.extend(self._exact.add(node, samples, time.time()))
+        state.add_exact(self._exact.add(node, samples, time.time()))
 
     @property
     def exact_live(self) -> bool:
         """Whether the run has an exact curve to decide eps on (:mod:`coordinator.convergence`):
         it has points and its members never changed."""
         curve = self._exact
-        if curve is None or curve.stopped or not curve.points:
+        if curve is None or curve.stopped or curve.last is None:
             return False
         # The members changed: the curve is stopped at the next trace; its points until then
         # are the old members' (a decision on them would stop the new view on the old mean).
@@ -316,9 +316,9 @@ class ReportBook:
                 )
             return "not collected: no node sent a trace (nodes older than the exact curve)"
         if curve.stopped or self._members_changed():
-            last = f" after t={curve.points[-1].t:.6g}" if curve.points else ""
+            last = f" after t={curve.last.t:.6g}" if curve.last is not None else ""
             return f"stopped{last}: the members changed"
-        if not curve.points:
+        if curve.last is None:
             return "no grid time completed: some node's samples never arrived"
         return ""
 

@@ -67,7 +67,8 @@ class ExactCurve:
         self._n = len(self._initial)
         self._open: dict[float, dict[int, tuple[float, ...]]] = {}
         self._done = -np.inf  # the latest complete grid time
-        self.points: list[ErrorPoint] = []
+        self.last: ErrorPoint | None = None  # the latest complete point (the state keeps them)
+        self.completed = 0  # grid times completed
         self.dropped = 0  # grid times that could never complete
         self.stopped = False
         self.end = np.inf  # no grid time from here on: the run was stopping
@@ -107,7 +108,8 @@ class ExactCurve:
             out.append(ErrorPoint(g, error, drift, wall))
         self._done = complete[-1]
         self._drop_before(self._done)
-        self.points.extend(out)
+        self.last = out[-1]
+        self.completed += len(out)
         return out
 
     def _averaging(self, g: float, xs: NDArray[np.float64]) -> tuple[float, float]:

@@ -173,7 +173,7 @@ def run_summary(
         wall_s_estimate=(
             None if state.wall_eps_estimate is None else state.wall_eps_estimate - epoch
         ),
-        exact_points=len(state.exact),
+        exact_points=len(state.exact) + state.exact_dropped,
         exact_note=state.exact_note,
         missing_finals=missing,
         members=everyone - len(state.departed),

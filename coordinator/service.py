@@ -64,6 +64,7 @@ from coordinator.registry import Plan
 from coordinator.runlog import RunLog, write_json
 from coordinator.state import ClusterState
 from coordinator.status import run_header, status_record
+from coordinator.thinning import since
 from gossip.errors import ConfigError, GossipError
 from gossip.model.values import error_floor
 
@@ -112,7 +113,7 @@ class Coordinator:
         self._shares = node_shares(plan.topology)
         # The LAN rules (rate against round trip, clock skew), checked on the reports.
         self.lan = LanRule(plan.expected, plan.rate)
-        self._exact_logged = 0  # exact points (state.exact) already in the metrics file
+        self._exact_logged = 0  # exact points ever appended (state.exact) already in the file
         self._t_stop: float | None = None
         self._asked_stop = ""
         self.record: dict[str, Any] | None = None
@@ -423,12 +424,13 @@ class Coordinator:
     def _log_exact(self) -> list[ErrorPoint]:
         """Write the exact points completed since the last call to the metrics file; return
         them."""
-        new = self.state.exact[self._exact_logged :]
+        state = self.state
+        new = since(state.exact, state.exact_dropped, self._exact_logged)
         for point in new:
             self.log.write(
                 "exact", t=point.t, error=point.error, mass_drift_rel=point.mass_drift_rel
             )
-        self._exact_logged = len(self.state.exact)
+        self._exact_logged = len(state.exact) + state.exact_dropped
         return new
 
     def _finish(self, reason: str) -> RunSummary:

@@ -28,6 +28,7 @@ from typing import Any
 
 from coordinator.optimization import OptTracker
 from coordinator.records import ErrorPoint, FinalResult, NodeView, RunSummary, json_num, json_nums
+from coordinator.thinning import thin
 from coordinator.train_measure import TrainTracker
 from gossip.exchange.membership import View
 from gossip.graph.spectral import GraphQuantities
@@ -113,10 +114,15 @@ class ClusterState:
         Latest report of every node that has reported, by id.
     history : list of ErrorPoint
         The error against t, one point per evaluation, in order: estimates from reports of
-        different times (:mod:`coordinator.metrics`).
+        different times (:mod:`coordinator.metrics`). Thinned past
+        :data:`coordinator.thinning.CURVE_LIMIT` points (:meth:`record`).
     exact : list of ErrorPoint
         The exact error at the grid times every node has passed, in order of t
-        (:mod:`coordinator.exact_curve`); empty for optimization runs and after churn.
+        (:mod:`coordinator.exact_curve`); empty for optimization runs and after churn. Thinned
+        as :attr:`history` (:meth:`add_exact`).
+    history_dropped, exact_dropped : int
+        How many points thinning removed from each (followers count points ever appended:
+        :func:`coordinator.thinning.since`).
     runs : list of RunSummary
         Finished runs (normally one per coordinator; kept as a list for restarts).
     broker : BrokerStatus
@@ -176,6 +182,8 @@ class ClusterState:
     nodes: dict[int, NodeView] = field(default_factory=dict)
     history: list[ErrorPoint] = field(default_factory=list)
     exact: list[ErrorPoint] = field(default_factory=list)
+    history_dropped: int = 0
+    exact_dropped: int = 0
     runs: list[RunSummary] = field(default_factory=list)
     broker: BrokerStatus = field(default_factory=BrokerStatus)
     reached: bool = False
@@ -216,11 +224,19 @@ class ClusterState:
         coordinator passes it when some node's report is stale, so the estimate is unreliable).
         """
         self.history.append(point)
+        self.history_dropped += thin(self.history)
         if may_reach and not self.reached and point.error <= self.eps:
             self.reached = True
             self.t_eps = point.t
             self.wall_eps = point.wall
         self.touch()
+
+    def add_exact(self, points: list[ErrorPoint]) -> None:
+        """Append exact ``points`` (in order of t) to :attr:`exact`, thinning its old part."""
+        if points:
+            self.exact.extend(points)
+            self.exact_dropped += thin(self.exact)
+            self.touch()
 
     def mark_reached(self, t: float | None, wall: float | None) -> None:
         """Record that ``eps`` was reached at common time ``t`` (Unix time ``wall``; both

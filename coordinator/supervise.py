@@ -213,7 +213,7 @@ def run_record(
             "final_error": None,
             "last_t_estimate": state.t if state.history else None,
             "last_error_estimate": state.error,
-            "exact_points": len(state.exact),
+            "exact_points": len(state.exact) + state.exact_dropped,
             "complete": False,
             "graph": state.graph,
             "algorithm": state.algorithm,

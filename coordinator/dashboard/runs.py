@@ -29,6 +29,7 @@ from typing import Any
 
 from coordinator.dashboard.views import initial_error
 from coordinator.state import ClusterState
+from coordinator.thinning import since, thin
 
 __all__ = ["Band", "Point", "RunArchive", "RunRecord", "parse_jsonl"]
 
@@ -120,10 +121,11 @@ class RunRecord:
     band_status: str = "off"
     live: bool = False
     saved_len: int = -1  # stored() when last written to disk; -1: never
+    dropped: int = 0  # points thinned out of a long live run (coordinator.thinning)
 
     def stored(self) -> int:
-        """How many points (estimated and exact) the record holds."""
-        return len(self.points) + len(self.exact)
+        """How many points (estimated and exact) the record has taken, thinned ones included."""
+        return len(self.points) + len(self.exact) + self.dropped
 
     def meta(self) -> dict[str, Any]:
         """Return everything but the points and the band, JSON-ready."""
@@ -286,16 +288,19 @@ class RunArchive:
             reset = True
         live = self.live
         assert live is not None
-        history = state.history
-        if len(history) < self._index:
+        history, dropped = state.history, state.history_dropped
+        if len(history) + dropped < self._index:
             # The coordinator started the history again under the same run id.
             live.points.clear()
             live.exact.clear()
             self._index = self._exact_index = 0
             reset = True
-        new = [(p.t, p.error, p.mass_drift_rel, p.wall) for p in history[self._index :]]
-        self._index = len(history)
+        new = [
+            (p.t, p.error, p.mass_drift_rel, p.wall) for p in since(history, dropped, self._index)
+        ]
+        self._index = len(history) + dropped
         live.points.extend(new)
+        live.dropped += thin(live.points)
         self._update_meta(live, state)
         if state.phase in ("done", "failed"):
             summary = _summary_of(state, live.run_id)
@@ -312,13 +317,17 @@ class RunArchive:
         live = self.live
         if live is None or live.run_id != state.run_id:
             return []
-        exact = state.exact
-        if len(exact) < self._exact_index:  # a new history under the same run id
+        exact, dropped = state.exact, state.exact_dropped
+        if len(exact) + dropped < self._exact_index:  # a new history under the same run id
             live.exact.clear()
             self._exact_index = 0
-        new = [(p.t, p.error, p.mass_drift_rel, p.wall) for p in exact[self._exact_index :]]
-        self._exact_index = len(exact)
+        new = [
+            (p.t, p.error, p.mass_drift_rel, p.wall)
+            for p in since(exact, dropped, self._exact_index)
+        ]
+        self._exact_index = len(exact) + dropped
         live.exact.extend(new)
+        live.dropped += thin(live.exact)
         if new and state.phase in ("done", "failed"):
             self.save(live)  # the final reports complete the last grid times
         return new

@@ -166,7 +166,7 @@ def exact_drift(state: ClusterState) -> tuple[float | None, str]:
 def curve_points(state: ClusterState) -> int:
     """Points of the run's own curve: the exact curve's, else (optimization runs, churn) the
     estimated one's. It is the ``exact curve points`` figure of ``gossip up``'s summary."""
-    return len(state.exact) or len(state.history)
+    return (len(state.exact) + state.exact_dropped) or (len(state.history) + state.history_dropped)
 
 
 def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[str, Any]:

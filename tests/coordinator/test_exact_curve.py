@@ -32,7 +32,8 @@ def test_a_grid_time_becomes_a_point_once_every_node_sent_it() -> None:
     assert points[0].mass_drift_rel == 0.0
     assert points[1].mass_drift_rel == pytest.approx(0.0, abs=1e-15)
     assert points[1].wall == 3.0
-    assert curve.points == points
+    assert curve.last == points[-1]
+    assert curve.completed == 2
 
 
 def test_a_grid_time_that_can_no_longer_complete_is_dropped() -> None:
@@ -59,7 +60,8 @@ def test_after_a_membership_change_the_curve_takes_nothing() -> None:
     curve.stop()
     assert curve.add(1, [(0.0, (0.0,))], wall=0.0) == []
     assert curve.add(2, [(0.0, (0.0,))], wall=0.0) == []
-    assert curve.points == []
+    assert curve.last is None
+    assert curve.completed == 0
 
 
 def test_the_curve_ends_where_the_run_was_asked_to_stop() -> None:

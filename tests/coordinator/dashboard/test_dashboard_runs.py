@@ -13,6 +13,7 @@ import pytest
 from coordinator.dashboard.runs import RunArchive, parse_jsonl
 from coordinator.dashboard.synthetic import SyntheticCluster
 from coordinator.records import ErrorPoint, RunSummary
+from coordinator.thinning import CURVE_LIMIT
 
 
 def test_follow_returns_only_new_points_then_resets_on_a_new_run(
@@ -158,3 +159,31 @@ def test_the_exact_curve_is_followed_saved_and_loaded_beside_the_estimates(
     archive.follow(state)
     assert archive.follow_exact(state) == [(0.0, 0.5, 0.0, 20.0)]
     assert archive.records["run-a"].exact == [(0.0, 0.48, 0.0, 10.5), (2.0, 0.2, 1e-16, 11.0)]
+
+
+def test_a_long_runs_state_and_dashboard_archive_stay_bounded(cluster: SyntheticCluster) -> None:
+    state = cluster.new_state()
+    archive = RunArchive()
+    total = 3 * CURVE_LIMIT + 17
+    followed: list[float] = []
+    for k in range(total):
+        point = ErrorPoint(float(k), 1.0 / (k + 1), 0.0, float(k))
+        state.record(point)
+        state.add_exact([point])
+        if k % 7 == 0 or k == total - 1:
+            new, reset = archive.follow(state)
+            assert not reset or k == 0
+            followed += [p[0] for p in new]
+            archive.follow_exact(state)
+    assert len(state.history) <= CURVE_LIMIT
+    assert len(state.exact) <= CURVE_LIMIT
+    assert len(state.history) + state.history_dropped == total
+    assert len(state.exact) + state.exact_dropped == total
+    assert state.history[0].t == 0.0  # the start stays: the divergence check measures from it
+    assert state.history[-1].t == total - 1
+    assert followed == [float(k) for k in range(total)]
+    live = archive.live
+    assert live is not None
+    assert len(live.points) <= CURVE_LIMIT
+    assert len(live.exact) <= CURVE_LIMIT
+    assert live.stored() == 2 * total
