@@ -23,6 +23,8 @@
 #                        when asked for: without --keys or --insecure the script refuses.
 #   --source PATH        project checkout or wheel to install (default: this checkout)
 #   --pip-flags "..."    extra pip flags, e.g. "--no-index --find-links /media/usb/wheels"
+#   --reinstall          reinstall the project even if this source is already installed (by
+#                        default a second role on the same Pi reuses the environment)
 #   --ntp-server HOST    chrony server to follow (default for a node: the coordinator's host)
 #   --ntp-serve          serve time to the LAN (the coordinator's Pi, for a LAN with no Internet)
 #   --no-chrony          leave chrony's configuration alone (a node on the coordinator's Pi)
@@ -57,6 +59,7 @@ ntp_server=""
 ntp_serve=0
 use_apt=1
 use_systemctl=1
+reinstall=0
 prefix=/opt/gossip
 etc=/etc/gossip
 coordinator=""
@@ -86,6 +89,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --source) need "$@"; source_path=$2; shift 2 ;;
     --pip-flags) need "$@"; pip_flags=$2; shift 2 ;;
+    --reinstall) reinstall=1; shift ;;
     --ntp-server) need "$@"; ntp_server=$2; shift 2 ;;
     --ntp-serve) ntp_serve=1; shift ;;
     --no-chrony) use_chrony=0; shift ;;
@@ -234,14 +238,35 @@ if [ ! -x "$prefix/bin/python" ]; then
   say "creating the virtual environment $prefix"
   python3 -m venv "$prefix"
 fi
-say "installing continuized-gossip from $source_path"
-# shellcheck disable=SC2086  # pip_flags is a list of flags
-"$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags \
-  -r "$here/../requirements.txt"
-# shellcheck disable=SC2086
-"$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags --no-deps \
-  --force-reinstall "$source_path"
-"$prefix/bin/gossip" --help >/dev/null
+# The source's fingerprint: a wheel's checksum, or a checkout's files (caches aside). A second
+# role on the same Pi (a node beside the coordinator) finds it in the environment and skips pip:
+# on a Pi, rebuilding and reinstalling the project takes minutes.
+fingerprint() {
+  if [ -f "$1" ]; then
+    sha256sum "$1"
+  else
+    (cd "$1" && find pyproject.toml gossip node coordinator cli deploy/requirements.txt \
+       -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 2>/dev/null \
+       | sort -z | xargs -0 sha256sum)
+  fi | sha256sum | cut -d' ' -f1
+}
+stamp="$prefix/.gossip-source"
+source_fp=$(fingerprint "$source_path")
+if [ "$reinstall" -eq 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$source_fp" ] \
+   && "$prefix/bin/gossip" --help >/dev/null 2>&1; then
+  say "continuized-gossip from $source_path is already in $prefix (--reinstall to redo it)"
+else
+  say "installing continuized-gossip from $source_path"
+  rm -f "$stamp"
+  # shellcheck disable=SC2086  # pip_flags is a list of flags
+  "$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags \
+    -r "$here/../requirements.txt"
+  # shellcheck disable=SC2086
+  "$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags --no-deps \
+    --force-reinstall "$source_path"
+  "$prefix/bin/gossip" --help >/dev/null
+  echo "$source_fp" >"$stamp"
+fi
 
 # -- keys ----------------------------------------------------------------------------------------
 # Only this role's directory, readable by the service user alone: the node and the coordinator

@@ -22,9 +22,7 @@ def test_thinning_keeps_the_first_point_and_the_newer_half_whole(n: int, limit: 
     assert dropped == (n // 2 - 1) - len(range(1, n // 2, 2))
 
 
-@given(
-    batches=st.lists(st.integers(1, 20), min_size=1, max_size=200), limit=st.integers(40, 80)
-)
+@given(batches=st.lists(st.integers(1, 20), min_size=1, max_size=200), limit=st.integers(40, 80))
 def test_a_follower_that_keeps_up_gets_each_point_once_in_order(
     batches: list[int], limit: int
 ) -> None:

@@ -146,6 +146,9 @@ def test_secure_install_on_arm64_refuses_anonymous_mqtt_and_reaches_eps(
     assert '"name": "node-2"' in files
     assert "node-1" not in files.partition("/etc/gossip/keys/:")[2].partition("\n\n")[0]
 
+    # pi-0's node reuses the environment its coordinator's install made from the same source.
+    assert "already in /opt/gossip" in files, files[-2000:]
+
     node_env, _, rest = rest.partition("--- coordinator.env")
     assert "GOSSIP_KEYS=/etc/gossip/keys/node" in node_env
     assert "GOSSIP_NAME" not in node_env  # named after its key
