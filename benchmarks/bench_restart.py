@@ -7,12 +7,15 @@ baseline), once with the process of ``--victim`` killed with SIGKILL as soon as 
 has measured ``--after`` errors (the launcher restarts it on its address; it recovers its state
 from its neighbours). With ``--new-address`` a third run per repeat kills it the same way, and
 the launcher restarts it on a fresh port (``gossip up --restart-on-new-address``): it tells its
-neighbours its new address as it recovers. Printed: per run the wall time, t to eps, the rate
-achieved, the restarts and the mass drift; then the medians and their ratios to the
-undisturbed run (issue target: at most 1.5), and the load average (the machine is shared).
-t to eps is the run's exact curve's first crossing, and the wall time to eps ``t_eps / rate``
-(the summary's ``wall_s``); a run without an exact curve has neither (``unknown``, left out of
-the medians).
+neighbours its new address as it recovers. With ``--victim broker`` the embedded mosquitto is
+killed instead (``gossip up --embedded-broker mosquitto`` restarts it on its port with its
+passwords and ACL), and the outage is measured: from the kill until the new broker accepts
+connections; the target is then on the wall time less the outage. Printed: per run the wall
+time, t to eps, the rate achieved, the restarts and the mass drift; then the medians and their
+ratios to the undisturbed run (issue target: at most 1.5), and the load average (the machine is
+shared). t to eps is the run's exact curve's first crossing, and the wall time to eps
+``t_eps / rate`` (the summary's ``wall_s``); a run without an exact curve has neither
+(``unknown``, left out of the medians).
 """
 
 from __future__ import annotations
@@ -43,27 +46,55 @@ def _kinds(metrics: Path) -> list[str]:
     return kinds
 
 
+def _brokers(root: int) -> list[psutil.Process]:
+    return [p for p in psutil.Process(root).children(recursive=True) if p.name() == "mosquitto"]
+
+
+def _listening(proc: psutil.Process) -> bool:
+    try:
+        return any(c.status == psutil.CONN_LISTEN for c in proc.net_connections("tcp"))
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+async def _kill_broker(proc: asyncio.subprocess.Process) -> float | None:
+    """SIGKILL the embedded mosquitto of ``proc``; return the seconds until its successor
+    listens (``None``: ``proc`` ended first)."""
+    (broker,) = _brokers(proc.pid)
+    broker.send_signal(signal.SIGKILL)
+    killed = time.perf_counter()
+    while proc.returncode is None:
+        if any(b.pid != broker.pid and _listening(b) for b in _brokers(proc.pid)):
+            return time.perf_counter() - killed
+        await asyncio.sleep(0.02)
+    return None
+
+
 async def _kill_when_running(
     proc: asyncio.subprocess.Process, metrics: Path, log: Path, after: int
-) -> None:
-    """SIGKILL the descendant of ``proc`` writing ``log`` once ``after`` errors are measured."""
+) -> float | None:
+    """SIGKILL the descendant of ``proc`` writing ``log`` (or its broker, when ``log`` is
+    ``broker.log``) once ``after`` errors are measured; the broker's outage in seconds."""
     while True:
         kinds = _kinds(metrics)
         if "start" in kinds and kinds.count("point") >= after:
             break
         if proc.returncode is not None:
-            return
+            return None
         await asyncio.sleep(0.05)
     if "reached" in kinds:
         print("warning: the run reached eps before the kill", file=sys.stderr)
+    if log.name == "broker.log":
+        return await _kill_broker(proc)
     for child in psutil.Process(proc.pid).children(recursive=True):
         try:
             if any(Path(f.path) == log for f in child.open_files()):
                 child.send_signal(signal.SIGKILL)
-                return
+                return None
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     print(f"warning: no process writes {log}", file=sys.stderr)
+    return None
 
 
 async def _run(args: argparse.Namespace, mode: str) -> dict[str, Any]:
@@ -77,6 +108,7 @@ async def _run(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             *("--json", str(out), "--metrics-file", str(metrics), "--log-dir", str(logs)),
             *("--dashboard-runs-dir", str(Path(tmp, "runs"))),
             *(("--restart-on-new-address",) if mode == "new" else ()),
+            *(("--embedded-broker", "mosquitto") if args.victim == "broker" else ()),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             env=env,
@@ -87,11 +119,27 @@ async def _run(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             log = logs / f"{args.victim}.log"
             killer = asyncio.create_task(_kill_when_running(proc, metrics, log, args.after))
         _, stderr = await proc.communicate()
-        if killer is not None:
-            await killer
+        outage = None if killer is None else await killer
         if proc.returncode != 0:
             raise SystemExit(f"gossip up failed ({proc.returncode}): {stderr.decode()[-2000:]}")
-        return _read_json(out)
+        record = _read_json(out)
+        record["outage_s"] = outage
+        record["decided_s"] = _decided(metrics)
+        return record
+
+
+def _decided(metrics: Path) -> float | None:
+    """Seconds from the run's start to the coordinator's "reached" decision (metrics file)."""
+    walls: dict[str, float] = {}
+    for line in metrics.read_text().splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        walls.setdefault(item.get("kind", ""), item.get("wall", 0.0))
+    if "start" not in walls or "reached" not in walls:
+        return None
+    return walls["reached"] - walls["start"]
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -105,7 +153,9 @@ async def main() -> None:
     parser.add_argument("--graph", default="grid:4x4")
     parser.add_argument("--rate", type=float, default=60.0)
     parser.add_argument("--until", type=float, default=1e-9)
-    parser.add_argument("--victim", default="node-5", help="process to kill (its log's name)")
+    parser.add_argument(
+        "--victim", default="node-5", help="process to kill (its log's name), or broker"
+    )
     parser.add_argument("--after", type=int, default=5, help="errors measured before the kill")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument(
@@ -121,13 +171,20 @@ async def main() -> None:
     modes = ["undisturbed", "same", "new"] if args.new_address else ["undisturbed", "same"]
     label = {"undisturbed": "undisturbed", "same": "same address", "new": "new address"}
     walls: dict[str, list[float]] = {m: [] for m in modes}
+    outages: list[float] = []
+    decided: dict[str, list[float]] = {m: [] for m in modes}
     ts: dict[str, list[float]] = {m: [] for m in modes}
     for r in range(args.repeats):
         for mode in modes:
             began = time.perf_counter()
             rec = await _run(args, mode)
+            if rec["outage_s"] is not None:
+                outages.append(rec["outage_s"])
+            if rec["decided_s"] is not None:
+                decided[mode].append(rec["decided_s"] - (rec["outage_s"] or 0.0))
             if rec["t_eps"] is not None:
-                walls[mode].append(rec["wall_s"])
+                # The target is on the wall time less the broker's outage (none for a node).
+                walls[mode].append(rec["wall_s"] - (rec["outage_s"] or 0.0))
                 ts[mode].append(rec["t_eps"])
             print(
                 f"repeat {r} {label[mode]:<12}: reached {rec['reached']}, wall to eps "
@@ -135,7 +192,9 @@ async def main() -> None:
                 f"(estimate {_shown(rec.get('t_eps_estimate'), '.1f')}), rate "
                 f"{rec['rate_achieved'] or float('nan'):.0f}"
                 f"/{rec['rate_asked']:g} per s, restarts {rec['restarts']}, mass drift "
-                f"{rec['mass_drift_rel']:.1e} (command {time.perf_counter() - began:.1f} s, "
+                f"{rec['mass_drift_rel']:.1e}, broker outage {_shown(rec['outage_s'], '.2f')} s, "
+                f"eps decided {_shown(rec['decided_s'], '.2f')} s after the start "
+                f"(command {time.perf_counter() - began:.1f} s, "
                 f"load {os.getloadavg()[0]:.1f})"
             )
     base_wall, base_t = (
@@ -148,7 +207,20 @@ async def main() -> None:
             f"median {label[mode]:<12}: wall to eps {wall:.2f} s (x{wall / base_wall:.2f}), "
             f"t_eps {t:.1f} (x{t / base_t:.2f})"
             + ("" if mode == "undisturbed" else "; target <= 1.5x")
+            + (" (wall less the outage)" if outages and mode != "undisturbed" else "")
         )
+    if outages:
+        print(f"broker outages: {', '.join(f'{o:.2f}' for o in outages)} s")
+    if decided["undisturbed"]:
+        base = statistics.median(decided["undisturbed"])
+        for mode in modes:
+            if decided[mode]:
+                d = statistics.median(decided[mode])
+                print(
+                    f"median {label[mode]:<12}: eps decided {d:.2f} s after the start"
+                    f"{' less the outage' if outages and mode != 'undisturbed' else ''} "
+                    f"(x{d / base:.2f})"
+                )
     load = os.getloadavg()
     print(f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

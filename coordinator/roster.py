@@ -93,6 +93,9 @@ class Churn:
         self._resend_at = math.inf
         self._resend_until = -math.inf
         self._kept: set[int] = set()  # silent nodes that could not be removed: asked once
+        # When this coordinator first counted each registered node that has not reported to it
+        # (a node that died while a previous incarnation was down never will).
+        self._unheard_since: dict[int, float] = {}
         self._joined: dict[str, Bootstrap] = {}  # by name: a repeated registration gets it back
         self._addresses: dict[int, str] = {}  # joined nodes' addresses, by id
         self._keys: dict[int, str] = {}  # joined nodes' CURVE public keys, by id (secured)
@@ -358,10 +361,18 @@ class Churn:
             if not link.connected.is_set():
                 return  # the broker is away: every node is silent, none is known dead
             heard_from = link.connected_since  # silence before it was the broker's
-        for k, view in list(self.state.nodes.items()):
-            silent = now - max(view.received, heard_from)
+        nodes = self.state.nodes
+        for k in sorted(set(nodes) | set(self.state.registered.values())):
+            view = nodes.get(k)
+            if view is None:  # registered, never heard by this coordinator: silent from now on
+                received = self._unheard_since.setdefault(k, now)
+            elif view.final:
+                continue
+            else:
+                received = view.received
+            silent = now - max(received, heard_from)
             gone = k in self.state.departed or k in self._kept
-            if not gone and not view.final and silent > self.dead_after:
+            if not gone and silent > self.dead_after:
                 log.warning("node %d silent for %.1f s: declared dead", k, silent)
                 if self.remove(k, "dead", now) is None:
                     self._kept.add(k)

@@ -119,6 +119,22 @@ def test_a_silent_node_is_declared_dead() -> None:
     assert out2.sent[-1][1]["change"] == {"kind": "dead", "node": 0}
 
 
+def test_a_node_that_died_while_the_coordinator_was_down_is_declared_dead() -> None:
+    # A restarted coordinator: every node registered (the retained membership), node 0 died
+    # before the restart and never reports to this incarnation; the others do.
+    churn, out = _churn(dead_after=2.0)
+    for k in range(1, 5):
+        churn.state.nodes[k] = NodeView(node=k, received=1010.0)
+    churn.tick(1010.0)  # node 0 is counted silent from here
+    assert churn.state.departed == set()
+    for k in range(1, 5):
+        churn.state.nodes[k] = NodeView(node=k, received=1012.0)
+    churn.tick(1012.1)
+    assert churn.state.departed == {0}
+    assert churn.state.churn[-1]["kind"] == "dead"
+    assert out.sent[-1][1]["change"] == {"kind": "dead", "node": 0}
+
+
 def test_no_node_is_declared_dead_for_the_silence_of_a_broker_outage() -> None:
     churn, out = _churn("cycle:5", dead_after=2.0)
     for k in range(5):
