@@ -140,7 +140,7 @@ class Initiator:
             ``exchange_value`` returned something other than ``dim`` finite numbers.
         """
         ledger = self._state.ledger
-        x, _ = ledger.state_values(t)
+        x = ledger.x_values(t)
         if self._value is None:
             return x
         answer = self._value(np.array(x, dtype=np.float64))
@@ -213,7 +213,7 @@ class Initiator:
         # (x, z) there itself. An exchanged g(x) it cannot compute: that jump stays at T.
         movable = self._value is None and shared.exclusive
         if movable:
-            x, z = shared.ledger.state_values(t)
+            x, z = shared.ledger.wire_state(t)
             # A model's parameters stay an array: they go as raw parts (gossip.wire.schema).
             u: Vector = x if isinstance(x, np.ndarray) else tuple(x)
             z_sent: Vector | None = z if isinstance(z, np.ndarray) else tuple(z)

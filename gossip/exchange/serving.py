@@ -31,7 +31,6 @@ from gossip.exchange.vocabulary import (
     ExchangeState,
     Standing,
 )
-from gossip.model.jumps import edge_flow_values
 from gossip.model.mixing import Values, mix_values
 from gossip.wire.checks import Vector
 from gossip.wire.schema import Busy, Frame, Nack, Reply, Request, encode
@@ -248,7 +247,7 @@ class Server:
         shared.counters.postponed += t != msg.t
         shared.counters.crossed += standing is Standing.CROSSING
         u_w = self._initiator.exchanged(t)
-        dx, dz = edge_flow_values(u_v, u_w, self.c, state.link.step)  # into the initiator
+        dx, dz = shared.ledger.flow_values(u_v, u_w, self.c, state.link.step)  # into the initiator
         shared.book_jump(msg.edge, dx, dz, t, sign=-1.0)
         shared.last = max(shared.last, t)
         answer = encode(
