@@ -131,6 +131,11 @@ class Initiator:
         out, self._outbox = self._outbox, []
         return out
 
+    @property
+    def exchanges_x(self) -> bool:
+        """Whether the exchanged value is ``x`` itself (gossip: no ``exchange_value``)."""
+        return self._value is None
+
     def exchanged(self, t: float) -> Values:
         """Return ``u(t) = g(x(t))``, the value this node exchanges at time ``t``.
 

@@ -246,8 +246,12 @@ class Server:
             u_v = mix_values(msg.u, msg.z, shared.eta, t - msg.t)[0]
         shared.counters.postponed += t != msg.t
         shared.counters.crossed += standing is Standing.CROSSING
-        u_w = self._initiator.exchanged(t)
-        dx, dz = shared.ledger.flow_values(u_v, u_w, self.c, state.link.step)  # into the initiator
+        # Into the initiator; gossip's u = x is computed inside the flow, never stored.
+        if self._initiator.exchanges_x:
+            dx, dz = shared.ledger.flow_at(u_v, t, self.c, state.link.step)
+        else:
+            u_w = self._initiator.exchanged(t)
+            dx, dz = shared.ledger.flow_values(u_v, u_w, self.c, state.link.step)
         shared.book_jump(msg.edge, dx, dz, t, sign=-1.0)
         shared.last = max(shared.last, t)
         answer = encode(

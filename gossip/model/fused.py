@@ -41,6 +41,7 @@ __all__ = [
     "flow",
     "half_parts",
     "state",
+    "state_flow",
 ]
 
 BLOCK = 16384
@@ -127,6 +128,32 @@ def flow(x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats
         g = np.subtract(x_w[i:j], x_v[i:j], out=gap[: j - i], dtype=np.float64)
         np.multiply(g, c, out=dz[i:j])
         np.multiply(g, step, out=dx[i:j])
+
+
+def state_flow(
+    sums: tuple[F64, F64], factor: float, x_v: Floats, c: float, step: float, dx: Floats, dz: Floats
+) -> None:
+    """Write :func:`flow` from ``x_v`` to the state ``x_w = a + f d`` (:func:`state`) of the
+    half-sums and half-differences ``sums = (a, d)``: the server's flow, ``x_w`` never stored.
+
+    Examples
+    --------
+    >>> dx, dz = np.empty(1), np.empty(1)
+    >>> state_flow((np.array([1.0]), np.array([2.0])), 0.5, np.array([0.0]), 2.0, 0.5, dx, dz)
+    >>> dx.tolist(), dz.tolist()
+    ([1.0], [4.0])
+    """
+    sum_a, sum_d = sums
+    dim = sum_a.size
+    loops = compiled(dim)
+    if loops is not None:
+        loops.state_flow(sum_a, sum_d, factor, x_v, c, step, dx, dz)
+        return
+    x_w = np.empty(min(dim, BLOCK))
+    for i in _blocks(dim):
+        j = min(i + BLOCK, dim)
+        state(sum_a[i:j], sum_d[i:j], factor, x_w[: j - i])
+        flow(x_v[i:j], x_w[: j - i], c, step, dx[i:j], dz[i:j])
 
 
 def half_parts(dx: Floats, dz: Floats, k_a: float, k_d: float, a: F64, d: F64) -> bool:

@@ -160,6 +160,11 @@ class Ledger:
         exchange of this ledger's node (an array ledger writes them into arrays it keeps)."""
         return edge_flow_values(x_v, x_w, c, step)
 
+    def flow_at(self, x_v: Values, t: float, c: float, step: float = 0.5) -> tuple[Values, Values]:
+        """Return :meth:`flow_values` from ``x_v`` to this node's own ``x`` at time ``t``: a
+        server's flow when the exchanged value is ``x`` itself."""
+        return self.flow_values(x_v, self.x_values(t), c, step)
+
     def state(self, t: float) -> tuple[FloatArray, FloatArray]:
         """Return the node's ``(x, z)`` at time ``t``: every row mixed to ``t`` and summed.
 

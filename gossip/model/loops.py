@@ -16,7 +16,16 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["add_flow", "add_halves", "bounded", "flow", "half_parts", "state", "state_x"]
+__all__ = [
+    "add_flow",
+    "add_halves",
+    "bounded",
+    "flow",
+    "half_parts",
+    "state",
+    "state_flow",
+    "state_x",
+]
 
 _LARGEST = sys.float_info.max
 
@@ -47,6 +56,24 @@ def flow(
     """``dx = step (x_w - x_v)``, ``dz = c (x_w - x_v)``, the gap in float64."""
     for i in range(x_v.size):
         gap = np.float64(x_w[i]) - np.float64(x_v[i])
+        dz[i] = gap * c
+        dx[i] = gap * step
+
+
+@njit(cache=True, nogil=True)
+def state_flow(
+    sum_a: F64,
+    sum_d: F64,
+    factor: float,
+    x_v: Floats,
+    c: float,
+    step: float,
+    dx: Floats,
+    dz: Floats,
+) -> None:  # pragma: no cover
+    """:func:`flow` from ``x_v`` to ``x_w = a + f d`` (:func:`state_x`), ``x_w`` never stored."""
+    for i in range(sum_a.size):
+        gap = (sum_a[i] + sum_d[i] * factor) - np.float64(x_v[i])
         dz[i] = gap * c
         dx[i] = gap * step
 

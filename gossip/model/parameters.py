@@ -140,6 +140,28 @@ class ParameterLedger(Ledger):
         fused.flow(v, w, c, step, dx, dz)
         return dx, dz
 
+    def flow_at(
+        self, x_v: Values, t: float, c: float, step: float = 0.5
+    ) -> tuple[WireArray, WireArray]:
+        """Return :meth:`flow_values` from ``x_v`` to this node's ``x`` at time ``t``, the same
+        numbers, without building ``x`` (one pass: :func:`gossip.model.fused.state_flow`).
+
+        Raises
+        ------
+        ConfigError
+            ``t`` is not finite, or ``x_v`` is not ``dim`` values.
+        """
+        if not math.isfinite(t):
+            raise ConfigError(f"state time must be finite, got {t!r}")
+        v = self._vector(x_v)
+        if v.shape != (self._dim,):
+            raise ConfigError(f"values have {v.size} components; this ledger's dim is {self._dim}")
+        self._rebase(t)
+        dx, dz = self._wire_pool.take(), self._wire_pool.take()
+        factor = decay_value(self.eta, t - self._t_ref)
+        fused.state_flow((self._sum_a, self._sum_d), factor, v, c, step, dx, dz)
+        return dx, dz
+
     @staticmethod
     def _vector(values: Values) -> WireArray:
         """``values`` as an array, float32 and float64 ones as they are (no copy)."""

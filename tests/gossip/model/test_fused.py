@@ -68,6 +68,22 @@ def test_flow_is_step_and_c_times_the_gap(
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+@given(DIMS, st.integers(0, 2**32 - 1), SCALARS, SCALARS, SCALARS, DTYPES)
+def test_the_servers_flow_is_the_flow_to_its_state(
+    path: str, dim: int, seed: int, f: float, c: float, step: float, dtype: type
+) -> None:
+    a, d = _arrays(seed, dim, 2)
+    (v,) = _arrays(seed + 1, dim, 1, dtype)
+    dx, dz = np.empty(dim, dtype), np.empty(dim, dtype)
+    fused.state_flow((a, d), f, v, c, step, dx, dz)
+    gap = (a + d * f) - v.astype(np.float64)
+    assert dx.tobytes() == (step * gap).astype(dtype).tobytes()
+    assert dz.tobytes() == (c * gap).astype(dtype).tobytes()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(DIMS, st.integers(0, 2**32 - 1), SCALARS, SCALARS, DTYPES)
 def test_booking_adds_the_half_parts_to_the_row_and_the_sums(
     path: str, dim: int, seed: int, k_a: float, k_d: float, dtype: type
