@@ -5,7 +5,7 @@ held in numpy arrays, plus the node's own gradient steps.
 one or few components of a gossiped value and hopeless for the thousands of a model. This
 variant keeps the same rows (half-sums ``a`` and half-differences ``d`` at ``t_ref``, one row
 per edge and row 0 for the node's own part) as one ``(edges + 1, dim)`` array each, so every
-operation is a few vector operations (:mod:`gossip.model.fused`, block by block: each reads
+operation is a few vector operations (:mod:`gossip.model._fused`, block by block: each reads
 its arrays once); the exchanger sees the same methods, given and returning arrays.
 
 A gradient step moves ``x`` and ``z`` (A²CiD²'s ``x~``) by the same ``-step``
@@ -34,8 +34,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError
-from gossip.model import fused
-from gossip.model.arraypool import ArrayPool
+from gossip.model import _fused as fused
+from gossip.model._arraypool import ArrayPool
 from gossip.model.jumps import Flow
 from gossip.model.ledger import REBASE_SPAN, Ledger
 from gossip.model.mixing import Values, decay_value
@@ -93,7 +93,7 @@ class ParameterLedger(Ledger):
 
     def state_values(self, t: float) -> tuple[FloatArray, FloatArray]:
         """Return the node's ``(x, z)`` at time ``t``, in arrays that are the caller's while
-        it holds them (:class:`~gossip.model.arraypool.ArrayPool`)."""
+        it holds them (:class:`~gossip.model._arraypool.ArrayPool`)."""
         if not math.isfinite(t):
             raise ConfigError(f"state time must be finite, got {t!r}")
         return self._state_in(self._pool, t)  # type: ignore[return-value]  # float64 pool
@@ -144,7 +144,7 @@ class ParameterLedger(Ledger):
         self, x_v: Values, t: float, c: float, step: float = 0.5
     ) -> tuple[WireArray, WireArray]:
         """Return :meth:`flow_values` from ``x_v`` to this node's ``x`` at time ``t``, the same
-        numbers, without building ``x`` (one pass: :func:`gossip.model.fused.state_flow`).
+        numbers, without building ``x`` (one pass: :func:`gossip.model._fused.state_flow`).
 
         Raises
         ------

@@ -10,7 +10,7 @@ the same formulas, element for element the same floating-point operations, on bl
 read once and written once per operation.
 
 That still leaves one pass per elementary operation. For a model of :data:`COMPILED_MIN_DIM`
-parameters or more, each function runs instead as one numba loop (:mod:`gossip.model.loops`),
+parameters or more, each function runs instead as one numba loop (:mod:`gossip.model._loops`),
 one pass over memory for the whole formula, when numba imports: at a million parameters an
 exchange's arithmetic then costs a few passes instead of about 30. Smaller models keep the
 NumPy blocks: numba's import alone is 60 MB of a process's memory, more than the whole of a
@@ -59,14 +59,14 @@ _loaded: list[ModuleType | None] = []  # [the loops module or None], once tried
 
 
 def compiled(dim: int) -> ModuleType | None:
-    """Return :mod:`gossip.model.loops` if arrays of ``dim`` elements should use it (at least
+    """Return :mod:`gossip.model._loops` if arrays of ``dim`` elements should use it (at least
     :data:`COMPILED_MIN_DIM`, and numba imports), else None. The first such call imports
     numba; the loops compile at their first call (or load from numba's cache)."""
     if dim < COMPILED_MIN_DIM:
         return None
     if not _loaded:
         try:
-            from gossip.model import loops
+            from gossip.model import _loops as loops
         except ImportError:  # numba is optional: the NumPy blocks compute the same
             _loaded.append(None)
         else:

@@ -1,9 +1,9 @@
-"""The formulas of :mod:`gossip.model.fused` as numba loops: one pass over memory each.
+"""The formulas of :mod:`gossip.model._fused` as numba loops: one pass over memory each.
 
-Imported only by :func:`gossip.model.fused.compiled` for a model large enough to pay for
+Imported only by :func:`gossip.model._fused.compiled` for a model large enough to pay for
 numba (its import is 60 MB of a process's memory and half a second). Each loop computes,
 element by element, the same floating-point operations as the NumPy version in
-:mod:`gossip.model.fused` (no fast-math: no reassociation, no fused multiply-add), so the two
+:mod:`gossip.model._fused` (no fast-math: no reassociation, no fused multiply-add), so the two
 agree to the bit; the tests check it.
 """
 
