@@ -17,7 +17,10 @@ over loopback TCP.
 The two run in alternate blocks so that load from elsewhere weighs on both alike. Throughput
 is the bytes of a round trip (request and reply) over its median time.
 
-Run: ``python benchmarks/bench_train_wire.py [--dim 1000000] [--rounds 60]``.
+Both are measured for a float64 model and for a float32 one, whose frames carry float32 (half
+the bytes; its ledger still sums in float64: :mod:`gossip.model.parameters`).
+
+Run: ``python benchmarks/bench_train_wire.py [--dim 1000000] [--rounds 60] [--dtype float32]``.
 """
 
 from __future__ import annotations
@@ -60,10 +63,10 @@ from gossip.exchange.vocabulary import Link, TimeBase
 from gossip.model.parameters import ParameterLedger
 from node.zmq_transport import ZmqTransport
 
-async def main(dim, epoch):
+async def main(dim, epoch, dtype):
     async with ZmqTransport("tcp://127.0.0.1:0") as transport:
         print(transport.address, flush=True)
-        ledger = ParameterLedger(np.zeros(dim), [0], eta=0.05)
+        ledger = ParameterLedger(np.zeros(dim, dtype=dtype), [0], eta=0.05)
         ex = Exchanger(0, [Link(0, 1, 1.0)], ledger, 2.0, TimeBase(epoch, 1.0),
                        timeout=30.0, max_timeout=30.0)
         while True:
@@ -74,7 +77,7 @@ async def main(dim, epoch):
             if answer and incoming.route is not None:
                 transport.answer(incoming.route, answer)
 
-asyncio.run(main(int(sys.argv[1]), float(sys.argv[2])))
+asyncio.run(main(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]))
 """
 
 
@@ -107,17 +110,17 @@ async def raw_block(port: str, parts: list[Any], rounds: int) -> list[float]:
     return samples
 
 
-async def main(dim: int, rounds: int, block: int) -> dict[str, Any]:
-    """Run both measurements and return the figures."""
+async def main(dim: int, rounds: int, block: int, dtype: str = "float64") -> dict[str, Any]:
+    """Run both measurements for a model of ``dtype`` and return the figures."""
     epoch = time.time()
     rate = 1.0
-    server, address = await _child(_SERVER, str(dim), repr(epoch))
+    server, address = await _child(_SERVER, str(dim), repr(epoch), dtype)
     echo, port = await _child(_ECHO)
     client = ZmqTransport("tcp://127.0.0.1:0")
     try:
         await client.connect({0: address})
         rng = np.random.default_rng(0)
-        ledger = ParameterLedger(rng.standard_normal(dim), [0], eta=0.05)
+        ledger = ParameterLedger(rng.standard_normal(dim).astype(dtype), [0], eta=0.05)
         ex = Exchanger(
             1, [Link(0, 0, 1.0)], ledger, 2.0, TimeBase(epoch, rate), timeout=30.0, max_timeout=30.0
         )
@@ -136,7 +139,8 @@ async def main(dim: int, rounds: int, block: int) -> dict[str, Any]:
                 samples.append(time.perf_counter() - start)
             return samples
 
-        probe = Request(src=1, edge=0, seq=1, ack=0, t=1.0, u=np.zeros(dim), z=np.zeros(dim))
+        zeros = np.zeros(dim, dtype=dtype)
+        probe = Request(src=1, edge=0, seq=1, ack=0, t=1.0, u=zeros, z=zeros)
         frame = encode(probe)
         request_bytes = frame_size(frame)
         await exchanges(2)  # warm-up
@@ -169,6 +173,7 @@ async def main(dim: int, rounds: int, block: int) -> dict[str, Any]:
     moved = 2 * request_bytes  # request and reply, each u and z (dx and dz) and a small map
     return {
         "dim": dim,
+        "dtype": dtype,
         "rounds": len(node_samples),
         "bytes_per_round_trip": moved,
         "raw_p50_ms": raw_p50 * 1e3,
@@ -184,15 +189,19 @@ if __name__ == "__main__":
     parser.add_argument("--dim", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--block", type=int, default=10)
-    args = parser.parse_args()
-    figures = asyncio.run(main(args.dim, args.rounds, args.block))
-    print(
-        f"{figures['dim']} float64 parameters, {figures['bytes_per_round_trip'] / 1e6:.1f} MB "
-        f"per round trip, {figures['rounds']} round trips each"
+    parser.add_argument(
+        "--dtype", choices=("float32", "float64"), action="append", help="default: both"
     )
-    print(f"raw pyzmq multipart   p50 {figures['raw_p50_ms']:8.2f} ms  "
-          f"{figures['raw_mb_per_s']:8.0f} MB/s")  # fmt: skip
-    print(f"A2CiD2 exchange       p50 {figures['exchange_p50_ms']:8.2f} ms  "
-          f"{figures['exchange_mb_per_s']:8.0f} MB/s")  # fmt: skip
-    print(f"throughput exchange/raw  {figures['throughput_ratio']:.2f} x (goal >= 0.5)")
-    print(json.dumps(figures))
+    args = parser.parse_args()
+    for dtype in args.dtype or ["float32", "float64"]:
+        figures = asyncio.run(main(args.dim, args.rounds, args.block, dtype))
+        print(
+            f"{figures['dim']} {dtype} parameters, {figures['bytes_per_round_trip'] / 1e6:.1f} "
+            f"MB per round trip, {figures['rounds']} round trips each"
+        )
+        print(f"raw pyzmq multipart   p50 {figures['raw_p50_ms']:8.2f} ms  "
+              f"{figures['raw_mb_per_s']:8.0f} MB/s")  # fmt: skip
+        print(f"A2CiD2 exchange       p50 {figures['exchange_p50_ms']:8.2f} ms  "
+              f"{figures['exchange_mb_per_s']:8.0f} MB/s")  # fmt: skip
+        print(f"throughput exchange/raw  {figures['throughput_ratio']:.2f} x (goal >= 0.5)")
+        print(json.dumps(figures))

@@ -304,8 +304,12 @@ class ZmqTransport(Transport):
     def send(self, peer: int, data: Frame) -> None:
         """Queue ``data`` on the DEALER to ``peer``; drop it if the queue is full.
 
-        A multipart frame's raw parts go without a copy (pyzmq sends parts of 64 kB and more
-        from their own buffers); ZeroMQ queues a multipart message whole or not at all.
+        A multipart frame's raw parts go without a copy: ``copy=False`` has pyzmq hand ZeroMQ
+        the arrays' own buffers (parts under its 64 kB threshold are still copied, which is
+        cheaper for them). With pyzmq's default ``copy=True`` every part is copied, a whole
+        pass over a model's parameters per send. ZeroMQ queues a multipart message whole or
+        not at all. The encoder's arrays are never written after a send (the exchange builds
+        new ones for every frame), which is what zero-copy needs.
         """
         sock = self._dealers.get(peer)
         if sock is None:
@@ -315,7 +319,7 @@ class ZmqTransport(Transport):
             if isinstance(data, bytes):
                 sock.send(data, _NOBLOCK)
             else:
-                sock.send_multipart(data, _NOBLOCK)
+                sock.send_multipart(data, _NOBLOCK, copy=False)
             self.stats.sent += 1
         except zmq.Again:
             self.stats.dropped += 1
@@ -333,9 +337,9 @@ class ZmqTransport(Transport):
             if isinstance(data, bytes):
                 router.send(data, _NOBLOCK)
             else:
-                for part in data[:-1]:
-                    router.send(part, _SNDMORE_NOBLOCK)
-                router.send(data[-1], _NOBLOCK)
+                for part in data[:-1]:  # zero-copy for the raw parts, as in send()
+                    router.send(part, _SNDMORE_NOBLOCK, copy=False)
+                router.send(data[-1], _NOBLOCK, copy=False)
             self.stats.sent += 1
         except zmq.ZMQError:
             self.stats.dropped += 1  # full, or that peer is gone: it asks again if it cares

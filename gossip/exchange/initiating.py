@@ -131,6 +131,11 @@ class Initiator:
         out, self._outbox = self._outbox, []
         return out
 
+    @property
+    def exchanges_x(self) -> bool:
+        """Whether the exchanged value is ``x`` itself (gossip: no ``exchange_value``)."""
+        return self._value is None
+
     def exchanged(self, t: float) -> Values:
         """Return ``u(t) = g(x(t))``, the value this node exchanges at time ``t``.
 
@@ -140,7 +145,7 @@ class Initiator:
             ``exchange_value`` returned something other than ``dim`` finite numbers.
         """
         ledger = self._state.ledger
-        x, _ = ledger.state_values(t)
+        x = ledger.x_values(t)
         if self._value is None:
             return x
         answer = self._value(np.array(x, dtype=np.float64))
@@ -213,7 +218,7 @@ class Initiator:
         # (x, z) there itself. An exchanged g(x) it cannot compute: that jump stays at T.
         movable = self._value is None and shared.exclusive
         if movable:
-            x, z = shared.ledger.state_values(t)
+            x, z = shared.ledger.wire_state(t)
             # A model's parameters stay an array: they go as raw parts (gossip.wire.schema).
             u: Vector = x if isinstance(x, np.ndarray) else tuple(x)
             z_sent: Vector | None = z if isinstance(z, np.ndarray) else tuple(z)

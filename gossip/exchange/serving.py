@@ -31,7 +31,6 @@ from gossip.exchange.vocabulary import (
     ExchangeState,
     Standing,
 )
-from gossip.model.jumps import edge_flow_values
 from gossip.model.mixing import Values, mix_values
 from gossip.wire.checks import Vector
 from gossip.wire.schema import Busy, Frame, Nack, Reply, Request, encode
@@ -247,8 +246,12 @@ class Server:
             u_v = mix_values(msg.u, msg.z, shared.eta, t - msg.t)[0]
         shared.counters.postponed += t != msg.t
         shared.counters.crossed += standing is Standing.CROSSING
-        u_w = self._initiator.exchanged(t)
-        dx, dz = edge_flow_values(u_v, u_w, self.c, state.link.step)  # into the initiator
+        # Into the initiator; gossip's u = x is computed inside the flow, never stored.
+        if self._initiator.exchanges_x:
+            dx, dz = shared.ledger.flow_at(u_v, t, self.c, state.link.step)
+        else:
+            u_w = self._initiator.exchanged(t)
+            dx, dz = shared.ledger.flow_values(u_v, u_w, self.c, state.link.step)
         shared.book_jump(msg.edge, dx, dz, t, sign=-1.0)
         shared.last = max(shared.last, t)
         answer = encode(

@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError, LocalError
-from gossip.model.jumps import Flow
+from gossip.model.jumps import Flow, edge_flow_values
 from gossip.model.mixing import Values, decay_value
 
 __all__ = ["REBASE_SPAN", "Ledger"]
@@ -143,6 +143,27 @@ class Ledger:
         x = [a + d * factor for a, d in zip(self._a_total, self._d_total, strict=True)]
         z = [a - d * factor for a, d in zip(self._a_total, self._d_total, strict=True)]
         return x, z
+
+    def x_values(self, t: float) -> Values:
+        """Return the node's ``x`` at time ``t`` (:meth:`state_values` without ``z``)."""
+        return self.state_values(t)[0]
+
+    def wire_state(self, t: float) -> tuple[Values, Values]:
+        """Return :meth:`state_values` as the node's frames carry it (the same, here; an
+        array ledger may round it to its frames' dtype)."""
+        return self.state_values(t)
+
+    def flow_values(
+        self, x_v: Values, x_w: Values, c: float, step: float = 0.5
+    ) -> tuple[Values, Values]:
+        """Return :func:`~gossip.model.jumps.edge_flow_values` ``(dx, dz)`` into v, for an
+        exchange of this ledger's node (an array ledger writes them into arrays it keeps)."""
+        return edge_flow_values(x_v, x_w, c, step)
+
+    def flow_at(self, x_v: Values, t: float, c: float, step: float = 0.5) -> tuple[Values, Values]:
+        """Return :meth:`flow_values` from ``x_v`` to this node's own ``x`` at time ``t``: a
+        server's flow when the exchanged value is ``x`` itself."""
+        return self.flow_values(x_v, self.x_values(t), c, step)
 
     def state(self, t: float) -> tuple[FloatArray, FloatArray]:
         """Return the node's ``(x, z)`` at time ``t``: every row mixed to ``t`` and summed.

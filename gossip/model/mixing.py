@@ -27,7 +27,7 @@ __all__ = ["decay", "decay_value", "mix", "mix_convex", "mix_values"]
 
 FloatArray = NDArray[np.float64]
 
-Values: TypeAlias = "Sequence[float] | NDArray[np.float64]"
+Values: TypeAlias = "Sequence[float] | NDArray[np.float64] | NDArray[np.float32]"
 """One node's value: a few plain floats (gossip) or a float64 array (a model's parameters)."""
 
 

@@ -5,14 +5,25 @@ held in numpy arrays, plus the node's own gradient steps.
 one or few components of a gossiped value and hopeless for the thousands of a model. This
 variant keeps the same rows (half-sums ``a`` and half-differences ``d`` at ``t_ref``, one row
 per edge and row 0 for the node's own part) as one ``(edges + 1, dim)`` array each, so every
-operation is a few vector operations; the exchanger sees the same methods, given and returning
-float64 arrays.
+operation is a few vector operations (:mod:`gossip.model._fused`, block by block: each reads
+its arrays once); the exchanger sees the same methods, given and returning arrays.
 
 A gradient step moves ``x`` and ``z`` (A²CiD²'s ``x~``) by the same ``-step``
 (:meth:`ParameterLedger.add_local`). Its half-difference is 0, which the mixing flow leaves
 alone, so the step goes into row 0's half-sum at whatever time it is taken: no mixing, and the
 sums over the edges, hence the conservation of ``x`` over the network by the jumps, are
 untouched. Recovery from the neighbours' ledgers restores the jumps, never the local steps.
+
+float32 models. The rows and their running sums are float64 whatever the model's dtype: they
+add up every flow of the run, and the network's sum of ``x`` is conserved only as exactly as
+those sums are kept (in float32 each addition would round at 6e-8 of the row, and a long run
+would drift by far more than the lr=0 test's 1e-9). What a float32 ledger changes is its
+frames: the ``x`` and ``z`` it sends and the flows it computes as a server
+(:meth:`ParameterLedger.wire_state`, :meth:`ParameterLedger.flow_values`) are float32 arrays,
+half the bytes. A flow is rounded to float32 once, by the server, *before* either end books
+it, and both ends book the same float32 numbers, so the two ends' rows stay opposite and the
+conservation is as exact as in float64; what float32 costs is only the rounding of the values
+exchanged, at the precision the model itself computes with.
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gossip.errors import ConfigError
+from gossip.model import _fused as fused
+from gossip.model._arraypool import ArrayPool
 from gossip.model.jumps import Flow
 from gossip.model.ledger import REBASE_SPAN, Ledger
 from gossip.model.mixing import Values, decay_value
@@ -30,6 +43,8 @@ from gossip.model.mixing import Values, decay_value
 __all__ = ["ParameterLedger"]
 
 FloatArray = NDArray[np.float64]
+WireArray = NDArray[np.float64] | NDArray[np.float32]
+_WIRE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 class ParameterLedger(Ledger):
@@ -47,6 +62,9 @@ class ParameterLedger(Ledger):
 
     def __init__(self, initial: ArrayLike, edges: list[int], eta: float, t0: float = 0.0):
         super().__init__([0.0], edges, eta, t0)  # checks eta and the edges
+        given = np.asarray(initial)
+        # A float32 model's frames carry float32 (see the module); anything else, float64.
+        self.wire_dtype = given.dtype if given.dtype in _WIRE_DTYPES else np.dtype(np.float64)
         x0 = np.atleast_1d(np.asarray(initial, dtype=np.float64)).copy()
         if x0.ndim != 1 or not np.all(np.isfinite(x0)):
             raise ConfigError(f"initial parameters must be a finite vector, got shape {x0.shape}")
@@ -58,6 +76,11 @@ class ParameterLedger(Ledger):
         self._sum_a = x0.copy()
         self._sum_d = np.zeros(self._dim)
         self._scratch = (np.empty(self._dim), np.empty(self._dim))
+        # The arrays it returns (x and z, a flow) go into frames: reused once unshared.
+        self._pool = ArrayPool(self._dim, np.float64)
+        self._wire_pool = (
+            self._pool if self.wire_dtype == np.float64 else ArrayPool(self._dim, self.wire_dtype)
+        )
         self._initial = x0
         self._initial.setflags(write=False)
 
@@ -69,12 +92,82 @@ class ParameterLedger(Ledger):
             self._t_ref = t
 
     def state_values(self, t: float) -> tuple[FloatArray, FloatArray]:
-        """Return the node's ``(x, z)`` at time ``t``, as new arrays."""
+        """Return the node's ``(x, z)`` at time ``t``, in arrays that are the caller's while
+        it holds them (:class:`~gossip.model._arraypool.ArrayPool`)."""
+        if not math.isfinite(t):
+            raise ConfigError(f"state time must be finite, got {t!r}")
+        return self._state_in(self._pool, t)  # type: ignore[return-value]  # float64 pool
+
+    def x_values(self, t: float) -> FloatArray:
+        """Return the node's ``x`` at time ``t`` (:meth:`state_values` without ``z``)."""
         if not math.isfinite(t):
             raise ConfigError(f"state time must be finite, got {t!r}")
         self._rebase(t)
-        d = self._sum_d * decay_value(self.eta, t - self._t_ref)
-        return self._sum_a + d, self._sum_a - d
+        x: FloatArray = self._pool.take()
+        fused.state(self._sum_a, self._sum_d, decay_value(self.eta, t - self._t_ref), x)
+        return x
+
+    def wire_state(self, t: float) -> tuple[WireArray, WireArray]:
+        """Return :meth:`state_values` in the dtype of the node's frames (:attr:`wire_dtype`,
+        float32 for a float32 model: see the module)."""
+        if not math.isfinite(t):
+            raise ConfigError(f"state time must be finite, got {t!r}")
+        return self._state_in(self._wire_pool, t)
+
+    def _state_in(self, pool: ArrayPool, t: float) -> tuple[WireArray, WireArray]:
+        self._rebase(t)
+        x, z = pool.take(), pool.take()
+        fused.state(self._sum_a, self._sum_d, decay_value(self.eta, t - self._t_ref), x, z)
+        return x, z
+
+    def flow_values(
+        self, x_v: Values, x_w: Values, c: float, step: float = 0.5
+    ) -> tuple[WireArray, WireArray]:
+        """Return :func:`~gossip.model.jumps.edge_flow_values` ``(dx, dz)`` into v, the same
+        arithmetic, in arrays of :attr:`wire_dtype` that are the caller's while it holds them.
+
+        Raises
+        ------
+        ConfigError
+            ``x_v`` or ``x_w`` is not ``dim`` values.
+        """
+        v, w = self._vector(x_v), self._vector(x_w)
+        if v.shape != (self._dim,) or w.shape != (self._dim,):
+            raise ConfigError(
+                f"values have {v.size} and {w.size} components; this ledger's dim is {self._dim}"
+            )
+        dx, dz = self._wire_pool.take(), self._wire_pool.take()
+        fused.flow(v, w, c, step, dx, dz)
+        return dx, dz
+
+    def flow_at(
+        self, x_v: Values, t: float, c: float, step: float = 0.5
+    ) -> tuple[WireArray, WireArray]:
+        """Return :meth:`flow_values` from ``x_v`` to this node's ``x`` at time ``t``, the same
+        numbers, without building ``x`` (one pass: :func:`gossip.model._fused.state_flow`).
+
+        Raises
+        ------
+        ConfigError
+            ``t`` is not finite, or ``x_v`` is not ``dim`` values.
+        """
+        if not math.isfinite(t):
+            raise ConfigError(f"state time must be finite, got {t!r}")
+        v = self._vector(x_v)
+        if v.shape != (self._dim,):
+            raise ConfigError(f"values have {v.size} components; this ledger's dim is {self._dim}")
+        self._rebase(t)
+        dx, dz = self._wire_pool.take(), self._wire_pool.take()
+        factor = decay_value(self.eta, t - self._t_ref)
+        fused.state_flow((self._sum_a, self._sum_d), factor, v, c, step, dx, dz)
+        return dx, dz
+
+    @staticmethod
+    def _vector(values: Values) -> WireArray:
+        """``values`` as an array, float32 and float64 ones as they are (no copy)."""
+        if isinstance(values, np.ndarray) and values.dtype in _WIRE_DTYPES:
+            return values
+        return np.asarray(values, dtype=np.float64)
 
     def state(self, t: float) -> tuple[FloatArray, FloatArray]:
         """Return the node's ``(x, z)`` at time ``t`` (:meth:`state_values`)."""
@@ -92,11 +185,13 @@ class ParameterLedger(Ledger):
             is not ``dim``; nothing is changed.
         """
         slot = self._slot(edge)
-        a, d = self._moved_arrays(dx, dz, t, sign)
-        self._rows_a[slot] += a
-        self._sum_a += a
-        self._rows_d[slot] += d
-        self._sum_d += d
+        fx, fz = self._flow_arrays(dx, dz, t)
+        k_d = 0.5 * sign * decay_value(self.eta, self._t_ref - t)
+        rows = (self._rows_a[slot], self._sum_a, self._rows_d[slot], self._sum_d)
+        if not (math.isfinite(k_d) and fused.book(fx, fz, 0.5 * sign, k_d, rows, self._scratch)):
+            raise ConfigError(
+                f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
+            )
 
     def add_local(self, step: ArrayLike) -> None:
         """Move ``x`` and ``z`` by ``-step`` (a gradient step), at any time: see the module.
@@ -128,27 +223,29 @@ class ParameterLedger(Ledger):
         self._sum_a = self._rows_a.sum(axis=0)
         self._sum_d = self._rows_d.sum(axis=0)
 
+    def _flow_arrays(self, dx: Values, dz: Values, t: float) -> tuple[WireArray, WireArray]:
+        """``dx`` and ``dz`` as arrays (float32 ones as they are), checked: a finite time,
+        ``dim`` components each."""
+        if not math.isfinite(t):
+            raise ConfigError(f"flow time must be finite, got {t!r}")
+        fx, fz = self._vector(dx), self._vector(dz)
+        if fx.shape != (self._dim,) or fz.shape != (self._dim,):
+            raise ConfigError(
+                f"flow has {fx.size} and {fz.size} components; this ledger's dim is {self._dim}"
+            )
+        return fx, fz
+
     def _moved_arrays(
         self, dx: Values, dz: Values, t: float, sign: float = 1.0
     ) -> tuple[FloatArray, FloatArray]:
         """``sign`` times the flow's half-sum and half-difference moved from ``t`` to
         ``t_ref``, checked, in the ledger's two scratch arrays (valid until the next call)."""
-        if not math.isfinite(t):
-            raise ConfigError(f"flow time must be finite, got {t!r}")
-        fx, fz = np.asarray(dx, dtype=np.float64), np.asarray(dz, dtype=np.float64)
-        if fx.shape != (self._dim,) or fz.shape != (self._dim,):
-            raise ConfigError(
-                f"flow has {fx.size} and {fz.size} components; this ledger's dim is {self._dim}"
-            )
-        # In place, in buffers kept from call to call: at a million parameters a fresh array
-        # per operation costs more in page faults than the arithmetic.
+        fx, fz = self._flow_arrays(dx, dz, t)
+        # In buffers kept from call to call: at a million parameters a fresh array per
+        # operation costs more in page faults than the arithmetic.
         a, d = self._scratch
-        np.add(fx, fz, out=a)
-        a *= 0.5 * sign
-        np.subtract(fx, fz, out=d)
-        d *= 0.5 * sign * decay_value(self.eta, self._t_ref - t)
-        # One reduction checks both: a - d = sign * fz (finite when fz is) only when d is.
-        if not math.isfinite(float(np.add.reduce(d))) or not math.isfinite(float(np.add.reduce(a))):
+        k_d = 0.5 * sign * decay_value(self.eta, self._t_ref - t)
+        if not (math.isfinite(k_d) and fused.half_parts(fx, fz, 0.5 * sign, k_d, a, d)):
             raise ConfigError(
                 f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
             )

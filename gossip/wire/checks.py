@@ -21,6 +21,7 @@ __all__ = [
     "MAX_DIM",
     "MAX_INT",
     "MAX_RAW_DIM",
+    "RAW_DTYPES",
     "Checker",
     "Floats",
     "Vector",
@@ -47,9 +48,13 @@ MAX_RAW_DIM = 1 << 23
 
 Floats: TypeAlias = tuple[float, ...]
 
-Vector: TypeAlias = "Floats | NDArray[np.float64]"
-"""An exchanged value or flow: a tuple of floats (small, in the msgpack map) or a float64 array
-(a model's parameters, carried as a raw buffer beside the map: :mod:`gossip.wire.schema`)."""
+Vector: TypeAlias = "Floats | NDArray[np.float64] | NDArray[np.float32]"
+"""An exchanged value or flow: a tuple of floats (small, in the msgpack map) or a float64 or
+float32 array (a model's parameters, carried as a raw buffer beside the map:
+:mod:`gossip.wire.schema`)."""
+
+RAW_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+"""The dtypes of a raw buffer: float64, or float32 for a float32 model's frames."""
 
 Checker: TypeAlias = Callable[[str, Any], Any]
 
@@ -114,13 +119,13 @@ def positive(name: str, value: Any) -> float:
 
 
 def vector(name: str, value: Any) -> Vector:
-    """What :func:`floats` accepts, or a 1-d float64 array of 1 to ``MAX_RAW_DIM`` finite
-    numbers (a raw part of a multipart frame)."""
+    """What :func:`floats` accepts, or a 1-d float64 or float32 array of 1 to ``MAX_RAW_DIM``
+    finite numbers (a raw part of a multipart frame)."""
     if type(value) is not np.ndarray:
         return floats(name, value)
-    if value.dtype != np.float64 or value.ndim != 1 or not 0 < value.size <= MAX_RAW_DIM:
+    if value.dtype not in RAW_DTYPES or value.ndim != 1 or not 0 < value.size <= MAX_RAW_DIM:
         raise ProtocolError(
-            f"field {name!r} must be 1 to {MAX_RAW_DIM} float64 numbers, got "
+            f"field {name!r} must be 1 to {MAX_RAW_DIM} float64 or float32 numbers, got "
             f"{value.dtype} of shape {value.shape}"
         )
     if not np.isfinite(value).all():

@@ -25,19 +25,20 @@ from typing import Any
 
 import numpy as np
 
-from gossip.wire.checks import MAX_DIM, MAX_INT, MAX_RAW_DIM, Vector
+from gossip.wire.checks import MAX_DIM, MAX_INT, MAX_RAW_DIM, RAW_DTYPES, Vector
 
 __all__ = ["FIELDS", "body_builders"]
 
 
 def _vector(value: Any) -> Vector | None:
     """A non-empty list of at most MAX_DIM finite floats as a tuple, or a raw part's float64
-    array of at most MAX_RAW_DIM finite ones; None to look closer."""
+    or float32 array of at most MAX_RAW_DIM finite ones; None to look closer."""
     if type(value) is np.ndarray:
-        if value.dtype != np.float64 or value.ndim != 1 or not 0 < value.size <= MAX_RAW_DIM:
+        if value.dtype not in RAW_DTYPES or value.ndim != 1 or not 0 < value.size <= MAX_RAW_DIM:
             return None
-        # One reduction instead of isfinite's temporary: inf or nan gives nan, and a finite
-        # vector whose sum overflows only looks closer.
+        # One reduction instead of isfinite's temporary, in the array's own dtype (float32
+        # reads half the bytes): inf or nan gives nan, and a finite vector whose sum
+        # overflows (past 3e38 in float32) only looks closer.
         total = float(np.add.reduce(value))
         return value if total - total == 0.0 else None
     if type(value) is not list:

@@ -68,6 +68,7 @@ __all__ = [
     "MAX_INT",
     "MAX_RAW_DIM",
     "MESSAGE_TYPES",
+    "RAW32_EXT",
     "RAW_EXT",
     "VERSION",
     "Beat",
@@ -107,11 +108,18 @@ MAX_FRAME = 1 << 20
 of a multipart frame, its map (each raw part has its own limit, ``8 MAX_RAW_DIM`` bytes)."""
 
 RAW_EXT = 1
-"""The msgpack extension code of a raw part's index in a multipart frame's map."""
+"""The msgpack extension code of a raw float64 part's index in a multipart frame's map."""
+
+RAW32_EXT = 2
+"""The msgpack extension code of a raw float32 part's index (a float32 model's frames)."""
+
+# A raw part's extension code -> its dtype (little-endian, whatever the host's order).
+_RAW_DTYPE: dict[int, np.dtype[Any]] = {RAW_EXT: np.dtype("<f8"), RAW32_EXT: np.dtype("<f4")}
+_RAW_CODE: dict[np.dtype[Any], int] = {np.dtype("<f8"): RAW_EXT, np.dtype("<f4"): RAW32_EXT}
 
 Buffer: TypeAlias = "bytes | memoryview"
 Frame: TypeAlias = "bytes | tuple[Buffer, ...]"
-"""A frame: msgpack bytes, or a map followed by raw float64 parts (:func:`encode`)."""
+"""A frame: msgpack bytes, or a map followed by raw float64 or float32 parts (:func:`encode`)."""
 
 # What a training bootstrap may name (gossip.train.recipe.LIVE_ALGORITHMS; the wire does not
 # import the trainer).
@@ -402,7 +410,8 @@ def encode(message: Message) -> Frame:
     """Return the frame of ``message``: its msgpack map (fields plus ``v`` and ``type``).
 
     A request's or reply's vector given as a float64 array goes as a raw part beside the map
-    (the map holds the part's index, msgpack extension :data:`RAW_EXT`), and the frame is
+    (the map holds the part's index, msgpack extension :data:`RAW_EXT`; a float32 array goes
+    as float32, extension :data:`RAW32_EXT`; any other array as float64), and the frame is
     then a tuple ``(map, part, ...)`` whose parts are views of the arrays, never copies:
     a model's parameters would cost far more to pack as msgpack floats than to send.
     Encoding does not validate: the receiver does (see :func:`decode`).
@@ -416,8 +425,9 @@ def encode(message: Message) -> Frame:
             if type(value) is np.ndarray:
                 if parts is None:
                     parts = [b""]
-                body[name] = msgpack.ExtType(RAW_EXT, bytes([len(parts)]))
-                raw = np.ascontiguousarray(value, dtype="<f8")
+                code = _RAW_CODE.get(value.dtype, RAW_EXT)
+                body[name] = msgpack.ExtType(code, bytes([len(parts)]))
+                raw = np.ascontiguousarray(value, dtype=_RAW_DTYPE[code])
                 parts.append(raw.data.cast("B"))
         if parts is None:
             return _PACKER.pack(body)  # type: ignore[no-any-return]
@@ -573,19 +583,21 @@ def _raw_parts(frame: tuple[Buffer, ...]) -> tuple[Buffer, Callable[[int, bytes]
     raw = frame[1:]
 
     def hook(code: int, data: bytes) -> Any:
-        index = data[0] if code == RAW_EXT and len(data) == 1 else 0
-        if not 1 <= index <= len(raw):
+        dtype = _RAW_DTYPE.get(code)
+        index = data[0] if dtype is not None and len(data) == 1 else 0
+        if dtype is None or not 1 <= index <= len(raw):
             raise ProtocolError(
                 f"msgpack extension {code} {data!r} names no raw part; valid: extension "
-                f"{RAW_EXT} with one byte 1 to {len(raw)}"
+                f"{RAW_EXT} (float64) or {RAW32_EXT} (float32) with one byte 1 to {len(raw)}"
             )
         part = memoryview(raw[index - 1])
-        if part.nbytes % 8 or part.nbytes > 8 * MAX_RAW_DIM:
+        size = dtype.itemsize
+        if part.nbytes % size or part.nbytes > size * MAX_RAW_DIM:
             raise ProtocolError(
-                f"raw part {index} has {part.nbytes} bytes; valid: a multiple of 8 (float64), "
-                f"at most {8 * MAX_RAW_DIM}"
+                f"raw part {index} has {part.nbytes} bytes; valid: a multiple of {size} "
+                f"({dtype.name}), at most {size * MAX_RAW_DIM}"
             )
-        return np.frombuffer(part, dtype="<f8")
+        return np.frombuffer(part, dtype=dtype)
 
     return frame[0], hook
 

@@ -55,3 +55,30 @@ def test_a_gradient_step_moves_x_and_z_alike_and_never_the_edges() -> None:
     np.testing.assert_allclose(a.edge_total(0, 7.0).dx, -b.edge_total(0, 7.0).dx)
     with pytest.raises(ConfigError, match="4 finite numbers, got shape"):
         a.add_local(np.ones(3))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.0, 2.0), st.floats(0.0, 3.0))
+def test_float32_frames_keep_the_sum_of_x_as_exactly_as_float64_ones(
+    seed: int, eta: float, c: float
+) -> None:
+    """Two float32 ledgers exchange float32 values and flows; their sums stay float64, and both
+    book the one rounded flow the server sends, so the jumps conserve the sum of x."""
+    rng = np.random.default_rng(seed)
+    dim = 50
+    v = ParameterLedger(rng.standard_normal(dim).astype(np.float32), [0], eta)
+    w = ParameterLedger(rng.standard_normal(dim).astype(np.float32), [0], eta)
+    start = v.state_values(0.0)[0] + w.state_values(0.0)[0]
+    t = 0.0
+    for _ in range(20):
+        t += float(rng.exponential(0.5))
+        x_v, z_v = v.wire_state(t)  # the request's u and z
+        assert x_v.dtype == z_v.dtype == np.float32
+        dx, dz = w.flow_values(x_v, w.x_values(t), c)  # the server's reply, float32
+        assert dx.dtype == dz.dtype == np.float32
+        w.add_values(0, dx, dz, t, sign=-1.0)
+        v.add_values(0, dx, dz, t)
+    total = v.state_values(t)[0] + w.state_values(t)[0]
+    mixed = ParameterLedger(start, [], eta).state_values(t)[0]  # the sum only mixes
+    np.testing.assert_allclose(total, mixed, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(v.edge_total(0, t).dx, -w.edge_total(0, t).dx)

@@ -104,3 +104,35 @@ def test_a_raw_part_beyond_the_limit_is_refused_before_it_is_read() -> None:
     huge = memoryview(bytearray(8 * MAX_RAW_DIM + 8))
     with pytest.raises(ProtocolError, match="raw part 1 has"):
         decode((header, huge))
+
+
+def test_float32_values_go_as_float32_parts_of_half_the_bytes() -> None:
+    """A float32 model's frames: its arrays as they are, read back as float32, bit for bit."""
+    u = np.linspace(-1.0, 1.0, 1000, dtype=np.float32)
+    z = np.linspace(0.0, 2.0, 1000)  # float64 beside it: each part has its own dtype
+    frame = encode(_request(u, z))
+    assert isinstance(frame, tuple)
+    assert [memoryview(p).nbytes for p in frame[1:]] == [4 * 1000, 8 * 1000]
+    got = decode(tuple(bytes(part) for part in frame))
+    assert isinstance(got, Request)
+    assert isinstance(got.u, np.ndarray)
+    assert isinstance(got.z, np.ndarray)
+    assert got.u.dtype == np.float32
+    assert got.u.tobytes() == u.tobytes()
+    assert got.z.dtype == np.float64
+    assert got.z.tobytes() == z.tobytes()
+    reply = decode(encode(Reply(src=2, edge=4, seq=9, t=1.0, dx=u, dz=u)))
+    assert isinstance(reply, Reply)
+    assert isinstance(reply.dx, np.ndarray)
+    assert reply.dx.dtype == np.float32
+
+
+def test_a_float32_part_of_a_size_no_float32_has_is_refused() -> None:
+    frame = encode(_request(np.ones(3, dtype=np.float32), None))
+    assert isinstance(frame, tuple)
+    with pytest.raises(ProtocolError, match=r"raw part 1 has 10 bytes; valid: a multiple of 4"):
+        decode((frame[0], bytes(frame[1])[:10]))
+    bad = np.ones(3, dtype=np.float32)
+    bad[1] = np.inf
+    with pytest.raises(ProtocolError, match=r"'u'\[1\] must be finite"):
+        decode(encode(_request(bad, None)))

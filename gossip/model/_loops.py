@@ -1,0 +1,139 @@
+"""The formulas of :mod:`gossip.model._fused` as numba loops: one pass over memory each.
+
+Imported only by :func:`gossip.model._fused.compiled` for a model large enough to pay for
+numba (its import is 60 MB of a process's memory and half a second). Each loop computes,
+element by element, the same floating-point operations as the NumPy version in
+:mod:`gossip.model._fused` (no fast-math: no reassociation, no fused multiply-add), so the two
+agree to the bit; the tests check it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+__all__ = [
+    "add_flow",
+    "add_halves",
+    "bounded",
+    "flow",
+    "half_parts",
+    "state",
+    "state_flow",
+    "state_x",
+]
+
+_LARGEST = sys.float_info.max
+
+F64 = NDArray[np.float64]
+Floats = NDArray[np.floating]
+
+
+@njit(cache=True, nogil=True)
+def state(sum_a: F64, sum_d: F64, factor: float, x: Floats, z: Floats) -> None:  # pragma: no cover
+    """``x = a + f d``, ``z = a - f d``."""
+    for i in range(sum_a.size):
+        fd = sum_d[i] * factor
+        x[i] = sum_a[i] + fd
+        z[i] = sum_a[i] - fd
+
+
+@njit(cache=True, nogil=True)
+def state_x(sum_a: F64, sum_d: F64, factor: float, x: Floats) -> None:  # pragma: no cover
+    """``x = a + f d``."""
+    for i in range(sum_a.size):
+        x[i] = sum_a[i] + sum_d[i] * factor
+
+
+@njit(cache=True, nogil=True)
+def flow(
+    x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats
+) -> None:  # pragma: no cover
+    """``dx = step (x_w - x_v)``, ``dz = c (x_w - x_v)``, the gap in float64."""
+    for i in range(x_v.size):
+        gap = np.float64(x_w[i]) - np.float64(x_v[i])
+        dz[i] = gap * c
+        dx[i] = gap * step
+
+
+@njit(cache=True, nogil=True)
+def state_flow(
+    sum_a: F64,
+    sum_d: F64,
+    factor: float,
+    x_v: Floats,
+    c: float,
+    step: float,
+    dx: Floats,
+    dz: Floats,
+) -> None:  # pragma: no cover
+    """:func:`flow` from ``x_v`` to ``x_w = a + f d`` (:func:`state_x`), ``x_w`` never stored."""
+    for i in range(sum_a.size):
+        gap = (sum_a[i] + sum_d[i] * factor) - np.float64(x_v[i])
+        dz[i] = gap * c
+        dx[i] = gap * step
+
+
+@njit(cache=True, nogil=True)
+def half_parts(
+    dx: Floats, dz: Floats, k_a: float, k_d: float, a: F64, d: F64
+) -> bool:  # pragma: no cover
+    """``a = k_a (dx + dz)``, ``d = k_d (dx - dz)``; whether all are finite."""
+    # An and over comparisons, not a branch per element: the loop stays vectorised.
+    # (NaN compares false, infinities are above the largest float.)
+    finite: Any = 1  # an int for numba, whatever mypy makes of numpy's comparisons
+    for i in range(dx.size):
+        x, z = np.float64(dx[i]), np.float64(dz[i])
+        ai = (x + z) * k_a
+        di = (x - z) * k_d
+        a[i] = ai
+        d[i] = di
+        finite &= (abs(ai) <= _LARGEST) & (abs(di) <= _LARGEST)
+    return bool(finite == 1)
+
+
+@njit(cache=True, nogil=True)
+def add_flow(
+    a: F64, d: F64, row_a: F64, sum_a: F64, row_d: F64, sum_d: F64
+) -> None:  # pragma: no cover
+    """``row_a += a``, ``sum_a += a``, ``row_d += d``, ``sum_d += d``."""
+    for i in range(a.size):
+        row_a[i] += a[i]
+        sum_a[i] += a[i]
+        row_d[i] += d[i]
+        sum_d[i] += d[i]
+
+
+@njit(cache=True, nogil=True)
+def bounded(dx: Floats, dz: Floats, limit: float) -> bool:  # pragma: no cover
+    """Whether every ``|dx|`` and ``|dz|`` is at most ``limit`` (NaN is not)."""
+    ok: Any = 1
+    for i in range(dx.size):
+        ok &= (abs(np.float64(dx[i])) <= limit) & (abs(np.float64(dz[i])) <= limit)
+    return bool(ok == 1)
+
+
+@njit(cache=True, nogil=True)
+def add_halves(
+    dx: Floats,
+    dz: Floats,
+    k_a: float,
+    k_d: float,
+    row_a: F64,
+    sum_a: F64,
+    row_d: F64,
+    sum_d: F64,
+) -> None:  # pragma: no cover
+    """:func:`half_parts` then :func:`add_flow`, without writing ``a`` and ``d``."""
+    for i in range(dx.size):
+        x, z = np.float64(dx[i]), np.float64(dz[i])
+        ai = (x + z) * k_a
+        di = (x - z) * k_d
+        row_a[i] += ai
+        sum_a[i] += ai
+        row_d[i] += di
+        sum_d[i] += di

@@ -1,0 +1,123 @@
+"""The block-by-block and compiled exchange arithmetic equals the plain formulas, to the bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gossip.model import _fused as fused
+
+# Sizes around a block's edge, and one of several blocks.
+DIMS = st.sampled_from([1, 7, fused.BLOCK - 1, fused.BLOCK + 5, 3 * fused.BLOCK + 1])
+DTYPES = st.sampled_from([np.float64, np.float32])
+SCALARS = st.floats(-4.0, 4.0, allow_nan=False)
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs on the NumPy blocks and on the numba loops (at every size); the same
+    for every example hypothesis draws, which is why the health check is off for it."""
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+        monkeypatch.setattr(fused, "COMPILED_MIN_DIM", 1)
+        assert fused.compiled(1) is not None
+    else:
+        monkeypatch.setattr(fused, "COMPILED_MIN_DIM", 1 << 62)
+    return str(request.param)
+
+
+def _arrays(seed: int, dim: int, count: int, dtype: type = np.float64) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.standard_normal(dim) * 10.0 ** rng.integers(-3, 4)).astype(dtype) for _ in range(count)
+    ]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(DIMS, st.integers(0, 2**32 - 1), SCALARS, DTYPES, st.booleans())
+def test_state_is_a_plus_and_minus_f_d(
+    path: str, dim: int, seed: int, f: float, dtype: type, with_z: bool
+) -> None:
+    a, d = _arrays(seed, dim, 2)
+    x, z = np.empty(dim, dtype), np.empty(dim, dtype)
+    fused.state(a, d, f, x, z if with_z else None)
+    assert x.tobytes() == (a + d * f).astype(dtype).tobytes()
+    if with_z:
+        assert z.tobytes() == (a - d * f).astype(dtype).tobytes()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(DIMS, st.integers(0, 2**32 - 1), SCALARS, SCALARS, DTYPES, DTYPES)
+def test_flow_is_step_and_c_times_the_gap(
+    path: str, dim: int, seed: int, c: float, step: float, given_dtype: type, out_dtype: type
+) -> None:
+    v, w = _arrays(seed, dim, 2, given_dtype)
+    dx, dz = np.empty(dim, out_dtype), np.empty(dim, out_dtype)
+    fused.flow(v, w, c, step, dx, dz)
+    gap = w.astype(np.float64) - v.astype(np.float64)
+    assert dx.tobytes() == (step * gap).astype(out_dtype).tobytes()
+    assert dz.tobytes() == (c * gap).astype(out_dtype).tobytes()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(DIMS, st.integers(0, 2**32 - 1), SCALARS, SCALARS, SCALARS, DTYPES)
+def test_the_servers_flow_is_the_flow_to_its_state(
+    path: str, dim: int, seed: int, f: float, c: float, step: float, dtype: type
+) -> None:
+    a, d = _arrays(seed, dim, 2)
+    (v,) = _arrays(seed + 1, dim, 1, dtype)
+    dx, dz = np.empty(dim, dtype), np.empty(dim, dtype)
+    fused.state_flow((a, d), f, v, c, step, dx, dz)
+    gap = (a + d * f) - v.astype(np.float64)
+    assert dx.tobytes() == (step * gap).astype(dtype).tobytes()
+    assert dz.tobytes() == (c * gap).astype(dtype).tobytes()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(DIMS, st.integers(0, 2**32 - 1), SCALARS, SCALARS, DTYPES)
+def test_booking_adds_the_half_parts_to_the_row_and_the_sums(
+    path: str, dim: int, seed: int, k_a: float, k_d: float, dtype: type
+) -> None:
+    dx, dz = _arrays(seed, dim, 2, dtype)
+    rows = tuple(_arrays(seed + 1, dim, 4))
+    before = [r.copy() for r in rows]
+    a = (dx.astype(np.float64) + dz.astype(np.float64)) * k_a
+    d = (dx.astype(np.float64) - dz.astype(np.float64)) * k_d
+    scratch = (np.empty(dim), np.empty(dim))
+    assert fused.book(dx, dz, k_a, k_d, rows, scratch)  # type: ignore[arg-type]
+    for got, old, part in zip(rows, before, (a, a, d, d), strict=True):
+        assert got.tobytes() == (old + part).tobytes()
+    assert fused.half_parts(dx, dz, k_a, k_d, *scratch)
+    assert scratch[0].tobytes() == a.tobytes()
+    assert scratch[1].tobytes() == d.tobytes()
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan, 1.5e308])
+def test_a_flow_that_is_or_overflows_to_non_finite_changes_nothing(path: str, bad: float) -> None:
+    dim = 2 * fused.BLOCK + 3
+    dx, dz = np.ones(dim), np.ones(dim)
+    dx[-1] = bad
+    dz[-1] = bad  # 1.5e308 twice: their sum overflows
+    rows = tuple(np.full(dim, 2.0) for _ in range(4))
+    assert not fused.book(dx, dz, 0.5, 0.5, rows, (np.empty(dim), np.empty(dim)))  # type: ignore[arg-type]
+    assert all(np.array_equal(r, np.full(dim, 2.0)) for r in rows)
+
+
+def test_a_huge_but_finite_flow_is_booked_exactly(path: str) -> None:
+    """Past the compiled path's quick bound, the two-step way books it, and it is the same."""
+    dim = fused.BLOCK + 1
+    dx, dz = np.full(dim, 1e307), np.full(dim, -1e307)
+    rows = tuple(np.zeros(dim) for _ in range(4))
+    assert fused.book(dx, dz, 0.5, 0.5, rows, (np.empty(dim), np.empty(dim)))  # type: ignore[arg-type]
+    assert np.array_equal(rows[0], np.zeros(dim))
+    assert np.array_equal(rows[2], np.full(dim, 1e307))
