@@ -27,7 +27,8 @@ Theory of operation
 * Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.files.keys.init_keys`),
   CurveZMQ on every ZeroMQ socket, and, with the embedded broker (mosquitto or amqtt alike), a
   password per role and an ACL (:mod:`coordinator.mqtt_auth`); host mode too (each node of a process
-  has its own key and ZAP domain: :mod:`node.curve`). ``secure=False`` (``gossip up --insecure``)
+  has its own key and ZAP domain: :mod:`node.curve`; the process has one broker account, which
+  may publish only its own nodes' state). ``secure=False`` (``gossip up --insecure``)
   turns it all off.
 * Whatever ends the run (the summary, an error, Ctrl-C, SIGTERM), every node is stopped
   (SIGTERM to its process group, then SIGKILL) and the broker shut down before
@@ -268,8 +269,14 @@ async def _run_up(
     if config.secure:
         keys = config.log_dir / "keys"
         init_keys(keys, [f"node-{k}" for k in range(plan.expected)], zmq.curve_keypair, force=True)
-        security = load_security(keys / COORDINATOR)
-        passwd, acl = write_broker_auth(keys / "mqtt", security.mqtt_secret, plan.expected)
+        # Host mode: one broker account, hence one MQTT connection, per host process.
+        per_process = config.nodes_per_process
+        security = dataclasses.replace(
+            load_security(keys / COORDINATOR), nodes=plan.expected, per_process=per_process
+        )
+        passwd, acl = write_broker_auth(
+            keys / "mqtt", security.mqtt_secret, plan.expected, per_process
+        )
         auth = BrokerAuth(passwd, acl)
         plan = dataclasses.replace(plan, security=security)
     async with broker_for(config.broker, config.embedded, config.host, auth) as broker:

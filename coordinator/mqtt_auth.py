@@ -1,19 +1,32 @@
-"""MQTT access control of a run: a password per role and an ACL per node, for either broker.
+"""MQTT access control of a run: a password per role, an ACL per node or host, for either broker.
 
-Usernames: ``coordinator``, ``operator`` (submits runs to a standing coordinator), and
-``node-<id>`` for the node of id ``<id>``. Every password is
+Usernames: ``coordinator``, ``operator`` (submits runs to a standing coordinator),
+``node-<id>`` for the node of id ``<id>``, and, in host mode, ``host-<j>`` for host process
+``<j>`` and all its nodes (:func:`host_blocks`). Every password is
 ``HMAC-SHA256(mqtt secret, username)`` (:func:`gossip.files.keys.mqtt_password`): the coordinator
 holds the secret and hands each node the password of its own username in the bootstrap.
 
 The ACL is defined once, as data (:func:`acl_grants`): the coordinator reads and writes
 everything under ``gossip/``; node ``<id>`` may publish only ``gossip/<cluster>/node/<id>/state``
-and read the control and status topics. :func:`write_broker_auth` writes it as mosquitto's
-``acl_file`` and the passwords as mosquitto's ``password_file`` (PBKDF2 hashes); mosquitto reads
-both, and so does the embedded amqtt broker (:mod:`coordinator.amqtt_access`), through
-:func:`parse_acl`, :func:`parse_password_file` and :func:`may` here. Topics name nodes by id
-while usernames carry a ``node-`` prefix, so the ACL lists each node (a mosquitto ``pattern``
-with ``%u`` would need usernames equal to the ids). Anonymous clients are refused by both
-brokers.
+and read the control and status topics; a host account may publish exactly its own nodes'
+state topics and read what a node reads, so one MQTT connection serves a whole host process
+while no process can write another process's nodes' state. :func:`write_broker_auth` writes it
+as mosquitto's ``acl_file`` and the passwords as mosquitto's ``password_file`` (PBKDF2 hashes);
+mosquitto reads both, and so does the embedded amqtt broker (:mod:`coordinator.amqtt_access`),
+through :func:`parse_acl`, :func:`parse_password_file` and :func:`may` here. Topics name nodes
+by id while usernames carry a ``node-`` prefix, so the ACL lists each node (a mosquitto
+``pattern`` with ``%u`` would need usernames equal to the ids). Anonymous clients are refused
+by both brokers.
+
+Which ids a host process holds (the one rule, :func:`host_blocks`): ``gossip up
+--nodes-per-process K`` splits N nodes into ``ceil(N / K)`` processes of nearly equal sizes
+(:func:`coordinator.node_commands.host_sizes`) and gives host ``j`` the next ``size_j`` keys
+``node-<k>`` in order; the registry numbers nodes by the natural order of their names, so the
+node of key ``node-<k>`` gets id ``k``, and host ``j`` holds the ``j``-th contiguous block of
+ids. The coordinator hands each node of a block its host's password
+(:meth:`coordinator.security.Security.node_broker`): the block must be one process, as
+``gossip up`` starts it. A node started by hand (``gossip node``, keys of ``gossip keys init``)
+keeps its own ``node-<id>`` account.
 """
 
 from __future__ import annotations
@@ -22,19 +35,24 @@ import base64
 import binascii
 import hashlib
 import hmac
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from coordinator.node_commands import host_sizes
 from gossip.errors import ConfigError
 from gossip.files.keys import COORDINATOR, OPERATOR, mqtt_password, node_username
 
 __all__ = [
     "Grant",
+    "account_of",
     "acl_grants",
     "filter_within",
+    "host_blocks",
+    "host_username",
     "may",
     "mosquitto_acl",
     "mosquitto_password_line",
@@ -65,10 +83,59 @@ class Grant:
         return self.access == "readwrite" or self.access == action
 
 
-def acl_grants(nodes: int) -> dict[str, tuple[Grant, ...]]:
+def host_username(host: int) -> str:
+    """Return the MQTT username of host process ``host`` of a ``gossip up`` run: ``host-<j>``."""
+    return f"host-{host}"
+
+
+def host_blocks(nodes: int, per_process: int) -> list[range]:
+    """Return the node ids of each host process of a run of ``nodes`` nodes, ``per_process``
+    per process: host ``j`` holds the ``j``-th block (the rule of the module docstring).
+
+    Examples
+    --------
+    >>> host_blocks(10, 4)
+    [range(0, 4), range(4, 7), range(7, 10)]
+    """
+    blocks, first = [], 0
+    for size in host_sizes(nodes, per_process):
+        blocks.append(range(first, first + size))
+        first += size
+    return blocks
+
+
+def account_of(node_id: int, nodes: int, per_process: int) -> str:
+    """Return the MQTT username node ``node_id`` connects with: its host's account in host mode
+    (``per_process > 1``), else its own; a node past the first ``nodes`` (one that joined a
+    running cluster) has its own.
+
+    Examples
+    --------
+    >>> [account_of(k, 10, 4) for k in (0, 3, 4, 9, 10)]
+    ['host-0', 'host-0', 'host-1', 'host-2', 'node-10']
+    >>> account_of(5, 10, 1)
+    'node-5'
+    """
+    if per_process <= 1 or not 0 <= node_id < nodes:
+        return node_username(node_id)
+    # host_sizes: the first (nodes % hosts) blocks have one node more than the others.
+    hosts = math.ceil(nodes / per_process)
+    small, big = divmod(nodes, hosts)
+    if node_id < big * (small + 1):
+        return host_username(node_id // (small + 1))
+    return host_username(big + (node_id - big * (small + 1)) // small)
+
+
+def _node_reads() -> tuple[Grant, ...]:
+    return (Grant("read", "gossip/+/control"), Grant("read", "gossip/+/coordinator/status"))
+
+
+def acl_grants(nodes: int, per_process: int = 1) -> dict[str, tuple[Grant, ...]]:
     """Return the ACL of a run with node ids ``0 .. nodes - 1``: username -> its grants.
 
-    The one definition of who may do what; both brokers enforce it.
+    The one definition of who may do what; both brokers enforce it. With ``per_process > 1``
+    (host mode) the nodes have no accounts of their own: host ``j`` has one that may publish
+    the state of the nodes of :func:`host_blocks` ``[j]`` and nothing else of theirs.
 
     Examples
     --------
@@ -76,6 +143,8 @@ def acl_grants(nodes: int) -> dict[str, tuple[Grant, ...]]:
     Grant(access='write', pattern='gossip/+/node/0/state')
     >>> acl_grants(1)["operator"][0]
     Grant(access='write', pattern='gossip/+/submit/+')
+    >>> [g.pattern for g in acl_grants(4, 2)["host-1"]][:2]
+    ['gossip/+/node/2/state', 'gossip/+/node/3/state']
     """
     grants: dict[str, tuple[Grant, ...]] = {
         COORDINATOR: (Grant("readwrite", "gossip/#"),),
@@ -87,16 +156,20 @@ def acl_grants(nodes: int) -> dict[str, tuple[Grant, ...]]:
             Grant("read", "gossip/+/standing"),
         ),
     }
+    if per_process > 1:
+        for j, block in enumerate(host_blocks(nodes, per_process)):
+            writes = tuple(Grant("write", f"gossip/+/node/{node}/state") for node in block)
+            grants[host_username(j)] = (*writes, *_node_reads())
+        return grants
     for node in range(nodes):
         grants[node_username(node)] = (
             Grant("write", f"gossip/+/node/{node}/state"),
-            Grant("read", "gossip/+/control"),
-            Grant("read", "gossip/+/coordinator/status"),
+            *_node_reads(),
         )
     return grants
 
 
-def mosquitto_acl(nodes: int) -> str:
+def mosquitto_acl(nodes: int, per_process: int = 1) -> str:
     """Return :func:`acl_grants` as mosquitto ``acl_file`` text.
 
     Examples
@@ -118,7 +191,7 @@ def mosquitto_acl(nodes: int) -> str:
     <BLANKLINE>
     """
     lines = ["# Generated by gossip: each node publishes only its own state."]
-    for user, grants in acl_grants(nodes).items():
+    for user, grants in acl_grants(nodes, per_process).items():
         lines.append(f"user {user}")
         lines += [f"topic {g.access} {g.pattern}" for g in grants]
         lines.append("")
@@ -297,8 +370,13 @@ def verify_password(hashed: str, password: str) -> bool:
     return kind == "7" and hmac.compare_digest(derived, expected)
 
 
-def write_broker_auth(directory: Path, secret: str, nodes: int) -> tuple[Path, Path]:
+def write_broker_auth(
+    directory: Path, secret: str, nodes: int, per_process: int = 1
+) -> tuple[Path, Path]:
     """Write ``passwd`` and ``acl`` for ``nodes`` node ids into ``directory``; return both.
+
+    ``per_process > 1``: the accounts of host mode's processes (:func:`acl_grants`) instead of
+    the nodes' own.
 
     Both brokers read these two files. The password file holds only salted hashes; it is
     readable by the broker's user (0644) so that a mosquitto container running as another
@@ -306,14 +384,14 @@ def write_broker_auth(directory: Path, secret: str, nodes: int) -> tuple[Path, P
     """
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     directory.chmod(0o755)
-    users = [COORDINATOR, OPERATOR, *(node_username(k) for k in range(nodes))]
+    users = list(acl_grants(nodes, per_process))
     passwd = directory / "passwd"
     passwd.write_text(
         "".join(mosquitto_password_line(u, mqtt_password(secret, u)) + "\n" for u in users)
     )
     passwd.chmod(0o644)
     acl = directory / "acl"
-    acl.write_text(mosquitto_acl(nodes))
+    acl.write_text(mosquitto_acl(nodes, per_process))
     acl.chmod(0o644)
     return passwd, acl
 

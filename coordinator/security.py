@@ -7,7 +7,8 @@ Loaded once from the coordinator's key directory (``gossip keys init`` writes
 * which public keys each node learns for its neighbours
   (:func:`coordinator.registry.build_bootstraps`);
 * the MQTT credentials: the coordinator's own, and the ones each node gets in its bootstrap
-  (``node-<id>`` and its derived password), when the directory holds an MQTT secret.
+  (``node-<id>``, or in host mode its host process's ``host-<j>``, and the derived password),
+  when the directory holds an MQTT secret.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+from coordinator.mqtt_auth import account_of
 from gossip.files.keys import (
     COORDINATOR,
     load_allow_list,
     load_identity,
     load_mqtt_secret,
     mqtt_password,
-    node_username,
 )
 
 __all__ = ["Security", "load_security", "with_credentials"]
@@ -54,12 +55,19 @@ class Security:
     mqtt_secret : str
         Secret the MQTT passwords derive from (``""``: the broker URL's credentials are used
         as they are, by everyone).
+    nodes, per_process : int
+        Host mode (``per_process > 1``, set by ``gossip up --nodes-per-process``): the run's
+        ``nodes`` nodes connect with their host process's account
+        (:func:`coordinator.mqtt_auth.account_of`), so the nodes of a process share its one
+        connection. ``1``: each node has its own.
     """
 
     public: str
     secret: str = field(repr=False)
     allowed: dict[str, str]
     mqtt_secret: str = field(default="", repr=False)
+    nodes: int = 0
+    per_process: int = 1
 
     def coordinator_broker(self, url: str) -> str:
         """The broker URL the coordinator connects with (its own credentials if derivable)."""
@@ -68,10 +76,10 @@ class Security:
         return with_credentials(url, COORDINATOR, mqtt_password(self.mqtt_secret, COORDINATOR))
 
     def node_broker(self, url: str, node_id: int) -> str:
-        """The broker URL node ``node_id`` gets in its bootstrap (its own credentials)."""
+        """The broker URL node ``node_id`` gets in its bootstrap (its account's credentials)."""
         if not url or not self.mqtt_secret:
             return url
-        user = node_username(node_id)
+        user = account_of(node_id, self.nodes, self.per_process)
         return with_credentials(url, user, mqtt_password(self.mqtt_secret, user))
 
 

@@ -5,10 +5,12 @@
 the coordinator like any node), so nothing about the protocol changes, and nodes of one
 process still talk to each other over real sockets. What they share is what costs memory and
 start-up time per process rather than per node: the Python interpreter and its imports, one
-ZeroMQ context (one I/O thread), one event loop and, insecure, one MQTT connection that carries
-every node's reports (:class:`node.mqtt.NodeMqtt` with several members; secure, each node has
-its own broker account and connection, so the ACL still keeps it to its own state topic, and
-only the first of them subscribes to the control and status topics, for all).
+ZeroMQ context (one I/O thread), one event loop and one MQTT connection per broker account that
+carries its nodes' reports (:class:`node.mqtt.NodeMqtt` with several members). Insecure, and
+secure under ``gossip up`` (whose host process has one account, allowed to publish exactly its
+own nodes' state: :func:`coordinator.mqtt_auth.acl_grants`), that is one connection per
+process. Nodes that got accounts of their own (``node-<id>``: a host of hand-made keys) keep a
+connection each, and only the first of them subscribes to the control and status topics.
 
 Names and addresses: node i of a host named ``NAME`` is ``NAME-i``; with a fixed port
 (``--bind tcp://HOST:PORT``) node i binds ``PORT + i``, so a restarted host gets its nodes'
@@ -283,10 +285,11 @@ def _skewed(offset: float) -> Callable[[], float]:
 
 
 def _mqtt_links(nodes: Sequence[Node], ca: Path | None = None) -> list[NodeMqtt | None]:
-    """The MQTT connection of each node: one per distinct broker account.
+    """The MQTT connection of each node: one per distinct broker account (broker URL).
 
-    Insecure, every node's bootstrap has the same broker URL, so one connection reports them
-    all. Secure, each node has its own account (``node-<id>``), and the broker's ACL lets it
+    Insecure, or secure with a host account (``host-<j>``, which may publish the state of all
+    the process's nodes), every node's bootstrap has the same broker URL, so one connection
+    reports them all. With accounts of their own (``node-<id>``), the broker's ACL lets each
     publish only its own state: then each node keeps a connection of its own to publish, but
     only the first subscribes to the control and status topics, for the whole process
     (:meth:`node.mqtt.NodeMqtt.follow`).

@@ -7,8 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.mqtt_auth import (
+    account_of,
     acl_grants,
     filter_within,
+    host_blocks,
     may,
     mosquitto_acl,
     mosquitto_password_line,
@@ -17,6 +19,7 @@ from coordinator.mqtt_auth import (
     topic_matches,
     verify_password,
 )
+from coordinator.node_commands import host_sizes
 from gossip.errors import ConfigError
 from gossip.files.keys import mqtt_password
 
@@ -77,3 +80,28 @@ def test_passwords_verify_against_the_mosquitto_hashes() -> None:
     assert not verify_password("$7$101$bm90$%%%", "x")  # not base64: no password matches
     with pytest.raises(ConfigError, match="'bob'"):
         parse_password_file("bob:plain\n")
+
+
+@given(nodes=st.integers(1, 300), per_process=st.integers(2, 70))
+def test_a_host_account_writes_exactly_the_state_of_the_nodes_its_process_holds(
+    nodes: int, per_process: int
+) -> None:
+    blocks = host_blocks(nodes, per_process)
+    # The launcher's split: host j holds the next host_sizes[j] ids, all of them once.
+    assert [len(b) for b in blocks] == host_sizes(nodes, per_process)
+    assert [k for b in blocks for k in b] == list(range(nodes))
+    acl = acl_grants(nodes, per_process)
+    assert not any(user.startswith("node-") for user in acl)  # no per-node accounts left
+    for j, block in enumerate(blocks):
+        user = f"host-{j}"
+        assert {account_of(k, nodes, per_process) for k in block} == {user}
+        for other in {0, nodes - 1, block[0] - 1, block[-1] + 1, *block}:
+            topic = f"gossip/x/node/{other}/state"
+            assert may(acl, user, topic, "write") == (other in block), (user, other)
+            assert not may(acl, user, topic, "read")
+        assert may(acl, user, "gossip/x/control", "subscribe")
+        assert may(acl, user, "gossip/x/coordinator/status", "read")
+        assert not may(acl, user, "gossip/x/control", "write")
+        assert not may(acl, user, "gossip/x/node/+/state", "subscribe")
+    assert account_of(nodes, nodes, per_process) == f"node-{nodes}"  # a joiner: its own
+    assert parse_acl(mosquitto_acl(nodes, per_process)) == acl

@@ -26,6 +26,7 @@ from coordinator.broker import (
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.mqtt_auth import write_broker_auth
 from coordinator.registry import Ready, Registry
+from coordinator.security import Security
 from gossip.files.keys import COORDINATOR, OPERATOR, init_keys, load_mqtt_secret, mqtt_password
 from gossip.wire.schema import Bootstrap, Register, decode, encode
 
@@ -67,6 +68,65 @@ def test_bootstraps_carry_the_neighbours_keys_and_each_nodes_own_mqtt_login(
     assert (url.username, url.password) == ("node-1", mqtt_password(secret, "node-1"))
     coordinator = urlsplit(plan.security.coordinator_broker(config.broker))
     assert coordinator.username == COORDINATOR
+
+
+def test_in_host_mode_each_node_gets_its_host_processs_login() -> None:
+    # gossip up --nodes-per-process 4 with 10 nodes: hosts of 4, 3 and 3 nodes.
+    security = Security("pub", "sec", {}, mqtt_secret="s", nodes=10, per_process=4)
+    users = [urlsplit(security.node_broker("mqtt://h:1883", k)).username for k in range(10)]
+    assert users == ["host-0"] * 4 + ["host-1"] * 3 + ["host-2"] * 3
+    # One URL per process, hence one connection (node.host._mqtt_links).
+    assert len({security.node_broker("mqtt://h:1883", k) for k in range(4, 7)}) == 1
+    password = urlsplit(security.node_broker("mqtt://h:1883", 5)).password
+    assert password == mqtt_password("s", "host-1")
+
+
+async def _embedded(
+    kind: str, tmp_path: Path, per_process: int
+) -> AsyncIterator[tuple[RunningBroker, str]]:
+    secret = "k" * 32
+    auth = BrokerAuth(*write_broker_auth(tmp_path / "mqtt", secret, 10, per_process))
+    if kind == "mosquitto":
+        async with mosquitto_broker(require_mosquitto(), auth=auth) as broker:
+            yield broker, secret
+    else:
+        async with amqtt_broker(auth=auth) as broker:
+            yield broker, secret
+
+
+@pytest.fixture(params=[pytest.param("mosquitto", marks=pytest.mark.broker), "amqtt"])
+async def host_broker(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[RunningBroker, str]]:
+    """Each embedded broker in turn, with the accounts of 10 nodes, 4 per process."""
+    async for pair in _embedded(request.param, tmp_path, 4):
+        yield pair
+
+
+async def test_a_host_account_publishes_its_own_nodes_state_and_no_other_processs(
+    host_broker: tuple[RunningBroker, str],
+) -> None:
+    broker, secret = host_broker
+    async with _client(broker, secret, COORDINATOR, "watch") as watch:
+        await watch.subscribe("gossip/#")
+        async with _client(broker, secret, "host-1", "h1") as h1:  # nodes 4, 5 and 6
+            for node in (3, 7, 0):  # host-0's last, host-2's first, and another
+                await h1.publish(f"gossip/c/node/{node}/state", b"forged", qos=1)  # dropped
+            await h1.publish("gossip/c/control", b"forged", qos=1)
+            for node in (4, 6):
+                await h1.publish(f"gossip/c/node/{node}/state", b"mine", qos=1)
+        got = []
+        async with asyncio.timeout(10):
+            async for message in watch.messages:
+                got.append((message.topic.value, message.payload))
+                if len(got) == 2:
+                    break
+        # Per-publisher order: had any forged message got through, it came first.
+        assert got == [("gossip/c/node/4/state", b"mine"), ("gossip/c/node/6/state", b"mine")]
+    # In host mode the nodes have no accounts of their own.
+    with pytest.raises(aiomqtt.MqttCodeError, match="Not authorized"):
+        async with _client(broker, secret, "node-4", "n4"):
+            pass
 
 
 @pytest.fixture(params=[pytest.param("mosquitto", marks=pytest.mark.broker), "amqtt"])
