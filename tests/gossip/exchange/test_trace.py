@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gossip.errors import ConfigError
@@ -51,6 +51,9 @@ def test_every_sample_is_the_state_between_the_jumps_around_it(
         trace.before_jump(ledger, t)
         ledger.add_values(0, [dx], [dz], t)
         applied.append((t, dx, dz))
+    # A jump on a grid time up to rounding (1.0 + 1.0 against 1/3 + 5/3) is on either side of
+    # it, depending on how its time was summed: the rule is for a jump clearly before or after.
+    assume(all(abs(when / step - round(when / step)) > 1e-9 for when, _, _ in applied))
     trace.finish(ledger, t + 1.0)
     samples = trace.take()
     assert [row[0] for row in samples] == [k * step for k in range(len(samples))]
