@@ -70,6 +70,7 @@ from gossip.model.values import error_floor
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
 log = logging.getLogger(__name__)
+_TRAIN_BAND_LIMIT = 300.0  # seconds before the training band's child process is killed
 _RESUME_WAIT = 1.0  # seconds, once connected, to wait for a retained status before a fresh run
 
 
@@ -100,6 +101,7 @@ class Coordinator:
         self.config = config
         self.state = state
         self.plan = plan
+        self._band_done = asyncio.Event()  # the training band's simulation ended, either way
         self.state.broker.kind = broker_kind
         self.log = RunLog(config.metrics_file)
         self.bound = asyncio.Event()
@@ -184,6 +186,8 @@ class Coordinator:
                 background.append(tg.create_task(self._link.run(), name="mqtt-link"))
             if self.config.dashboard_port is not None:
                 background.append(tg.create_task(self._dashboard(), name="dashboard"))
+            if self.state.training is not None and self.config.training_runs > 0:
+                background.append(tg.create_task(self._training_band(), name="training-band"))
             try:
                 if self._link is not None and self.config.resume:
                     await self._try_resume()
@@ -207,6 +211,53 @@ class Coordinator:
                     self._link.stop()
                 for task in background:
                     task.cancel()
+
+    async def _training_band(self) -> None:
+        """Simulate the training run's settings on its grid (the band and the runs its accuracy
+        is judged among), in a child process, while the nodes train."""
+        from coordinator.offload import offload
+        from coordinator.train_measure import simulate_train_band, train_grid
+
+        tracker = self.state.training
+        assert tracker is not None
+        runs = self.config.training_runs
+        band_runs = max(1, runs // 3)
+        # The nodes sample their models once per report period: the live grid's step.
+        step = self.plan.rate * self.plan.metrics_period
+        tracker.band_status = "pending"
+        started = time.monotonic()
+        try:
+            # To the run's timeout at most: simulated t past its end would only cost.
+            timeout = self.config.run_timeout
+            t_end = math.inf if timeout is None else self.plan.rate * timeout
+            grid = train_grid(step, self.plan.topology.n, runs, t_end)
+            async with asyncio.timeout(_TRAIN_BAND_LIMIT):
+                # Nice 10, not 19: the summary's verdict waits for it, and at 19 every other
+                # job of a busy machine would come first. The nodes still come first.
+                band = await offload(
+                    10,
+                    simulate_train_band,
+                    tracker.problem,
+                    tracker.recipe.algorithm,
+                    grid,
+                    band_runs,
+                    runs - band_runs,
+                    tracker.recipe.seed,
+                )
+        except TimeoutError:
+            tracker.band_status = f"unavailable: the simulation took over {_TRAIN_BAND_LIMIT:.0f} s"
+        except (GossipError, OSError) as exc:
+            tracker.band_status = f"unavailable: {exc}"
+        else:
+            tracker.band, tracker.band_status = band, "ready"
+            log.info(
+                "simulator band for the training run: %d runs to t = %g in %.1f s",
+                runs,
+                band.t[-1],
+                time.monotonic() - started,
+            )
+        finally:
+            self._band_done.set()
 
     async def _dashboard(self) -> None:
         try:
@@ -378,6 +429,10 @@ class Coordinator:
             self.config.stop_timeout, lambda: link.send_stop(run_id)
         )
         self._check_lan()  # a run shorter than the nodes' round-trip window: the finals have it
+        if self.state.training is not None and self.config.training_runs > 0:
+            # The verdict on the accuracy curve needs the simulator's runs: wait for them.
+            self.state.set_phase("stopping", "waiting for the simulator's runs of the training")
+            await self._band_done.wait()
         summary = self._finish(reason)
         self._publish_status(summary)
         await self._drain()
@@ -441,6 +496,8 @@ class Coordinator:
             final = finish_optimization(state.optimization, latest, final, time.time())
         if state.training is not None and final is not None and final.complete:
             state.training.finish(final.t, np.array(final.values, dtype=np.float64))
+        if state.training is not None:
+            state.training.judge()
         summary = run_summary(state, self.plan, final, self._pace, reason, self._finals_wait)
         state.final = final
         state.runs.append(summary)

@@ -12,6 +12,14 @@ The cost stays bounded: a training node reports (and samples its trace) at most 
 :data:`coordinator.config.TRAINING_REPORT_PERIOD` seconds, longer for a model whose reports
 would pass :data:`REPORT_BYTES_PER_S` over all nodes (:func:`report_period`), and scoring one
 grid time is one forward pass per node on the test rows.
+
+**The simulator's band.** The exact simulator of the same settings (``gossip train``,
+:func:`gossip.train.trainer.run_training`) runs the model's own runs on the live run's grid
+of t (:func:`simulate_train_band`, in a child process): their 5/50/95% quantiles of the
+accuracy, the loss and the consensus are the dashboard's band, and further, independent runs
+are what :func:`coordinator.agreement.training_agreement` places the live accuracy curve
+among. Its cost is bounded: the runs times the nodes times the band's last t stay within
+:data:`TRAIN_BAND_BUDGET` (:func:`train_grid`), so a long run's band covers its start only.
 """
 
 from __future__ import annotations
@@ -26,12 +34,38 @@ from numpy.typing import NDArray
 
 from coordinator.exact_curve import Measure
 from coordinator.metrics import estimate
+from gossip.errors import ConfigError
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
+    from coordinator.agreement import Agreement
     from gossip.train.recipe import Recipe
+    from gossip.train.scores import TrainingResult
     from gossip.train.trainer import TrainingProblem
 
-__all__ = ["REPORT_BYTES_PER_S", "TrainPoint", "TrainTracker", "report_period"]
+__all__ = [
+    "BAND_METRICS",
+    "REPORT_BYTES_PER_S",
+    "TRAINING_ALPHA",
+    "TRAIN_BAND_BUDGET",
+    "TrainBand",
+    "TrainPoint",
+    "TrainTracker",
+    "report_period",
+    "simulate_train_band",
+    "train_grid",
+    "verdict_alpha",
+]
+
+TRAIN_BAND_BUDGET = 150_000.0
+"""Units of t simulated for a training run's band, summed over its runs and its nodes, at
+the most (about a minute of one core for the MLP on digits)."""
+
+TRAINING_ALPHA = 0.02
+"""The false-alarm rate at which the summary judges a live accuracy curve typical
+(:meth:`coordinator.agreement.Agreement.typical`), with enough runs (:func:`verdict_alpha`)."""
+
+BAND_METRICS = ("accuracy", "loss", "consensus")
+"""The figures the dashboard draws with the simulator's band."""
 
 REPORT_BYTES_PER_S = 4_000_000
 """The reports' bytes per second over all the nodes of a training run, at the most."""
@@ -91,6 +125,47 @@ class TrainTracker:
         self.points: list[TrainPoint] = []
         self.final: TrainPoint | None = None
         self.t_target: float | None = None  # the first grid time at or above the target
+        self.band: TrainBand | None = None  # the simulator's runs (set by the coordinator)
+        self.band_status = "off"  # off, pending, ready or "unavailable: <why>"
+        self.agreement: Agreement | None = None  # the live accuracy curve among them
+
+    def judge(self) -> Agreement | None:
+        """Place the live accuracy curve among the simulator's runs (``None``: no band).
+
+        The rule is :func:`coordinator.agreement.training_agreement`'s; the verdict is kept
+        in :attr:`agreement` and goes to the summary.
+        """
+        if self.band is None:
+            return None
+        from coordinator.agreement import training_agreement
+
+        live = [(p.t, p.accuracy) for p in self.points]
+        self.agreement = training_agreement(live, self.band.band, self.band.null)
+        return self.agreement
+
+    def agreement_summary(self) -> dict[str, Any]:
+        """The verdict for the summary: the share of points inside the band, the offset, their
+        p-values among the model's own runs, and ``typical`` (``None``: unknown, and why)."""
+        ag = self.agreement
+        if ag is None or not len(ag.t):
+            why = self.band_status if self.band_status != "ready" else "no live point on its grid"
+            return {"typical": None, "status": why}
+        runs = self.band.band.runs if self.band is not None else 0
+        null = self.band.null.runs if self.band is not None else 0
+        alpha = verdict_alpha(null)
+        return {
+            "typical": ag.typical(alpha),
+            "alpha": alpha,
+            "points": len(ag.t),
+            "t_max": float(ag.t[-1]),
+            "inside": ag.inside,
+            "offset_decades": None if math.isnan(ag.log_ratio_median) else ag.log_ratio_median,
+            "p_inside": None if math.isnan(ag.p_inside) else ag.p_inside,
+            "p_offset": None if math.isnan(ag.p_offset) else ag.p_offset,
+            "runs": runs,
+            "null_runs": null,
+            "status": "judged",
+        }
 
     def score(self, t: float, xs: NDArray[np.float64]) -> TrainPoint:
         """Score every node's parameters ``xs`` (shape ``(n, d)``) at ``t``."""
@@ -146,9 +221,106 @@ class TrainTracker:
             "until_accuracy": self.target,
             "t_to_accuracy": self.t_target,
             "points": len(self.points),
+            "agreement": self.agreement_summary(),
         }
 
     def as_dict(self, limit: int | None = None) -> dict[str, Any]:
         """The summary and the scored points (the latest ``limit``), for the dashboard."""
         points = self.points if limit is None else self.points[-limit:]
-        return {**self.summary(), "curve": [p.as_list() for p in points]}
+        return {
+            **self.summary(),
+            "curve": [p.as_list() for p in points],
+            "band_status": self.band_status,
+        }
+
+
+def train_grid(
+    step: float,
+    n: int,
+    runs: int,
+    t_end: float = math.inf,
+    budget: float = TRAIN_BAND_BUDGET,
+) -> NDArray[np.float64]:
+    """Return the band's grid: the live grid ``k * step`` from 0 to ``t_end`` (the run's
+    timeout), and no further than ``runs * n * t <= budget`` (at least two points).
+
+    Examples
+    --------
+    >>> train_grid(2.5, 8, 90, t_end=30.0).tolist()[-3:]
+    [25.0, 27.5, 30.0]
+    >>> train_grid(40.0, 8, 150).tolist()[-1]  # the budget: 150 runs of 8 nodes to t = 120
+    120.0
+    """
+    if not (math.isfinite(step) and step > 0 and n >= 1 and runs >= 1):
+        raise ConfigError(f"the band needs step > 0, n >= 1 and runs >= 1; got {step}, {n}, {runs}")
+    last = max(1, int(min(t_end, budget / (runs * n)) / step + 1e-9))
+    return step * np.arange(last + 1, dtype=np.float64)
+
+
+def verdict_alpha(null_runs: int) -> float:
+    """The false-alarm rate the summary judges at: :data:`TRAINING_ALPHA`, or the least at
+    which ``null_runs`` runs can fail a curve at all (``2.5 / (null_runs + 1)``).
+
+    A verdict among ``N`` runs has p-values of at least ``1 / (N + 1)`` (``2 / (N + 1)`` for the
+    two-sided offset): below that alpha it would pass any curve.
+
+    Examples
+    --------
+    >>> verdict_alpha(200), round(verdict_alpha(60), 3)
+    (0.02, 0.041)
+    """
+    return max(TRAINING_ALPHA, 2.5 / (null_runs + 1))
+
+
+@dataclass(frozen=True, eq=False)
+class TrainBand:
+    """The simulator's runs of a training run's settings on the live grid.
+
+    ``band`` and ``null`` are two independent sets of runs (seeds ``seed + 1`` and
+    ``seed + 2``: neither holds the live run's own streams): the first gives the quantiles
+    drawn, the second the runs a live curve is placed among.
+    """
+
+    band: TrainingResult
+    null: TrainingResult
+
+    @property
+    def t(self) -> NDArray[np.float64]:
+        """The grid of t."""
+        return self.band.t_grid
+
+    def as_dict(self) -> dict[str, Any]:
+        """The 5/50/95% quantiles of :data:`BAND_METRICS`, JSON-ready (unknown: ``None``)."""
+        out: dict[str, Any] = {"t": self.t.tolist(), "runs": self.band.runs}
+        for metric in BAND_METRICS:
+            low, high = self.band.band(metric)
+            middle = self.band.median(metric)
+            out[metric] = {
+                name: [_known(v) for v in values]
+                for name, values in (("q05", low), ("q50", middle), ("q95", high))
+            }
+        return out
+
+
+def simulate_train_band(
+    problem: TrainingProblem,
+    algorithm: str,
+    t_grid: NDArray[np.float64],
+    runs: int,
+    null_runs: int,
+    seed: int,
+) -> TrainBand:
+    """Simulate ``runs`` and ``null_runs`` runs of ``algorithm`` on ``problem`` at ``t_grid``.
+
+    Blocking and CPU-bound (about 0.3 ms per node and unit of t for the MLP on digits): the
+    coordinator runs it in a child process (:func:`coordinator.offload.offload`).
+    """
+    from gossip.train.trainer import run_training
+
+    band = run_training(problem, [algorithm], t_grid, runs, seed + 1)[algorithm]
+    null = run_training(problem, [algorithm], t_grid, null_runs, seed + 2)[algorithm]
+    return TrainBand(band, null)
+
+
+def _known(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
