@@ -217,6 +217,11 @@ class BandKeeper:
         """Start the live run's band if it is due and everything it needs is known."""
         record = self.archive.live
         state = self.state
+        if record is not None and state.training is not None:
+            # A training run's band is the coordinator's own (its accuracy, loss and consensus,
+            # coordinator.train_measure): the runs table shows how that one stands.
+            record.band_status = state.training.band_status
+            return
         if (
             self.max_runs <= 0
             or self.spawn is None

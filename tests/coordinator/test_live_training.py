@@ -40,6 +40,7 @@ async def _up(
             json_path=tmp_path / "run.json",
             training=recipe,
             until_accuracy=until_accuracy,
+            training_runs=0,  # no simulator band: the verdict has a test of its own below
         ),
         log_dir=tmp_path / "logs",
         broker=broker,
