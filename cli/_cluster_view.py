@@ -428,7 +428,7 @@ def _training_verdict(agreement: dict[str, Any]) -> str:
     word = "typical" if agreement["typical"] else "ATYPICAL"
     offset = agreement["offset_decades"]
     return (
-        f"{word} of the model's {agreement['null_runs']} runs (alpha {agreement['alpha']:g}): "
+        f"{word} of the model's {agreement['null_runs']} runs (alpha {agreement['alpha']:.2g}): "
         f"{agreement['inside']:.0%} of {agreement['points']} points to t = "
         f"{agreement['t_max']:g} in its 5-95% band (p = {agreement['p_inside']:.3f}), "
         "test error offset "
