@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,11 +18,14 @@ import numpy as np
 import pytest
 from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 
+from coordinator.config import CoordinatorConfig, prepare
+from coordinator.dashboard.band import BandKeeper
 from coordinator.dashboard.feed import Client, Feed, training_view
 from coordinator.dashboard.runs import RunArchive
 from coordinator.dashboard.synthetic import SyntheticCluster
 from coordinator.state import ClusterState
 from coordinator.train_measure import TrainBand, TrainPoint, TrainTracker, simulate_train_band
+from gossip.errors import ConfigError
 from gossip.train.recipe import Recipe
 from gossip.train.trainer import run_once
 
@@ -165,3 +169,26 @@ async def test_the_page_draws_accuracy_loss_and_consensus_with_the_band_and_the_
                 assert tab.errors() == []
         finally:
             stop.set()
+
+
+def test_the_runs_table_shows_the_training_bands_status_not_a_gossip_band() -> None:
+    cluster = SyntheticCluster("cycle:4", "arg", rate=100.0, seed=1, run_id="train")
+    state, tracker = _training_state(cluster)
+    archive = RunArchive()
+    archive.follow(state)
+    keeper = BandKeeper(state, archive, max_runs=8)
+    started: list[str] = []
+    keeper.spawn = lambda work, name: started.append(name)
+    tracker.band_status = "pending"
+    keeper.maybe_start()
+    assert archive.live is not None
+    assert archive.live.band_status == "pending"
+    assert started == []  # no gossip band is simulated for a training run
+
+
+def test_a_training_run_with_too_few_simulator_runs_is_refused() -> None:
+    config = CoordinatorConfig(graph="cycle:4", training=RECIPE, training_runs=2)
+    with pytest.raises(
+        ConfigError, match=re.escape("training_runs must be 0 (no band) or >= 3, got 2")
+    ):
+        prepare(config)
