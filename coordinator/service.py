@@ -70,7 +70,6 @@ from gossip.model.values import error_floor
 __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from coordinator.config
 
 log = logging.getLogger(__name__)
-_TRAIN_BAND_LIMIT = 300.0  # seconds before the training band's child process is killed
 _RESUME_WAIT = 1.0  # seconds, once connected, to wait for a retained status before a fresh run
 
 
@@ -213,48 +212,20 @@ class Coordinator:
                     task.cancel()
 
     async def _training_band(self) -> None:
-        """Simulate the training run's settings on its grid (the band and the runs its accuracy
-        is judged among), in a child process, while the nodes train."""
-        from coordinator.offload import offload
-        from coordinator.train_measure import simulate_train_band, train_grid
+        """The simulator's runs of the training run's settings (its band, and the runs its
+        accuracy is judged among), computed while the nodes train."""
+        from coordinator.train_measure import simulate_in_child
 
-        tracker = self.state.training
-        assert tracker is not None
-        runs = self.config.training_runs
-        band_runs = max(1, runs // 3)
-        # The nodes sample their models once per report period: the live grid's step.
-        step = self.plan.rate * self.plan.metrics_period
-        tracker.band_status = "pending"
-        started = time.monotonic()
+        assert self.state.training is not None
+        timeout = self.config.run_timeout
         try:
-            # To the run's timeout at most: simulated t past its end would only cost.
-            timeout = self.config.run_timeout
-            t_end = math.inf if timeout is None else self.plan.rate * timeout
-            grid = train_grid(step, self.plan.topology.n, runs, t_end)
-            async with asyncio.timeout(_TRAIN_BAND_LIMIT):
-                # Nice 10, not 19: the summary's verdict waits for it, and at 19 every other
-                # job of a busy machine would come first. The nodes still come first.
-                band = await offload(
-                    10,
-                    simulate_train_band,
-                    tracker.problem,
-                    tracker.recipe.algorithm,
-                    grid,
-                    band_runs,
-                    runs - band_runs,
-                    tracker.recipe.seed,
-                )
-        except TimeoutError:
-            tracker.band_status = f"unavailable: the simulation took over {_TRAIN_BAND_LIMIT:.0f} s"
-        except (GossipError, OSError) as exc:
-            tracker.band_status = f"unavailable: {exc}"
-        else:
-            tracker.band, tracker.band_status = band, "ready"
-            log.info(
-                "simulator band for the training run: %d runs to t = %g in %.1f s",
-                runs,
-                band.t[-1],
-                time.monotonic() - started,
+            await simulate_in_child(
+                self.state.training,
+                # The nodes sample their models once per report period: the live grid's step.
+                self.plan.rate * self.plan.metrics_period,
+                self.config.training_runs,
+                # To the run's timeout at most: simulated t past its end would only cost.
+                math.inf if timeout is None else self.plan.rate * timeout,
             )
         finally:
             self._band_done.set()

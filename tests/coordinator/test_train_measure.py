@@ -14,6 +14,7 @@ from coordinator.train_measure import (
     TrainPoint,
     TrainTracker,
     report_period,
+    simulate_in_child,
     simulate_train_band,
     train_grid,
     verdict_alpha,
@@ -134,3 +135,19 @@ def test_the_band_stops_at_the_runs_timeout_or_its_cost_budget() -> None:
     assert len(train_grid(40.0, 8, 150, budget=1.0)) == 2  # never less than two points
     with pytest.raises(ConfigError, match="step > 0"):
         train_grid(0.0, 8, 150)
+
+
+async def test_the_band_is_computed_in_a_child_process_and_a_failure_is_its_status() -> None:
+    tracker = TrainTracker(_RECIPE, _RECIPE.problem("cycle:4"))
+    await simulate_in_child(tracker, 4.0, 6, t_end=8.0)
+    assert tracker.band_status == "ready"
+    assert tracker.band is not None
+    assert tracker.band.t.tolist() == [0.0, 4.0, 8.0]
+    assert (tracker.band.band.runs, tracker.band.null.runs) == (2, 4)
+    # The same runs as in this process: the child simulates, nothing else.
+    here = simulate_train_band(tracker.problem, "a2cid2", tracker.band.t, 2, 4, 0)
+    np.testing.assert_array_equal(here.null.curves["loss"], tracker.band.null.curves["loss"])
+    failed = TrainTracker(_RECIPE, _RECIPE.problem("cycle:4"))
+    await simulate_in_child(failed, 0.0, 6, t_end=8.0)
+    assert failed.band is None
+    assert failed.band_status.startswith("unavailable: the band needs step > 0"), failed.band_status
