@@ -13,12 +13,13 @@ The cost stays bounded: a training node reports (and samples its trace) at most 
 would pass :data:`REPORT_BYTES_PER_S` over all nodes (:func:`report_period`), and scoring one
 grid time is one forward pass per node on the test rows.
 
-**The simulator's band.** The exact simulator of the same settings (``gossip train``,
-:func:`gossip.train.trainer.run_training`) runs the model's own runs on the live run's grid
-of t (:func:`simulate_train_band`, in a child process): their 5/50/95% quantiles of the
-accuracy, the loss and the consensus are the dashboard's band, and further, independent runs
-are what :func:`coordinator.agreement.training_agreement` places the live accuracy curve
-among. Its cost is bounded: the runs times the nodes times the band's last t stay within
+**The simulator's band.** The exact simulator of the same settings (``gossip train``'s
+:func:`gossip.train.trainer.run_once`) runs the model's own runs on the live run's grid of t,
+from the live run's start and with its mini-batches, each with a timing of its own
+(:func:`simulate_train_band`, in a child process): their 5/50/95% quantiles of the accuracy,
+the loss and the consensus are the dashboard's band, and further, independent runs are what
+:func:`coordinator.agreement.training_agreement` places the live accuracy curve among. Its
+cost is bounded: the runs times the nodes times the band's last t stay within
 :data:`TRAIN_BAND_BUDGET` (:func:`train_grid`), so a long run's band covers its start only.
 """
 
@@ -68,8 +69,9 @@ TRAIN_BAND_LIMIT = 300.0
 """Seconds the band's child process may take; the run's summary waits for it that long."""
 
 TRAINING_ALPHA = 0.02
-"""The false-alarm rate at which the summary judges a live accuracy curve typical
-(:meth:`coordinator.agreement.Agreement.typical`), with enough runs (:func:`verdict_alpha`)."""
+"""The p-value under which the summary calls a live accuracy curve atypical
+(:meth:`coordinator.agreement.Agreement.typical`; a false alarm at most about ``2 alpha`` of
+the time), given enough runs (:func:`verdict_alpha`)."""
 
 BAND_METRICS = ("accuracy", "loss", "consensus")
 """The figures the dashboard draws with the simulator's band."""
