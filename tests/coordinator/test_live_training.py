@@ -106,13 +106,13 @@ async def test_the_nodes_train_the_mlp_until_the_average_model_reaches_the_accur
 
 
 @pytest.mark.broker
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)  # about 45 s; the rest is for a machine loaded far beyond its cores
 async def test_the_live_accuracy_curve_is_typical_of_the_simulators_runs_of_its_settings(
     mosquitto: RunningBroker, tmp_path: Path
 ) -> None:
     # rate 1.25: one exact point every 2.5 units of t (a report period of 2 s), so the
     # accuracy's rise (0.1 to 0.8 by t = 30 at lr 0.2) is judged on a dozen points, among 60
-    # of the simulator's runs (30 more draw the band). 90 runs to t = 50: about 15 s of CPU.
+    # of the simulator's runs (30 more draw the band). 90 runs to t = 37.5: about 10 s of CPU.
     # The run stops on the exact curve's accuracy, not on a wall-clock deadline.
     recipe = Recipe("mlp:16", "digits", "iid:0", "a2cid2", lr=0.2)
     config = UpConfig(
@@ -128,7 +128,7 @@ async def test_the_live_accuracy_curve_is_typical_of_the_simulators_runs_of_its_
         ),
         log_dir=tmp_path / "logs",
         broker=mosquitto.url,
-        timeout=40.0,  # t = 50: the band's last t
+        timeout=30.0,  # t = 37.5: the band's last t
     )
     holder: dict[str, ClusterState] = {}
 
@@ -142,7 +142,7 @@ async def test_the_live_accuracy_curve_is_typical_of_the_simulators_runs_of_its_
     assert tracker is not None
     assert tracker.band_status == "ready", tracker.band_status
     assert tracker.band is not None
-    assert tracker.band.t[-1] == 50.0
+    assert tracker.band.t[-1] == 37.5
     agreement = tracker.agreement
     assert agreement is not None
     assert len(agreement.t) >= 8, agreement.t
