@@ -410,6 +410,7 @@ def print_summary(
             ("mean accuracy of the nodes' own models", num(train["node_accuracy"], ".4f")),
             ("training loss of the average model", num(train["loss"], ".4g")),
             ("consensus distance (1/n) sum |x_v - xbar|^2", num(train["consensus"], ".3e")),
+            ("accuracy curve against the simulator", _training_verdict(train["agreement"])),
         ]
     if sup is not None:
         rows.append(("restarts", _restarts(sup)))
@@ -418,3 +419,22 @@ def print_summary(
     for key, value in rows:
         table.add_row(key, value)
     plain_console().print(table)
+
+
+def _training_verdict(agreement: dict[str, Any]) -> str:
+    """The training summary's verdict in one cell: typical or not, and its figures."""
+    if agreement["typical"] is None:
+        return f"unknown ({agreement['status']})"
+    word = "typical" if agreement["typical"] else "ATYPICAL"
+    offset = agreement["offset_decades"]
+    return (
+        f"{word} of the model's {agreement['null_runs']} runs (alpha {agreement['alpha']:.2g}): "
+        f"{agreement['inside']:.0%} of {agreement['points']} points to t = "
+        f"{agreement['t_max']:g} in its 5-95% band (p = {agreement['p_inside']:.3f}), "
+        "test error offset "
+        + (
+            "unknown"
+            if offset is None
+            else f"{offset:+.3f} decades (p = {agreement['p_offset']:.3f})"
+        )
+    )

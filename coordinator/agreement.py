@@ -21,10 +21,17 @@ percentiles, :attr:`Agreement.p_inside` and :attr:`Agreement.p_offset`):
 chosen false-alarm rate, on the two things a timing fault changes: the share of points inside
 the band, and the offset from the simulator's median (a cluster that falls behind drifts above
 it).
+
+**A training run** (:func:`training_agreement`) is judged by the same rule on its test error
+``1 - accuracy`` at the live grid times, among runs of the training simulator
+(:func:`gossip.train.trainer.run_training`) of the same settings: a cluster whose nodes take
+fewer gradient steps, or mix less, than the model says lags it, and its test error sits above
+the median.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +44,13 @@ from gossip.errors import ConfigError
 from gossip.graph.topology import Topology
 from gossip.model.algorithms import GossipParams
 
-__all__ = ["Agreement", "Band", "band_agreement", "optimization_agreement"]
+__all__ = [
+    "Agreement",
+    "Band",
+    "band_agreement",
+    "optimization_agreement",
+    "training_agreement",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +191,63 @@ def optimization_agreement(
         else None
     )
     return Band.from_runs(t_arr, band, quantiles, null).judge(err)
+
+
+def training_agreement(
+    live: Sequence[tuple[float, float]],
+    band: Any,
+    null: Any,
+    quantiles: tuple[float, float] = (0.05, 0.95),
+) -> Agreement:
+    """Judge a live training run's test accuracy among the simulator's runs of its settings.
+
+    Parameters
+    ----------
+    live : sequence of (t, accuracy)
+        The live run's measured points; those on the simulator's grid, with a known accuracy,
+        are judged (the others have no simulated counterpart).
+    band, null : TrainingResult
+        Two independent sets of the simulator's runs on one grid of t
+        (:func:`gossip.train.trainer.run_training`): the band's and the ones to place the live
+        curve among.
+    quantiles : (float, float)
+        The band.
+
+    Returns
+    -------
+    Agreement
+        Of the test error ``1 - accuracy`` (``error``, ``low``, ``median``, ``high``): the
+        rule is :class:`Band`'s, the one every live curve is judged by.
+
+    Examples
+    --------
+    >>> from gossip.train.scores import TrainingResult
+    >>> t = np.arange(0.0, 50.0, 10.0)
+    >>> runs = np.array([0.9 - 0.8 * np.exp(-t / s) for s in np.linspace(8, 12, 21)])
+    >>> sims = TrainingResult("a2cid2", t, {"accuracy": runs})
+    >>> middle = training_agreement(list(zip(t, runs[10])), sims, sims)
+    >>> middle.inside, middle.typical(0.2)
+    (1.0, True)
+    >>> lagging = training_agreement(list(zip(t, runs[10] - 0.05)), sims, sims)  # 5 points below
+    >>> lagging.inside, lagging.typical(0.2)
+    (0.0, False)
+    """
+    grid = np.asarray(band.t_grid, dtype=np.float64)
+    keep: list[int] = []
+    accuracy: list[float] = []
+    for t, acc in sorted(live):
+        k = int(np.searchsorted(grid, t - 1e-9 * max(1.0, abs(t))))
+        on_grid = k < len(grid) and np.isclose(grid[k], t, rtol=1e-9)
+        if on_grid and math.isfinite(acc) and (not keep or keep[-1] != k):
+            keep.append(k)
+            accuracy.append(acc)
+    if not keep:
+        return _empty()
+    index = np.array(keep)
+    err = 1.0 - np.array(accuracy, dtype=np.float64)
+    runs = 1.0 - np.asarray(band.curves["accuracy"], dtype=np.float64)[:, index]
+    others = 1.0 - np.asarray(null.curves["accuracy"], dtype=np.float64)[:, index]
+    return Band.from_runs(grid[index], runs, quantiles, others).judge(err)
 
 
 def _measured(

@@ -115,6 +115,11 @@ class CoordinatorConfig:
         A training run (``gossip up --train``, :mod:`gossip.train.recipe`): the nodes train a
         model, each on its own shard; ``t`` counts gradient steps per node and ``rate`` is
         gradient steps per node per second.
+    training_runs : int
+        With ``training``: the simulator's runs behind the band and the verdict
+        (:mod:`coordinator.train_measure`), a third for the band and the rest to judge the live
+        accuracy curve among; 0: neither. The band's last t shrinks as they grow
+        (:data:`~coordinator.train_measure.TRAIN_BAND_BUDGET`).
     """
 
     graph: str = "grid:4x4"
@@ -151,6 +156,7 @@ class CoordinatorConfig:
     split: str = ""
     training: Recipe | None = None
     until_accuracy: float | None = None
+    training_runs: int = 150
 
 
 def _positive(name: str, value: float) -> None:
@@ -176,6 +182,8 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     _positive("--register-timeout", config.register_timeout)
     if config.dim < 1:
         raise ConfigError(f"--dim must be >= 1, got {config.dim}")
+    if config.training_runs != 0 and config.training_runs < 3:
+        raise ConfigError(f"training_runs must be 0 (no band) or >= 3, got {config.training_runs}")
     if not _CLUSTER_NAME.match(config.cluster):
         raise ConfigError(
             f"--cluster {config.cluster!r} is not valid; use 1 to 64 letters, digits, '_', '.', "

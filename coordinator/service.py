@@ -101,6 +101,7 @@ class Coordinator:
         self.config = config
         self.state = state
         self.plan = plan
+        self._band_done = asyncio.Event()  # the training band's simulation ended, either way
         self.state.broker.kind = broker_kind
         self.log = RunLog(config.metrics_file)
         self.bound = asyncio.Event()
@@ -185,6 +186,8 @@ class Coordinator:
                 background.append(tg.create_task(self._link.run(), name="mqtt-link"))
             if self.config.dashboard_port is not None:
                 background.append(tg.create_task(self._dashboard(), name="dashboard"))
+            if self.state.training is not None and self.config.training_runs > 0:
+                background.append(tg.create_task(self._training_band(), name="training-band"))
             try:
                 if self._link is not None and self.config.resume:
                     await self._try_resume()
@@ -208,6 +211,25 @@ class Coordinator:
                     self._link.stop()
                 for task in background:
                     task.cancel()
+
+    async def _training_band(self) -> None:
+        """The simulator's runs of the training run's settings (its band, and the runs its
+        accuracy is judged among), computed while the nodes train."""
+        from coordinator.train_measure import simulate_in_child
+
+        assert self.state.training is not None
+        timeout = self.config.run_timeout
+        try:
+            await simulate_in_child(
+                self.state.training,
+                # The nodes sample their models once per report period: the live grid's step.
+                self.plan.rate * self.plan.metrics_period,
+                self.config.training_runs,
+                # To the run's timeout at most: simulated t past its end would only cost.
+                math.inf if timeout is None else self.plan.rate * timeout,
+            )
+        finally:
+            self._band_done.set()
 
     async def _dashboard(self) -> None:
         try:
@@ -379,6 +401,10 @@ class Coordinator:
             self.config.stop_timeout, lambda: link.send_stop(run_id)
         )
         self._check_lan()  # a run shorter than the nodes' round-trip window: the finals have it
+        if self.state.training is not None and self.config.training_runs > 0:
+            # The verdict on the accuracy curve needs the simulator's runs: wait for them.
+            self.state.set_phase("stopping", "waiting for the simulator's runs of the training")
+            await self._band_done.wait()
         summary = self._finish(reason)
         self._publish_status(summary)
         await self._drain()
@@ -443,6 +469,8 @@ class Coordinator:
             final = finish_optimization(state.optimization, latest, final, time.time())
         if state.training is not None and final is not None and final.complete:
             state.training.finish(final.t, np.array(final.values, dtype=np.float64))
+        if state.training is not None:
+            state.training.judge()
         summary = run_summary(state, self.plan, final, self._pace, reason, self._finals_wait)
         state.final = final
         state.runs.append(summary)

@@ -8,19 +8,15 @@ leaves the band for long is not running the algorithm it claims to.
 It runs in a separate process, at low priority, because the simulator is CPU-bound Python and
 numpy: in a thread it would hold the GIL and stall the coordinator's event loop (and with it the
 registration, the MQTT monitor and this dashboard). It is a plain subprocess
-(``python -m coordinator.dashboard.band``, arguments and result pickled over its pipes), killed
-if the dashboard stops first, so ``gossip up`` never leaves it behind.
+(:func:`coordinator.offload.offload`), killed if the dashboard stops first, so ``gossip up``
+never leaves it behind.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import os
-import pickle
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coordinator.dashboard.runs import Band, RunArchive, RunRecord
+from coordinator.offload import offload
 from coordinator.state import ClusterState
 from gossip.errors import ConfigError, GossipError
 from gossip.graph.topology import Topology
@@ -125,17 +122,6 @@ def simulate_opt_band(
     )
 
 
-def _main() -> None:
-    # The child: arguments come pickled on stdin, the band goes back pickled on stdout. Lowest
-    # priority: on a 2-core machine the band must not steal time from the nodes.
-    with contextlib.suppress(OSError):
-        os.nice(19)
-    kind, args = pickle.loads(sys.stdin.buffer.read())
-    simulate = simulate_opt_band if kind == "optimization" else simulate_band
-    sys.stdout.buffer.write(pickle.dumps(simulate(*args)))
-    sys.stdout.buffer.flush()
-
-
 async def compute_band(
     topology: Topology,
     params: Any,
@@ -154,35 +140,17 @@ async def compute_band(
         ``params`` and ``initial`` are the run's ``ProblemSet`` and ``DualParams`` (see
         :func:`simulate_opt_band`).
 
-    Cancelling the call (for example under ``asyncio.timeout``) kills the child.
+    The child (:func:`coordinator.offload.offload`) runs at the lowest priority: on a 2-core
+    machine the band must not steal time from the nodes. Cancelling the call (for example
+    under ``asyncio.timeout``) kills it.
 
     Raises
     ------
     ConfigError
         If the simulation failed in the child (the message carries the child's last error line).
     """
-    payload = pickle.dumps((kind, (topology, params, initial, t_grid, runs, seed)))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "coordinator.dashboard.band",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await proc.communicate(payload)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    if proc.returncode != 0:
-        lines = err.decode(errors="replace").strip().splitlines()
-        raise ConfigError(
-            f"band simulation failed (exit code {proc.returncode}): "
-            f"{lines[-1] if lines else 'no error output'}"
-        )
-    band = pickle.loads(out)
+    simulate = simulate_opt_band if kind == "optimization" else simulate_band
+    band = await offload(19, simulate, topology, params, initial, t_grid, runs, seed)
     if not isinstance(band, Band):
         raise ConfigError(f"band simulation returned {type(band).__name__}, not a Band")
     return band
@@ -217,6 +185,11 @@ class BandKeeper:
         """Start the live run's band if it is due and everything it needs is known."""
         record = self.archive.live
         state = self.state
+        if record is not None and state.training is not None:
+            # A training run's band is the coordinator's own (its accuracy, loss and consensus,
+            # coordinator.train_measure): the runs table shows how that one stands.
+            record.band_status = state.training.band_status
+            return
         if (
             self.max_runs <= 0
             or self.spawn is None
@@ -299,7 +272,3 @@ class BandKeeper:
         )
         if self.on_ready is not None:
             self.on_ready(record.run_id)
-
-
-if __name__ == "__main__":
-    _main()

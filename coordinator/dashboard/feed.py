@@ -14,6 +14,9 @@ default), and :meth:`Feed.tick` compares the state with what it has already sent
 * the cluster counters and the header's figures (:func:`~.views.headline`; small, always
   sent);
 * for an optimization run, its new measurement rows (``opt``: the objective gap's curve);
+* for a training run, its new scored points (``train``: accuracy, loss and consensus), and a
+  ``band`` event when the simulator's band for it is ready (the page then reloads the
+  snapshot, which holds it);
 * the publish (``walls``) and arrival (``arrivals``) times of the oldest and newest report in
   the batch, from which the page measures the update latency.
 
@@ -53,6 +56,7 @@ __all__ = [
     "activity_levels",
     "membership_events",
     "opt_view",
+    "training_view",
 ]
 
 _log = logging.getLogger(__name__)
@@ -141,6 +145,8 @@ class Feed:
         self.batches_sent = 0
         self.rate_achieved: float | None = None
         self.opt_sent = 0  # optimization rows of the live run already in batches
+        self.train_sent = 0  # training points of the live run already in batches
+        self._train_band = ("off", False)  # the training band's status, and a verdict, as sent
         self._reports: dict[int, int] = {}
         self._samples: collections.deque[tuple[float, int]] = collections.deque()
         self._activity: NDArray[np.float64] | None = None
@@ -176,6 +182,7 @@ class Feed:
         if reset:
             self._reports.clear()
         opt_rows = self._new_opt_rows(reset)
+        train_rows = self._new_train_rows(reset)
         changed = []
         # Publish times (the reports' own wall) and arrival times at the coordinator of the
         # oldest and newest report in the batch: the page measures its latency from both.
@@ -196,6 +203,7 @@ class Feed:
             "summary": headline(state, now, self.rate_achieved),
             "counters": cluster_counters(state, now, self.rate_achieved),
             "opt": opt_rows,
+            "train": train_rows,
             "points": [[_num(p[0]), _num(p[1])] for p in points],
             "exact": [[_num(p[0]), _num(p[1])] for p in exact],
             "nodes": changed,
@@ -215,6 +223,13 @@ class Feed:
             else:
                 self.broadcast("batch", json.dumps(batch, allow_nan=False))
                 self.batches_sent += 1
+        training = state.training
+        if training is not None:
+            # The band ready, or the verdict on the finished run: rare, and the snapshot has them.
+            band = (training.band_status, training.agreement is not None)
+            if band != self._train_band:
+                self._train_band = band
+                self.broadcast("band", json.dumps({"run_id": batch["run"], "kind": "training"}))
         return batch
 
     def broadcast(self, event: str, data: str) -> None:
@@ -232,6 +247,17 @@ class Feed:
             return []
         new = [p.as_list() for p in rows[self.opt_sent :]]
         self.opt_sent = len(rows)
+        return new
+
+    def _new_train_rows(self, reset: bool) -> list[list[float | None]]:
+        """The training points scored since the last tick (as :meth:`_new_opt_rows`)."""
+        training = self.state.training
+        points = [] if training is None else training.points
+        if reset or len(points) < self.train_sent:
+            self.train_sent = len(points)
+            return []
+        new = [[_num(v) for v in p.as_list()] for p in points[self.train_sent :]]
+        self.train_sent = len(points)
         return new
 
     def _measure_rate(self, now: float) -> None:
@@ -301,6 +327,21 @@ def opt_view(state: ClusterState, upto: int) -> dict[str, Any] | None:
         "history": [p.as_list() for p in kept],
         "final": None if opt.final is None else opt.final.as_list(),
     }
+
+
+def training_view(state: ClusterState, upto: int) -> dict[str, Any] | None:
+    """A training run's settings, figures, verdict, its points ``[:upto]`` (``[t, loss,
+    accuracy, node_accuracy, consensus, wall]``; unknown: ``None``) and the simulator's band
+    (``None`` until ready; ``band_status`` says why). ``None`` for a run that does not train.
+    """
+    training = state.training
+    if training is None:
+        return None
+    view = training.summary()
+    view["curve"] = [[_num(v) for v in p.as_list()] for p in training.points[:upto]]
+    view["band_status"] = training.band_status
+    view["band"] = None if training.band is None else training.band.as_dict()
+    return view
 
 
 def _num(value: float) -> float | None:

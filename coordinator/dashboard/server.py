@@ -43,7 +43,13 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator.dashboard.band import BandKeeper
-from coordinator.dashboard.feed import Client, Feed, membership_events, opt_view
+from coordinator.dashboard.feed import (
+    Client,
+    Feed,
+    membership_events,
+    opt_view,
+    training_view,
+)
 from coordinator.dashboard.layout import GraphLayout, graph_layout
 from coordinator.dashboard.prometheus import make_registry
 from coordinator.dashboard.runs import RunArchive, RunRecord
@@ -289,6 +295,9 @@ class Dashboard:
             # dual_drift, wall] rows over the whole run; the error curve above is then the
             # distance to x*. Feed batches carry the rows that follow (``opt``).
             "optimization": opt_view(state, self.feed.opt_sent),
+            # Training runs: the scored points so far (batches carry the ones that follow,
+            # ``train``) and the simulator's band of accuracy, loss and consensus.
+            "training": training_view(state, self.feed.train_sent),
         }
 
     def layout(self) -> GraphLayout | None:

@@ -44,6 +44,12 @@
     const gd = document.getElementById("error-chart");
     return gapTrace < 0 || !gd.data ? 0 : gd.data[gapTrace].x.length;
   };
+  // Points of a training run's accuracy curve, and whether the simulator's band is drawn.
+  dash.trainPoints = () => {
+    const gd = document.getElementById("train-accuracy");
+    return trainLive < 0 || !gd.data ? 0 : gd.data[trainLive].x.length;
+  };
+  dash.trainBand = () => trainBandRuns;
   dash.graphNodes = () => document.querySelectorAll("#graph-chart circle.node").length;
   dash.rowsOnScreen = () => [...rowEls.values()].filter((el) => el.visible).length;
 
@@ -54,6 +60,8 @@
   let exactTrace = new Map(); // run id -> index of its exact curve in the error chart
   let theoryTrace = -1;
   let gapTrace = -1;     // index of the objective gap's curve (optimization runs), or -1
+  let trainLive = -1;    // index of the live curve in each training chart, or -1 (no training)
+  let trainBandRuns = 0; // simulated runs behind the training charts' band (0: none drawn)
   let liveRun = "";
   let levels = [];
   let pending = null;    // what the next frame must draw
@@ -118,6 +126,7 @@
       levels = snap.edge_levels.slice();
       buildHeader(snap);
       buildErrorChart(snap);
+      buildTraining(snap);
       buildGraph(snap);
       buildTable(snap);
       buildRuns(snap);
@@ -298,6 +307,109 @@
   function hexAlpha(hex, a) {
     const n = parseInt(hex.slice(1), 16);
     return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
+  }
+
+  // ---- training: accuracy, loss and consensus of the average model, with the simulator's band
+
+  // [column in a training row, chart, axis title, log axis]; a row is
+  // [t, loss, accuracy, node_accuracy, consensus, wall] (train_measure.TrainPoint).
+  const TRAIN_CHARTS = [
+    ["accuracy", 2, "train-accuracy", "test accuracy of the average model", false],
+    ["loss", 1, "train-loss", "training loss of the average model", true],
+    ["consensus", 4, "train-consensus", "consensus (1/n)Σ|x_v − x̄|²", true],
+  ];
+
+  function trainXY(rows, col, epoch) {
+    // Unknown figures (null) are left out, never drawn as 0; consensus 0 (a common start) has
+    // no place on a log axis either. The hover gives the wall time since t = 0 too.
+    const log = col !== 2;
+    const kept = rows.filter((r) => r[col] !== null && (!log || r[col] > 0));
+    return { x: kept.map((r) => r[0]), y: kept.map((r) => r[col]),
+      customdata: kept.map((r) => (epoch && r[5] ? r[5] - epoch : null)) };
+  }
+
+  function buildTraining(snap) {
+    const panel = $("training-panel");
+    const train = snap.training;
+    trainLive = -1;
+    trainBandRuns = 0;
+    if (!train) { panel.hidden = true; return; }
+    panel.hidden = false;
+    const band = train.band;
+    trainBandRuns = band ? band.runs : 0;
+    for (const [metric, col, id, axis, log] of TRAIN_CHARTS) {
+      const traces = [];
+      if (band) {
+        // On a log axis a 0 (the consensus of a common start) has no place: left out.
+        const pos = (v) => (log && !(v > 0) ? null : v);
+        const q = { q05: band[metric].q05.map(pos), q50: band[metric].q50.map(pos),
+          q95: band[metric].q95.map(pos) };
+        traces.push({ x: band.t, y: q.q05, mode: "lines", line: { width: 0 },
+          hoverinfo: "skip", showlegend: false, connectgaps: false });
+        traces.push({ x: band.t, y: q.q95, mode: "lines", line: { width: 0 }, fill: "tonexty",
+          fillcolor: hexAlpha(PALETTE[0], 0.15), name: `simulator 5–95% (${band.runs} runs)`,
+          hoverinfo: "skip", connectgaps: false });
+        traces.push({ x: band.t, y: q.q50, mode: "lines", name: "simulator median",
+          line: { color: PALETTE[0], width: 1, dash: "dash" },
+          hovertemplate: "t=%{x:.4g}<br>median=%{y:.4g}<extra></extra>" });
+      }
+      trainLive = traces.length;
+      const xy = trainXY(train.curve, col, snap.epoch);
+      traces.push({ x: xy.x, y: xy.y, customdata: xy.customdata, mode: "lines+markers",
+        name: `live (${(train.algorithm || "").toUpperCase()})`,
+        line: { color: PALETTE[1], width: 2 }, marker: { size: 5 },
+        hovertemplate: `t=%{x:.4g}<br>wall=%{customdata:.1f} s<br>${metric}=%{y:.4g}` +
+          "<extra></extra>" });
+      const layout = {
+        margin: { l: 60, r: 10, t: 30, b: 45 },
+        title: { text: metric, font: { size: 13 } },
+        xaxis: { title: { text: "t (gradient steps per node)" }, zeroline: false },
+        yaxis: { title: { text: axis }, type: log ? "log" : "linear",
+          exponentformat: "power", range: log ? undefined : [0, 1] },
+        legend: { x: 1, xanchor: "right", y: log ? 1 : 0, yanchor: log ? "top" : "bottom",
+          bgcolor: "rgba(255,255,255,0.8)", font: { size: 10 } },
+        uirevision: "keep",
+      };
+      Plotly.react(id, traces, layout, { displaylogo: false, responsive: true });
+    }
+    drawTrainingNote(train);
+  }
+
+  function drawTrainingNote(train) {
+    const last = train.curve.length ? train.curve[train.curve.length - 1] : null;
+    const acc = last ? last[2] : train.accuracy;
+    setText($("training-note"), `${train.model} on ${train.data} (${train.split}), ` +
+      `${train.algorithm}: test accuracy ${acc === null ? "unknown" : fmt(acc, 4)}` +
+      (last ? ` at t=${fmt(last[0], 5)}` : "") + "; simulator band: " +
+      (train.band ? `${train.band.runs} runs to t=${fmt(train.band.t[train.band.t.length - 1])}` :
+        train.band_status));
+    const ag = train.agreement;
+    const el = $("training-verdict");
+    if (!ag || ag.typical === null) {
+      setText(el, "accuracy against the simulator: unknown" + (ag ? ` (${ag.status})` : ""));
+      setClass(el, "muted");
+      return;
+    }
+    setText(el, `accuracy against the simulator: ${ag.typical ? "typical" : "ATYPICAL"} of ` +
+      `its ${ag.null_runs} runs — ${Math.round(100 * ag.inside)}% of ${ag.points} points to ` +
+      `t=${fmt(ag.t_max)} in the band (p=${fmt(ag.p_inside, 3)}), test error offset ` +
+      `${ag.offset_decades === null ? "unknown" : fmt(ag.offset_decades, 3) + " decades"} ` +
+      `(p=${ag.p_offset === null ? "–" : fmt(ag.p_offset, 3)})`);
+    setClass(el, "muted " + (ag.typical ? "ok" : "warn"));
+  }
+
+  function drawTraining(rows) {
+    const snap = dash.snapshot;
+    if (trainLive < 0 || !snap.training) return;
+    snap.training.curve.push(...rows);
+    for (const [, col, id] of TRAIN_CHARTS) {
+      const xy = trainXY(rows, col, snap.epoch);
+      if (xy.x.length) {
+        Plotly.extendTraces(id, { x: [xy.x], y: [xy.y], customdata: [xy.customdata] },
+          [trainLive]);
+      }
+    }
+    drawTrainingNote(snap.training);
   }
 
   const network = new window.GossipNetwork(document.getElementById("graph-chart"));
@@ -561,11 +673,12 @@
     dash.seq = batch.seq;
     dash.batches += 1;
     dash.clockOffset = batch.now - Date.now() / 1000;
-    const p = pending || (pending = { points: [], exact: [], gap: [], nodes: new Set(),
-      edges: null, counters: null, walls: [], arrived: performance.now() });
+    const p = pending || (pending = { points: [], exact: [], gap: [], train: [],
+      nodes: new Set(), edges: null, counters: null, walls: [], arrived: performance.now() });
     for (const pt of batch.points) if (pt[1] > 0) p.points.push(pt);
     for (const row of batch.opt || []) if (row[2] !== null && row[2] > 0) p.gap.push(row);
     for (const pt of batch.exact || []) if (pt[1] > 0) p.exact.push(pt);
+    for (const row of batch.train || []) p.train.push(row);
     const newIds = [];
     for (const row of batch.nodes) {
       const id = row[F.id];
@@ -614,8 +727,8 @@
   function drawLater() {
     // Chart points are waiting and no batch came to draw them: draw them in a frame of their own.
     laterTimer = 0;
-    if (!pending) pending = { points: [], exact: [], gap: [], nodes: new Set(), edges: null,
-      counters: null, walls: [] };
+    if (!pending) pending = { points: [], exact: [], gap: [], train: [], nodes: new Set(),
+      edges: null, counters: null, walls: [] };
     requestAnimationFrame(draw);
   }
 
@@ -644,6 +757,8 @@
     } else if (due && !laterTimer) {
       laterTimer = setTimeout(drawLater, Math.max(0, chartDue - nowMs));
     }
+    // A training point comes once per report period (2 s or more): drawn as it comes.
+    if (p.train.length) timed("training", () => drawTraining(p.train));
     if (p.nodes.size && snap.layout) {
       timed("colors", () => {
         const [values, names] = nodeValues();

@@ -113,16 +113,20 @@ def run_once(
     seed: int,
     run: int = 0,
     progress: Callable[[float], None] | None = None,
+    clock: int | None = None,
 ) -> NDArray[np.float64]:
     """Simulate one run of ``algorithm`` and return its metrics, shape ``(len(METRICS), grid)``.
 
     ``progress(t)`` is called at every grid time. The same ``(seed, run)`` gives the same
-    events, mini-batches and initial model to every algorithm.
+    events, mini-batches and initial model to every algorithm. ``clock`` takes the events of
+    run ``clock`` instead (default: ``run``): runs that share their start and every node's
+    mini-batches, and differ in their timing only, as a live cluster started from run ``run``
+    differs from the simulator.
     """
     c = problem.constants
     topo = problem.topology
     workers = Workers(algorithm, problem.initial(seed, run), problem.sgd, c.eta, c.alpha_tilde)
-    clock = EventClock(topo.n, topo.edges, topo.probs, c.rate_com)
+    events = EventClock(topo.n, topo.edges, topo.probs, c.rate_com)
     streams = [node_stream(seed, v, run) for v in range(topo.n)]
     shards = problem.data.shards
     batch = problem.batch_size
@@ -132,7 +136,9 @@ def run_once(
     t_end = float(t_grid[-1])
     # A too large step overflows; the run then reads inf and the caller sees it diverged.
     with np.errstate(over="ignore", invalid="ignore"), _one_blas_thread():
-        for t, kind, i, j in clock.events(clock_stream(seed, run), t_end):
+        for t, kind, i, j in events.events(
+            clock_stream(seed, run if clock is None else clock), t_end
+        ):
             while at < len(t_grid) and t_grid[at] < t:
                 out[:, at] = evaluate(model, workers.sync(float(t_grid[at])), problem.data)
                 if progress is not None:

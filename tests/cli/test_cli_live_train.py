@@ -28,3 +28,27 @@ def test_gossip_up_refuses_bad_training_input_before_starting_anything(
     assert result.exit_code == 2, result.output
     assert "error:" in result.output
     assert needle in result.output
+
+
+def test_the_summary_table_says_the_accuracy_verdict_or_why_it_is_unknown() -> None:
+    from cli._cluster_view import _training_verdict
+
+    judged = {
+        "typical": False,
+        "alpha": 0.0247,
+        "points": 12,
+        "t_max": 30.0,
+        "inside": 0.25,
+        "offset_decades": 0.4,
+        "p_inside": 0.0099,
+        "p_offset": 0.0198,
+        "runs": 50,
+        "null_runs": 100,
+        "status": "judged",
+    }
+    assert _training_verdict(judged) == (
+        "ATYPICAL of the model's 100 runs (alpha 0.025): 25% of 12 points to t = 30 in its "
+        "5-95% band (p = 0.010), test error offset +0.400 decades (p = 0.020)"
+    )
+    unknown = {"typical": None, "status": "unavailable: the simulation took over 300 s"}
+    assert _training_verdict(unknown) == "unknown (unavailable: the simulation took over 300 s)"

@@ -40,6 +40,7 @@ async def _up(
             json_path=tmp_path / "run.json",
             training=recipe,
             until_accuracy=until_accuracy,
+            training_runs=0,  # no simulator band: the verdict has a test of its own below
         ),
         log_dir=tmp_path / "logs",
         broker=broker,
@@ -102,3 +103,56 @@ async def test_the_nodes_train_the_mlp_until_the_average_model_reaches_the_accur
     assert written["training"]["model"] == "mlp:64"
     assert written["training"]["t_to_accuracy"] == tracker.t_target
     assert written["training"]["accuracy"] is None or written["training"]["accuracy"] > 0.5
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(180)  # about 45 s; the rest is for a machine loaded far beyond its cores
+async def test_the_live_accuracy_curve_is_typical_of_the_simulators_runs_of_its_settings(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    # rate 1.25: one exact point every 2.5 units of t (a report period of 2 s), so the
+    # accuracy's rise (0.1 to 0.8 by t = 30 at lr 0.2) is judged on a dozen points, among 60
+    # of the simulator's runs (30 more draw the band). 90 runs to t = 37.5: about 10 s of CPU.
+    # The run stops on the exact curve's accuracy, not on a wall-clock deadline.
+    recipe = Recipe("mlp:16", "digits", "iid:0", "a2cid2", lr=0.2)
+    config = UpConfig(
+        coordinator=CoordinatorConfig(
+            graph="cycle:8",
+            rate=1.25,
+            until=1e-12,
+            cluster="train-check",
+            json_path=tmp_path / "run.json",
+            training=recipe,
+            training_runs=90,
+            until_accuracy=0.8,
+            # A node built after t = 0 counts as a restarted one and skips the gradient steps
+            # before it came up (node.daemon): on a loaded machine, 3 s to load the shard and
+            # build the model were not enough, and the curve lagged the model by 2.5 in t.
+            start_delay=8.0,
+        ),
+        log_dir=tmp_path / "logs",
+        broker=mosquitto.url,
+        timeout=30.0,  # t = 37.5: the band's last t
+    )
+    holder: dict[str, ClusterState] = {}
+
+    def started(state: ClusterState, _: RunningBroker) -> None:
+        holder["state"] = state
+
+    summary = await run_up(config, started)
+    state = holder["state"]
+    assert summary.reached, state.message
+    tracker = state.training
+    assert tracker is not None
+    assert tracker.band_status == "ready", tracker.band_status
+    assert tracker.band is not None
+    assert tracker.band.t[-1] == 37.5
+    agreement = tracker.agreement
+    assert agreement is not None
+    assert len(agreement.t) >= 8, agreement.t
+    # The curve rose through the band: it is not judged on a plateau.
+    assert agreement.error[0] - agreement.error[-1] > 0.4, agreement.error
+    written = json.loads((tmp_path / "run.json").read_text())["training"]["agreement"]
+    assert written["null_runs"] == 60
+    assert written["typical"] == agreement.typical(written["alpha"])
+    assert agreement.typical(written["alpha"]), f"{agreement.verdict()}; t = {agreement.t.tolist()}"

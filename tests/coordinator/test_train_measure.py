@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
+import pytest
 
 from coordinator.exact_curve import ExactCurve
-from coordinator.train_measure import TrainTracker, report_period
+from coordinator.train_measure import (
+    TRAIN_BAND_BUDGET,
+    TrainBand,
+    TrainPoint,
+    TrainTracker,
+    report_period,
+    simulate_in_child,
+    simulate_train_band,
+    train_grid,
+    verdict_alpha,
+)
+from gossip.errors import ConfigError
 from gossip.train.recipe import Recipe
 from gossip.train.scores import evaluate
+from gossip.train.trainer import run_once
 
 
 def test_each_exact_point_is_scored_as_the_simulator_scores_it_and_the_target_is_timed() -> None:
@@ -37,3 +52,102 @@ def test_reports_of_a_big_model_come_less_often_to_keep_the_byte_budget() -> Non
     assert report_period(8, 4810, 2.0) == 2.0
     small, big = report_period(64, 100_000, 2.0), report_period(128, 100_000, 2.0)
     assert big == 2 * small > 2.0
+
+
+_RECIPE = Recipe("softmax", "digits", "iid:0", lr=0.2)
+
+
+@pytest.fixture(scope="module")
+def simulated() -> TrainBand:
+    # A small real problem: softmax on digits over cycle:4, 20 runs for the band, 100 to judge
+    # among (about 4 s of CPU), shared by the tests below.
+    grid = train_grid(4.0, 4, 120, t_end=40.0)
+    return simulate_train_band(_RECIPE.problem("cycle:4"), "a2cid2", grid, 20, 100, 0)
+
+
+def _simulated_tracker(band: TrainBand) -> tuple[TrainTracker, TrainBand]:
+    return TrainTracker(_RECIPE, _RECIPE.problem("cycle:4")), band
+
+
+def _with_curve(tracker: TrainTracker, t: np.ndarray, accuracy: np.ndarray) -> None:
+    tracker.points = [
+        TrainPoint(float(g), 1.0, float(a), float(a), 0.0, 0.0)
+        for g, a in zip(t, accuracy, strict=True)
+    ]
+
+
+def test_a_run_of_the_model_is_judged_typical_and_the_same_run_lagging_is_not(
+    simulated: TrainBand,
+) -> None:
+    tracker, band = _simulated_tracker(simulated)
+    assert band.band.runs == 20
+    assert band.null.runs == 100
+    assert band.t.tolist() == [4.0 * k for k in range(11)]
+    # One more run of the model itself plays the live run: the live run's start and
+    # mini-batches, and a timing of its own (the events of run 999, in neither set).
+    own = run_once(tracker.problem, "a2cid2", band.t, 0, 0, clock=999)[1]
+    assert own[-1] - own[0] > 0.3  # the accuracy rises over the grid: a curve, not a plateau
+    tracker.band, tracker.band_status = band, "ready"
+    _with_curve(tracker, band.t, own)
+    verdict = tracker.judge()
+    assert verdict is not None
+    assert len(verdict.t) == 11
+    summary = tracker.summary()["agreement"]
+    assert summary["typical"] is True, verdict.verdict()
+    assert summary["alpha"] == verdict_alpha(100) == pytest.approx(0.025, abs=1e-3)
+    # The same run, 0.1 of accuracy lower at every point (a cluster whose nodes lag): atypical.
+    _with_curve(tracker, band.t, own - 0.1)
+    lagging = tracker.judge()
+    assert lagging is not None
+    assert not lagging.typical(summary["alpha"]), lagging.verdict()
+    assert lagging.log_ratio_median > 0  # its test error sits above the simulator's median
+    assert tracker.summary()["agreement"]["typical"] is False
+
+
+def test_without_the_simulators_runs_the_verdict_is_unknown_and_says_why() -> None:
+    recipe = Recipe("softmax", "iris", "iid:0")
+    tracker = TrainTracker(recipe, recipe.problem("cycle:3"))
+    assert tracker.judge() is None
+    assert tracker.summary()["agreement"] == {"typical": None, "status": "off"}
+    tracker.band_status = "unavailable: the simulation took over 300 s"
+    assert tracker.summary()["agreement"]["status"] == tracker.band_status
+
+
+def test_the_band_is_the_quantiles_of_the_band_runs_unknown_where_a_metric_is_nan(
+    simulated: TrainBand,
+) -> None:
+    band = TrainBand(copy.deepcopy(simulated.band), simulated.null)
+    view = band.as_dict()
+    assert view["runs"] == 20
+    assert view["t"] == band.t.tolist()
+    accuracy = band.band.curves["accuracy"]
+    assert view["accuracy"]["q50"] == pytest.approx(np.median(accuracy, axis=0).tolist())
+    assert view["accuracy"]["q05"] == pytest.approx(np.quantile(accuracy, 0.05, axis=0).tolist())
+    assert all(lo <= hi for lo, hi in zip(view["loss"]["q05"], view["loss"]["q95"], strict=True))
+    # A model without predict has no accuracy: the band says unknown, not 0.
+    band.band.curves["accuracy"][:] = np.nan
+    assert band.as_dict()["accuracy"]["q50"] == [None] * len(band.t)
+
+
+def test_the_band_stops_at_the_runs_timeout_or_its_cost_budget() -> None:
+    assert train_grid(2.5, 8, 90, t_end=30.0)[-1] == 30.0
+    assert train_grid(40.0, 8, 150)[-1] * 150 * 8 <= TRAIN_BAND_BUDGET
+    assert len(train_grid(40.0, 8, 150, budget=1.0)) == 2  # never less than two points
+    with pytest.raises(ConfigError, match="step > 0"):
+        train_grid(0.0, 8, 150)
+
+
+async def test_the_band_is_computed_in_a_child_process_and_a_failure_is_its_status() -> None:
+    tracker = TrainTracker(_RECIPE, _RECIPE.problem("cycle:4"))
+    await simulate_in_child(tracker, 4.0, 6, t_end=8.0)
+    assert tracker.band_status == "ready"
+    assert tracker.band is not None
+    assert tracker.band.t.tolist() == [0.0, 4.0, 8.0]
+    assert (tracker.band.band.runs, tracker.band.null.runs) == (2, 4)
+    # The same runs as in this process: the child simulates, nothing else.
+    here = simulate_train_band(tracker.problem, "a2cid2", tracker.band.t, 2, 4, 0)
+    np.testing.assert_array_equal(here.null.curves["loss"], tracker.band.null.curves["loss"])
+    failed = TrainTracker(_RECIPE, _RECIPE.problem("cycle:4"))
+    await simulate_in_child(failed, 0.0, 6, t_end=8.0)
+    assert failed.band is None
+    assert failed.band_status.startswith("unavailable: the band needs step > 0"), failed.band_status
