@@ -153,6 +153,7 @@ class Node:
         self.timebase = TimeBase(boot.epoch, boot.rate)
         if recover is None:
             recover = self.timebase.t(clock()) > 0
+        self.restarted = recover  # a node back in a running cluster (not one that came late)
         links = [Link(n.edge_index, n.peer_id, n.prob, n.step) for n in boot.neighbors]
         # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (the paper's
         # Section 7).
@@ -465,9 +466,12 @@ class Node:
         failed: asyncio.Future[None] = loop.create_future()
         times = gradient_times(self.boot.seed, self.boot.node_id)
         timer: asyncio.TimerHandle | None = None
-        now_t = max(0.0, self.timebase.t(self.clock()))
+        # A restarted node does not take the steps before it came back (its state comes from its
+        # neighbours' ledgers); a fresh node whose model loaded after t = 0 takes its first
+        # steps late, at once, as the simulator's node took them.
+        now_t = max(0.0, self.timebase.t(self.clock())) if self.restarted else 0.0
         t = next(times)
-        while t < now_t:  # a restarted node: the steps before it came back are not taken
+        while t < now_t:
             t = next(times)
 
         def arm(t: float) -> None:
