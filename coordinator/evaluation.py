@@ -291,6 +291,13 @@ class ReportBook:
         state.add_exact(self._exact.add(node, samples, time.time()))
 
     @property
+    def exact_possible(self) -> bool:
+        """Whether the run may still have an exact curve: none yet, or one that is neither
+        stopped nor of other members."""
+        curve = self._exact
+        return curve is None or not (curve.stopped or self._members_changed())
+
+    @property
     def exact_live(self) -> bool:
         """Whether the run has an exact curve to decide eps on (:mod:`coordinator.convergence`):
         it has points and its members never changed."""

@@ -72,6 +72,9 @@ __all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two from c
 
 log = logging.getLogger(__name__)
 _RESUME_WAIT = 1.0  # seconds, once connected, to wait for a retained status before a fresh run
+EXACT_GRACE = 10.0
+"""Seconds a resumed coordinator waits for the exact curve before the estimates may decide eps
+(the nodes send their last 10 s of samples again when it connects)."""
 
 
 def _new_run_id() -> str:
@@ -114,6 +117,7 @@ class Coordinator:
         self._shares = node_shares(plan.topology)
         # The LAN rules (rate against round trip, clock skew), checked on the reports.
         self.lan = LanRule(plan.expected, plan.rate)
+        self._resumed_at: float | None = None  # when this coordinator adopted a running run
         self._exact_logged = 0  # exact points ever appended (state.exact) already in the file
         self._t_stop: float | None = None
         self._asked_stop = ""
@@ -267,6 +271,8 @@ class Coordinator:
         except ValueError:
             return
         stop = self.members.resume(status)
+        if self.members.resumed:
+            self._resumed_at = time.time()
         if stop:  # the previous coordinator had decided: stop, as it would have
             self.request_stop(stop)
 
@@ -424,6 +430,11 @@ class Coordinator:
         if convergence.estimate is not None:
             state.mark_estimate(convergence.estimate.t, convergence.estimate.wall)
         exact = self.reports.exact_live
+        if not exact and self._resumed_at is not None and self.reports.exact_possible:
+            # A resumed coordinator rebuilds the exact curve from the samples the nodes send
+            # again (their last 10 s): until then the estimates, which the run's end may
+            # already have passed, must not decide with t to eps unknown.
+            exact = time.time() - self._resumed_at < EXACT_GRACE
         training = state.training
         t_eps: float | None
         wall_s: float | None
