@@ -37,6 +37,7 @@ __all__ = [
     "Timeout",
     "Train",
     "TrainSeed",
+    "TrainingRuns",
     "Until",
     "UntilAccuracy",
     "check_hold",
@@ -135,6 +136,15 @@ UntilAccuracy = Annotated[
         envvar=env("until_accuracy"),
         help="With --train: stop once the average model's test accuracy reaches this "
         "(e.g. 0.9), measured exactly at the report grid; eps then does not stop the run.",
+    ),
+]
+TrainingRuns = Annotated[
+    int,
+    typer.Option(
+        envvar=env("training_runs"),
+        help="With --train: the simulator's runs of the same settings that draw the "
+        "dashboard's band and judge the live accuracy curve (a child process at low priority; "
+        "the summary waits for them, 300 s at most). 0: none, as on a Raspberry Pi.",
     ),
 ]
 Cluster = Annotated[

@@ -38,6 +38,7 @@ from cli._cluster_options import (
     Split,
     Timeout,
     Train,
+    TrainingRuns,
     TrainSeed,
     Until,
     UntilAccuracy,
@@ -157,6 +158,7 @@ def coordinator(
     init: Init = "common",
     train_seed: TrainSeed = 0,
     until_accuracy: UntilAccuracy = None,
+    training_runs: TrainingRuns = 150,
     standing: Annotated[
         bool,
         typer.Option(
@@ -209,6 +211,7 @@ def coordinator(
             train, algorithm, data, split, rate_com, lr, momentum, batch_size, init, train_seed
         ),
         until_accuracy=until_accuracy,
+        training_runs=training_runs,
     )
     with reported_errors():
         if keys is None:

@@ -34,6 +34,7 @@ from cli._cluster_options import (
     RateCom,
     Split,
     Train,
+    TrainingRuns,
     TrainSeed,
     Until,
     UntilAccuracy,
@@ -185,6 +186,7 @@ def up(
     init: Init = "common",
     train_seed: TrainSeed = 0,
     until_accuracy: UntilAccuracy = None,
+    training_runs: TrainingRuns = 150,
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node
     (or per --nodes-per-process nodes)."""
@@ -226,6 +228,7 @@ def up(
                 train, algorithm, data, split, rate_com, lr, momentum, batch_size, init, train_seed
             ),
             until_accuracy=until_accuracy,
+            training_runs=training_runs,
         )
         config = UpConfig(
             coordinator=coord,
