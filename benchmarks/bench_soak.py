@@ -337,6 +337,10 @@ def plot(samples: list[Sample], path: Path, title: str) -> None:
 
 
 async def _main(args: argparse.Namespace) -> int:
+    out = Path(args.out or tempfile.mkdtemp(prefix="soak-"))
+    if (out / "run").exists():
+        # An earlier soak's keys and logs: keep them rather than overwrite half of them.
+        raise SystemExit(f"error: {out / 'run'} holds an earlier soak; pass a new --out")
     print(f"load: {await background_cores():.2f} cores busy before the soak")
     if args.lambda_star is None:
         print(f"measuring lambda* on {args.graph}:")
@@ -344,7 +348,6 @@ async def _main(args: argparse.Namespace) -> int:
             args.graph, [float(r) for r in args.probe_rates.split(",")]
         )
     rate = args.lambda_star / 2
-    out = Path(args.out or tempfile.mkdtemp(prefix="soak-"))
     warmup = 60.0 * (args.warmup if args.warmup is not None else min(5.0, args.minutes / 4))
     print(
         f"soak: {args.graph} at {rate:g}/s (half of lambda* {args.lambda_star:g}), "
