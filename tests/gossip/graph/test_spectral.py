@@ -79,7 +79,8 @@ def test_auto_stays_dense_below_sparse_from_and_on_a_dense_graph() -> None:
     assert graph_quantities(parse_topology("grid:20x20")).method == "dense"  # 400 nodes
     # complete:520: 134,940 edges, one solve each on the sparse path; dense is far cheaper.
     topo = parse_topology("complete:520")
-    assert topo.n >= SPARSE_FROM and topo.n_edges > SPARSE_DEGREE * topo.n
+    assert topo.n >= SPARSE_FROM
+    assert topo.n_edges > SPARSE_DEGREE * topo.n
     assert graph_quantities(topo).method == "dense"
 
 
