@@ -16,10 +16,14 @@ Names and addresses: node i of a host named ``NAME`` is ``NAME-i``; with a fixed
 (``--bind tcp://HOST:PORT``) node i binds ``PORT + i``, so a restarted host gets its nodes'
 addresses back. A host of one node keeps the name and address as given.
 
+Registration: the process registers its nodes in one message (one socket and, secure, one CURVE
+connection, on its first node's key), which the coordinator takes when that key's process holds
+every name in it (``gossip up``'s host processes do); refused, the nodes register one by one.
+
 Security: with keys (``--keys`` once per node, or ``--keys-pool``) every node of the process has
-its own CURVE key pair, registers with it under its key's name, and its ROUTER has a ZAP domain
-of its own that admits only that node's neighbours (:mod:`node.curve`); the process's one ZAP
-handler serves them all.
+its own CURVE key pair, registers with it under its key's name (or in its process's batch), and
+its ROUTER has a ZAP domain of its own that admits only that node's neighbours
+(:mod:`node.curve`); the process's one ZAP handler serves them all.
 
 Crash semantics: a host process that dies takes its K nodes with it. Restarted with the same
 name (and addresses), each of its nodes re-registers, gets its id back and rebuilds its exact
@@ -52,7 +56,7 @@ from urllib.parse import urlsplit
 import zmq
 import zmq.asyncio
 
-from gossip.errors import ConfigError, GossipError
+from gossip.errors import ConfigError, GossipError, RemoteError
 from gossip.files.keys import Identity, load_identity
 from gossip.wire.schema import Bootstrap, Register
 from node.config import NodeConfig
@@ -63,7 +67,7 @@ from node.learner import load_learner
 from node.lifeline import Lifeline
 from node.mqtt import NodeMqtt, parse_broker
 from node.problem import load_problem, preload
-from node.registration import register
+from node.registration import register, register_batch
 from node.transport import Transport
 from node.warmup import warm_up
 from node.zmq_transport import ZmqTransport
@@ -161,7 +165,16 @@ async def _register_all(
     identities: Sequence[Identity | None],
     done: set[float],
 ) -> list[Bootstrap]:
-    """Register every node at once (each on its own DEALER, with its own key if secure)."""
+    """Register every node: in one batch (one message, secure on the first node's key), or,
+    if the coordinator takes no batch from this process, each on its own DEALER and key."""
+    if len(configs) > 1:
+        try:
+            return await _register_batch(configs, transports, context, identities[0], done)
+        except RemoteError as exc:
+            # A coordinator that does not know this process's block of keys (a host of
+            # hand-made keys, ``gossip coordinator`` without host mode) refuses the batch:
+            # each node then proves its own key, as before batches.
+            log.warning("%s; registering the %d nodes one by one", exc, len(configs))
     async with asyncio.TaskGroup() as tg:
         jobs = [
             tg.create_task(
@@ -172,6 +185,36 @@ async def _register_all(
         ]
         log.info("registering %d node(s) with %s", len(jobs), configs[0].coordinator)
     return [job.result() for job in jobs]
+
+
+async def _register_batch(
+    configs: Sequence[NodeConfig],
+    transports: Sequence[Transport],
+    context: zmq.asyncio.Context,
+    identity: Identity | None,
+    done: set[float],
+) -> list[Bootstrap]:
+    """Register every node in one :class:`~gossip.wire.schema.RegisterBatch` until their
+    Bootstraps are of a run whose epoch is not in ``done`` (see :func:`_register_new`)."""
+    first = configs[0]
+    requests = [
+        Register(config.name, transport.address, config.value, os.getpid())
+        for config, transport in zip(configs, transports, strict=True)
+    ]
+    log.info("registering %d nodes in one batch with %s", len(requests), first.coordinator)
+    while True:
+        boots = await register_batch(
+            first.coordinator,
+            requests,
+            every=first.register_every,
+            give_up_after=first.register_timeout,
+            context=context,
+            keys=None if identity is None else CurveKeys.of(identity),
+            coordinator_key="" if identity is None else identity.coordinator,
+        )
+        if not any(boot.epoch in done for boot in boots.values()):
+            return [boots[config.name] for config in configs]
+        await asyncio.sleep(_STALE_PAUSE)
 
 
 async def _bind(
