@@ -53,6 +53,7 @@ from gossip.errors import ProtocolError, TransportError
 from gossip.wire.schema import (
     MAX_FRAME,
     Beat,
+    BeatBatch,
     Bootstrap,
     BootstrapBatch,
     Leave,
@@ -280,10 +281,10 @@ async def serve_registrations(
         payload = frames[-1]
         try:
             msg = decode(payload.bytes)
-            if not isinstance(msg, Register | RegisterBatch | Leave | Beat):
+            if not isinstance(msg, Register | RegisterBatch | Leave | Beat | BeatBatch):
                 raise ProtocolError(
-                    f"the coordinator only accepts register, register_batch, leave and beat "
-                    f"messages, got {type(msg).TYPE!r}"
+                    f"the coordinator only accepts register, register_batch, leave, beat and "
+                    f"beat_batch messages, got {type(msg).TYPE!r}"
                 )
         except ProtocolError as exc:
             stats.malformed += 1
@@ -296,6 +297,9 @@ async def serve_registrations(
             continue
         if isinstance(msg, Beat):
             await _beat(sock, envelope, msg, user, stats, on_beat)
+            continue
+        if isinstance(msg, BeatBatch):
+            await _beats(sock, envelope, msg, user, stats, on_beat, may_batch)
             continue
         if isinstance(msg, RegisterBatch):
             stats.batches += 1
@@ -374,6 +378,44 @@ async def _beat(
         return
     answer = None if on_beat is None else on_beat(msg)
     if answer is not None:
+        await _send(sock, envelope, encode_bytes(answer))
+
+
+async def _beats(
+    sock: zmq.asyncio.Socket,
+    envelope: list[bytes],
+    msg: BeatBatch,
+    user: str | None,
+    stats: RegistrarStats,
+    on_beat: Callable[[Beat], Message | None] | None,
+    may_batch: Callable[[str, str], bool] | None,
+) -> None:
+    """Answer a host's beats: their echoes in one BeatBatch, then a Stop (one for the whole
+    batch: it names the run, not a node) and any refusal. Secured, a batch under a key that
+    may not beat for every name in it is refused whole, as a lone impostor's beat is."""
+    if user is not None and any(
+        may_batch is None or not may_batch(user, b.name) for b in msg.beats
+    ):
+        stats.impostors += 1
+        stats.last_refusal = f"beats of other processes' nodes came with the key of {user!r}"
+        await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
+        return
+    if on_beat is None:
+        return
+    echoes: list[Beat] = []
+    stop: Message | None = None
+    refusals: list[Message] = []
+    for beat in msg.beats:
+        answer = on_beat(beat)
+        if isinstance(answer, Beat):
+            echoes.append(answer)
+        elif isinstance(answer, RegisterError):
+            refusals.append(answer)
+        elif answer is not None:
+            stop = answer
+    if echoes:
+        await _send(sock, envelope, encode_bytes(BeatBatch(tuple(echoes))))
+    for answer in [*([] if stop is None else [stop]), *refusals]:
         await _send(sock, envelope, encode_bytes(answer))
 
 

@@ -19,6 +19,8 @@ addresses back. A host of one node keeps the name and address as given.
 Registration: the process registers its nodes in one message (one socket and, secure, one CURVE
 connection, on its first node's key), which the coordinator takes when that key's process holds
 every name in it (``gossip up``'s host processes do); refused, the nodes register one by one.
+Registered together, the nodes beat together too: their lifelines share one socket
+(:class:`node.lifeline.LifelineGroup`).
 
 Security: with keys (``--keys`` once per node, or ``--keys-pool``) every node of the process has
 its own CURVE key pair, registers with it under its key's name (or in its process's batch), and
@@ -64,7 +66,7 @@ from node.curve import CurveKeys, PeerAuthenticator
 from node.daemon import Node
 from node.faults import FaultyTransport
 from node.learner import load_learner
-from node.lifeline import Lifeline
+from node.lifeline import Lifeline, LifelineGroup
 from node.mqtt import NodeMqtt, parse_broker
 from node.problem import load_problem, preload
 from node.registration import register, register_batch
@@ -144,8 +146,8 @@ def host_configs(
 
 
 async def _until_stopped(
-    work: Coroutine[Any, Any, list[Bootstrap]], stop: asyncio.Event
-) -> list[Bootstrap] | None:
+    work: Coroutine[Any, Any, tuple[list[Bootstrap], bool]], stop: asyncio.Event
+) -> tuple[list[Bootstrap], bool] | None:
     """Return what ``work`` returns, or None (``work`` cancelled) if ``stop`` comes first."""
     async with asyncio.TaskGroup() as tg:
         job = tg.create_task(work, name="node-register")
@@ -164,12 +166,13 @@ async def _register_all(
     context: zmq.asyncio.Context,
     identities: Sequence[Identity | None],
     done: set[float],
-) -> list[Bootstrap]:
+) -> tuple[list[Bootstrap], bool]:
     """Register every node: in one batch (one message, secure on the first node's key), or,
-    if the coordinator takes no batch from this process, each on its own DEALER and key."""
+    if the coordinator takes no batch from this process, each on its own DEALER and key.
+    Returns the Bootstraps, and whether they came for the batch."""
     if len(configs) > 1:
         try:
-            return await _register_batch(configs, transports, context, identities[0], done)
+            return await _register_batch(configs, transports, context, identities[0], done), True
         except RemoteError as exc:
             # A coordinator that does not know this process's block of keys (a host of
             # hand-made keys, ``gossip coordinator`` without host mode) refuses the batch:
@@ -184,7 +187,7 @@ async def _register_all(
             for config, transport, identity in zip(configs, transports, identities, strict=True)
         ]
         log.info("registering %d node(s) with %s", len(jobs), configs[0].coordinator)
-    return [job.result() for job in jobs]
+    return [job.result() for job in jobs], False
 
 
 async def _register_batch(
@@ -498,11 +501,12 @@ async def _run_once(
             )
             transports.append(await stack.enter_async_context(transport))
         actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
-        boots = await _until_stopped(
+        registered = await _until_stopped(
             _register_all(configs, transports, actx, identities, done), stop
         )
-        if boots is None:
+        if registered is None:
             return None
+        boots, batched = registered
         if secure:  # each node admits its own neighbours' keys only, each as its node id
             for inner, boot in zip(inners, boots, strict=True):
                 inner.trust({n.peer_id: n.key for n in boot.neighbors})
@@ -528,10 +532,20 @@ async def _run_once(
         async with asyncio.TaskGroup() as tg:
             for line, node in zip(lifelines, nodes, strict=True):
                 node.final_taken = line.delivered
-            beats = [
-                tg.create_task(line.run(), name=f"node-lifeline-{node.boot.node_id}")
-                for line, node in zip(lifelines, nodes, strict=True)
-            ]
+            if batched:  # registered together, so they beat together: one socket
+                first = identities[0]
+                group = LifelineGroup(
+                    lifelines,
+                    context=actx,
+                    keys=None if first is None else CurveKeys.of(first),
+                    coordinator_key="" if first is None else first.coordinator,
+                )
+                beats = [tg.create_task(group.run(), name="host-lifelines")]
+            else:
+                beats = [
+                    tg.create_task(line.run(), name=f"node-lifeline-{node.boot.node_id}")
+                    for line, node in zip(lifelines, nodes, strict=True)
+                ]
             distinct = {id(m): m for m in mqtts if m is not None}.values()
             links = [tg.create_task(m.run(), name=f"host-mqtt-{i}") for i, m in enumerate(distinct)]
             runs = [

@@ -23,8 +23,10 @@ what it carries): :class:`Request`, answered by a :class:`Reply` (the jump's flo
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
 :class:`Neighbor` entries) and :class:`RegisterError`; a host process's nodes at once,
-:class:`RegisterBatch` answered by :class:`BootstrapBatch` (:mod:`node.registration`); :class:`Leave` (a node leaving for good);
-:class:`Beat` and :class:`Stop` (the lifeline that outlives the broker, :mod:`node.lifeline`).
+:class:`RegisterBatch` answered by :class:`BootstrapBatch` (:mod:`node.registration`), and
+:class:`BeatBatch` (their lifelines' beats, and the echoes); :class:`Leave` (a node leaving for
+good); :class:`Beat` and :class:`Stop` (the lifeline that outlives the broker,
+:mod:`node.lifeline`).
 
 Examples
 --------
@@ -73,6 +75,7 @@ __all__ = [
     "RAW_EXT",
     "VERSION",
     "Beat",
+    "BeatBatch",
     "Bootstrap",
     "BootstrapBatch",
     "Buffer",
@@ -397,6 +400,16 @@ class BootstrapBatch:
     bootstraps: tuple[Bootstrap, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class BeatBatch:
+    """Host process <-> coordinator: the :class:`Beat` of several of its nodes in one message
+    (:mod:`node.lifeline`), and the coordinator's echoes of them (a :class:`Stop` or a
+    refusal goes on its own)."""
+
+    TYPE: ClassVar[str] = "beat_batch"
+    beats: tuple[Beat, ...]
+
+
 Message: TypeAlias = (
     Request
     | Reply
@@ -414,6 +427,7 @@ Message: TypeAlias = (
     | Stop
     | RegisterBatch
     | BootstrapBatch
+    | BeatBatch
 )
 
 _CLASSES: tuple[type[Any], ...] = get_args(Message)
@@ -429,6 +443,8 @@ def _plain(value: Any) -> Any:
         return [value.peer_id, value.address, value.edge_index, value.prob, value.step, value.key]
     if isinstance(value, Register):
         return [value.name, value.address, _plain(value.value), value.pid]
+    if isinstance(value, Beat):
+        return [value.name, value.epoch, value.final]
     if isinstance(value, Bootstrap):  # a batch's: its fields as a map, as a frame has them
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     return [_plain(item) for item in value] if type(value) is tuple else value
@@ -541,13 +557,33 @@ def _registers(name: str, value: Any) -> tuple[Register, ...]:
     for i, item in enumerate(value):
         where = f"{name}[{i}]"
         if not isinstance(item, list) or len(item) != 4:
-            raise ProtocolError(f"field {where!r} must be [name, address, value, pid], got {item!r}")
+            raise ProtocolError(
+                f"field {where!r} must be [name, address, value, pid], got {item!r}"
+            )
         out.append(
             Register(
                 string(f"{where}.name", item[0]),
                 string(f"{where}.address", item[1]),
                 optional_floats(f"{where}.value", item[2]),
                 integer(f"{where}.pid", item[3]),
+            )
+        )
+    return tuple(out)
+
+
+def _beats(name: str, value: Any) -> tuple[Beat, ...]:
+    if not isinstance(value, list):
+        raise ProtocolError(f"field {name!r} must be a list, got {type(value).__name__}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, list) or len(item) != 3:
+            raise ProtocolError(f"field {where!r} must be [name, epoch, final], got {item!r}")
+        out.append(
+            Beat(
+                string(f"{where}.name", item[0]),
+                number(f"{where}.epoch", item[1]),
+                string(f"{where}.final", item[2]),
             )
         )
     return tuple(out)
@@ -583,6 +619,7 @@ _BY_TYPE: dict[str, Checker] = {
     "tuple[str, ...]": _strings,
     "tuple[Register, ...]": _registers,
     "tuple[Bootstrap, ...]": _bootstraps,
+    "tuple[Beat, ...]": _beats,
 }
 _STRICTER: dict[tuple[str, str], Checker] = {
     ("bootstrap", "rate"): positive,

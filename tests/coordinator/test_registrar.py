@@ -24,8 +24,8 @@ from coordinator.registrar import RegistrarStats, bound_socket, serve_registrati
 from coordinator.registry import Plan, Ready, Registry
 from gossip.errors import RemoteError
 from gossip.files.keys import COORDINATOR, Identity, init_keys, load_identity
-from gossip.wire.schema import Register, encode_bytes
-from node.curve import CurveKeys
+from gossip.wire.schema import Beat, BeatBatch, Register, RegisterError, decode, encode_bytes
+from node.curve import CurveKeys, curve_client
 from node.registration import register_batch
 
 NODES, PER_PROCESS = 8, 4
@@ -58,6 +58,7 @@ async def server(
                 stats,
                 ready.append,
                 authenticated=sec is not None,
+                on_beat=lambda beat: Beat(beat.name, beat.epoch, ""),  # an echo
                 may_batch=batch_rule(sec),
             )
         )
@@ -67,6 +68,20 @@ async def server(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def beats(ctx: zmq.asyncio.Context, address: str, key: Identity, names: list[str]) -> object:
+    """Send one BeatBatch of ``names`` with ``key``; return the decoded answer."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    curve_client(sock, CurveKeys.of(key), key.coordinator)
+    try:
+        sock.connect(address)
+        await sock.send(encode_bytes(BeatBatch(tuple(Beat(n, 1.0, "") for n in names))))
+        async with asyncio.timeout(20):
+            return decode(await sock.recv())
+    finally:
+        sock.close(0)
 
 
 async def test_a_host_registers_its_own_nodes_in_one_batch_and_no_other_processs(
@@ -101,7 +116,7 @@ async def test_a_host_registers_its_own_nodes_in_one_batch_and_no_other_processs
     try:
         async with server(ctx, plan, stats, ready) as (address, registry):
             # node-0's key names node-4, of the other process: refused whole, nothing recorded.
-            with pytest.raises(RemoteError, match="'node-4'.*does not hold"):
+            with pytest.raises(RemoteError, match=r"'node-4'.*does not hold"):
                 await batch(0, [*requests(0, 3), *requests(4, 1)])
             assert registry.count == 0
             assert stats.impostors == 1
@@ -121,6 +136,13 @@ async def test_a_host_registers_its_own_nodes_in_one_batch_and_no_other_processs
             assert assignment is not None
             assert assignment.addresses[4] == "tcp://127.0.0.1:7004"
             assert stats.impostors == 2
+            # The process's beats go together too, under the same rule.
+            assert await beats(ctx, address, keys[1], ["node-0", "node-3"]) == BeatBatch(
+                (Beat("node-0", 1.0, ""), Beat("node-3", 1.0, ""))
+            )
+            refused = await beats(ctx, address, keys[1], ["node-1", "node-4"])
+            assert isinstance(refused, RegisterError)
+            assert stats.impostors == 3
     finally:
         ctx.destroy(linger=0)
 
@@ -182,9 +204,7 @@ async def test_queued_registrations_do_not_keep_the_loop_to_the_server() -> None
                     await asyncio.sleep(0)
 
             watcher = asyncio.create_task(watch())
-            serving = asyncio.create_task(
-                serve_registrations(sock, registry, stats, ready.append)
-            )
+            serving = asyncio.create_task(serve_registrations(sock, registry, stats, ready.append))
             await asyncio.wait_for(watcher, 30)
             serving.cancel()
             with contextlib.suppress(asyncio.CancelledError):

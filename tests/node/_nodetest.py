@@ -21,6 +21,7 @@ from gossip.model.algorithms import gossip_params
 from gossip.model.mixing import mix
 from gossip.wire.schema import (
     Beat,
+    BeatBatch,
     Bootstrap,
     BootstrapBatch,
     Neighbor,
@@ -157,7 +158,7 @@ class FakeCoordinator:
         while True:
             route, frame = await self.router.recv_multipart()
             msg = decode(frame)
-            if isinstance(msg, Beat):
+            if isinstance(msg, Beat | BeatBatch):
                 continue  # a bootstrapped node's lifeline (node.lifeline): this fake is silent
             if isinstance(msg, RegisterBatch):
                 names = tuple(reg.name for reg in msg.nodes)
