@@ -226,10 +226,18 @@ async def serve_registrations(
         envelope: list[bytes], msg: RegisterBatch, user: str | None, peer: str | None
     ) -> None:
         """Take a host's registrations, as lone ones would be; answer those already known."""
-        if user is not None:
-            foreign = [
-                r.name for r in msg.nodes if may_batch is None or not may_batch(user, r.name)
-            ]
+        if user is not None and may_batch is None:
+            # Not an attack: a host of hand-made keys tries a batch first, then registers each
+            # node on its own key (node.host).
+            stats.last_refusal = (
+                "this coordinator takes no batch of registrations (it knows no host processes; "
+                "gossip up --nodes-per-process does): register each node on its own key"
+            )
+            log.info("refused a batch: %s", stats.last_refusal)
+            await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
+            return
+        if user is not None and may_batch is not None:
+            foreign = [r.name for r in msg.nodes if not may_batch(user, r.name)]
             if foreign:
                 stats.impostors += 1
                 stats.last_refusal = (

@@ -161,7 +161,7 @@ async def test_a_secured_coordinator_without_host_blocks_refuses_batches(
     stats, ready = RegistrarStats(), []
     try:
         async with server(ctx, plan, stats, ready) as (address, registry):
-            with pytest.raises(RemoteError, match="register each node on its own key"):
+            with pytest.raises(RemoteError, match="takes no batch of registrations"):
                 await register_batch(
                     address,
                     requests(0, 1),
@@ -171,6 +171,7 @@ async def test_a_secured_coordinator_without_host_blocks_refuses_batches(
                     coordinator_key=own.coordinator,
                 )
             assert registry.count == 0
+            assert stats.impostors == 0  # not an attack: the host's first try
     finally:
         ctx.destroy(linger=0)
 
