@@ -278,6 +278,7 @@ def _node(
     transport: Transport,
     stop: asyncio.Event,
     offset: float = 0.0,
+    received: float | None = None,
 ) -> Node:
     log.info(
         "node %d (%s, %s) of %s: %d neighbours, rate %g/s",
@@ -288,9 +289,12 @@ def _node(
         len(boot.neighbors),
         boot.rate,
     )
-    # Whether this node comes back to a running cluster, decided before loading: a slow load
-    # must not make a fresh node ask its neighbours for ledgers they do not have.
-    recover = boot.rate * (time.time() - boot.epoch) > 0
+    # Whether this node comes back to a running cluster: decided by when its Bootstrap came
+    # (``received``), not by when the node is built. A slow load, or the 63 nodes built before
+    # it (4,096 nodes on 2 cores: the last ones 9 s past the epoch), must not make a fresh node
+    # ask its neighbours for ledgers they do not have.
+    came = time.time() if received is None else received
+    recover = boot.rate * (came - boot.epoch) > 0
     problem = load_problem(boot, config.data) if boot.problem else None
     learner = load_learner(boot, config.data) if boot.train else None
     late = boot.rate * (time.time() - boot.epoch)
@@ -507,6 +511,7 @@ async def _run_once(
         if registered is None:
             return None
         boots, batched = registered
+        received = time.time()  # the Bootstraps came: before the epoch, every node is fresh
         if secure:  # each node admits its own neighbours' keys only, each as its node id
             for inner, boot in zip(inners, boots, strict=True):
                 inner.trust({n.peer_id: n.key for n in boot.neighbors})
@@ -515,7 +520,7 @@ async def _run_once(
         if offset:
             log.warning("this host's wall clock is offset by %+.1f ms (fault)", offset * 1e3)
         nodes = [
-            _node(config, boot, transport, stop, offset)
+            _node(config, boot, transport, stop, offset, received)
             for config, boot, transport in zip(configs, boots, transports, strict=True)
         ]
         # Before t = 0: the first exchanges are not slower.
