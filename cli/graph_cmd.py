@@ -23,7 +23,11 @@ def info(
         bool, typer.Option(help="Edge probabilities proportional to edge weights (file:...).")
     ] = False,
     method: Annotated[
-        str, typer.Option(help="auto (dense up to 1500 nodes), dense, or sparse.")
+        str,
+        typer.Option(
+            help="auto (dense below 512 nodes; from 512 sparse on a sparse graph if SciPy is "
+            "installed, else dense up to 1500), dense, or sparse."
+        ),
     ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:

@@ -24,16 +24,18 @@ import zmq.asyncio
 
 from coordinator.config import CoordinatorConfig
 from coordinator.evaluation import ReportBook
+from coordinator.mqtt_auth import account_of
 from coordinator.registrar import RegistrarStats, serve_registrations
-from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry
+from coordinator.registry import Assignment, Plan, Readdressed, Ready, Registry, natural_key
 from coordinator.roster import Churn
 from coordinator.runlog import RunLog
+from coordinator.security import Security
 from coordinator.state import ClusterState
 from coordinator.status import restore_progress, resumable
 from gossip.errors import TransportError
 from gossip.wire.schema import Beat, Message, RegisterError, Stop
 
-__all__ = ["Enrollment"]
+__all__ = ["Enrollment", "batch_rule"]
 
 
 class Enrollment:
@@ -97,6 +99,7 @@ class Enrollment:
             on_readdress=self._on_readdressed,
             on_leave=lambda name, sender: self.churn.on_leave(name, sender, time.time()),
             on_beat=self.on_beat,
+            may_batch=batch_rule(self.plan.security),
         )
 
     async def wait_bootstrap(self) -> None:
@@ -133,8 +136,13 @@ class Enrollment:
             node = self.state.registered.get(beat.name)
             if node is None:
                 return RegisterError(f"no node {beat.name!r} in run {self.state.run_id}")
+            view = self.state.nodes.get(node)
+            if view is not None and view.final:
+                # Taken already (over MQTT, or an earlier beat): a final report never changes,
+                # and parsing thousands of them again cost the coordinator most of a stop.
+                return Beat(beat.name, epoch, Beat.TAKEN)
             # The same report as on MQTT, under the node's own topic: whichever way comes
-            # first is taken, and a repeat changes nothing.
+            # first is taken.
             self.reports.ingest(f"{self.reports.prefix}/node/{node}/state", beat.final.encode())
             view = self.state.nodes.get(node)
             if view is None or not view.final:
@@ -165,6 +173,7 @@ class Enrollment:
         self.publish()
 
     def _on_ready(self, ready: Ready) -> None:
+        self.state.register_messages = (self.stats.registers, self.stats.batches)
         self._adopt(ready.assignment)
         self.state.set_phase(
             "running", f"bootstrapped {self.plan.expected} nodes; t starts at the epoch"
@@ -209,3 +218,23 @@ class Enrollment:
         state.initial = list(assignment.initial)
         state.registered = {name: k for k, name in enumerate(assignment.names)}
         state.touch()
+
+
+def batch_rule(security: Security | None) -> Callable[[str, str], bool] | None:
+    """Who may register whom in one batch: the key of a node of a host process (``gossip up
+    --nodes-per-process``, secure) may register the nodes of that process, whose keys the
+    process holds. Host j holds the j-th block of ids (:func:`coordinator.mqtt_auth.host_blocks`,
+    as for its MQTT account), and the ids go to the allow-list's names in natural order, as
+    :class:`~coordinator.registry.Registry` assigns them. ``None``: no batches (no host mode).
+    """
+    if security is None or security.per_process <= 1:
+        return None
+    names = sorted(security.allowed, key=natural_key)
+    host = {
+        name: account_of(k, security.nodes, security.per_process) for k, name in enumerate(names)
+    }
+
+    def may(key_name: str, name: str) -> bool:
+        return name in host and host[name] == host.get(key_name)
+
+    return may

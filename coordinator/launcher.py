@@ -372,8 +372,8 @@ async def _run_nodes(
                 name="broker-supervisor",
             )
         await _first(coordinator.bound, run)
-        for slot in slots:
-            procs.append(await start(slot))
+        for k, slot in enumerate(slots):
+            procs.append(await _said_if_slow(start(slot), slot, k, len(slots), coordinator.state))
         supervisor = tg.create_task(
             _supervise_nodes(slots, procs, start, coordinator.state, sup), name="node-supervisor"
         )
@@ -407,6 +407,32 @@ def _broker_may_restart(sup: Supervision, broker: RunningBroker, code: int | Non
         flush=True,
     )
     return True
+
+
+_SLOW_START = 10.0  # seconds a process may take to start before the launcher says it waits
+
+
+async def _said_if_slow(
+    starting: Awaitable[Child], slot: _Slot, k: int, total: int, state: ClusterState
+) -> Child:
+    """Await ``starting`` (process ``k`` of ``total``); every :data:`_SLOW_START` seconds it
+    takes, say on stderr what the launch waits for, so that a stalled start is never silent."""
+    task = asyncio.ensure_future(starting)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_SLOW_START)
+            if done:
+                return task.result()
+            print(
+                f"still starting the node processes: {slot.name} ({k} of {total} started) "
+                f"is not started yet; {len(state.registered)} of "
+                f"{state.expected} nodes registered so far (Ctrl-C stops everything)",
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        if not task.done():
+            task.cancel()
 
 
 async def _first(event: asyncio.Event, run: asyncio.Task[RunSummary | None]) -> None:

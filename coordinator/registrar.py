@@ -20,6 +20,15 @@ A :class:`~gossip.wire.schema.Leave` (``gossip node --leave``) goes to ``on_leav
 the key it came with; the coordinator takes it only for that key's own node, echoes it back,
 or answers a RegisterError saying why not (a forged one is also counted, ``forged_leaves``).
 
+A :class:`~gossip.wire.schema.RegisterBatch` (a host process's nodes, :mod:`node.host`) is the
+registrations of its nodes in one message, answered with
+:class:`~gossip.wire.schema.BootstrapBatch` messages: one message, and secure one CURVE
+connection, per process instead of per node. Each registration in it is taken as a lone one
+would be; secured, a batch is taken only if ``may_batch(key_name, name)`` allows the key it
+came with to register every name in it (``gossip up``'s host process holds the keys of its
+block of nodes, :func:`coordinator.mqtt_auth.host_blocks`); otherwise it is refused as a whole
+(counted in ``impostors``), and the host registers its nodes one by one, each on its own key.
+
 A :class:`~gossip.wire.schema.Beat` (a bootstrapped node's lifeline, :mod:`node.lifeline`) goes
 to ``on_beat`` with the name of its key, and its answer, if any, goes back; a beat under another
 name than the key's is refused and counted (``impostors``).
@@ -41,7 +50,20 @@ from zmq.utils import z85
 
 from coordinator.registry import Known, Readdressed, Ready, Refused, Registry, Waiting
 from gossip.errors import ProtocolError, TransportError
-from gossip.wire.schema import Beat, Leave, Message, Register, RegisterError, decode, encode_bytes
+from gossip.wire.schema import (
+    MAX_FRAME,
+    Beat,
+    BeatBatch,
+    Bootstrap,
+    BootstrapBatch,
+    Leave,
+    Message,
+    Register,
+    RegisterBatch,
+    RegisterError,
+    decode,
+    encode_bytes,
+)
 
 __all__ = ["RegistrarStats", "bound_socket", "serve_registrations"]
 
@@ -53,6 +75,8 @@ class RegistrarStats:
     """Counters of the registration server."""
 
     received: int = 0
+    registers: int = 0  # Register messages (one node each)
+    batches: int = 0  # RegisterBatch messages (a host process's nodes each)
     refused: int = 0
     malformed: int = 0
     bootstraps_sent: int = 0
@@ -60,6 +84,18 @@ class RegistrarStats:
     forged_leaves: int = 0  # leaves of a node asked with another node's key (in impostors too)
     last_refusal: str = ""
     waiting: dict[str, list[bytes]] = field(default_factory=dict)
+    batched: set[str] = field(default_factory=set)  # the waiting names that came in a batch
+
+
+# Messages taken in a row before the loop lets its other tasks run. A message already queued
+# is taken without yielding (pyzmq returns a finished future), so thousands of nodes
+# re-sending their registrations kept the loop to this task alone: the launcher in the same
+# process stopped forking node processes and did not act on SIGTERM.
+_FAIR_SHARE = 16
+
+# Bytes of a bootstrap frame: a guess from its neighbours, to split a host's answer into frames
+# of at most MAX_FRAME / 2 without encoding every Bootstrap twice.
+_BOOT_BYTES, _NEIGHBOUR_BYTES = 400, 120
 
 
 class _AllowList(AsyncioAuthenticator):
@@ -149,6 +185,7 @@ async def serve_registrations(
     on_readdress: Callable[[Readdressed], None] = lambda outcome: None,
     on_leave: Callable[[str, str | None], str | None] | None = None,
     on_beat: Callable[[Beat], Message | None] | None = None,
+    may_batch: Callable[[str, str], bool] | None = None,
 ) -> None:
     """Answer registrations on ``sock`` until cancelled.
 
@@ -160,22 +197,102 @@ async def serve_registrations(
     refused); ``sender`` is the name of the key it came with (``authenticated``; else ``None``),
     which must be ``name``'s own: no other node can make a node leave. Without ``on_leave``
     leaves are refused. ``on_beat`` answers a :class:`Beat` (``None``: no answer; without it
-    beats go unanswered).
+    beats go unanswered). ``may_batch(key_name, name)``: may a batch that came with that key
+    register ``name`` (``authenticated`` only; without it secured batches are refused).
     """
     # Routing envelope (identity plus any delimiter frames) of the latest message under each
     # name: the node's current socket, since a restarted node has a new identity.
     envelopes: dict[str, list[bytes]] = stats.waiting
+
+    async def ready(outcome: Ready) -> None:
+        """Answer every waiting node: a lone node its Bootstrap, a batch's its BootstrapBatch."""
+        on_ready(outcome)
+        hosts: dict[tuple[bytes, ...], list[tuple[str, Bootstrap]]] = {}
+        for name, boot in outcome.bootstraps.items():
+            target = envelopes.get(name)
+            if target is None:
+                continue
+            if name in stats.batched:
+                hosts.setdefault(tuple(target), []).append((name, boot))
+            else:
+                stats.bootstraps_sent += 1
+                await _send(sock, target, encode_bytes(boot))
+        for host, pairs in hosts.items():
+            await _send_batch(sock, list(host), pairs, stats)
+        envelopes.clear()
+        stats.batched.clear()
+
+    async def batch(
+        envelope: list[bytes], msg: RegisterBatch, user: str | None, peer: str | None
+    ) -> None:
+        """Take a host's registrations, as lone ones would be; answer those already known."""
+        if user is not None and may_batch is None:
+            # Not an attack: a host of hand-made keys tries a batch first, then registers each
+            # node on its own key (node.host).
+            stats.last_refusal = (
+                "this coordinator takes no batch of registrations (it knows no host processes; "
+                "gossip up --nodes-per-process does): register each node on its own key"
+            )
+            log.info("refused a batch: %s", stats.last_refusal)
+            await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
+            return
+        if user is not None and may_batch is not None:
+            foreign = [r.name for r in msg.nodes if not may_batch(user, r.name)]
+            if foreign:
+                stats.impostors += 1
+                stats.last_refusal = (
+                    f"a batch under the key of {user!r} names {foreign[0]!r}"
+                    + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+                    + ", which that key's host process does not hold; register each node on "
+                    "its own key"
+                )
+                log.warning("refused a batch: %s", stats.last_refusal)
+                await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
+                return
+        known: list[tuple[str, Bootstrap]] = []
+        refusal = ""
+        changed = False
+        for reg in msg.nodes:
+            outcome = registry.register(reg, clock(), peer)
+            if isinstance(outcome, Refused):
+                stats.refused += 1
+                refusal = refusal or f"{reg.name}: {outcome.reason}"
+                log.warning("refused %s: %s", reg.name, outcome.reason)
+            elif isinstance(outcome, Known):
+                known.append((reg.name, outcome.bootstrap))
+            elif isinstance(outcome, Readdressed):
+                log.info("%s is now at %s (was %s)", reg.name, reg.address, outcome.previous)
+                on_readdress(outcome)
+                known.append((reg.name, outcome.bootstrap))
+            else:
+                envelopes[reg.name] = envelope
+                stats.batched.add(reg.name)
+                changed = True
+                if isinstance(outcome, Ready):
+                    await ready(outcome)
+        if refusal:
+            stats.last_refusal = refusal
+            await _send(sock, envelope, encode_bytes(RegisterError(refusal)))
+        elif known:
+            await _send_batch(sock, envelope, known, stats)
+        if changed:
+            on_change()
+
+    taken = 0
     while True:
+        taken += 1
+        if taken % _FAIR_SHARE == 0:
+            await asyncio.sleep(0)
         frames = await sock.recv_multipart(copy=False)
         stats.received += 1
         envelope = [bytes(f.bytes) for f in frames[:-1]]
         payload = frames[-1]
         try:
             msg = decode(payload.bytes)
-            if not isinstance(msg, Register | Leave | Beat):
+            if not isinstance(msg, Register | RegisterBatch | Leave | Beat | BeatBatch):
                 raise ProtocolError(
-                    f"the coordinator only accepts register, leave and beat messages, got "
-                    f"{type(msg).TYPE!r}"
+                    f"the coordinator only accepts register, register_batch, leave, beat and "
+                    f"beat_batch messages, got {type(msg).TYPE!r}"
                 )
         except ProtocolError as exc:
             stats.malformed += 1
@@ -189,6 +306,14 @@ async def serve_registrations(
         if isinstance(msg, Beat):
             await _beat(sock, envelope, msg, user, stats, on_beat)
             continue
+        if isinstance(msg, BeatBatch):
+            await _beats(sock, envelope, msg, user, stats, on_beat, may_batch)
+            continue
+        if isinstance(msg, RegisterBatch):
+            stats.batches += 1
+            await batch(envelope, msg, user, _peer_host(payload))
+            continue
+        stats.registers += 1
         if user is not None and user != msg.name:
             stats.impostors += 1
             stats.last_refusal = (
@@ -214,16 +339,12 @@ async def serve_registrations(
             await _send(sock, envelope, encode_bytes(outcome.bootstrap))
         elif isinstance(outcome, Waiting):
             envelopes[msg.name] = envelope
+            stats.batched.discard(msg.name)
             on_change()
         elif isinstance(outcome, Ready):
             envelopes[msg.name] = envelope
-            on_ready(outcome)
-            for name, boot in outcome.bootstraps.items():
-                target = envelopes.get(name)
-                if target is not None:
-                    stats.bootstraps_sent += 1
-                    await _send(sock, target, encode_bytes(boot))
-            envelopes.clear()
+            stats.batched.discard(msg.name)  # this node's latest registration is a lone one
+            await ready(outcome)
             on_change()
 
 
@@ -266,6 +387,66 @@ async def _beat(
     answer = None if on_beat is None else on_beat(msg)
     if answer is not None:
         await _send(sock, envelope, encode_bytes(answer))
+
+
+async def _beats(
+    sock: zmq.asyncio.Socket,
+    envelope: list[bytes],
+    msg: BeatBatch,
+    user: str | None,
+    stats: RegistrarStats,
+    on_beat: Callable[[Beat], Message | None] | None,
+    may_batch: Callable[[str, str], bool] | None,
+) -> None:
+    """Answer a host's beats: their echoes in one BeatBatch, then a Stop (one for the whole
+    batch: it names the run, not a node) and any refusal. Secured, a batch under a key that
+    may not beat for every name in it is refused whole, as a lone impostor's beat is."""
+    if user is not None and any(
+        may_batch is None or not may_batch(user, b.name) for b in msg.beats
+    ):
+        stats.impostors += 1
+        stats.last_refusal = f"beats of other processes' nodes came with the key of {user!r}"
+        await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
+        return
+    if on_beat is None:
+        return
+    echoes: list[Beat] = []
+    stop: Message | None = None
+    refusals: list[Message] = []
+    for beat in msg.beats:
+        answer = on_beat(beat)
+        if isinstance(answer, Beat):
+            echoes.append(answer)
+        elif isinstance(answer, RegisterError):
+            refusals.append(answer)
+        elif answer is not None:
+            stop = answer
+    if echoes:
+        await _send(sock, envelope, encode_bytes(BeatBatch(tuple(echoes))))
+    for answer in [*([] if stop is None else [stop]), *refusals]:
+        await _send(sock, envelope, encode_bytes(answer))
+
+
+async def _send_batch(
+    sock: zmq.asyncio.Socket,
+    envelope: list[bytes],
+    pairs: list[tuple[str, Bootstrap]],
+    stats: RegistrarStats,
+) -> None:
+    """Send a host's Bootstraps as BootstrapBatch frames of at most about MAX_FRAME / 2."""
+    start, size = 0, 0
+    for k, (_, boot) in enumerate(pairs):
+        size += _BOOT_BYTES + _NEIGHBOUR_BYTES * len(boot.neighbors)
+        last = k == len(pairs) - 1
+        if last or size + _BOOT_BYTES + _NEIGHBOUR_BYTES * len(pairs[k + 1][1].neighbors) > (
+            MAX_FRAME // 2
+        ):
+            part = pairs[start : k + 1]
+            names = tuple(name for name, _ in part)
+            boots = tuple(boot for _, boot in part)
+            stats.bootstraps_sent += len(part)
+            await _send(sock, envelope, encode_bytes(BootstrapBatch(names, boots)))
+            start, size = k + 1, 0
 
 
 async def _send(sock: zmq.asyncio.Socket, envelope: list[bytes], payload: bytes) -> None:

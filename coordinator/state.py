@@ -108,6 +108,10 @@ class ClusterState:
         ``registering``, ``running``, ``stopping``, ``done`` or ``failed``.
     registered : dict of str to int
         Node name -> assigned id, for every node that has registered so far.
+    register_messages : tuple of int
+        ``(lone, batches)``: the registrations the registration socket took up to the
+        bootstrap, re-sends included: a node's own Register, and a host process's
+        RegisterBatch (all its nodes in one message).
     initial : list of tuple of float
         Initial value of every node by id (empty until bootstrap).
     nodes : dict of int to NodeView
@@ -178,6 +182,7 @@ class ClusterState:
     epoch: float | None = None
     phase: Phase = "registering"
     registered: dict[str, int] = field(default_factory=dict)
+    register_messages: tuple[int, int] = (0, 0)
     initial: list[tuple[float, ...]] = field(default_factory=list)
     nodes: dict[int, NodeView] = field(default_factory=dict)
     history: list[ErrorPoint] = field(default_factory=list)

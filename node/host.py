@@ -16,10 +16,16 @@ Names and addresses: node i of a host named ``NAME`` is ``NAME-i``; with a fixed
 (``--bind tcp://HOST:PORT``) node i binds ``PORT + i``, so a restarted host gets its nodes'
 addresses back. A host of one node keeps the name and address as given.
 
+Registration: the process registers its nodes in one message (one socket and, secure, one CURVE
+connection, on its first node's key), which the coordinator takes when that key's process holds
+every name in it (``gossip up``'s host processes do); refused, the nodes register one by one.
+Registered together, the nodes beat together too: their lifelines share one socket
+(:class:`node.lifeline.LifelineGroup`).
+
 Security: with keys (``--keys`` once per node, or ``--keys-pool``) every node of the process has
-its own CURVE key pair, registers with it under its key's name, and its ROUTER has a ZAP domain
-of its own that admits only that node's neighbours (:mod:`node.curve`); the process's one ZAP
-handler serves them all.
+its own CURVE key pair, registers with it under its key's name (or in its process's batch), and
+its ROUTER has a ZAP domain of its own that admits only that node's neighbours
+(:mod:`node.curve`); the process's one ZAP handler serves them all.
 
 Crash semantics: a host process that dies takes its K nodes with it. Restarted with the same
 name (and addresses), each of its nodes re-registers, gets its id back and rebuilds its exact
@@ -52,7 +58,7 @@ from urllib.parse import urlsplit
 import zmq
 import zmq.asyncio
 
-from gossip.errors import ConfigError, GossipError
+from gossip.errors import ConfigError, GossipError, RemoteError
 from gossip.files.keys import Identity, load_identity
 from gossip.wire.schema import Bootstrap, Register
 from node.config import NodeConfig
@@ -60,10 +66,10 @@ from node.curve import CurveKeys, PeerAuthenticator
 from node.daemon import Node
 from node.faults import FaultyTransport
 from node.learner import load_learner
-from node.lifeline import Lifeline
+from node.lifeline import Lifeline, LifelineGroup
 from node.mqtt import NodeMqtt, parse_broker
 from node.problem import load_problem, preload
-from node.registration import register
+from node.registration import register, register_batch
 from node.transport import Transport
 from node.warmup import warm_up
 from node.zmq_transport import ZmqTransport
@@ -140,8 +146,8 @@ def host_configs(
 
 
 async def _until_stopped(
-    work: Coroutine[Any, Any, list[Bootstrap]], stop: asyncio.Event
-) -> list[Bootstrap] | None:
+    work: Coroutine[Any, Any, tuple[list[Bootstrap], bool]], stop: asyncio.Event
+) -> tuple[list[Bootstrap], bool] | None:
     """Return what ``work`` returns, or None (``work`` cancelled) if ``stop`` comes first."""
     async with asyncio.TaskGroup() as tg:
         job = tg.create_task(work, name="node-register")
@@ -160,8 +166,18 @@ async def _register_all(
     context: zmq.asyncio.Context,
     identities: Sequence[Identity | None],
     done: set[float],
-) -> list[Bootstrap]:
-    """Register every node at once (each on its own DEALER, with its own key if secure)."""
+) -> tuple[list[Bootstrap], bool]:
+    """Register every node: in one batch (one message, secure on the first node's key), or,
+    if the coordinator takes no batch from this process, each on its own DEALER and key.
+    Returns the Bootstraps, and whether they came for the batch."""
+    if len(configs) > 1:
+        try:
+            return await _register_batch(configs, transports, context, identities[0], done), True
+        except RemoteError as exc:
+            # A coordinator that does not know this process's block of keys (a host of
+            # hand-made keys, ``gossip coordinator`` without host mode) refuses the batch:
+            # each node then proves its own key, as before batches.
+            log.info("%s; registering the %d nodes one by one", exc, len(configs))
     async with asyncio.TaskGroup() as tg:
         jobs = [
             tg.create_task(
@@ -171,7 +187,37 @@ async def _register_all(
             for config, transport, identity in zip(configs, transports, identities, strict=True)
         ]
         log.info("registering %d node(s) with %s", len(jobs), configs[0].coordinator)
-    return [job.result() for job in jobs]
+    return [job.result() for job in jobs], False
+
+
+async def _register_batch(
+    configs: Sequence[NodeConfig],
+    transports: Sequence[Transport],
+    context: zmq.asyncio.Context,
+    identity: Identity | None,
+    done: set[float],
+) -> list[Bootstrap]:
+    """Register every node in one :class:`~gossip.wire.schema.RegisterBatch` until their
+    Bootstraps are of a run whose epoch is not in ``done`` (see :func:`_register_new`)."""
+    first = configs[0]
+    requests = [
+        Register(config.name, transport.address, config.value, os.getpid())
+        for config, transport in zip(configs, transports, strict=True)
+    ]
+    log.info("registering %d nodes in one batch with %s", len(requests), first.coordinator)
+    while True:
+        boots = await register_batch(
+            first.coordinator,
+            requests,
+            every=first.register_every,
+            give_up_after=first.register_timeout,
+            context=context,
+            keys=None if identity is None else CurveKeys.of(identity),
+            coordinator_key="" if identity is None else identity.coordinator,
+        )
+        if not any(boot.epoch in done for boot in boots.values()):
+            return [boots[config.name] for config in configs]
+        await asyncio.sleep(_STALE_PAUSE)
 
 
 async def _bind(
@@ -232,6 +278,7 @@ def _node(
     transport: Transport,
     stop: asyncio.Event,
     offset: float = 0.0,
+    received: float | None = None,
 ) -> Node:
     log.info(
         "node %d (%s, %s) of %s: %d neighbours, rate %g/s",
@@ -242,9 +289,12 @@ def _node(
         len(boot.neighbors),
         boot.rate,
     )
-    # Whether this node comes back to a running cluster, decided before loading: a slow load
-    # must not make a fresh node ask its neighbours for ledgers they do not have.
-    recover = boot.rate * (time.time() - boot.epoch) > 0
+    # Whether this node comes back to a running cluster: decided by when its Bootstrap came
+    # (``received``), not by when the node is built. A slow load, or the 63 nodes built before
+    # it (4,096 nodes on 2 cores: the last ones 9 s past the epoch), must not make a fresh node
+    # ask its neighbours for ledgers they do not have.
+    came = time.time() if received is None else received
+    recover = boot.rate * (came - boot.epoch) > 0
     problem = load_problem(boot, config.data) if boot.problem else None
     learner = load_learner(boot, config.data) if boot.train else None
     late = boot.rate * (time.time() - boot.epoch)
@@ -455,11 +505,13 @@ async def _run_once(
             )
             transports.append(await stack.enter_async_context(transport))
         actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
-        boots = await _until_stopped(
+        registered = await _until_stopped(
             _register_all(configs, transports, actx, identities, done), stop
         )
-        if boots is None:
+        if registered is None:
             return None
+        boots, batched = registered
+        received = time.time()  # the Bootstraps came: before the epoch, every node is fresh
         if secure:  # each node admits its own neighbours' keys only, each as its node id
             for inner, boot in zip(inners, boots, strict=True):
                 inner.trust({n.peer_id: n.key for n in boot.neighbors})
@@ -468,7 +520,7 @@ async def _run_once(
         if offset:
             log.warning("this host's wall clock is offset by %+.1f ms (fault)", offset * 1e3)
         nodes = [
-            _node(config, boot, transport, stop, offset)
+            _node(config, boot, transport, stop, offset, received)
             for config, boot, transport in zip(configs, boots, transports, strict=True)
         ]
         # Before t = 0: the first exchanges are not slower.
@@ -485,10 +537,20 @@ async def _run_once(
         async with asyncio.TaskGroup() as tg:
             for line, node in zip(lifelines, nodes, strict=True):
                 node.final_taken = line.delivered
-            beats = [
-                tg.create_task(line.run(), name=f"node-lifeline-{node.boot.node_id}")
-                for line, node in zip(lifelines, nodes, strict=True)
-            ]
+            if batched:  # registered together, so they beat together: one socket
+                first = identities[0]
+                group = LifelineGroup(
+                    lifelines,
+                    context=actx,
+                    keys=None if first is None else CurveKeys.of(first),
+                    coordinator_key="" if first is None else first.coordinator,
+                )
+                beats = [tg.create_task(group.run(), name="host-lifelines")]
+            else:
+                beats = [
+                    tg.create_task(line.run(), name=f"node-lifeline-{node.boot.node_id}")
+                    for line, node in zip(lifelines, nodes, strict=True)
+                ]
             distinct = {id(m): m for m in mqtts if m is not None}.values()
             links = [tg.create_task(m.run(), name=f"host-mqtt-{i}") for i, m in enumerate(distinct)]
             runs = [

@@ -9,6 +9,12 @@ over: the node then stops as on ``{"cmd": "stop"}``. A stopped node puts its fin
 beats until the coordinator says it took it, so the final states reach the coordinator even
 when the broker is gone for good (``gossip coordinator --broker-deadline``).
 
+The nodes of a host process that registered together (:mod:`node.host`) beat together: a
+:class:`LifelineGroup` sends all their beats in one :class:`~gossip.wire.schema.BeatBatch` on
+one socket (secured: one CURVE connection, on the key the batch registered with), so the
+coordinator serves one message a second per process, not per node; each node keeps its own
+:class:`Lifeline` state and rule.
+
 The rule this module enforces: **a node that hears neither its broker nor its coordinator for
 ``orphan_after`` seconds stops by itself** (a clean stop: final report, goodbyes, exit 0), with
 a warning that says so. Nobody is left who could stop it or measure it; without the rule the
@@ -32,10 +38,10 @@ import zmq
 import zmq.asyncio
 
 from gossip.errors import ProtocolError
-from gossip.wire.schema import Beat, RegisterError, Stop, decode, encode_bytes
+from gossip.wire.schema import Beat, BeatBatch, Message, RegisterError, Stop, decode, encode_bytes
 from node.curve import CurveKeys, curve_client
 
-__all__ = ["BEAT_EVERY", "TAKEN", "Lifeline"]
+__all__ = ["BEAT_EVERY", "TAKEN", "Lifeline", "LifelineGroup"]
 
 log = logging.getLogger(__name__)
 
@@ -147,16 +153,20 @@ class Lifeline:
                 next_beat = now + BEAT_EVERY
             if await sock.poll(timeout=_POLL * 1000):
                 self._answer(await sock.recv(), sent_final=final is not None)
-            if self.stopped_by == "" and self.orphaned():
-                self.stopped_by = "orphaned"
-                log.warning(
-                    "no broker for %.0f s and no coordinator for %.0f s (over --orphan-after "
-                    "%g s): nobody can stop or measure this node any more, so it stops",
-                    min(self.broker_lost_for(), 1e9),
-                    self.coordinator_lost_for(),
-                    self.orphan_after,
-                )
-                self.on_stop()
+            self.stop_if_orphaned()
+
+    def stop_if_orphaned(self) -> None:
+        """Stop the node, with a warning, once :meth:`orphaned` (only once)."""
+        if self.stopped_by == "" and self.orphaned():
+            self.stopped_by = "orphaned"
+            log.warning(
+                "no broker for %.0f s and no coordinator for %.0f s (over --orphan-after "
+                "%g s): nobody can stop or measure this node any more, so it stops",
+                min(self.broker_lost_for(), 1e9),
+                self.coordinator_lost_for(),
+                self.orphan_after,
+            )
+            self.on_stop()
 
     def _answer(self, frame: bytes, sent_final: bool) -> None:
         try:
@@ -164,6 +174,10 @@ class Lifeline:
         except ProtocolError as exc:
             log.debug("ignored an answer to a beat: %s", exc)
             return
+        self.take(message, sent_final)
+
+    def take(self, message: Message, sent_final: bool) -> None:
+        """Take the coordinator's answer to a beat (``sent_final``: one with the final report)."""
         if isinstance(message, RegisterError):
             log.warning("the coordinator refused a beat: %s", message.reason)
             return
@@ -178,3 +192,95 @@ class Lifeline:
         elif isinstance(message, Beat) and message.final == TAKEN and sent_final:
             log.info("the coordinator took the final report over its own channel")
             self.delivered.set()
+
+
+class LifelineGroup:
+    """The lifelines of a host process's nodes, beating together on one socket.
+
+    Each second one :class:`~gossip.wire.schema.BeatBatch` carries the beat of every node
+    whose final report the coordinator does not hold yet; a final report goes out as soon as
+    it is there (in a batch of the nodes that have a new one). The coordinator's echoes come
+    back in one BeatBatch, each taken by its node's :class:`Lifeline`; a :class:`Stop` goes to
+    every node. ``keys``: the key the process's nodes registered with in one batch.
+    """
+
+    def __init__(
+        self,
+        lines: list[Lifeline],
+        *,
+        context: zmq.asyncio.Context | None = None,
+        keys: CurveKeys | None = None,
+        coordinator_key: str = "",
+    ) -> None:
+        if not lines:
+            raise ValueError("a lifeline group needs at least one lifeline")
+        self.lines = lines
+        self._by_name = {line.name: line for line in lines}
+        self._context = context
+        self._keys = keys
+        self._coordinator_key = coordinator_key
+
+    async def run(self) -> None:
+        """Beat until the coordinator holds every final report, or until cancelled."""
+        ctx = self._context or zmq.asyncio.Context.instance()
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)  # as a lone lifeline: no stale beats queued
+        if self._keys is not None:
+            curve_client(sock, self._keys, self._coordinator_key)
+        try:
+            sock.connect(self.lines[0].coordinator)
+            await self._beat(sock)
+        finally:
+            sock.close(0)
+
+    async def _beat(self, sock: zmq.asyncio.Socket) -> None:
+        clock = self.lines[0]._clock
+        next_beat = -math.inf
+        final_sent: set[str] = set()
+        while True:
+            pending = [line for line in self.lines if not line.delivered.is_set()]
+            if not pending:
+                return
+            now = clock()
+            finals = [line.final() for line in pending]
+            periodic = now >= next_beat
+            due = [
+                (line, final)
+                for line, final in zip(pending, finals, strict=True)
+                if periodic or (final is not None and line.name not in final_sent)
+            ]
+            if due:
+                beats = tuple(
+                    Beat(line.name, line.epoch, "" if final is None else json.dumps(final))
+                    for line, final in due
+                )
+                with contextlib.suppress(zmq.Again):  # no connection now: the next beat
+                    await sock.send(encode_bytes(BeatBatch(beats)), zmq.NOBLOCK)
+                final_sent.update(line.name for line, final in due if final is not None)
+                if periodic:
+                    next_beat = now + BEAT_EVERY
+            if await sock.poll(timeout=_POLL * 1000):
+                while True:  # every answer already there, then the next round
+                    self._answer(await sock.recv(), final_sent)
+                    if not await sock.poll(timeout=0):
+                        break
+            for line in pending:
+                line.stop_if_orphaned()
+
+    def _answer(self, frame: bytes, final_sent: set[str]) -> None:
+        try:
+            message = decode(frame)
+        except ProtocolError as exc:
+            log.debug("ignored an answer to a beat: %s", exc)
+            return
+        if isinstance(message, BeatBatch):
+            for beat in message.beats:
+                line = self._by_name.get(beat.name)
+                if line is not None:
+                    line.take(beat, beat.name in final_sent)
+        elif isinstance(message, RegisterError):
+            log.warning("the coordinator refused the process's beats: %s", message.reason)
+        else:  # a Stop names the run: every node's
+            for line in self.lines:
+                line.take(message, line.name in final_sent)

@@ -11,24 +11,39 @@ under the name its key is listed with. A handshake the coordinator refuses is re
 (a socket monitor sees it), not as a registration timeout. The same socket carries a secured
 node's leave (:func:`request_leave_secure`, ``gossip node --leave --keys DIR``), which the
 coordinator takes only from the leaving node's own key.
+
+A host process registers its nodes in one message (:func:`register_batch`): one socket and,
+secure, one CURVE connection (on one of its nodes' keys) instead of one per node, which the
+coordinator takes only if that key's process holds every name in it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Sequence
 
 import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from gossip.errors import ProtocolError, RemoteError, TransportError
-from gossip.wire.schema import Bootstrap, Leave, Register, RegisterError, decode, encode_bytes
+from gossip.wire.schema import (
+    Bootstrap,
+    BootstrapBatch,
+    Leave,
+    Message,
+    Register,
+    RegisterBatch,
+    RegisterError,
+    decode,
+    encode_bytes,
+)
 from node.curve import CurveKeys, curve_client
 
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
-__all__ = ["register", "request_leave_secure"]
+__all__ = ["register", "register_batch", "request_leave_secure"]
 
 
 async def register(
@@ -57,7 +72,8 @@ async def register(
     reply = await _ask(
         coordinator,
         encode_bytes(request),
-        Bootstrap,
+        lambda message: message if isinstance(message, Bootstrap) else None,
+        Bootstrap.TYPE,
         every,
         give_up_after,
         context,
@@ -65,6 +81,57 @@ async def register(
         coordinator_key,
     )
     assert isinstance(reply, Bootstrap)
+    return reply
+
+
+async def register_batch(
+    coordinator: str,
+    requests: Sequence[Register],
+    *,
+    every: float = 2.0,
+    give_up_after: float | None = None,
+    context: zmq.asyncio.Context | None = None,
+    keys: CurveKeys | None = None,
+    coordinator_key: str = "",
+) -> dict[str, Bootstrap]:
+    """Register the nodes of ``requests`` in one message; return each name's Bootstrap.
+
+    ``keys``: the key pair of one of the nodes (the coordinator takes the batch if that key's
+    host process holds every name in it). Re-sent every ``every`` seconds until every node's
+    Bootstrap came (they may come in several messages).
+
+    Raises
+    ------
+    RemoteError
+        The coordinator refused the batch or one of its registrations (the reason is in the
+        message; a coordinator that takes no batches from this key says so), or the key.
+    TransportError
+        Not every Bootstrap within ``give_up_after`` seconds, or the socket failed.
+    """
+    wanted = {request.name for request in requests}
+    got: dict[str, Bootstrap] = {}
+
+    def take(message: Message) -> dict[str, Bootstrap] | None:
+        if isinstance(message, BootstrapBatch):
+            got.update(
+                (n, b)
+                for n, b in zip(message.names, message.bootstraps, strict=True)
+                if n in wanted
+            )
+        return got if len(got) == len(wanted) else None
+
+    reply = await _ask(
+        coordinator,
+        encode_bytes(RegisterBatch(tuple(requests))),
+        take,
+        BootstrapBatch.TYPE,
+        every,
+        give_up_after,
+        context,
+        keys,
+        coordinator_key,
+    )
+    assert isinstance(reply, dict)
     return reply
 
 
@@ -89,7 +156,8 @@ async def request_leave_secure(
     await _ask(
         coordinator,
         encode_bytes(Leave(name)),
-        Leave,
+        lambda message: message if isinstance(message, Leave) else None,
+        Leave.TYPE,
         1.0,
         give_up_after,
         None,
@@ -101,14 +169,16 @@ async def request_leave_secure(
 async def _ask(
     coordinator: str,
     frame: bytes,
-    answer: type[Bootstrap] | type[Leave],
+    take: Callable[[Message], object | None],
+    answer: str,
     every: float,
     give_up_after: float | None,
     context: zmq.asyncio.Context | None,
     keys: CurveKeys | None,
     coordinator_key: str,
-) -> Bootstrap | Leave:
-    """Send ``frame`` every ``every`` seconds until an ``answer`` (or a refusal) comes."""
+) -> object:
+    """Send ``frame`` every ``every`` seconds until ``take`` makes something of the answers
+    (of type ``answer``), or a refusal comes."""
     ctx = context or zmq.asyncio.Context.instance()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -119,29 +189,36 @@ async def _ask(
     deadline = None if give_up_after is None else time.monotonic() + give_up_after
     try:
         sock.connect(coordinator)
+        resend = 0.0  # when to send the frame (again)
         while True:
-            # Never wait on a send: a DEALER whose handshake was refused has no peer to
-            # queue for, and a blocking send would hide the refusal (and the timeout).
-            with contextlib.suppress(zmq.Again):
-                await sock.send(frame, zmq.NOBLOCK)
-            wait = every if deadline is None else min(every, deadline - time.monotonic())
-            if wait <= 0:
+            now = time.monotonic()
+            if now >= resend:
+                # Never wait on a send: a DEALER whose handshake was refused has no peer to
+                # queue for, and a blocking send would hide the refusal (and the timeout).
+                with contextlib.suppress(zmq.Again):
+                    await sock.send(frame, zmq.NOBLOCK)
+                resend = now + every
+            # Until the next re-send: a batch's Bootstraps may come in several messages, and
+            # each must not make the whole batch go again.
+            wait = resend - now if deadline is None else min(resend, deadline) - now
+            if deadline is not None and now >= deadline:
                 raise TransportError(
-                    f"no {answer.TYPE} from the coordinator at {coordinator} within "
+                    f"no {answer} from the coordinator at {coordinator} within "
                     f"{give_up_after} s; is it running, and expecting this many nodes?"
                 )
             if monitor is not None and await monitor.poll(timeout=0):
                 _refused(await monitor.recv_multipart(), coordinator)
-            if await sock.poll(timeout=wait * 1000):
+            if await sock.poll(timeout=max(wait, 0.0) * 1000):
                 reply = (await sock.recv_multipart())[-1]
                 try:
                     message = decode(reply)
                 except ProtocolError:
                     continue  # not from a coordinator we understand; keep asking
-                if isinstance(message, answer):
-                    return message
+                result = take(message)
+                if result is not None:
+                    return result
                 if isinstance(message, RegisterError):
-                    what = "registration" if answer is Bootstrap else "the request"
+                    what = "the request" if answer == Leave.TYPE else "registration"
                     raise RemoteError(f"the coordinator refused {what}: {message.reason}")
     except zmq.ZMQError as exc:
         raise TransportError(f"registration with {coordinator} failed: {exc}") from None

@@ -28,7 +28,9 @@ receives carries the node id of the key its connection was authenticated with
 from __future__ import annotations
 
 import asyncio
+import math
 import socket as pysocket
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import cast
@@ -44,6 +46,13 @@ from node.transport import FrameHandler, Incoming, Transport, TransportStats
 __all__ = ["ZmqTransport", "advertised_address"]
 
 _HWM = 10_000  # frames queued per socket before sends are dropped
+# Seconds before the second redial of a peer that has not answered since, doubling for each
+# further one up to _REDIAL_MAX. A CURVE handshake waits for the peer process's ZAP handler,
+# which answers the handshakes of all its nodes one at a time: 4,096 secure nodes on 2 cores
+# took seconds, each redial replaced a handshake still under way by a new one, and 23,443
+# redials kept the handlers from ever catching up (4 without CURVE).
+_REDIAL_BACKOFF = 1.0
+_REDIAL_MAX = 16.0
 
 
 def advertised_address(bound: str, advertise: str | None, toward: str | None = None) -> str:
@@ -170,6 +179,7 @@ class ZmqTransport(Transport):
         self._dealers: dict[int, zmq.Socket[bytes]] = {}
         self._peer_of: dict[zmq.Socket[bytes], int] = {}  # dealer -> the peer it reaches
         self._heard: set[zmq.Socket[bytes]] = set()  # dealers that received a frame
+        self._redialed: dict[int, tuple[int, float]] = {}  # peer -> (redials, the last one)
         self._addresses: dict[int, str] = {}
         self._ready: deque[Incoming] = deque()
         self._waiter: asyncio.Future[None] | None = None  # recv() waiting for a frame
@@ -263,13 +273,20 @@ class ZmqTransport(Transport):
         A DEALER whose CURVE handshake was refused is closed by libzmq for good, and frames
         sent to it queue without a word: only a new socket shakes hands again. One that has
         heard from its peer is left alone: its peer is slow, and libzmq reconnects a TCP
-        connection that broke by itself.
+        connection that broke by itself. A peer redialled and still silent is redialled again
+        only after a pause that doubles each time (1 s, 2 s, ... 16 s): its handshake may
+        just be slow, and a new one would start it over.
         """
         address = self._addresses.get(peer)
         dealer = self._dealers.get(peer)
         if address is None or dealer is None or dealer in self._heard:
             return False
+        count, last = self._redialed.get(peer, (0, -math.inf))
+        now = time.monotonic()
+        if count and now - last < min(_REDIAL_BACKOFF * 2 ** (count - 1), _REDIAL_MAX):
+            return False  # the last redial's handshake may still be under way
         self._dial(peer, address)
+        self._redialed[peer] = (count + 1, now)
         self.stats.extra["redialed"] = self.stats.extra.get("redialed", 0) + 1
         return True
 
@@ -452,6 +469,8 @@ class ZmqTransport(Transport):
         sender = self._peer_of.get(dealer) if self._keys is not None else None
         try:
             if _readable(dealer):
+                if dealer not in self._heard:  # answered: a later silence starts afresh
+                    self._redialed.pop(self._peer_of.get(dealer, -1), None)
                 self._heard.add(dealer)
                 while True:
                     data = dealer.recv(_NOBLOCK)

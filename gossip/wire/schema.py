@@ -22,8 +22,11 @@ what it carries): :class:`Request`, answered by a :class:`Reply` (the jump's flo
 (its new address) and :class:`Done` (a stopping node's goodbye, :mod:`gossip.exchange.parting`).
 
 Registration (node to coordinator, contract C2): :class:`Register`, :class:`Bootstrap` (with its
-:class:`Neighbor` entries) and :class:`RegisterError`; :class:`Leave` (a node leaving for good);
-:class:`Beat` and :class:`Stop` (the lifeline that outlives the broker, :mod:`node.lifeline`).
+:class:`Neighbor` entries) and :class:`RegisterError`; a host process's nodes at once,
+:class:`RegisterBatch` answered by :class:`BootstrapBatch` (:mod:`node.registration`), and
+:class:`BeatBatch` (their lifelines' beats, and the echoes); :class:`Leave` (a node leaving for
+good); :class:`Beat` and :class:`Stop` (the lifeline that outlives the broker,
+:mod:`node.lifeline`).
 
 Examples
 --------
@@ -72,7 +75,9 @@ __all__ = [
     "RAW_EXT",
     "VERSION",
     "Beat",
+    "BeatBatch",
     "Bootstrap",
+    "BootstrapBatch",
     "Buffer",
     "Busy",
     "Done",
@@ -85,6 +90,7 @@ __all__ = [
     "Nack",
     "Neighbor",
     "Register",
+    "RegisterBatch",
     "RegisterError",
     "Reply",
     "Request",
@@ -370,6 +376,40 @@ class RegisterError:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class RegisterBatch:
+    """Host process -> coordinator: the registrations of several of its nodes, in one message.
+
+    A host of K nodes sends one of these instead of K :class:`Register`, so the coordinator
+    serves one message (and, secure, one CURVE connection) per process rather than per node.
+    Secure, the coordinator takes it only from a key whose host process holds every name in it
+    (:func:`coordinator.registrar.serve_registrations`).
+    """
+
+    TYPE: ClassVar[str] = "register_batch"
+    nodes: tuple[Register, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapBatch:
+    """Coordinator -> host process: the Bootstraps of some of a :class:`RegisterBatch`'s nodes,
+    ``bootstraps[i]`` for node ``names[i]``. A batch too large for one frame comes as several."""
+
+    TYPE: ClassVar[str] = "bootstrap_batch"
+    names: tuple[str, ...]
+    bootstraps: tuple[Bootstrap, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BeatBatch:
+    """Host process <-> coordinator: the :class:`Beat` of several of its nodes in one message
+    (:mod:`node.lifeline`), and the coordinator's echoes of them (a :class:`Stop` or a
+    refusal goes on its own)."""
+
+    TYPE: ClassVar[str] = "beat_batch"
+    beats: tuple[Beat, ...]
+
+
 Message: TypeAlias = (
     Request
     | Reply
@@ -385,6 +425,9 @@ Message: TypeAlias = (
     | RegisterError
     | Beat
     | Stop
+    | RegisterBatch
+    | BootstrapBatch
+    | BeatBatch
 )
 
 _CLASSES: tuple[type[Any], ...] = get_args(Message)
@@ -398,6 +441,12 @@ MESSAGE_TYPES: tuple[str, ...] = tuple(cls.TYPE for cls in _CLASSES)
 def _plain(value: Any) -> Any:
     if isinstance(value, Neighbor):
         return [value.peer_id, value.address, value.edge_index, value.prob, value.step, value.key]
+    if isinstance(value, Register):
+        return [value.name, value.address, _plain(value.value), value.pid]
+    if isinstance(value, Beat):
+        return [value.name, value.epoch, value.final]
+    if isinstance(value, Bootstrap):  # a batch's: its fields as a map, as a frame has them
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     return [_plain(item) for item in value] if type(value) is tuple else value
 
 
@@ -495,6 +544,67 @@ def _neighbors(name: str, value: Any) -> tuple[Neighbor, ...]:
     return tuple(out)
 
 
+def _strings(name: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ProtocolError(f"field {name!r} must be a list, got {type(value).__name__}")
+    return tuple(string(f"{name}[{i}]", item) for i, item in enumerate(value))
+
+
+def _registers(name: str, value: Any) -> tuple[Register, ...]:
+    if not isinstance(value, list) or not value:
+        raise ProtocolError(f"field {name!r} must be a non-empty list, got {value!r:.80}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, list) or len(item) != 4:
+            raise ProtocolError(
+                f"field {where!r} must be [name, address, value, pid], got {item!r}"
+            )
+        out.append(
+            Register(
+                string(f"{where}.name", item[0]),
+                string(f"{where}.address", item[1]),
+                optional_floats(f"{where}.value", item[2]),
+                integer(f"{where}.pid", item[3]),
+            )
+        )
+    return tuple(out)
+
+
+def _beats(name: str, value: Any) -> tuple[Beat, ...]:
+    if not isinstance(value, list):
+        raise ProtocolError(f"field {name!r} must be a list, got {type(value).__name__}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, list) or len(item) != 3:
+            raise ProtocolError(f"field {where!r} must be [name, epoch, final], got {item!r}")
+        out.append(
+            Beat(
+                string(f"{where}.name", item[0]),
+                number(f"{where}.epoch", item[1]),
+                string(f"{where}.final", item[2]),
+            )
+        )
+    return tuple(out)
+
+
+def _bootstraps(name: str, value: Any) -> tuple[Bootstrap, ...]:
+    if not isinstance(value, list):
+        raise ProtocolError(f"field {name!r} must be a list, got {type(value).__name__}")
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ProtocolError(f"field '{name}[{i}]' must be a map, got {type(item).__name__}")
+        try:  # every check of a lone Bootstrap's frame
+            boot = _checked(Bootstrap.TYPE, dict(item))
+        except ProtocolError as exc:
+            raise ProtocolError(f"field '{name}[{i}]': {exc}") from None
+        assert isinstance(boot, Bootstrap)
+        out.append(boot)
+    return tuple(out)
+
+
 # The schema of every message: each field's checker follows from its type in the class, but
 # where a field must be more than its type says (:data:`_STRICTER`).
 _BY_TYPE: dict[str, Checker] = {
@@ -506,6 +616,10 @@ _BY_TYPE: dict[str, Checker] = {
     "Vector": vector,
     "Vector | None": optional_vector,
     "tuple[Neighbor, ...]": _neighbors,
+    "tuple[str, ...]": _strings,
+    "tuple[Register, ...]": _registers,
+    "tuple[Bootstrap, ...]": _bootstraps,
+    "tuple[Beat, ...]": _beats,
 }
 _STRICTER: dict[tuple[str, str], Checker] = {
     ("bootstrap", "rate"): positive,
@@ -628,6 +742,11 @@ def _checked(kind: str, body: dict[str, Any]) -> Message:
         raise ProtocolError(
             f"field 'initial_value' has {len(values['initial_value'])} components but 'dim' is "
             f"{values['dim']}"
+        )
+    if kind == BootstrapBatch.TYPE and len(values["names"]) != len(values["bootstraps"]):
+        raise ProtocolError(
+            f"field 'bootstraps' has {len(values['bootstraps'])} entries but 'names' has "
+            f"{len(values['names'])}; they must match"
         )
     if kind == Bootstrap.TYPE:
         _check_bootstrap_algorithm(values["algorithm"], values["problem"], values["train"])

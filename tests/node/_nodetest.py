@@ -19,7 +19,17 @@ from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
 from gossip.model.algorithms import gossip_params
 from gossip.model.mixing import mix
-from gossip.wire.schema import Beat, Bootstrap, Neighbor, Register, decode, encode
+from gossip.wire.schema import (
+    Beat,
+    BeatBatch,
+    Bootstrap,
+    BootstrapBatch,
+    Neighbor,
+    Register,
+    RegisterBatch,
+    decode,
+    encode,
+)
 
 if TYPE_CHECKING:
     from node import Node
@@ -101,14 +111,23 @@ class FakeCoordinator:
         self.reregistered: list[str] = []
 
     async def bootstrap(self, n: int) -> list[Bootstrap]:
-        """Collect ``n`` registrations, answer them all, and return the bootstraps by id."""
+        """Collect ``n`` registrations, answer them all, and return the bootstraps by id.
+
+        A host process's batch (``RegisterBatch``) is answered with one ``BootstrapBatch``."""
         routes: dict[str, bytes] = {}
+        batched: set[str] = set()
         while len(routes) < n:
             route, frame = await self.router.recv_multipart()
             msg = decode(frame)
-            assert isinstance(msg, Register)
-            routes[msg.name] = route
-            self.registers[msg.name] = msg
+            assert isinstance(msg, Register | RegisterBatch)
+            regs = msg.nodes if isinstance(msg, RegisterBatch) else (msg,)
+            for reg in regs:
+                routes[reg.name] = route
+                self.registers[reg.name] = reg
+                if isinstance(msg, RegisterBatch):
+                    batched.add(reg.name)
+                else:
+                    batched.discard(reg.name)
         names = sorted(routes)
         addresses = [self.registers[name].address for name in names]
         if self.values is None:  # the nodes' own values (--value)
@@ -122,9 +141,16 @@ class FakeCoordinator:
             addresses,
             broker=self.broker,
         )
+        hosts: dict[bytes, list[str]] = {}
         for name, boot in zip(names, boots, strict=True):
             self.boots[name] = boot
-            await self.router.send_multipart([routes[name], encode(boot)])
+            if name in batched:
+                hosts.setdefault(routes[name], []).append(name)
+            else:
+                await self.router.send_multipart([routes[name], encode(boot)])
+        for route, members in hosts.items():
+            answer = BootstrapBatch(tuple(members), tuple(self.boots[m] for m in members))
+            await self.router.send_multipart([route, encode(answer)])
         return boots
 
     async def serve(self) -> None:
@@ -132,8 +158,14 @@ class FakeCoordinator:
         while True:
             route, frame = await self.router.recv_multipart()
             msg = decode(frame)
-            if isinstance(msg, Beat):
+            if isinstance(msg, Beat | BeatBatch):
                 continue  # a bootstrapped node's lifeline (node.lifeline): this fake is silent
+            if isinstance(msg, RegisterBatch):
+                names = tuple(reg.name for reg in msg.nodes)
+                self.reregistered.extend(names)
+                answer = BootstrapBatch(names, tuple(self.boots[name] for name in names))
+                await self.router.send_multipart([route, encode(answer)])
+                continue
             assert isinstance(msg, Register)
             self.reregistered.append(msg.name)
             await self.router.send_multipart([route, encode(self.boots[msg.name])])

@@ -14,12 +14,12 @@ import aiomqtt
 import numpy as np
 import pytest
 import zmq
-from _nodetest import FakeCoordinator, common_time, kill_all, spawn_node
+from _nodetest import FakeCoordinator, bootstraps, common_time, kill_all, spawn_node
 
 from coordinator.broker import RunningBroker
 from gossip.errors import ConfigError
 from node.config import NodeConfig
-from node.host import host_configs
+from node.host import _node, host_configs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -212,3 +212,21 @@ def test_host_configs_name_bind_and_seed_each_node() -> None:
     high = NodeConfig("tcp://127.0.0.1:5555", name="h", bind="tcp://127.0.0.1:65535")
     with pytest.raises(ConfigError, match="65535"):
         host_configs(high, 2)
+
+
+async def test_a_node_built_after_the_epoch_from_a_bootstrap_that_came_before_is_fresh() -> None:
+    """4,096 nodes on two cores: a process built its last nodes seconds after t = 0. Their
+    Bootstrap came before it, so they are fresh nodes, not restarted ones asking their
+    neighbours for ledgers; a Bootstrap that came after t = 0 is a restart's."""
+    epoch = time.time() - 2.0  # t = 0 was 2 s ago: the node is built late
+    boot = bootstraps("line:2", "arg", 100.0, epoch, np.zeros(2), ["tcp://127.0.0.1:1"] * 2)[0]
+    config = NodeConfig("tcp://127.0.0.1:5555", name="h-0")
+
+    class Quiet:  # the node is only built here, never run: its transport is never used
+        address = "tcp://127.0.0.1:7000"
+
+    stop = asyncio.Event()
+    fresh = _node(config, boot, Quiet(), stop, received=epoch - 0.5)  # type: ignore[arg-type]
+    assert not fresh.restarted
+    back = _node(config, boot, Quiet(), stop, received=epoch + 0.5)  # type: ignore[arg-type]
+    assert back.restarted

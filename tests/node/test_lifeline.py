@@ -12,8 +12,8 @@ import zmq
 import zmq.asyncio
 
 from coordinator.procs import free_port
-from gossip.wire.schema import Beat, Stop, decode, encode
-from node.lifeline import Lifeline
+from gossip.wire.schema import Beat, BeatBatch, Stop, decode, encode
+from node.lifeline import Lifeline, LifelineGroup
 
 EPOCH = 1_700_000_000.0
 
@@ -106,3 +106,53 @@ async def test_a_connected_broker_keeps_a_node_without_coordinator() -> None:
         await task
     assert stops == []
     assert line.coordinator_lost_for() > 0.2
+
+
+async def test_a_host_processs_lifelines_beat_in_one_batch_on_one_connection(
+    router: tuple[zmq.asyncio.Socket, str],
+) -> None:
+    """A host's nodes beat together: one BeatBatch on one socket; a Stop stops them all; each
+    final report goes out once there (in a batch of the new ones) and again until taken."""
+    sock, address = router
+    stops: list[int] = []
+    finals: dict[str, dict[str, Any] | None] = {"n0": None, "n1": None}
+    lines = [
+        Lifeline(
+            address, name, EPOCH, lambda: stops.append(1), lambda n=name: finals[n], lambda: 0.0
+        )
+        for name in ("n0", "n1")
+    ]
+    group = LifelineGroup(lines)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(group.run())
+        envelope, frame = await sock.recv_multipart()
+        assert decode(frame) == BeatBatch((Beat("n0", EPOCH, ""), Beat("n1", EPOCH, "")))
+        await sock.send_multipart([envelope, encode(Stop(EPOCH, "timeout"))])
+        async with asyncio.timeout(5):
+            while len(stops) < 2:  # noqa: ASYNC110 -- a callback list: no event to await
+                await asyncio.sleep(0.01)
+        assert [line.stopped_by for line in lines] == ["coordinator", "coordinator"]
+        finals["n1"] = {"node": 1, "final": True}
+        while True:  # n1's final report goes at once, alone: n0 has none yet
+            envelope, frame = await sock.recv_multipart()
+            batch = decode(frame)
+            assert isinstance(batch, BeatBatch)
+            if any(b.final for b in batch.beats):
+                break
+        assert batch.beats == (Beat("n1", EPOCH, '{"node": 1, "final": true}'),)
+        await sock.send_multipart([envelope, encode(BeatBatch((Beat("n1", EPOCH, Beat.TAKEN),)))])
+        async with asyncio.timeout(5):
+            await lines[1].delivered.wait()
+        assert not task.done()  # n0's report is not taken yet
+        finals["n0"] = {"node": 0, "final": True}
+        while True:  # now only n0 beats: n1's report was taken
+            envelope, frame = await sock.recv_multipart()
+            batch = decode(frame)
+            assert isinstance(batch, BeatBatch)
+            assert [b.name for b in batch.beats] == ["n0"]
+            if batch.beats[0].final:
+                break
+        await sock.send_multipart([envelope, encode(BeatBatch((Beat("n0", EPOCH, Beat.TAKEN),)))])
+        async with asyncio.timeout(5):
+            await task  # every report delivered: the group ends
+    assert stops == [1, 1]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gossip.errors import ConfigError
-from gossip.graph.spectral import graph_quantities, laplacian
+from gossip.graph.spectral import SPARSE_DEGREE, SPARSE_FROM, graph_quantities, laplacian
 from gossip.graph.topology import parse_topology
 
 
@@ -58,6 +58,30 @@ def test_dense_and_sparse_agree(spec: str) -> None:
     assert sparse.mu_gossip == pytest.approx(dense.mu_gossip, rel=1e-7)
     np.testing.assert_allclose(sparse.r_eff, dense.r_eff, rtol=1e-8)
     assert sparse.as_dict()["theta_arg"] == pytest.approx(dense.theta_arg, rel=1e-7)
+
+
+# From SPARSE_FROM nodes ``auto`` takes the sparse path on a sparse graph: it must give the
+# dense path's figures there, on the graphs whose spectra are the hardest (a line's mu_gossip is
+# ~1e-5, a cycle's and a grid's eigenvalues come in pairs).
+@pytest.mark.parametrize("spec", ["grid:24x24", "line:600", "cycle:700", "torus:20x30"])
+def test_auto_takes_the_sparse_path_from_sparse_from_with_the_dense_figures(spec: str) -> None:
+    topo = parse_topology(spec)
+    assert topo.n >= SPARSE_FROM
+    auto = graph_quantities(topo)
+    dense = graph_quantities(topo, method="dense")
+    assert auto.method == "sparse"
+    assert auto.mu_gossip == pytest.approx(dense.mu_gossip, rel=1e-9)
+    np.testing.assert_allclose(auto.r_eff, dense.r_eff, rtol=1e-9)
+    assert auto.r_max == pytest.approx(dense.r_max, rel=1e-9)
+
+
+def test_auto_stays_dense_below_sparse_from_and_on_a_dense_graph() -> None:
+    assert graph_quantities(parse_topology("grid:20x20")).method == "dense"  # 400 nodes
+    # complete:520: 134,940 edges, one solve each on the sparse path; dense is far cheaper.
+    topo = parse_topology("complete:520")
+    assert topo.n >= SPARSE_FROM
+    assert topo.n_edges > SPARSE_DEGREE * topo.n
+    assert graph_quantities(topo).method == "dense"
 
 
 def test_unknown_method() -> None:

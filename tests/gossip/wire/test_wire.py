@@ -17,7 +17,9 @@ from gossip.wire.schema import (
     MAX_FRAME,
     VERSION,
     Beat,
+    BeatBatch,
     Bootstrap,
+    BootstrapBatch,
     Busy,
     Leave,
     LedgerReply,
@@ -27,6 +29,7 @@ from gossip.wire.schema import (
     Nack,
     Neighbor,
     Register,
+    RegisterBatch,
     RegisterError,
     Reply,
     Request,
@@ -68,6 +71,16 @@ EXAMPLES: list[Message] = [
     Beat(name="node-3", epoch=1_700_000_000.5, final='{"node": 3, "final": true}'),
     Stop(epoch=1_700_000_000.5, reason="broker-lost"),
     Request(src=1, edge=0, seq=8, ack=7, t=2.5, u=(1.0, -2.0), z=(0.5, 0.25)),  # movable
+    RegisterBatch(
+        nodes=(
+            Register(name="node-0", address="tcp://127.0.0.1:5000", value=(1.5,), pid=7),
+            Register(name="node-1", address="tcp://127.0.0.1:5001", value=None, pid=7),
+        )
+    ),
+    BootstrapBatch(
+        names=("node-3", "node-4"), bootstraps=(BOOT, dataclasses.replace(BOOT, node_id=4))
+    ),
+    BeatBatch(beats=(Beat("node-3", 1_700_000_000.5, ""), Beat("node-4", 1_700_000_000.5, "{}"))),
 ]
 
 
@@ -250,3 +263,21 @@ def test_a_bootstrap_whose_algorithm_does_not_go_with_its_problem_is_refused(
 def test_a_bootstrap_of_a_live_optimization_runs_acd() -> None:
     boot = dataclasses.replace(BOOT, algorithm="acd", problem="quadratic", n=4)
     assert decode(encode(boot)) == boot
+
+
+def test_a_bootstrap_batch_names_each_bootstrap_and_checks_each_as_a_lone_one() -> None:
+    body = msgpack.unpackb(encode(BootstrapBatch(names=("a", "b"), bootstraps=(BOOT,))))
+    with pytest.raises(ProtocolError, match="'bootstraps' has 1 entries but 'names' has 2"):
+        decode(msgpack.packb(body))
+    body = msgpack.unpackb(encode(BootstrapBatch(names=("a",), bootstraps=(BOOT,))))
+    body["bootstraps"][0]["rate"] = 0.0
+    with pytest.raises(ProtocolError, match=r"bootstraps\[0\].*'rate'"):
+        decode(msgpack.packb(body))
+
+
+def test_a_register_batch_is_not_empty_and_its_entries_are_checked() -> None:
+    with pytest.raises(ProtocolError, match="'nodes' must be a non-empty list"):
+        decode(msgpack.packb({"v": VERSION, "type": "register_batch", "nodes": []}))
+    bad = {"v": VERSION, "type": "register_batch", "nodes": [["n", "tcp://h:1", None, -1]]}
+    with pytest.raises(ProtocolError, match=r"nodes\[0\]\.pid"):
+        decode(msgpack.packb(bad))
