@@ -40,7 +40,9 @@ echo "machine: $(uname -m)"
 # As the playbook does: the wheel built on the controller (pure Python: the same for arm64),
 # installed with --source; nothing is built under emulation. The checkout stays read-only.
 install=/src/deploy/raspberry-pi/install.sh
-pip="--no-index --find-links /wheels"
+# --no-compile: pip's bytecode of every dependency (thousands of files, each compiled under
+# emulation) is no check; the roles compile what they import.
+pip="--no-index --find-links /wheels --no-compile"
 $install broker --no-apt --no-systemctl --keys /keys/mqtt
 $install coordinator --no-apt --no-systemctl --source "$WHEEL" --pip-flags "$pip" \
   --graph cycle:3 --rate 50 --until 1e-3 --broker 127.0.0.1 --keys /keys/coordinator \
