@@ -13,8 +13,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,9 +72,10 @@ def gossip_image(docker_client: Any) -> str:
 
 
 @pytest.fixture(scope="session")
-def arm64_image(docker_client: Any) -> str:
-    """The arm64 image, built by scripts/docker-image under emulation (the base is cached); the
-    build also leaves the arm64 base and its wheelhouse, .wheelhouse-arm64/."""
+def arm64_image(docker_client: Any, project_wheel: Path) -> str:
+    """The arm64 image, built by scripts/docker-image under emulation (the base is cached) from
+    the session's project wheel (built natively, as the Pi test installs it); the build also
+    leaves the arm64 base and its wheelhouse, .wheelhouse-arm64/."""
     # Emulation is a capability of the host, like the engine: without it (not root, no
     # binfmt_misc) the test skips, except under CI=true, where it fails.
     emulation = subprocess.run(
@@ -82,10 +85,8 @@ def arm64_image(docker_client: Any) -> str:
         unavailable(f"no arm64 emulation: {emulation.stderr.strip()[-500:]}")
     started = time.monotonic()
     base_cached = image_exists(docker_client, ARM64_BASE)
-    run(
-        ["bash", "scripts/docker-image", "--platform", "linux/arm64", "--tag", ARM64_IMAGE],
-        timeout=1200,
-    )
+    build = ["bash", "scripts/docker-image", "--platform", "linux/arm64", "--tag", ARM64_IMAGE]
+    run([*build, "--wheel", str(project_wheel)], timeout=1200)
     image = docker_client.images.get(ARM64_IMAGE)
     FIGURES["arm64_image_build_s"] = round(time.monotonic() - started, 1)
     FIGURES["arm64_base_image_was_cached"] = base_cached
@@ -94,6 +95,40 @@ def arm64_image(docker_client: Any) -> str:
         docker_client.images.get(ARM64_BASE).attrs["Size"] / 1e6, 1
     )
     return ARM64_IMAGE
+
+
+@pytest.fixture(scope="session")
+def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once per session on the host as the Pi playbook's controller
+    builds it (``pip wheel --no-deps``). It is pure Python, so the one wheel installs on arm64
+    too: a container under qemu installs it instead of building the checkout under emulation.
+
+    The build runs on a copy of the packages, so that no stale ``build/`` of the checkout can
+    slip a deleted module into the wheel.
+    """
+    started = time.monotonic()
+    source = tmp_path_factory.mktemp("project-source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    for package in ("gossip", "node", "coordinator", "cli"):
+        shutil.copytree(
+            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+    out = tmp_path_factory.mktemp("project-wheel")
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
+         "--disable-pip-version-check", "--wheel-dir", str(out), str(source)],
+        timeout=600,
+        # Reproducible: the same sources give the same bytes, so an image built from the wheel
+        # keeps its cached layers from one session to the next.
+        env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"},
+    )  # fmt: skip
+    wheels = sorted(out.glob("continuized_gossip-*.whl"))
+    assert len(wheels) == 1, wheels
+    # Pure Python (py3-none-any): the premise of installing it on another architecture.
+    assert wheels[0].name.endswith("-py3-none-any.whl"), wheels[0].name
+    FIGURES["project_wheel_build_s"] = round(time.monotonic() - started, 1)
+    return wheels[0]
 
 
 @pytest.fixture

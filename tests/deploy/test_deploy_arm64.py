@@ -2,9 +2,11 @@
 
 ``scripts/docker-image --platform linux/arm64`` registers qemu-user-static with binfmt_misc,
 bootstraps an arm64 Debian base, fetches the aarch64 wheels and builds deploy/Dockerfile for
-arm64. The image must say it is arm64, its container must run aarch64 code (``uname -m``), and
-a real run must reach eps in it: a mosquitto broker, the coordinator and three nodes, all arm64
-processes emulated by qemu, talking over loopback inside one container. This is emulation, not
+arm64, installing the session's project wheel (built natively: it is pure Python, and the Pi
+test installs the same one). The image must say it is arm64, its container must run aarch64
+code (``uname -m``), and a real run must reach eps in it: a mosquitto broker, the coordinator
+and three nodes, all arm64 processes emulated by qemu, talking over loopback inside one
+container. This is emulation, not
 Pi hardware: it proves the image's binaries and wheels are the right ones and work together,
 not the Pi's speed.
 """

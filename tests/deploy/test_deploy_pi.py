@@ -2,10 +2,12 @@
 
 The container stands in for the Pis: the arm64 Debian base of ``scripts/docker-image --platform
 linux/arm64`` (python3-venv, mosquitto), its aarch64 wheelhouse (no PyPI from inside), and the
-keys of ``gossip keys init`` made on the host, as the playbook makes them on its controller.
-install.sh installs the broker (``--keys DIR/mqtt``), the coordinator (``--keys
-DIR/coordinator``) and three nodes (``--keys DIR/node-K``, each with its own ``--etc``, as on
-three Pis), with the Debian packages already there (--no-apt) and no systemd (--no-systemctl).
+keys of ``gossip keys init`` and the project's wheel, both made on the host, as the playbook
+makes them on its controller (the wheel is pure Python: nothing is built under emulation; the
+checkout as ``--source``, install.sh's default, is tested natively below). install.sh installs
+the broker (``--keys DIR/mqtt``), the coordinator (``--keys DIR/coordinator``) and three nodes
+(``--keys DIR/node-K``, each with its own ``--etc``, as on three Pis), with the Debian packages
+already there (--no-apt) and no systemd (--no-systemctl).
 Then the units' commands run with the env files the script wrote, as the units' users: an
 anonymous MQTT client must be refused, and the run must reach eps over CurveZMQ, its metrics
 going through the nodes' own MQTT accounts. `test_deploy_pi_files` checks the playbook and the
@@ -14,6 +16,7 @@ refusals without Docker; `test_deploy_files` verifies the unit files with system
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_helpers import ARM64_BASE, FIGURES, ROOT
+from deploy_helpers import ARM64_BASE, BASE_IMAGE, FIGURES, ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -30,23 +33,31 @@ NODES = 3
 
 SCRIPT = r"""
 set -eu
+# Phase marks (seconds since the epoch): the test reports how long each phase took.
+mark() { echo "mark $1 $(date +%s.%N)"; }
+mark start
 echo "machine: $(uname -m)"
-mkdir -p /tmp/src
-cd /src
-cp -r pyproject.toml README.md gossip node coordinator cli deploy /tmp/src/
-install=/tmp/src/deploy/raspberry-pi/install.sh
-pip="--no-index --find-links /wheels"
+# As the playbook does: the wheel built on the controller (pure Python: the same for arm64),
+# installed with --source; nothing is built under emulation. The checkout stays read-only.
+install=/src/deploy/raspberry-pi/install.sh
+# --no-compile: pip's bytecode of every dependency (thousands of files, each compiled under
+# emulation) is no check; the roles compile what they import.
+pip="--no-index --find-links /wheels --no-compile"
 $install broker --no-apt --no-systemctl --keys /keys/mqtt
-$install coordinator --no-apt --no-systemctl --pip-flags "$pip" --graph cycle:3 --rate 50 \
-  --until 1e-3 --broker 127.0.0.1 --keys /keys/coordinator --dashboard-port 8080
+$install coordinator --no-apt --no-systemctl --source "$WHEEL" --pip-flags "$pip" \
+  --graph cycle:3 --rate 50 --until 1e-3 --broker 127.0.0.1 --keys /keys/coordinator \
+  --dashboard-port 8080
+mark coordinator_installed
 # Three Pis: node-0 on the coordinator's (the default /etc/gossip), node-1 and node-2 each with
 # an /etc of its own.
-$install node --no-apt --no-systemctl --pip-flags "$pip" --coordinator 127.0.0.1 \
-  --keys /keys/node-0 --port 7000
+$install node --no-apt --no-systemctl --source "$WHEEL" --pip-flags "$pip" \
+  --coordinator 127.0.0.1 --keys /keys/node-0 --port 7000
 for k in 1 2; do
-  $install node --no-apt --no-systemctl --pip-flags "$pip" --coordinator 127.0.0.1 \
-    --keys /keys/node-$k --port $((7000 + k)) --etc /etc/gossip-$k --no-chrony >/dev/null
+  $install node --no-apt --no-systemctl --source "$WHEEL" --pip-flags "$pip" \
+    --coordinator 127.0.0.1 --keys /keys/node-$k --port $((7000 + k)) --etc /etc/gossip-$k \
+    --no-chrony >/dev/null
 done
+mark nodes_installed
 echo '--- files'
 ls /etc/systemd/system/ /etc/gossip/ /etc/gossip/mosquitto/ /etc/gossip/keys/
 stat -c '%n %U %a' /etc/gossip/mosquitto/passwd /etc/gossip/mosquitto/acl /etc/gossip/node.env \
@@ -57,6 +68,7 @@ grep -h '"name"' /etc/gossip/keys/node/identity.json /etc/gossip-2/keys/node/ide
 echo '--- node.env'; cat /etc/gossip/node.env
 echo '--- coordinator.env'; cat /etc/gossip/coordinator.env
 echo '--- run'
+mark run
 # What the units run: ExecStart with EnvironmentFile, as User=gossip (mosquitto as its user).
 runuser -u mosquitto -- mosquitto -c /etc/gossip/mosquitto/mosquitto.conf -d
 # Wait until the broker answers; it must refuse an anonymous client ("not authorised").
@@ -79,12 +91,30 @@ for k in 0 1 2; do
 done
 if ! wait $coordinator; then tail -n 40 /tmp/coordinator.log /tmp/node-*.log; exit 1; fi
 wait
+mark run_ended
 echo '--- coordinator log'; grep -m 1 'registration on' /tmp/coordinator.log || true
 echo '--- insecure broker'
 # Only when asked: --insecure gives an anonymous broker (and says so).
 $install broker --no-apt --no-systemctl --insecure --etc /tmp/insecure 2>&1 | grep -i warning
 grep -E '^(allow_anonymous|password_file|acl_file)' /tmp/insecure/mosquitto/mosquitto.conf
 echo '--- summary'; cat /tmp/summary.json
+"""
+
+# install.sh's default --source, the checkout it sits in, on the amd64 base (native: building the
+# project is seconds here, minutes under qemu). A copy, because pip builds in the source tree.
+# A second role from the same checkout finds it installed.
+CHECKOUT = r"""
+set -eu
+mkdir -p /tmp/src
+cd /src
+cp -r pyproject.toml README.md gossip node coordinator cli deploy /tmp/src/
+install=/tmp/src/deploy/raspberry-pi/install.sh
+flags="--no-apt --no-systemctl --no-chrony --coordinator 127.0.0.1 --keys /keys/node-0"
+# --no-compile: the bytecode of the dependencies is not what this checks.
+$install node $flags --pip-flags "--no-index --find-links /wheels --no-compile"
+$install node $flags --etc /etc/gossip-again
+echo '--- installed from'
+cat /opt/gossip/lib/python3*/site-packages/continuized_gossip-*.dist-info/direct_url.json
 """
 
 
@@ -102,17 +132,28 @@ def cluster_keys(tmp_path: Path) -> Path:
     return keys
 
 
+def _phases(output: str) -> dict[str, float]:
+    """Seconds between the script's consecutive ``mark NAME EPOCH`` lines, by the later name."""
+    marks = [line.split() for line in output.splitlines() if line.startswith("mark ")]
+    return {
+        name: round(float(at) - float(before), 1)
+        for (_, _, before), (_, name, at) in itertools.pairwise(marks)
+    }
+
+
 def test_secure_install_on_arm64_refuses_anonymous_mqtt_and_reaches_eps(
-    docker_client: Any, arm64_image: str, cluster_keys: Path
+    docker_client: Any, arm64_image: str, project_wheel: Path, cluster_keys: Path
 ) -> None:
     # arm64_image has bootstrapped ARM64_BASE and fetched the aarch64 wheelhouse.
     started = time.monotonic()
     container = docker_client.containers.run(
         ARM64_BASE,
         ["bash", "-c", SCRIPT],
+        environment={"WHEEL": f"/dist/{project_wheel.name}"},
         volumes={
             str(ROOT): {"bind": "/src", "mode": "ro"},
             str(ROOT / ".wheelhouse-arm64"): {"bind": "/wheels", "mode": "ro"},
+            str(project_wheel.parent): {"bind": "/dist", "mode": "ro"},
             str(cluster_keys): {"bind": "/keys", "mode": "ro"},
         },
         detach=True,
@@ -123,6 +164,7 @@ def test_secure_install_on_arm64_refuses_anonymous_mqtt_and_reaches_eps(
     finally:
         container.remove(force=True)
     FIGURES["pi_secure_install_and_run_arm64_s"] = round(time.monotonic() - started, 1)
+    FIGURES["pi_secure_install_phases_s"] = _phases(output)
     assert status == 0, output[-4000:]
     assert "machine: aarch64" in output
 
@@ -146,7 +188,9 @@ def test_secure_install_on_arm64_refuses_anonymous_mqtt_and_reaches_eps(
     assert '"name": "node-2"' in files
     assert "node-1" not in files.partition("/etc/gossip/keys/:")[2].partition("\n\n")[0]
 
-    # pi-0's node reuses the environment its coordinator's install made from the same source.
+    # The coordinator's install took the host-built wheel; pi-0's node reuses the environment
+    # that install made from the same source.
+    assert f"installing continuized-gossip from /dist/{project_wheel.name}" in files
     assert "already in /opt/gossip" in files, files[-2000:]
 
     node_env, _, rest = rest.partition("--- coordinator.env")
@@ -170,3 +214,35 @@ def test_secure_install_on_arm64_refuses_anonymous_mqtt_and_reaches_eps(
 
     summary = json.loads(summary_text)
     assert summary["reached"] is True, output[-3000:]
+
+
+def test_install_from_the_checkout_builds_and_installs_it(
+    docker_client: Any, gossip_image: str, cluster_keys: Path
+) -> None:
+    # gossip_image has bootstrapped BASE_IMAGE and built the amd64 wheelhouse (with the build
+    # backend, for pip's isolated build of the checkout).
+    started = time.monotonic()
+    container = docker_client.containers.run(
+        BASE_IMAGE,
+        ["bash", "-c", CHECKOUT],
+        volumes={
+            str(ROOT): {"bind": "/src", "mode": "ro"},
+            str(ROOT / ".wheelhouse"): {"bind": "/wheels", "mode": "ro"},
+            str(cluster_keys): {"bind": "/keys", "mode": "ro"},
+        },
+        detach=True,
+    )
+    try:
+        status = container.wait(timeout=600)["StatusCode"]
+        output = container.logs().decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    FIGURES["pi_install_from_checkout_amd64_s"] = round(time.monotonic() - started, 1)
+    assert status == 0, output[-4000:]
+    first, _, installed = output.partition("--- installed from")
+    assert "installing continuized-gossip from /tmp/src" in first, first[-3000:]
+    # install.sh loaded the key with the installed package, as the service user.
+    assert "keys of node-0 in /etc/gossip/keys/node" in first, first[-3000:]
+    # The same checkout again (a second role on this Pi): found by its fingerprint, not rebuilt.
+    assert "continuized-gossip from /tmp/src is already in /opt/gossip" in first, first[-3000:]
+    assert json.loads(installed)["url"] == "file:///tmp/src", installed

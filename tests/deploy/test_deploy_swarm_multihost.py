@@ -8,12 +8,15 @@ the hosts (a placement preference on a host label, at most two per host) and the
 stays on the manager. The key pool is one directory that all three hosts bind-mount, as a
 shared (NFS) directory would be on a LAN.
 
-1. A run reaches eps, exact, with nodes on every host (from ``docker service ps``) and the
-   overlay network's peers on all three host addresses.
-2. A second run, with ``--dead-after``: once it runs, one worker's link is cut. Its two nodes
-   fall silent; Swarm cannot move them (the survivors already hold two replicas each), so the
-   coordinator declares them dead and the four survivors end exact on the mean of *their*
-   initial values, which is what the membership rule promises.
+One deployment, one run (a stack deploy is most of the cost, so the two checks share it):
+
+1. While the run goes on, the node tasks run on all three hosts, two each (``docker service
+   ps``), the overlay network's peers are the three host addresses, and some exchange has been
+   applied between the nodes of every pair of hosts.
+2. Then, with ``--dead-after``, one worker's link is cut. Its two nodes fall silent; Swarm
+   cannot move them (the survivors already hold two replicas each), so the coordinator declares
+   them dead and the four survivors reach eps, exact, on the mean of *their* initial values,
+   which is what the membership rule promises.
 """
 
 from __future__ import annotations
@@ -206,44 +209,35 @@ def final_state(
     return dict(poll("the stack's run to end", final, timeout=timeout, every=1.0))
 
 
-def test_replicas_spread_over_three_hosts_and_the_run_reaches_eps(
+def host_of_node(state: Mapping[str, Any], rows: list[dict[str, Any]]) -> dict[int, str]:
+    """Each registered node's host, from its advertised (overlay) address and the tasks'."""
+    host_of_address = {a: row["Node"] for row in rows for a in row["addresses"]}
+    return {
+        n["node"]: host_of_address.get(n["address"].split("//")[-1].rsplit(":", 1)[0], "?")
+        for n in state["nodes"]
+    }
+
+
+def cross_host_pairs(state: Mapping[str, Any], host_of: Mapping[int, str]) -> set[frozenset[str]]:
+    """The pairs of hosts between which some node has applied an exchange so far."""
+    pairs: set[frozenset[str]] = set()
+    for n in state["nodes"]:
+        for peer, count in (n.get("edges") or {}).items():
+            here, there = host_of.get(n["node"], "?"), host_of.get(int(peer), "?")
+            if count > 0 and "?" not in (here, there) and here != there:
+                pairs.add(frozenset((here, there)))
+    return pairs
+
+
+def test_nodes_spread_over_three_hosts_exchange_then_a_lost_host_s_nodes_are_declared_dead(
     hosts: SwarmHosts, tmp_path: Path
 ) -> None:
-    stack = "gossipmh1"
-    started = time.monotonic()
-    url = deploy(hosts, stack, tmp_path / "pool", 18081, GOSSIP_RATE="200")
-    peers: set[str] = set()
-    state = final_state(
-        url, timeout=420, meanwhile=lambda: peers.update(overlay_peers(hosts, f"{stack}_gossip"))
-    )
-    FIGURES["swarm3_run_to_eps_s"] = round(time.monotonic() - started, 1)
-    assert state["summary"]["reached"], state["summary"]
-    assert state["final"]["complete"]
-    assert state["final"]["mass_drift_rel"] < 1e-9
-    assert len(state["registered"]) == N
-
-    rows = tasks(hosts, f"{stack}_node")
-    spread = running_hosts(rows)
-    # Every host ran nodes; the nodes exit 0 at the end, so count the tasks that ran.
-    ran: dict[str, int] = {}
-    for row in rows:
-        ran[row["Node"]] = ran.get(row["Node"], 0) + 1
-    assert sorted(ran) == sorted(h.name for h in hosts.hosts), (ran, spread)
-    assert all(count == PER_HOST for count in ran.values()), ran
-    # The nodes' advertised addresses are their overlay addresses, on all three hosts.
-    node_addresses = {n["address"].split("//")[-1].rsplit(":", 1)[0] for n in state["nodes"]}
-    task_addresses = {a for row in rows for a in row["addresses"]}
-    assert node_addresses <= task_addresses, (node_addresses, task_addresses)
-    # The overlay network spanned the three hosts while the nodes ran: its peers were their
-    # addresses (and the nodes exchanged over it: the run reached eps).
-    assert peers == {h.address for h in hosts.hosts}, peers
-    hosts.manager.docker("stack", "rm", stack, check=False)
-
-
-def test_a_lost_worker_host_s_nodes_are_declared_dead_and_the_survivors_end_exact(
-    hosts: SwarmHosts, tmp_path: Path
-) -> None:
-    stack = "gossipmh2"
+    # One deployment, one run (a stack deploy costs about a minute here, so the spread and the
+    # loss share it): the replicas run on all three hosts, two each, and exchange across every
+    # pair of hosts over the overlay; then a worker is cut off, its two nodes are declared dead,
+    # and the four survivors end exact.
+    stack = "gossipmh"
+    started_at = time.monotonic()
     # Slow enough that the run is still going when the host is lost: ARG on complete:6 needs
     # about 160 activations to 1e-9 (measured), so at 3/s this run lasts about a minute.
     url = deploy(
@@ -257,9 +251,37 @@ def test_a_lost_worker_host_s_nodes_are_declared_dead_and_the_survivors_end_exac
         return state if len(state["registered"]) == N and begun else None
 
     state = poll("all nodes to run", started, timeout=420, every=0.5)
+    FIGURES["swarm3_deploy_to_running_s"] = round(time.monotonic() - started_at, 1)
     assert state["summary"]["phase"] == "running", f"the run ended too soon: {state['summary']}"
     rows = tasks(hosts, f"{stack}_node")
+    # Spread: two node tasks running on each of the three hosts.
     assert running_hosts(rows) == {h.name: PER_HOST for h in hosts.hosts}, rows
+
+    # Before the cut, while the nodes run: the overlay network spans the three hosts (its peers
+    # are their addresses), the nodes advertise their overlay addresses, and every pair of
+    # hosts has exchanged (an exchange applied on an edge between two hosts' nodes).
+    all_pairs = {frozenset((a.name, b.name)) for a in hosts.hosts for b in hosts.hosts if a != b}
+    peers: set[str] = set()
+    seen_pairs: set[frozenset[str]] = set()
+
+    def spanning() -> Any:
+        peers.update(overlay_peers(hosts, f"{stack}_gossip"))
+        state = get_json(f"{url}/api/state")
+        seen_pairs.update(cross_host_pairs(state, host_of_node(state, rows)))
+        reported = sum(1 for n in state["nodes"] if n.get("address"))
+        spans = peers == {h.address for h in hosts.hosts} and seen_pairs == all_pairs
+        return state if spans and reported == N else None
+
+    try:
+        state = poll("the three hosts to exchange over the overlay", spanning, timeout=120)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; overlay peers {peers}, host pairs {seen_pairs}") from None
+    assert state["summary"]["phase"] == "running", f"the run ended too soon: {state['summary']}"
+    node_addresses = {n["address"].split("//")[-1].rsplit(":", 1)[0] for n in state["nodes"]}
+    task_addresses = {a for row in rows for a in row["addresses"]}
+    assert len(node_addresses) == N, state["nodes"]
+    assert node_addresses <= task_addresses, (node_addresses, task_addresses)
+
     lost: Host = hosts.hosts[2]
     lost_addresses = {
         a for row in rows if row["Node"] == lost.name and row["DesiredState"] == "Running"
