@@ -26,6 +26,7 @@ from gossip.model.algorithms import (
     gossip_params,
     parse_algorithm,
 )
+from gossip.wire.checks import MAX_DIM
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
     from gossip.train.recipe import Recipe
@@ -251,6 +252,14 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         params = GossipParams(Algorithm.ARG, eta=eta, c=c, theta=0.0)
         values = recipe.initial(problem)
         dim = int(values.shape[1])
+        if dim > MAX_DIM:
+            # The Bootstrap carries each node's initial model as a list of floats, whose
+            # length the nodes' decoder bounds: a larger model's nodes would never start.
+            raise ConfigError(
+                f"--train {recipe.model} on {recipe.data} has {dim:,} parameters; a live run "
+                f"takes models of at most {MAX_DIM:,} (e.g. --train mlp:128 on digits has "
+                "9,610); `gossip train` simulates larger ones"
+            )
         training = TrainTracker(recipe, problem, config.until_accuracy)
     elif config.data or config.split:
         raise ConfigError(
