@@ -16,6 +16,7 @@ joiner its Bootstrap back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +80,9 @@ class Enrollment:
         self.resumed = False
         self.stop_reason = ""
         """Why the run stopped, once it is stopping (the nodes' lifelines are told)."""
+        self._beating: set[str] = set()  # names whose lifeline beat in this run
+        self._told: set[str] = set()  # names told their final report is taken
+        self._told_more = asyncio.Event()  # set whenever one more is told
         self.churn = Churn(plan, state, None, dead_after=config.dead_after, on_event=self._event)
         if config.allow_joins:
             self.registry.on_join = lambda msg, address: self.churn.join(
@@ -132,6 +136,7 @@ class Enrollment:
         epoch = self.state.epoch
         if epoch is None or abs(beat.epoch - epoch) > 1e-6:
             return None
+        self._beating.add(beat.name)
         if beat.final:
             node = self.state.registered.get(beat.name)
             if node is None:
@@ -140,6 +145,7 @@ class Enrollment:
             if view is not None and view.final:
                 # Taken already (over MQTT, or an earlier beat): a final report never changes,
                 # and parsing thousands of them again cost the coordinator most of a stop.
+                self._tell(beat.name)
                 return Beat(beat.name, epoch, Beat.TAKEN)
             # The same report as on MQTT, under the node's own topic: whichever way comes
             # first is taken.
@@ -147,10 +153,36 @@ class Enrollment:
             view = self.state.nodes.get(node)
             if view is None or not view.final:
                 return RegisterError(f"the final report of {beat.name!r} was refused")
+            self._tell(beat.name)
             return Beat(beat.name, epoch, Beat.TAKEN)
         if self.state.phase in ("stopping", "done"):
             return Stop(epoch, self.stop_reason or "stopped")
         return Beat(beat.name, epoch, "")
+
+    def _tell(self, name: str) -> None:
+        self._told.add(name)
+        self._told_more.set()
+
+    def untold(self) -> list[str]:
+        """The nodes whose final report the coordinator holds but whose lifeline was not told
+        so yet: each waits for the answer before its process exits (:mod:`node.lifeline`)."""
+        registered, nodes = self.state.registered, self.state.nodes
+        pending = []
+        for name in self._beating - self._told:
+            view = nodes.get(registered.get(name, -1))
+            if view is not None and view.final:
+                pending.append(name)
+        return pending
+
+    async def tell_finals(self, within: float) -> None:
+        """Keep answering beats until every node with a final report heard it is taken, at
+        most ``within`` seconds: the final reports came over MQTT first, and a node whose
+        final beat found the registration socket closed would wait for it in vain."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                while self.untold():
+                    self._told_more.clear()
+                    await self._told_more.wait()
 
     def _on_registered(self) -> None:
         if not self.registry.bootstrapped:

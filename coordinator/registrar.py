@@ -65,7 +65,7 @@ from gossip.wire.schema import (
     encode_bytes,
 )
 
-__all__ = ["RegistrarStats", "bound_socket", "serve_registrations"]
+__all__ = ["FLUSH_MS", "RegistrarStats", "bound_socket", "serve_registrations"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,9 @@ class RegistrarStats:
 # re-sending their registrations kept the loop to this task alone: the launcher in the same
 # process stopped forking node processes and did not act on SIGTERM.
 _FAIR_SHARE = 16
+
+FLUSH_MS = 1000
+"""Milliseconds the closing registration socket keeps to send the answers already queued."""
 
 # Bytes of a bootstrap frame: a guess from its neighbours, to split a host's answer into frames
 # of at most MAX_FRAME / 2 without encoding every Bootstrap twice.
@@ -123,7 +126,8 @@ def bound_socket(
     secret: str = "",
     allowed: dict[str, str] | None = None,
 ) -> Iterator[zmq.asyncio.Socket]:
-    """Yield a ROUTER socket bound to ``bind``; close it (dropping unsent frames) on exit.
+    """Yield a ROUTER socket bound to ``bind``; on exit, close it once its queued answers went
+    out (at most :data:`FLUSH_MS` ms: a node away is not waited for).
 
     With ``secret`` (the coordinator's Z85 secret key) and ``allowed`` (node name -> Z85
     public key) the socket is a CurveZMQ server that admits only those keys.
@@ -156,7 +160,10 @@ def bound_socket(
     try:
         yield sock
     finally:
-        sock.close(0)
+        # The last answers (a final report's TAKEN, a Stop) are queued, not sent, when the
+        # registrar is cancelled: closed at once, they were dropped, and their nodes waited
+        # for them in vain.
+        sock.close(FLUSH_MS)
         if auth is not None:
             auth.stop()
 

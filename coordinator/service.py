@@ -77,6 +77,11 @@ EXACT_GRACE = 10.0
 (the nodes send their last 10 s of samples again when it connects)."""
 
 
+# Seconds the registration socket stays open after the summary for the nodes' lifelines to
+# hear that their final reports are taken (a node's final beat goes out 0.1 s after it stops).
+_TELL_FINALS_WITHIN = 3.0
+
+
 def _new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{random.getrandbits(24):06x}"
 
@@ -413,7 +418,7 @@ class Coordinator:
             await self._band_done.wait()
         summary = self._finish(reason)
         self._publish_status(summary)
-        await self._drain()
+        await asyncio.gather(self._drain(), self.members.tell_finals(_TELL_FINALS_WITHIN))
         return summary
 
     def _pace_now(self, t: float) -> tuple[float, int]:

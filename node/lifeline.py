@@ -52,6 +52,24 @@ TAKEN = Beat.TAKEN
 """The ``final`` of the coordinator's echo once it holds this node's final report."""
 
 _POLL = 0.1  # seconds: how soon a final report, once there, goes out
+_QUEUED = 2  # beats a lifeline keeps for a coordinator that is away
+
+
+def _socket(
+    context: zmq.asyncio.Context | None, keys: CurveKeys | None, coordinator_key: str
+) -> zmq.asyncio.Socket:
+    """The DEALER a lifeline beats on (secured with ``keys`` when given)."""
+    sock = (context or zmq.asyncio.Context.instance()).socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    # While the coordinator is away, at most _QUEUED beats wait for it: a restarted one gets no
+    # burst of stale beats with a final report behind them. Not ZMQ_IMMEDIATE, which would
+    # have done that too, but which drops what the coordinator answered and the node had not
+    # read yet when the coordinator closes: the answer to the last final report was lost so,
+    # and its node waited for it in vain.
+    sock.setsockopt(zmq.SNDHWM, _QUEUED)
+    if keys is not None:
+        curve_client(sock, keys, coordinator_key)
+    return sock
 
 
 class Lifeline:
@@ -125,14 +143,7 @@ class Lifeline:
 
     async def run(self) -> None:
         """Beat until the coordinator holds the final report, or until cancelled."""
-        ctx = self._context or zmq.asyncio.Context.instance()
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        # Queue nothing while the coordinator is away: a restarted one would get a burst of
-        # stale beats, and a final report queued behind them.
-        sock.setsockopt(zmq.IMMEDIATE, 1)
-        if self._keys is not None:
-            curve_client(sock, self._keys, self._coordinator_key)
+        sock = _socket(self._context, self._keys, self._coordinator_key)
         try:
             sock.connect(self.coordinator)
             await self._beat(sock)
@@ -222,12 +233,7 @@ class LifelineGroup:
 
     async def run(self) -> None:
         """Beat until the coordinator holds every final report, or until cancelled."""
-        ctx = self._context or zmq.asyncio.Context.instance()
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.IMMEDIATE, 1)  # as a lone lifeline: no stale beats queued
-        if self._keys is not None:
-            curve_client(sock, self._keys, self._coordinator_key)
+        sock = _socket(self._context, self._keys, self._coordinator_key)
         try:
             sock.connect(self.lines[0].coordinator)
             await self._beat(sock)

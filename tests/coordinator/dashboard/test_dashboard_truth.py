@@ -99,6 +99,23 @@ async def _wait_running(url: str, log: Path) -> None:
     raise AssertionError("the cluster did not start reporting:\n" + _tail(log))
 
 
+async def _held_summary(url: str, log: Path) -> dict[str, Any]:
+    """The summary the dashboard serves once the run is over: the run's own dashboard may be
+    closing, and the held one not listening yet (the nodes and the broker stop in between)."""
+    deadline = time.monotonic() + 120
+    async with aiohttp.ClientSession() as session:
+        while True:
+            try:
+                async with session.get(url + "api/summary") as resp:
+                    summary: dict[str, Any] = await resp.json()
+                    return summary
+            except aiohttp.ClientConnectionError:
+                assert time.monotonic() < deadline, "the held dashboard never listened:\n" + _tail(
+                    log
+                )
+                await asyncio.sleep(0.2)
+
+
 async def _number(page: Any, element_id: str) -> float:
     return float(await page.evaluate(_text(element_id)))
 
@@ -237,8 +254,7 @@ async def test_the_page_agrees_with_the_runs_summary(kind: str, tmp_path: Path) 
             swap = ("net::ERR_CONNECTION_REFUSED", "net::ERR_INCOMPLETE_CHUNKED_ENCODING")
             errors = [e for e in tab.errors() if not e[1].endswith(swap)]
             assert errors == []
-        async with aiohttp.ClientSession() as session, session.get(url + "api/summary") as resp:
-            api = await resp.json()
+        api = await _held_summary(url, log)
         assert api["mass_drift_rel"] == summary["mass_drift_rel"]
         assert api["t"] == summary["final_t"]
         assert api["error"] == summary["final_error"]
