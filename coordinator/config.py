@@ -26,7 +26,7 @@ from gossip.model.algorithms import (
     gossip_params,
     parse_algorithm,
 )
-from gossip.wire.checks import MAX_DIM
+from gossip.wire.checks import MAX_RAW_DIM
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
     from gossip.train.recipe import Recipe
@@ -250,16 +250,19 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         eta, c = recipe.exchange_constants(problem)
         # theta 0: no guaranteed rate is claimed for training (the dashboard's bound is flat).
         params = GossipParams(Algorithm.ARG, eta=eta, c=c, theta=0.0)
-        values = recipe.initial(problem)
-        dim = int(values.shape[1])
-        if dim > MAX_DIM:
-            # The Bootstrap carries each node's initial model as a list of floats, whose
-            # length the nodes' decoder bounds: a larger model's nodes would never start.
+        # The size from node 0's model alone: n of a model too large would take n times the
+        # memory before the refusal.
+        dim = int(recipe.initial(problem, nodes=1).shape[1])
+        if dim > MAX_RAW_DIM:
+            # Each node draws its own model (the Bootstrap names it), but an exchange carries
+            # it whole, as a raw part the nodes' decoder bounds: such a model's nodes would
+            # refuse every exchange.
             raise ConfigError(
                 f"--train {recipe.model} on {recipe.data} has {dim:,} parameters; a live run "
-                f"takes models of at most {MAX_DIM:,} (e.g. --train mlp:128 on digits has "
-                "9,610); `gossip train` simulates larger ones"
+                f"exchanges models of at most {MAX_RAW_DIM:,}: take narrower layers, or "
+                "simulate it with `gossip train`"
             )
+        values = recipe.initial(problem)
         training = TrainTracker(recipe, problem, config.until_accuracy)
     elif config.data or config.split:
         raise ConfigError(

@@ -55,6 +55,7 @@ from gossip.model.ledger import Ledger
 from gossip.model.parameters import ParameterLedger
 from gossip.wire.schema import Bootstrap, Frame
 from node.clock import PoissonClock
+from node.learner import initial_model
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.switchover import NodeMembership
@@ -157,7 +158,9 @@ class Node:
         links = [Link(n.edge_index, n.peer_id, n.prob, n.step) for n in boot.neighbors]
         # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (the paper's
         # Section 7).
-        initial = boot.initial_value if problem is None else [0.0] * boot.dim
+        initial: Any = boot.initial_value if problem is None else [0.0] * boot.dim
+        if learner is not None:  # a model: its own draw, unless the Bootstrap carries it
+            initial = initial_model(boot, learner)
         edges = [link.edge for link in links]
         ledger = (
             Ledger(initial, edges, eta=boot.eta)
