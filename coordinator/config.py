@@ -14,7 +14,7 @@ from coordinator.broker_url import parse_broker_url, redact_broker_url
 from coordinator.optimization import OptTracker, prepare_task
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
-from coordinator.train_measure import TrainTracker, report_period
+from coordinator.train_measure import LIVE_MAX_DIM, TrainTracker, report_period
 from gossip.errors import ConfigError
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
@@ -253,14 +253,16 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         # The size from node 0's model alone: n of a model too large would take n times the
         # memory before the refusal.
         dim = int(recipe.initial(problem, nodes=1).shape[1])
-        if dim > MAX_RAW_DIM:
-            # Each node draws its own model (the Bootstrap names it), but an exchange carries
-            # it whole, as a raw part the nodes' decoder bounds: such a model's nodes would
-            # refuse every exchange.
+        limit = min(LIVE_MAX_DIM, MAX_RAW_DIM)
+        if dim > limit:
+            # Each node draws its own model (the Bootstrap names it), but a state report
+            # carries it as JSON in one MQTT packet (and an exchange, as a raw part the nodes
+            # bound): such a model's nodes could not report, or exchange.
             raise ConfigError(
                 f"--train {recipe.model} on {recipe.data} has {dim:,} parameters; a live run "
-                f"exchanges models of at most {MAX_RAW_DIM:,}: take narrower layers, or "
-                "simulate it with `gossip train`"
+                f"takes models of at most {limit:,} (a node's state report carries its "
+                "parameters as JSON in one MQTT packet of at most 256 MiB): take narrower "
+                "layers, or simulate it with `gossip train`"
             )
         values = recipe.initial(problem)
         training = TrainTracker(recipe, problem, config.until_accuracy)

@@ -6,6 +6,7 @@ import pytest
 
 from coordinator.config import CoordinatorConfig, prepare
 from coordinator.registry import Registry, build_bootstraps
+from coordinator.train_measure import LIVE_MAX_DIM
 from gossip.errors import ConfigError
 from gossip.train.recipe import Recipe
 from gossip.wire.checks import MAX_DIM, MAX_RAW_DIM
@@ -35,12 +36,15 @@ def test_a_model_past_a_list_of_floats_is_prepared_and_its_bootstraps_carry_none
     assert all(decode(encode(b)) == b for b in boots)
 
 
-def test_a_model_past_the_exchange_bound_is_refused_naming_its_size_and_the_fix() -> None:
-    # mlp:111849 on digits: 75 * 111849 + 10 parameters, one past what a raw part carries.
-    with pytest.raises(ConfigError, match=r"mlp:111849 on digits has 8,388,685 parameters") as err:
-        prepare(_training("mlp:111849"))
-    assert f"{MAX_RAW_DIM:,}" in str(err.value)
+def test_a_model_whose_reports_pass_an_mqtt_packet_is_refused_naming_its_size_and_the_fix() -> None:
+    # mlp:32538 on digits: 75 * 32538 + 10 parameters, past what one report carries as JSON.
+    assert LIVE_MAX_DIM == 2_440_322 < MAX_RAW_DIM
+    with pytest.raises(ConfigError, match=r"mlp:32538 on digits has 2,440,360 parameters") as err:
+        prepare(_training("mlp:32538"))
+    assert "at most 2,440,322" in str(err.value)
     assert "narrower layers" in str(err.value)
+    _, plan = prepare(_training("mlp:32537"))  # 2,440,285: just within
+    assert plan.dim == 2_440_285
 
 
 def test_a_small_model_is_prepared() -> None:
