@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,6 +14,7 @@ import zmq.asyncio
 
 from coordinator.procs import free_port
 from gossip.wire.schema import Beat, BeatBatch, Stop, decode, encode
+from node.host import _delivered
 from node.lifeline import FINAL_ROOM, Lifeline, LifelineGroup
 
 EPOCH = 1_700_000_000.0
@@ -100,9 +102,17 @@ async def test_a_final_report_past_what_a_beat_carries_goes_over_mqtt_only_and_s
         task.cancel()
     assert "past the" in caplog.text
     assert caplog.text.count("over MQTT only") == 1
-    # A report that fits goes in the beats, as before.
+    # Its host process does not wait for the coordinator to say it took it over a beat.
+    line.answered = True
+    async with asyncio.timeout(1.0):
+        await _delivered([line], within=30.0)
+    # A report that fits goes in the beats, as before, and is waited for.
     small = _line(address, stops, [{"node": 0, "final": True}])
     assert small.final_text() == '{"node": 0, "final": true}'
+    small.answered = True
+    started = time.monotonic()
+    await _delivered([small], within=0.3)
+    assert time.monotonic() - started >= 0.3
 
 
 async def test_without_broker_and_coordinator_the_node_stops_itself_after_orphan_after() -> None:
