@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not 
 __all__ = [
     "BAND_METRICS",
     "LIVE_MAX_DIM",
+    "MIN_BAND_RUNS",
     "MQTT_MAX_PAYLOAD",
     "REPORT_BYTES_PER_S",
     "TRAINING_ALPHA",
@@ -75,6 +76,10 @@ BAND_COST_MS = (0.21, 2.9e-5)
 """A simulated node's CPU milliseconds per unit of t: a fixed part, and one per parameter
 (measured, A²CiD² on cycle:4 and digits: 0.35 ms for ``mlp:64``'s 4,810 parameters, 1.03 ms
 for ``mlp:256:64``'s 33,738 and 2.69 ms for ``mlp:256:256``'s 85,002)."""
+
+MIN_BAND_RUNS = 30
+"""The fewest runs the band is drawn from (a third) and the verdict judged among (the rest, at
+an alpha of 0.12), when the budget cuts them: fewer judge nothing, and there is no band."""
 
 _BUDGET_DIM = 4_810  # the model TRAIN_BAND_BUDGET was measured on: mlp:64 on digits
 
@@ -315,19 +320,23 @@ def band_plan(
     step: float, n: int, runs: int, t_end: float, dim: int
 ) -> tuple[NDArray[np.float64], int]:
     """Return the band's grid (:func:`train_grid`) and its runs for a model of ``dim``
-    parameters, within :func:`band_budget`: ``runs``, or fewer (3 at the least) where the
-    grid's first two points alone would pass the budget (a large model reported on a long
-    period; the verdict's alpha then rises, :func:`verdict_alpha`).
+    parameters, within :func:`band_budget`: ``runs``, or fewer where the grid's first two
+    points alone would pass the budget (a large model reported on a long period; the verdict's
+    alpha then rises, :func:`verdict_alpha`), but not fewer than :data:`MIN_BAND_RUNS` (or
+    ``runs``, if fewer were asked for): 0 then, no band.
 
     Examples
     --------
     >>> grid, runs = band_plan(136.0, 4, 150, 2400.0, 85_002)  # mlp:256:256, 6.8 s at 20/s
     >>> grid.tolist(), runs
     ([0.0, 136.0], 36)
+    >>> band_plan(294.0, 4, 150, 2400.0, 167_178)[1]  # mlp:512:256, 14.7 s at 20/s
+    0
     """
     budget = band_budget(dim)
     grid = train_grid(step, n, runs, t_end, budget)
-    return grid, max(3, min(runs, int(budget / (n * grid[-1]))))
+    affordable = min(runs, int(budget / (n * grid[-1])))
+    return grid, affordable if affordable >= min(runs, MIN_BAND_RUNS) else 0
 
 
 def verdict_alpha(null_runs: int) -> float:
@@ -388,7 +397,14 @@ async def simulate_in_child(tracker: TrainTracker, step: float, runs: int, t_end
     tracker.band_status = "pending"
     started = time.monotonic()
     try:
+        asked = runs
         grid, runs = band_plan(step, tracker.problem.topology.n, runs, t_end, tracker.dim)
+        if not runs:
+            tracker.band_status = (
+                f"unavailable: {min(asked, MIN_BAND_RUNS)} runs of this {tracker.dim:,}-parameter "
+                f"model to t = {grid[-1]:g} (its first report) would take minutes of CPU"
+            )
+            return
         band_runs = max(1, runs // 3)
         async with asyncio.timeout(TRAIN_BAND_LIMIT):
             # Nice 10, not 19: the summary's verdict waits for it, and at 19 every other job

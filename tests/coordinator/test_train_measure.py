@@ -9,6 +9,7 @@ import pytest
 
 from coordinator.exact_curve import ExactCurve
 from coordinator.train_measure import (
+    MIN_BAND_RUNS,
     TRAIN_BAND_BUDGET,
     TrainBand,
     TrainPoint,
@@ -154,9 +155,19 @@ def test_a_larger_models_band_takes_about_the_cpu_of_a_small_ones_with_fewer_run
     # Reported every 136 t: two points for 150 runs would pass the budget, so fewer runs.
     grid, runs = band_plan(136.0, 4, 150, 1e9, 85_002)
     assert grid.tolist() == [0.0, 136.0]
-    assert 3 <= runs < 150
+    assert MIN_BAND_RUNS <= runs < 150
     assert runs * 4 * 136.0 <= band_budget(85_002)
-    assert band_plan(1e6, 4, 150, 1e9, 85_002)[1] == 3  # never fewer than 3
+    # Too few to judge among: no band at all; unless so few were asked for.
+    assert band_plan(294.0, 4, 150, 1e9, 167_178)[1] == 0
+    assert band_plan(294.0, 4, 6, 1e9, 167_178)[1] == 6
+
+
+async def test_a_band_too_costly_for_its_model_is_unavailable_and_says_why() -> None:
+    recipe = Recipe("mlp:512:256", "digits", "iid:0")
+    tracker = TrainTracker(recipe, recipe.problem("cycle:4"))
+    await simulate_in_child(tracker, 294.0, 150, t_end=2400.0)
+    assert tracker.band is None
+    assert tracker.band_status.startswith("unavailable: 30 runs of this 167,178-parameter")
 
 
 async def test_the_band_is_computed_in_a_child_process_and_a_failure_is_its_status() -> None:
