@@ -256,13 +256,13 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         limit = min(LIVE_MAX_DIM, MAX_RAW_DIM)
         if dim > limit:
             # Each node draws its own model (the Bootstrap names it), but a state report
-            # carries it as JSON in one MQTT packet (and an exchange, as a raw part the nodes
-            # bound): such a model's nodes could not report, or exchange.
+            # carries it in one MQTT packet (and an exchange, as a raw part the nodes bound):
+            # such a model's nodes could not report, or exchange.
             raise ConfigError(
                 f"--train {recipe.model} on {recipe.data} has {dim:,} parameters; a live run "
                 f"takes models of at most {limit:,} (a node's state report carries its "
-                "parameters as JSON in one MQTT packet of at most 256 MiB): take narrower "
-                "layers, or simulate it with `gossip train`"
+                "parameters in one MQTT packet of at most 256 MiB): take narrower layers, or "
+                "simulate it with `gossip train`"
             )
         values = recipe.initial(problem)
         training = TrainTracker(recipe, problem, config.until_accuracy)

@@ -37,14 +37,12 @@ def test_a_model_past_a_list_of_floats_is_prepared_and_its_bootstraps_carry_none
 
 
 def test_a_model_whose_reports_pass_an_mqtt_packet_is_refused_naming_its_size_and_the_fix() -> None:
-    # mlp:32538 on digits: 75 * 32538 + 10 parameters, past what one report carries as JSON.
-    assert LIVE_MAX_DIM == 2_440_322 < MAX_RAW_DIM
-    with pytest.raises(ConfigError, match=r"mlp:32538 on digits has 2,440,360 parameters") as err:
-        prepare(_training("mlp:32538"))
-    assert "at most 2,440,322" in str(err.value)
+    # mlp:65076 on digits: 75 * 65076 + 10 parameters, past what one report carries.
+    assert LIVE_MAX_DIM == 4_880_644 < MAX_RAW_DIM
+    with pytest.raises(ConfigError, match=r"mlp:65076 on digits has 4,880,710 parameters") as err:
+        prepare(_training("mlp:65076"))
+    assert "at most 4,880,644" in str(err.value)
     assert "narrower layers" in str(err.value)
-    _, plan = prepare(_training("mlp:32537"))  # 2,440,285: just within
-    assert plan.dim == 2_440_285
 
 
 def test_a_small_model_is_prepared() -> None:
