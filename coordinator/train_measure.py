@@ -99,7 +99,7 @@ _log = logging.getLogger(__name__)
 REPORT_BYTES_PER_S = 4_000_000
 """The reports' bytes per second over all the nodes of a training run, at the most."""
 
-_BYTES_PER_FLOAT = 11  # a parameter in a report, packed (gossip.wire.packed: 10.7 bytes)
+_BYTES_PER_FLOAT = 11  # a parameter in a report, packed (gossip.wire.checks: 10.7 bytes)
 _VECTORS_PER_REPORT = 4  # x, z, the initial model and one trace sample
 
 MQTT_MAX_PAYLOAD = 268_435_455

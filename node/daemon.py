@@ -53,7 +53,7 @@ from gossip.exchange.trace import Trace, trace_step
 from gossip.exchange.vocabulary import Counters, Link, TimeBase
 from gossip.model.ledger import Ledger
 from gossip.model.parameters import ParameterLedger
-from gossip.wire.packed import pack
+from gossip.wire.checks import pack
 from gossip.wire.schema import Bootstrap, Frame
 from node.clock import PoissonClock
 from node.learner import initial_model
@@ -233,7 +233,7 @@ class Node:
         The round-trip and lag percentiles are recomputed at most once a second (and for the
         final report): they partition thousands of samples, most of a report's cost. A model's
         parameters (``x``, ``z``, ``initial`` and each trace sample's) go as base64 text
-        (:mod:`gossip.wire.packed`): as a list of numbers it takes 2 times the bytes, and far
+        (:func:`gossip.wire.checks.pack`): as a list of numbers it takes 2 times the bytes, and far
         more time.
         """
         now = self.clock()
@@ -284,7 +284,7 @@ class Node:
         if final:  # closed and settled: no jump will come, every grid time up to t is final
             trace.finish(self.exchanger.ledger, t)
         samples = trace.take()
-        if self.learner is not None:  # a model's: [g, x as base64] (gossip.wire.packed)
+        if self.learner is not None:  # a model's: [g, x as base64] (gossip.wire.checks)
             return [[row[0], pack(row[1:])] for row in samples]
         return samples
 

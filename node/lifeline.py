@@ -66,7 +66,7 @@ FINAL_ROOM = MAX_FRAME - 4096
 """Largest final report a beat carries, in bytes of JSON: the coordinator refuses a frame past
 :data:`~gossip.wire.schema.MAX_FRAME`, and the beat's other fields fit in the rest. (A model
 of more than about 24,000 to 32,000 parameters reports past it: x, z, the initial model and
-perhaps a trace sample, each 10.7 bytes a parameter, :mod:`gossip.wire.packed`.)"""
+perhaps a trace sample, each 10.7 bytes a parameter, :func:`gossip.wire.checks.pack`.)"""
 
 _POLL = 0.1  # seconds: how soon a final report, once there, goes out
 

@@ -12,7 +12,7 @@ from coordinator.metrics import parse_report
 from coordinator.opt_measure import exact_measure
 from coordinator.optimization import OptTask, OptTracker
 from gossip.errors import ProtocolError
-from gossip.wire.packed import pack
+from gossip.wire.checks import pack
 
 INITIAL = np.array([[1.0], [0.0], [0.0]])
 
@@ -111,7 +111,7 @@ def test_the_report_carries_the_trace_and_a_bad_one_is_named() -> None:
 
 
 def test_a_models_report_comes_packed_and_is_parsed_bit_for_bit_and_checked() -> None:
-    # A training node's vectors and trace samples go as base64 (gossip.wire.packed).
+    # A training node's vectors and trace samples go as base64 (gossip.wire.checks).
     x = np.random.default_rng(3).standard_normal(5)
     body = {
         "node": 1,

@@ -1,4 +1,4 @@
-"""A model's parameters in a JSON report (gossip.wire.packed): bit for bit, and checked."""
+"""A model's parameters in a JSON report (gossip.wire.checks.pack): bit for bit, and checked."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from gossip.errors import ProtocolError
-from gossip.wire.packed import BYTES_PER_VALUE, pack, unpack
+from gossip.wire.checks import BYTES_PER_PACKED, pack, unpacked
 
 finite64 = arrays(
     np.float64, st.integers(1, 64), elements=st.floats(allow_nan=False, allow_infinity=False)
@@ -28,7 +28,7 @@ finite32 = arrays(
 @given(st.one_of(finite64, finite32))
 def test_a_packed_vector_comes_back_bit_for_bit_in_float64(values: np.ndarray) -> None:
     text = json.loads(json.dumps(pack(values)))  # through a JSON document
-    back = unpack("x", text, values.size)
+    back = unpacked("x", text, values.size)
     assert back.dtype == np.float64
     assert back.tobytes() == values.astype(np.float64).tobytes()
 
@@ -36,7 +36,7 @@ def test_a_packed_vector_comes_back_bit_for_bit_in_float64(values: np.ndarray) -
 def test_a_packed_vector_takes_its_bytes_in_base64_less_than_half_a_json_list() -> None:
     values = np.random.default_rng(0).standard_normal(3_000) * 0.05
     text = pack(values)
-    assert len(text) == pytest.approx(values.size * BYTES_PER_VALUE, abs=4)
+    assert len(text) == pytest.approx(values.size * BYTES_PER_PACKED, abs=4)
     assert len(text) < 0.55 * len(json.dumps(values.tolist()))
 
 
@@ -56,4 +56,4 @@ def test_a_bad_packed_vector_is_refused_naming_its_field(
     value: Any, dim: int | None, error: str
 ) -> None:
     with pytest.raises(ProtocolError, match=error):
-        unpack("x", value, dim)
+        unpacked("x", value, dim)
