@@ -14,7 +14,7 @@ from coordinator.broker_url import parse_broker_url, redact_broker_url
 from coordinator.optimization import OptTracker, prepare_task
 from coordinator.registry import Plan
 from coordinator.state import ClusterState
-from coordinator.train_measure import TrainTracker, report_period
+from coordinator.train_measure import LIVE_MAX_DIM, TrainTracker, report_period
 from gossip.errors import ConfigError
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
@@ -26,7 +26,7 @@ from gossip.model.algorithms import (
     gossip_params,
     parse_algorithm,
 )
-from gossip.wire.checks import MAX_DIM
+from gossip.wire.checks import MAX_RAW_DIM
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
     from gossip.train.recipe import Recipe
@@ -250,16 +250,21 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         eta, c = recipe.exchange_constants(problem)
         # theta 0: no guaranteed rate is claimed for training (the dashboard's bound is flat).
         params = GossipParams(Algorithm.ARG, eta=eta, c=c, theta=0.0)
-        values = recipe.initial(problem)
-        dim = int(values.shape[1])
-        if dim > MAX_DIM:
-            # The Bootstrap carries each node's initial model as a list of floats, whose
-            # length the nodes' decoder bounds: a larger model's nodes would never start.
+        # The size from node 0's model alone: n of a model too large would take n times the
+        # memory before the refusal.
+        dim = int(recipe.initial(problem, nodes=1).shape[1])
+        limit = min(LIVE_MAX_DIM, MAX_RAW_DIM)
+        if dim > limit:
+            # Each node draws its own model (the Bootstrap names it), but a state report
+            # carries it in one MQTT packet (and an exchange, as a raw part the nodes bound):
+            # such a model's nodes could not report, or exchange.
             raise ConfigError(
                 f"--train {recipe.model} on {recipe.data} has {dim:,} parameters; a live run "
-                f"takes models of at most {MAX_DIM:,} (e.g. --train mlp:128 on digits has "
-                "9,610); `gossip train` simulates larger ones"
+                f"takes models of at most {limit:,} (a node's state report carries its "
+                "parameters in one MQTT packet of at most 256 MiB): take narrower layers, or "
+                "simulate it with `gossip train`"
             )
+        values = recipe.initial(problem)
         training = TrainTracker(recipe, problem, config.until_accuracy)
     elif config.data or config.split:
         raise ConfigError(

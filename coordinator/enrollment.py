@@ -247,7 +247,12 @@ class Enrollment:
         state = self.state
         state.run_id = assignment.run_id
         state.epoch = assignment.epoch
-        state.initial = list(assignment.initial)
+        if self.plan.training is not None and self.plan.values is not None:
+            # A training assignment holds no models (registry): the coordinator's own draw
+            # of them is the same, row by row, as each node's.
+            state.initial = [tuple(row) for row in self.plan.values.tolist()]
+        else:
+            state.initial = list(assignment.initial)
         state.registered = {name: k for k, name in enumerate(assignment.names)}
         state.touch()
 

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from coordinator.records import COUNTER_NAMES, NodeView
 from gossip.errors import ProtocolError
 from gossip.model.mixing import mix
+from gossip.wire.checks import unpacked
 
 __all__ = ["Estimate", "Snapshot", "consistent_cut", "estimate", "parse_report", "update_view"]
 
@@ -197,6 +198,8 @@ def consistent_cut(
 
 def _floats(payload: Mapping[str, Any], key: str, dim: int | None) -> tuple[float, ...]:
     raw = payload.get(key)
+    if isinstance(raw, str):  # a model's parameters, packed (gossip.wire.checks.pack)
+        return tuple(unpacked(key, raw, dim).tolist())
     if not isinstance(raw, list) or not raw:
         raise ProtocolError(f"state report field {key!r} must be a non-empty list, got {raw!r}")
     out = []
@@ -217,6 +220,12 @@ def _trace(raw: object, dim: int) -> list[tuple[float, tuple[float, ...]]]:
         raise ProtocolError(f"state report field 'trace' must be a list, got {raw!r}")
     out = []
     for i, row in enumerate(raw):
+        if isinstance(row, list) and len(row) == 2 and isinstance(row[1], str):  # [g, packed x]
+            g = row[0]
+            if isinstance(g, bool) or not isinstance(g, int | float) or not math.isfinite(g):
+                raise ProtocolError(f"state report field 'trace[{i}]' has a bad g {g!r}")
+            out.append((float(g), tuple(unpacked(f"trace[{i}]", row[1], dim).tolist())))
+            continue
         if (
             not isinstance(row, list)
             or len(row) != dim + 1

@@ -137,7 +137,8 @@ class Assignment:
     addresses : tuple of str
         Node exchange address by id.
     initial : tuple of tuple of float
-        Initial value by id.
+        Initial value by id (empty in a training run: each node draws its own model, and
+        the coordinator holds them all in ``Plan.values``).
     """
 
     run_id: str
@@ -227,7 +228,9 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
 
     Node ``v`` gets its neighbours ``w`` (id, address, edge index, ``P_e``) in the topology's
     edge order, the algorithm's parameters, the epoch and rate, and its initial value. An
-    optimization run adds the specs (never data) and each edge's step ``s_e``.
+    optimization run adds the specs (never data) and each edge's step ``s_e``; a training
+    run the model's specs and seeds, ``init`` and ``dim``, and no initial value (the node
+    draws its own model).
     """
     topo, params, task, sec = plan.topology, plan.params, plan.task, plan.security
     keys = sec.allowed if sec is not None else {}
@@ -242,6 +245,7 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
             "momentum": recipe.momentum,
             "batch_size": recipe.batch_size,
             "seed": recipe.seed,
+            "init": recipe.init,  # how each node draws its own initial model
         }
     out = []
     for node in range(topo.n):
@@ -276,7 +280,7 @@ def build_bootstraps(plan: Plan, assignment: Assignment) -> list[Bootstrap]:
                 initial_value=assignment.initial[node],
                 broker=plan.broker if sec is None else sec.node_broker(plan.broker, node),
                 metrics_period=plan.metrics_period,
-                dim=len(assignment.initial[node]),
+                dim=plan.dim if recipe is not None else len(assignment.initial[node]),
                 problem="" if task is None else task.problem,
                 data=task.data if task is not None else recipe.data if recipe is not None else "",
                 split=split,
@@ -467,7 +471,12 @@ class Registry:
 
     def _complete(self, now: float) -> Ready:
         names = sorted(self._records, key=natural_key)
-        if self.plan.values is not None:
+        if self.plan.training is not None:
+            # Each node draws its own model (node.learner): neither the Bootstraps nor the
+            # retained assignment carry n models of any size (the coordinator keeps them,
+            # plan.values).
+            initial: tuple[tuple[float, ...], ...] = tuple(() for _ in names)
+        elif self.plan.values is not None:
             values = np.asarray(self.plan.values, dtype=np.float64).reshape(len(names), -1)
             initial = tuple(tuple(float(c) for c in row) for row in values)
         else:

@@ -20,7 +20,9 @@ from the live run's start and with its mini-batches, each with a timing of its o
 the loss and the consensus are the dashboard's band, and further, independent runs are what
 :func:`coordinator.agreement.training_agreement` places the live accuracy curve among. Its
 cost is bounded: the runs times the nodes times the band's last t stay within
-:data:`TRAIN_BAND_BUDGET` (:func:`train_grid`), so a long run's band covers its start only.
+:data:`TRAIN_BAND_BUDGET` (:func:`train_grid`), so a long run's band covers its start only;
+a larger model's budget is smaller, for the same CPU time (:func:`band_budget`), and where
+even two grid points would pass it, fewer runs are simulated (:func:`simulate_in_child`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not 
 
 __all__ = [
     "BAND_METRICS",
+    "LIVE_MAX_DIM",
+    "MIN_BAND_RUNS",
+    "MQTT_MAX_PAYLOAD",
     "REPORT_BYTES_PER_S",
     "TRAINING_ALPHA",
     "TRAIN_BAND_BUDGET",
@@ -54,6 +59,8 @@ __all__ = [
     "TrainBand",
     "TrainPoint",
     "TrainTracker",
+    "band_budget",
+    "band_plan",
     "report_period",
     "simulate_in_child",
     "simulate_train_band",
@@ -64,6 +71,17 @@ __all__ = [
 TRAIN_BAND_BUDGET = 150_000.0
 """Units of t simulated for a training run's band, summed over its runs and its nodes, at
 the most (about a minute of one core for the MLP on digits)."""
+
+BAND_COST_MS = (0.21, 2.9e-5)
+"""A simulated node's CPU milliseconds per unit of t: a fixed part, and one per parameter
+(measured, A²CiD² on cycle:4 and digits: 0.35 ms for ``mlp:64``'s 4,810 parameters, 1.03 ms
+for ``mlp:256:64``'s 33,738 and 2.69 ms for ``mlp:256:256``'s 85,002)."""
+
+MIN_BAND_RUNS = 30
+"""The fewest runs the band is drawn from (a third) and the verdict judged among (the rest, at
+an alpha of 0.12), when the budget cuts them: fewer judge nothing, and there is no band."""
+
+_BUDGET_DIM = 4_810  # the model TRAIN_BAND_BUDGET was measured on: mlp:64 on digits
 
 TRAIN_BAND_LIMIT = 300.0
 """Seconds the band's child process may take; the run's summary waits for it that long."""
@@ -81,8 +99,16 @@ _log = logging.getLogger(__name__)
 REPORT_BYTES_PER_S = 4_000_000
 """The reports' bytes per second over all the nodes of a training run, at the most."""
 
-_BYTES_PER_FLOAT = 20  # a float in a JSON report, with its separator
+_BYTES_PER_FLOAT = 11  # a parameter in a report, packed (gossip.wire.checks: 10.7 bytes)
 _VECTORS_PER_REPORT = 4  # x, z, the initial model and one trace sample
+
+MQTT_MAX_PAYLOAD = 268_435_455
+"""The largest MQTT packet there is (the protocol's bound, 256 MiB): mosquitto's default
+``max_packet_size`` and the clients' own."""
+
+LIVE_MAX_DIM = MQTT_MAX_PAYLOAD // ((_VECTORS_PER_REPORT + 1) * _BYTES_PER_FLOAT)
+"""The most parameters a live training run takes: a node's state report, its vectors packed
+(and a second trace sample where a period slips), must fit one MQTT packet. 4,880,644."""
 
 
 def report_period(n: int, dim: int, least: float) -> float:
@@ -94,7 +120,7 @@ def report_period(n: int, dim: int, least: float) -> float:
     >>> report_period(8, 4810, 2.0)
     2.0
     >>> round(report_period(16, 100_000, 2.0), 1)
-    32.0
+    17.6
     """
     per_report = _VECTORS_PER_REPORT * dim * _BYTES_PER_FLOAT
     return max(least, n * per_report / REPORT_BYTES_PER_S)
@@ -132,7 +158,11 @@ class TrainTracker:
     def __init__(
         self, recipe: Recipe, problem: TrainingProblem, target: float | None = None
     ) -> None:
+        from gossip.train.trainer import node_initial
+
         self.recipe, self.problem, self.target = recipe, problem, target
+        self.dim = int(node_initial(problem.model, recipe.seed, 0, 0, per_node=False).size)
+        """The model's parameters."""
         self.points: list[TrainPoint] = []
         self.final: TrainPoint | None = None
         self.t_target: float | None = None  # the first grid time at or above the target
@@ -222,7 +252,7 @@ class TrainTracker:
 
         return {
             **self.recipe.as_dict(),
-            "dim": int(self.problem.initial(0, 0).shape[1]),
+            "dim": self.dim,
             "t": None if last is None else last.t,
             "final_exact": self.final is not None,
             "accuracy": None if last is None else known(last.accuracy),
@@ -266,6 +296,47 @@ def train_grid(
         raise ConfigError(f"the band needs step > 0, n >= 1 and runs >= 1; got {step}, {n}, {runs}")
     last = max(1, int(min(t_end, budget / (runs * n)) / step + 1e-9))
     return step * np.arange(last + 1, dtype=np.float64)
+
+
+def band_budget(dim: int) -> float:
+    """Return the band's budget in units of t (runs times nodes times t) for a model of
+    ``dim`` parameters: :data:`TRAIN_BAND_BUDGET`, scaled down for a model larger than
+    ``mlp:64`` on digits so that it takes about as much CPU (:data:`BAND_COST_MS`).
+
+    Examples
+    --------
+    >>> band_budget(4_810) == band_budget(100) == TRAIN_BAND_BUDGET
+    True
+    >>> round(band_budget(85_002), -2)  # mlp:256:256 on digits
+    19600.0
+    """
+    fixed, per_param = BAND_COST_MS
+    return TRAIN_BAND_BUDGET * min(
+        1.0, (fixed + per_param * _BUDGET_DIM) / (fixed + per_param * dim)
+    )
+
+
+def band_plan(
+    step: float, n: int, runs: int, t_end: float, dim: int
+) -> tuple[NDArray[np.float64], int]:
+    """Return the band's grid (:func:`train_grid`) and its runs for a model of ``dim``
+    parameters, within :func:`band_budget`: ``runs``, or fewer where the grid's first two
+    points alone would pass the budget (a large model reported on a long period; the verdict's
+    alpha then rises, :func:`verdict_alpha`), but not fewer than :data:`MIN_BAND_RUNS` (or
+    ``runs``, if fewer were asked for): 0 then, no band.
+
+    Examples
+    --------
+    >>> grid, runs = band_plan(136.0, 4, 150, 2400.0, 85_002)  # mlp:256:256, 6.8 s at 20/s
+    >>> grid.tolist(), runs
+    ([0.0, 136.0], 36)
+    >>> band_plan(294.0, 4, 150, 2400.0, 167_178)[1]  # mlp:512:256, 14.7 s at 20/s
+    0
+    """
+    budget = band_budget(dim)
+    grid = train_grid(step, n, runs, t_end, budget)
+    affordable = min(runs, int(budget / (n * grid[-1])))
+    return grid, affordable if affordable >= min(runs, MIN_BAND_RUNS) else 0
 
 
 def verdict_alpha(null_runs: int) -> float:
@@ -316,16 +387,25 @@ async def simulate_in_child(tracker: TrainTracker, step: float, runs: int, t_end
     """Compute the tracker's :class:`TrainBand` in a child process and set it, with its status.
 
     ``runs`` simulator runs (a third for the band) on the live grid of ``step`` up to ``t_end``
-    (:func:`train_grid`); the child is killed after :data:`TRAIN_BAND_LIMIT` seconds. Failures
-    are the band's status (``unavailable: <why>``), never an exception.
+    (:func:`train_grid`, within the model's :func:`band_budget`; fewer runs, 3 at the least,
+    where the grid's first two points would pass it); the child is killed after
+    :data:`TRAIN_BAND_LIMIT` seconds. Failures are the band's status (``unavailable: <why>``),
+    never an exception.
     """
     from coordinator.offload import offload
 
-    band_runs = max(1, runs // 3)
     tracker.band_status = "pending"
     started = time.monotonic()
     try:
-        grid = train_grid(step, tracker.problem.topology.n, runs, t_end)
+        asked = runs
+        grid, runs = band_plan(step, tracker.problem.topology.n, runs, t_end, tracker.dim)
+        if not runs:
+            tracker.band_status = (
+                f"unavailable: {min(asked, MIN_BAND_RUNS)} runs of this {tracker.dim:,}-parameter "
+                f"model to t = {grid[-1]:g} (its first report) would take minutes of CPU"
+            )
+            return
+        band_runs = max(1, runs // 3)
         async with asyncio.timeout(TRAIN_BAND_LIMIT):
             # Nice 10, not 19: the summary's verdict waits for it, and at 19 every other job
             # of a busy machine would come first. The nodes still come first.

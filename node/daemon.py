@@ -42,7 +42,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -53,8 +53,10 @@ from gossip.exchange.trace import Trace, trace_step
 from gossip.exchange.vocabulary import Counters, Link, TimeBase
 from gossip.model.ledger import Ledger
 from gossip.model.parameters import ParameterLedger
+from gossip.wire.checks import pack
 from gossip.wire.schema import Bootstrap, Frame
 from node.clock import PoissonClock
+from node.learner import initial_model
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.switchover import NodeMembership
@@ -157,7 +159,9 @@ class Node:
         links = [Link(n.edge_index, n.peer_id, n.prob, n.step) for n in boot.neighbors]
         # Optimization: the dual pair (y, z) starts at 0 whatever the node's data (the paper's
         # Section 7).
-        initial = boot.initial_value if problem is None else [0.0] * boot.dim
+        initial: Any = boot.initial_value if problem is None else [0.0] * boot.dim
+        if learner is not None:  # a model: its own draw, unless the Bootstrap carries it
+            initial = initial_model(boot, learner)
         edges = [link.edge for link in links]
         ledger = (
             Ledger(initial, edges, eta=boot.eta)
@@ -207,7 +211,10 @@ class Node:
         self.final: dict[str, Any] | None = None
         self.final_taken: asyncio.Event | None = None  # set once the coordinator holds it
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
-        self._initial = self.exchanger.ledger.initial.tolist()  # constant: converted once
+        # Constant: converted once (a model's, packed).
+        self._initial: str | list[float] = (
+            self.exchanger.ledger.initial.tolist() if learner is None else pack(initial)
+        )
         self._rtt_ms: dict[str, float | None] = dict(_UNKNOWN)
         self._lag: dict[str, float | None] = dict(_UNKNOWN)
         self._wait: dict[str, float | None] = dict(_UNKNOWN)
@@ -224,14 +231,18 @@ class Node:
         """Return the node's report: the C3 state payload.
 
         The round-trip and lag percentiles are recomputed at most once a second (and for the
-        final report): they partition thousands of samples, most of a report's cost.
+        final report): they partition thousands of samples, most of a report's cost. A model's
+        parameters (``x``, ``z``, ``initial`` and each trace sample's) go as base64 text
+        (:func:`gossip.wire.checks.pack`): as a list of numbers it takes 2 times the bytes, and far
+        more time.
         """
         now = self.clock()
         ex = self.exchanger
         t = self.timebase.t(now)
-        x, z = ex.ledger.state_values(t)  # plain floats: no arrays to build and convert back
+        # Plain floats: no arrays to build and convert back.
+        x, z = cast("tuple[Any, Any]", ex.ledger.state_values(t))
         if isinstance(x, np.ndarray):  # a model's parameters (training)
-            x, z = x.tolist(), np.asarray(z).tolist()
+            x, z = pack(x), pack(z)
         if final or now - self._rtt_at >= _RTT_EVERY:
             rtts, lags = ex.measured()
             # Nothing measured is unknown (null), not 0: a summary must not take the report of
@@ -253,7 +264,7 @@ class Node:
             "wall": now,
             "x": x,
             "z": z,
-            "initial": list(self._initial),
+            "initial": self._initial if isinstance(self._initial, str) else list(self._initial),
             "final": final,
             "counters": {name: getattr(counters, name) for name in _COUNTER_NAMES},
             "rtt_ms": dict(self._rtt_ms),
@@ -266,13 +277,16 @@ class Node:
             "trace": self._trace(t, final),
         }
 
-    def _trace(self, t: float, final: bool) -> list[list[float]]:
+    def _trace(self, t: float, final: bool) -> list[list[Any]]:
         trace = self.exchanger.trace
         if trace is None:
             return []
         if final:  # closed and settled: no jump will come, every grid time up to t is final
             trace.finish(self.exchanger.ledger, t)
-        return trace.take()
+        samples = trace.take()
+        if self.learner is not None:  # a model's: [g, x as base64] (gossip.wire.checks)
+            return [[row[0], pack(row[1:])] for row in samples]
+        return samples
 
     async def run(self, mqtt: NodeMqtt | None = None, *, run_mqtt: bool = True) -> int:
         """Gossip until asked to stop, then stop cleanly (see the module header); return 0.

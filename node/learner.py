@@ -5,11 +5,18 @@ The Bootstrap of a training run names the model, the data, the split and the see
 only its own shard (the others and the test rows are dropped at once), and draws its
 mini-batches from its own stream (:class:`gossip.train.minibatch.LocalSgd`). ``gossip node
 --data SPEC`` replaces the data source, as for an optimization run.
+
+The Bootstrap does not carry the model: the node draws its own initial model by the
+simulator's rule (:func:`initial_model`), so a model of any size starts the same bits as
+``gossip train``'s run 0.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from gossip.errors import ConfigError
 from gossip.wire.schema import Bootstrap
@@ -17,7 +24,7 @@ from gossip.wire.schema import Bootstrap
 if TYPE_CHECKING:  # the trainer's imports take seconds: only a training node pays them
     from gossip.train.minibatch import LocalSgd
 
-__all__ = ["load_learner"]
+__all__ = ["initial_model", "load_learner"]
 
 
 def load_learner(boot: Bootstrap, data: str | None = None) -> LocalSgd:
@@ -57,3 +64,26 @@ def load_learner(boot: Bootstrap, data: str | None = None) -> LocalSgd:
         Sgd(boot.lr, boot.momentum),
         boot.batch_size,
     )
+
+
+def initial_model(boot: Bootstrap, learner: LocalSgd) -> NDArray[Any]:
+    """Return this node's initial model: the Bootstrap's ``initial_value`` if it carries one
+    (an earlier coordinator's), else the node's own draw, row ``node_id`` of the simulator's
+    run 0 (:func:`gossip.train.trainer.node_initial`, ``init`` per-node or common).
+
+    Raises
+    ------
+    ConfigError
+        The model drawn is not of the cluster's ``d`` parameters.
+    """
+    if boot.initial_value:
+        return np.asarray(boot.initial_value, dtype=np.float64)
+    from gossip.train.trainer import node_initial
+
+    start = node_initial(learner.model, boot.seed, 0, boot.node_id, boot.init == "per-node")
+    if start.size != boot.dim:  # load_learner checked the model: this is a user model's
+        raise ConfigError(
+            f"model {boot.train!r} drew {start.size} initial parameters, but the cluster's "
+            f"has d = {boot.dim}"
+        )
+    return start

@@ -7,7 +7,9 @@ node's CURVE key pair, the coordinator's key checked, as at registration). The c
 echoes it while the run goes on, and answers a :class:`~gossip.wire.schema.Stop` once it is
 over: the node then stops as on ``{"cmd": "stop"}``. A stopped node puts its final report in its
 beats until the coordinator says it took it, so the final states reach the coordinator even
-when the broker is gone for good (``gossip coordinator --broker-deadline``).
+when the broker is gone for good (``gossip coordinator --broker-deadline``). A final report
+past what a beat's frame carries (a large model's parameters, :data:`FINAL_ROOM`) goes over
+MQTT only: its beats carry none, and the node says so once.
 
 The nodes of a host process that registered together (:mod:`node.host`) beat together: a
 :class:`LifelineGroup` sends all their beats in one :class:`~gossip.wire.schema.BeatBatch` on
@@ -38,10 +40,19 @@ import zmq
 import zmq.asyncio
 
 from gossip.errors import ProtocolError
-from gossip.wire.schema import Beat, BeatBatch, Message, RegisterError, Stop, decode, encode_bytes
+from gossip.wire.schema import (
+    MAX_FRAME,
+    Beat,
+    BeatBatch,
+    Message,
+    RegisterError,
+    Stop,
+    decode,
+    encode_bytes,
+)
 from node.curve import CurveKeys, curve_client
 
-__all__ = ["BEAT_EVERY", "TAKEN", "Lifeline", "LifelineGroup"]
+__all__ = ["BEAT_EVERY", "FINAL_ROOM", "TAKEN", "Lifeline", "LifelineGroup"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +61,12 @@ BEAT_EVERY = 1.0
 
 TAKEN = Beat.TAKEN
 """The ``final`` of the coordinator's echo once it holds this node's final report."""
+
+FINAL_ROOM = MAX_FRAME - 4096
+"""Largest final report a beat carries, in bytes of JSON: the coordinator refuses a frame past
+:data:`~gossip.wire.schema.MAX_FRAME`, and the beat's other fields fit in the rest. (A model
+of more than about 24,000 to 32,000 parameters reports past it: x, z, the initial model and
+perhaps a trace sample, each 10.7 bytes a parameter, :func:`gossip.wire.checks.pack`.)"""
 
 _POLL = 0.1  # seconds: how soon a final report, once there, goes out
 _QUEUED = 2  # beats a lifeline keeps for a coordinator that is away
@@ -129,6 +146,27 @@ class Lifeline:
         self.answered = False
         """Whether the coordinator ever answered a beat (one that predates beats never does)."""
         self.stopped_by = ""  # "coordinator" or "orphaned", once this lifeline stopped the node
+        self._final_text: str | None = None  # the final report's JSON, once encoded
+
+    def final_text(self) -> str:
+        """The final report as a beat carries it: its JSON, encoded once (a report never
+        changes); ``""`` before the stop, and for a report past :data:`FINAL_ROOM` bytes,
+        which then goes over MQTT only (said once)."""
+        if self._final_text is None:
+            final = self.final()
+            if final is None:
+                return ""
+            text = json.dumps(final)
+            if len(text) > FINAL_ROOM:
+                log.warning(
+                    "the final report (%d bytes) is past the %d a beat carries: it goes to the "
+                    "coordinator over MQTT only",
+                    len(text),
+                    FINAL_ROOM,
+                )
+                text = ""
+            self._final_text = text
+        return self._final_text
 
     def coordinator_lost_for(self) -> float:
         """Seconds since the coordinator last answered a beat."""
@@ -155,15 +193,14 @@ class Lifeline:
         final_sent = False
         while not self.delivered.is_set():
             now = self._clock()
-            final = self.final()
-            if now >= next_beat or (final is not None and not final_sent):
-                text = "" if final is None else json.dumps(final)
+            text = self.final_text()
+            if now >= next_beat or (text and not final_sent):
                 with contextlib.suppress(zmq.Again):  # no connection now: the next beat
                     await sock.send(encode_bytes(Beat(self.name, self.epoch, text)), zmq.NOBLOCK)
-                final_sent = final is not None
+                final_sent = bool(text)
                 next_beat = now + BEAT_EVERY
             if await sock.poll(timeout=_POLL * 1000):
-                self._answer(await sock.recv(), sent_final=final is not None)
+                self._answer(await sock.recv(), sent_final=bool(text))
             self.stop_if_orphaned()
 
     def stop_if_orphaned(self) -> None:
@@ -249,21 +286,18 @@ class LifelineGroup:
             if not pending:
                 return
             now = clock()
-            finals = [line.final() for line in pending]
+            finals = [line.final_text() for line in pending]
             periodic = now >= next_beat
             due = [
                 (line, final)
                 for line, final in zip(pending, finals, strict=True)
-                if periodic or (final is not None and line.name not in final_sent)
+                if periodic or (final and line.name not in final_sent)
             ]
             if due:
-                beats = tuple(
-                    Beat(line.name, line.epoch, "" if final is None else json.dumps(final))
-                    for line, final in due
-                )
+                beats = tuple(Beat(line.name, line.epoch, final) for line, final in due)
                 with contextlib.suppress(zmq.Again):  # no connection now: the next beat
                     await sock.send(encode_bytes(BeatBatch(beats)), zmq.NOBLOCK)
-                final_sent.update(line.name for line, final in due if final is not None)
+                final_sent.update(line.name for line, final in due if final)
                 if periodic:
                     next_beat = now + BEAT_EVERY
             if await sock.poll(timeout=_POLL * 1000):

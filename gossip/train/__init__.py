@@ -13,7 +13,14 @@ from gossip.train.clocks import EventClock, node_stream
 from gossip.train.constants import AcidConstants, acid_constants
 from gossip.train.models import MODEL_KINDS, Model, Network, parse_model
 from gossip.train.scores import METRICS, TrainingResult
-from gossip.train.trainer import TrainingProblem, make_problem, run_once, run_training
+from gossip.train.trainer import (
+    TrainingProblem,
+    initial_models,
+    make_problem,
+    node_initial,
+    run_once,
+    run_training,
+)
 from gossip.train.trainset import TrainSet, load_trainset
 from gossip.train.workers import ALGORITHMS, Sgd, Workers
 
@@ -31,8 +38,10 @@ __all__ = [
     "TrainingResult",
     "Workers",
     "acid_constants",
+    "initial_models",
     "load_trainset",
     "make_problem",
+    "node_initial",
     "node_stream",
     "parse_model",
     "run_once",

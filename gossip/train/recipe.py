@@ -2,9 +2,10 @@
 
 ``gossip up --train MODEL`` names the model, the data and its split, the algorithm and its
 rates; the coordinator builds the same :class:`~gossip.train.trainer.TrainingProblem` as
-``gossip train`` would (:meth:`Recipe.problem`), sends each node its initial model and the
-exchange's constants (:meth:`Recipe.exchange_constants`), and each node loads its own shard
-from the same specs (:mod:`node.learner`).
+``gossip train`` would (:meth:`Recipe.problem`) and sends each node the specs and the
+exchange's constants (:meth:`Recipe.exchange_constants`); each node loads its own shard from
+the same specs and draws its own initial model by the simulator's rule (:mod:`node.learner`),
+which the coordinator draws too (:meth:`Recipe.initial`), to score the run.
 
 On the wire the algorithms are the gossip machinery with other constants: ``a2cid2`` is the
 accelerated pair with ``eta`` and ``c = alpha~`` of :func:`~gossip.train.constants.acid_constants`,
@@ -13,6 +14,7 @@ accelerated pair with ``eta`` and ``c = alpha~`` of :func:`~gossip.train.constan
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gossip.errors import ConfigError
-from gossip.train.trainer import TrainingProblem, make_problem
+from gossip.train.trainer import TrainingProblem, initial_models, make_problem
 
 __all__ = ["INITS", "LIVE_ALGORITHMS", "Recipe"]
 
@@ -83,9 +85,13 @@ class Recipe:
             return problem.constants.eta, problem.constants.alpha_tilde
         return 0.0, 0.0
 
-    def initial(self, problem: TrainingProblem) -> NDArray[np.float64]:
-        """Return the ``(n, d)`` initial models, those of the simulator's run 0, in float64."""
-        return np.asarray(problem.initial(self.seed, 0), dtype=np.float64)
+    def initial(self, problem: TrainingProblem, nodes: int | None = None) -> NDArray[np.float64]:
+        """Return the ``(n, d)`` initial models, those of the simulator's run 0, in float64
+        (those of nodes ``0 .. nodes - 1`` only, if given; each node draws its own:
+        :func:`~gossip.train.trainer.node_initial`)."""
+        rows = initial_models(problem.model, self.seed, 0, problem.per_node_init)
+        count = problem.topology.n if nodes is None else nodes
+        return np.array(list(itertools.islice(rows, count)), dtype=np.float64)
 
     def as_dict(self) -> dict[str, Any]:
         """The settings, for the summary and the JSON file."""

@@ -10,6 +10,7 @@ curves; progress goes through a callback.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,14 @@ from gossip.train.scores import METRICS, TrainingResult, evaluate
 from gossip.train.trainset import TrainSet, load_trainset
 from gossip.train.workers import Sgd, Workers
 
-__all__ = ["TrainingProblem", "make_problem", "run_once", "run_training"]
+__all__ = [
+    "TrainingProblem",
+    "initial_models",
+    "make_problem",
+    "node_initial",
+    "run_once",
+    "run_training",
+]
 
 Progress = Callable[[str, float, float], None]
 
@@ -56,14 +64,49 @@ class TrainingProblem:
             )
 
     def initial(self, seed: int, run: int) -> NDArray[Any]:
-        """Return the ``(n, d)`` initial parameters of run ``run``."""
-        rng = init_stream(seed, run)
-        first = self.model.initial(rng)
-        rows = [first] + [
-            self.model.initial(rng) if self.per_node_init else first
-            for _ in range(self.topology.n - 1)
-        ]
-        return np.stack(rows)
+        """Return the ``(n, d)`` initial parameters of run ``run`` (:func:`initial_models`)."""
+        rows = initial_models(self.model, seed, run, self.per_node_init)
+        return np.stack(list(itertools.islice(rows, self.topology.n)))
+
+
+def initial_models(model: Model, seed: int, run: int, per_node: bool) -> Iterator[NDArray[Any]]:
+    """Yield the initial models of nodes 0, 1, 2, ... of run ``run``, in order (endless).
+
+    The rule of every initial model, the simulator's and a live node's alike: node 0's is
+    the first draw of ``init_stream(seed, run)``; with ``per_node``, node ``k``'s is its
+    ``(k + 1)``-th draw, else every node's is node 0's (the same array, yielded again).
+
+    Examples
+    --------
+    >>> from gossip.train.models import Network
+    >>> net = Network(4, (), 3, np.dtype(np.float64))
+    >>> a, b = itertools.islice(initial_models(net, 0, 0, per_node=True), 2)
+    >>> bool((a == b).all())
+    False
+    """
+    rng = init_stream(seed, run)
+    first = model.initial(rng)
+    yield first
+    while True:
+        yield model.initial(rng) if per_node else first
+
+
+def node_initial(model: Model, seed: int, run: int, node: int, per_node: bool) -> NDArray[Any]:
+    """Return node ``node``'s initial model of run ``run``: row ``node`` of
+    :meth:`TrainingProblem.initial`, bit for bit, in memory O(d) (:func:`initial_models`).
+
+    With ``per_node`` it draws ``node + 1`` models in turn (the others are dropped at once),
+    so its time grows with ``node``; a common start draws one.
+
+    Examples
+    --------
+    >>> p = make_problem("cycle:4", "softmax", "iris", "iid:0", per_node_init=True)
+    >>> bool((node_initial(p.model, 0, 0, 3, per_node=True) == p.initial(0, 0)[3]).all())
+    True
+    """
+    if node < 0:
+        raise ConfigError(f"a node's id is >= 0, got {node}")
+    return next(itertools.islice(initial_models(model, seed, run, per_node), node, None))
 
 
 def make_problem(

@@ -2,7 +2,8 @@
 
 * :mod:`gossip.wire.schema` -- every message as a frozen dataclass, with its encoding and
   its validation (registration, bootstrap, exchange, recovery, parting, membership);
-* :mod:`gossip.wire.checks` -- the field checkers and the limits they enforce;
+* :mod:`gossip.wire.checks` -- the field checkers and the limits they enforce, and a model's
+  parameters packed inside a JSON document (a training node's state report);
 * :mod:`gossip.wire.hot` -- the exchange's own three messages, encoded and checked on the
   hot path without the schema's generic machinery (same bytes, same checks).
 """

@@ -13,7 +13,11 @@ Validation rules (each violation raises :class:`~gossip.errors.ProtocolError` na
 * every field of the type is present and no other field is;
 * integers are ints (not bools), ``>= 0`` and ``<=`` :data:`MAX_INT`; floats are finite
   numbers (ints are accepted and converted); vectors are non-empty lists of finite numbers of
-  at most :data:`MAX_DIM` entries; strings are strings.
+  at most :data:`MAX_DIM` entries (but a training :class:`Bootstrap`'s ``initial_value``, which
+  is empty: the node draws its own model); strings are strings;
+* a field added to a message since its version (:data:`_OPTIONAL`) may be absent, and then
+  has its default; it is left out of a frame where it has its default, so that a frame that
+  does not need it is the one an older peer sends and reads.
 
 Gossip exchange (node to node; the protocol is :mod:`gossip.exchange.exchanger`'s, each class says
 what it carries): :class:`Request`, answered by a :class:`Reply` (the jump's flow), a :class:`Busy`
@@ -130,6 +134,14 @@ Frame: TypeAlias = "bytes | tuple[Buffer, ...]"
 # What a training bootstrap may name (gossip.train.recipe.LIVE_ALGORITHMS; the wire does not
 # import the trainer).
 _TRAINING = ("a2cid2", "adpsgd", "local")
+
+# What a training bootstrap's ``init`` may be when the node draws its own model
+# (gossip.train.recipe.INITS).
+_INITS = ("common", "per-node")
+
+# Fields added to a message after its protocol version, with their defaults: left out of a frame
+# where they have their default, and that default where a frame leaves them out (older peers').
+_OPTIONAL: dict[str, dict[str, Any]] = {"bootstrap": {"init": ""}}
 
 # The fields that may go as raw parts, by message type.
 _RAW_FIELDS: dict[str, tuple[str, ...]] = {"request": ("u", "z"), "reply": ("dx", "dz")}
@@ -338,8 +350,12 @@ class Bootstrap:
     Training runs (``train`` not empty: the model spec, :mod:`gossip.train.recipe`) carry the
     data, split and ``n`` too, the communications per node per unit of t ``rate_com``, the
     local optimizer (``lr``, ``momentum``, ``batch_size``) and the ``seed`` of the node's
-    streams; ``initial_value`` is the node's initial model and ``eta``, ``c`` the exchange's
-    constants. ``t`` then counts gradient steps per node, and ``rate`` is steps per second.
+    streams; ``eta``, ``c`` are the exchange's constants. ``t`` then counts gradient steps per
+    node, and ``rate`` is steps per second. Their ``initial_value`` is empty and ``init``
+    (``common`` or ``per-node``) says how the node draws its own initial model of ``dim``
+    parameters (:func:`gossip.train.trainer.node_initial`, up to :data:`MAX_RAW_DIM`), so a
+    model of any size fits in the frame. (A training Bootstrap that carries the model in
+    ``initial_value``, as earlier coordinators sent it, still decodes.)
     """
 
     TYPE: ClassVar[str] = "bootstrap"
@@ -366,6 +382,7 @@ class Bootstrap:
     momentum: float = 0.0
     batch_size: int = 0
     seed: int = 0
+    init: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,7 +463,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Beat):
         return [value.name, value.epoch, value.final]
     if isinstance(value, Bootstrap):  # a batch's: its fields as a map, as a frame has them
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        body = {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        return _without_defaults(value.TYPE, body)
     return [_plain(item) for item in value] if type(value) is tuple else value
 
 
@@ -489,7 +507,15 @@ def encode(message: Message) -> Frame:
     for name in names:
         value = getattr(message, name)
         body[name] = _plain(value) if type(value) is tuple else value
-    return _PACKER.pack(body)  # type: ignore[no-any-return]
+    return _PACKER.pack(_without_defaults(message.TYPE, body))  # type: ignore[no-any-return]
+
+
+def _without_defaults(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` less its optional fields (:data:`_OPTIONAL`) that have their default."""
+    for name, default in _OPTIONAL.get(kind, {}).items():
+        if body.get(name) == default:
+            del body[name]
+    return body
 
 
 def encode_bytes(message: Message) -> bytes:
@@ -589,6 +615,13 @@ def _beats(name: str, value: Any) -> tuple[Beat, ...]:
     return tuple(out)
 
 
+def _model_start(name: str, value: Any) -> Floats:
+    """What :func:`floats` accepts, or an empty list (a training node draws its own model)."""
+    if isinstance(value, list) and not value:
+        return ()
+    return floats(name, value)
+
+
 def _bootstraps(name: str, value: Any) -> tuple[Bootstrap, ...]:
     if not isinstance(value, list):
         raise ProtocolError(f"field {name!r} must be a list, got {type(value).__name__}")
@@ -624,6 +657,7 @@ _BY_TYPE: dict[str, Checker] = {
 _STRICTER: dict[tuple[str, str], Checker] = {
     ("bootstrap", "rate"): positive,
     ("bootstrap", "metrics_period"): positive,
+    ("bootstrap", "initial_value"): _model_start,  # _check_bootstrap_model says when empty
 }
 
 
@@ -720,6 +754,8 @@ def _checked(kind: str, body: dict[str, Any]) -> Message:
     """The message of type ``kind`` whose fields (``v`` and ``type`` popped) are ``body``,
     checked by the schema (:data:`_SCHEMAS`)."""
     cls, checkers = _SCHEMAS[kind]
+    for name, default in _OPTIONAL.get(kind, {}).items():
+        body.setdefault(name, default)
     if body.keys() != checkers.keys():
         missing = [name for name in checkers if name not in body]
         if missing:
@@ -738,11 +774,8 @@ def _checked(kind: str, body: dict[str, Any]) -> Message:
             f"field {pair[1]!r} has {len(values[pair[1]])} components but {pair[0]!r} has "
             f"{len(values[pair[0]])}; they must match"
         )
-    if kind == Bootstrap.TYPE and len(values["initial_value"]) != values["dim"]:
-        raise ProtocolError(
-            f"field 'initial_value' has {len(values['initial_value'])} components but 'dim' is "
-            f"{values['dim']}"
-        )
+    if kind == Bootstrap.TYPE:
+        _check_bootstrap_model(values)
     if kind == BootstrapBatch.TYPE and len(values["names"]) != len(values["bootstraps"]):
         raise ProtocolError(
             f"field 'bootstraps' has {len(values['bootstraps'])} entries but 'names' has "
@@ -752,6 +785,43 @@ def _checked(kind: str, body: dict[str, Any]) -> Message:
         _check_bootstrap_algorithm(values["algorithm"], values["problem"], values["train"])
     message: Message = cls(**values)
     return message
+
+
+def _check_bootstrap_model(values: Mapping[str, Any]) -> None:
+    """A bootstrap carries the node's initial value (``dim`` components), or trains a model of
+    ``dim`` parameters that the node draws itself as ``init`` says."""
+    start, dim, train, init = (
+        values["initial_value"],
+        values["dim"],
+        values["train"],
+        values["init"],
+    )
+    if init and not train:
+        raise ProtocolError(
+            f"field 'init' is {init!r} but 'train' is empty; only a training bootstrap names "
+            "how its node draws its model"
+        )
+    if start:
+        if len(start) != dim:
+            raise ProtocolError(
+                f"field 'initial_value' has {len(start)} components but 'dim' is {dim}"
+            )
+        return
+    if not train:
+        raise ProtocolError(
+            f"field 'initial_value' is empty, but 'train' is empty too: a bootstrap that trains "
+            f"no model carries its node's initial value, 'dim' = {dim} components"
+        )
+    if not 1 <= dim <= MAX_RAW_DIM:
+        raise ProtocolError(
+            f"field 'dim' must be 1 to {MAX_RAW_DIM} parameters (a model's exchange bound), "
+            f"got {dim}"
+        )
+    if init not in _INITS:
+        raise ProtocolError(
+            f"field 'init' must be one of {', '.join(_INITS)} when 'initial_value' is empty "
+            f"(the node draws its own model), got {init!r}"
+        )
 
 
 def _check_bootstrap_algorithm(algorithm: str, problem: str, train: str = "") -> None:

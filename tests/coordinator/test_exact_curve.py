@@ -12,6 +12,7 @@ from coordinator.metrics import parse_report
 from coordinator.opt_measure import exact_measure
 from coordinator.optimization import OptTask, OptTracker
 from gossip.errors import ProtocolError
+from gossip.wire.checks import pack
 
 INITIAL = np.array([[1.0], [0.0], [0.0]])
 
@@ -107,6 +108,35 @@ def test_the_report_carries_the_trace_and_a_bad_one_is_named() -> None:
     ):
         with pytest.raises(ProtocolError, match=needle):
             parse_report("gossip/node/1/state", _report(bad), "gossip", 3, 1)
+
+
+def test_a_models_report_comes_packed_and_is_parsed_bit_for_bit_and_checked() -> None:
+    # A training node's vectors and trace samples go as base64 (gossip.wire.checks).
+    x = np.random.default_rng(3).standard_normal(5)
+    body = {
+        "node": 1,
+        "t": 1.0,
+        "wall": 1.0,
+        "x": pack(x),
+        "z": pack(-x),
+        "initial": pack(np.zeros(5)),
+        "trace": [[0.5, pack(2 * x)], [1.0, *[0.0] * 5]],  # a row of numbers still parses
+    }
+    parsed = parse_report("gossip/node/1/state", json.dumps(body).encode(), "gossip", 3, 5)
+    assert parsed["x"] == tuple(x.tolist())
+    assert parsed["z"] == tuple((-x).tolist())
+    assert parsed["initial"] == (0.0,) * 5
+    assert parsed["trace"] == [(0.5, tuple((2 * x).tolist())), (1.0, (0.0,) * 5)]
+    for field, bad, needle in (
+        ("x", pack(x[:4]), "'x' has 4 components, expected 5"),
+        ("z", pack(x[:4]), "'z' has 4 components, expected 5"),
+        ("initial", "!!", "'initial' is not valid base64"),
+        ("trace", [[0.5, pack(x[:4])]], r"'trace\[0\]' has 4 components"),
+        ("trace", [[None, pack(x)]], r"'trace\[0\]' has a bad g None"),
+    ):
+        wrong = json.dumps({**body, field: bad}).encode()
+        with pytest.raises(ProtocolError, match=needle):
+            parse_report("gossip/node/1/state", wrong, "gossip", 3, 5)
 
 
 class _Quadratics:

@@ -29,10 +29,11 @@ async def _up(
     until: float,
     broker: str | None = None,
     until_accuracy: float | None = None,
+    graph: str = "cycle:8",
 ) -> tuple[RunSummary, ClusterState]:
     config = UpConfig(
         coordinator=CoordinatorConfig(
-            graph="cycle:8",
+            graph=graph,
             rate=20.0,  # gradient steps per node per second
             until=until,
             cluster="train",
@@ -77,6 +78,29 @@ async def test_with_no_gradient_steps_a2cid2_conserves_the_sum_of_the_models_to_
     assert summary.activations > 100
     views = state.nodes.values()
     assert all(v.counters.get("served", 0) > 0 for v in views)
+
+
+@pytest.mark.broker
+async def test_a_model_past_what_a_bootstrap_list_carries_trains_live_and_conserves_its_sum(
+    mosquitto: RunningBroker, tmp_path: Path
+) -> None:
+    # mlp:256:64 on digits has 33,738 parameters: no Bootstrap carries it (each node draws its
+    # own, the simulator's row), every exchange carries it whole, every report as JSON.
+    recipe = Recipe("mlp:256:64", "digits", "iid:0", "a2cid2", lr=0.0, init="per-node")
+    summary, state = await _up(tmp_path, recipe, until=1e-2, broker=mosquitto.url, graph="cycle:4")
+    assert summary.reached, state.message
+    final = state.final
+    assert final is not None
+    assert final.complete
+    values = np.array(final.values)
+    initial = recipe.initial(recipe.problem("cycle:4"))
+    assert values.shape == initial.shape == (4, 33_738)
+    # The nodes started from the simulator's models: the coordinator's own draw of them.
+    assert np.array_equal(np.array(state.initial), initial)
+    drift = np.abs(values.sum(axis=0) - initial.sum(axis=0)).max()
+    assert drift <= 1e-9 * np.abs(initial).sum(axis=0).max(), drift
+    assert np.abs(values - initial).max() > 0.1  # exchanges moved the models
+    assert all(v.counters.get("served", 0) > 0 for v in state.nodes.values())
 
 
 @pytest.mark.broker

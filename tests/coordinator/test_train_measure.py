@@ -9,10 +9,13 @@ import pytest
 
 from coordinator.exact_curve import ExactCurve
 from coordinator.train_measure import (
+    MIN_BAND_RUNS,
     TRAIN_BAND_BUDGET,
     TrainBand,
     TrainPoint,
     TrainTracker,
+    band_budget,
+    band_plan,
     report_period,
     simulate_in_child,
     simulate_train_band,
@@ -135,6 +138,36 @@ def test_the_band_stops_at_the_runs_timeout_or_its_cost_budget() -> None:
     assert len(train_grid(40.0, 8, 150, budget=1.0)) == 2  # never less than two points
     with pytest.raises(ConfigError, match="step > 0"):
         train_grid(0.0, 8, 150)
+
+
+def test_a_larger_models_band_takes_about_the_cpu_of_a_small_ones_with_fewer_runs_if_need_be() -> (
+    None
+):
+    small = band_plan(40.0, 8, 150, 1e9, 4_810)
+    assert small[1] == 150
+    assert small[0][-1] * 150 * 8 <= TRAIN_BAND_BUDGET
+    # A model 7 times the size: a budget 3 to 4 times smaller (its fixed cost is shared).
+    assert 3 < TRAIN_BAND_BUDGET / band_budget(33_738) < 4
+    grid, runs = band_plan(4.0, 8, 150, 1e9, 33_738)
+    assert runs == 150
+    assert grid[-1] * 150 * 8 <= band_budget(33_738) < small[0][-1] * 150 * 8
+    assert grid[-1] > band_budget(33_738) / (150 * 8) - 4.0  # as far as the budget goes
+    # Reported every 136 t: two points for 150 runs would pass the budget, so fewer runs.
+    grid, runs = band_plan(136.0, 4, 150, 1e9, 85_002)
+    assert grid.tolist() == [0.0, 136.0]
+    assert MIN_BAND_RUNS <= runs < 150
+    assert runs * 4 * 136.0 <= band_budget(85_002)
+    # Too few to judge among: no band at all; unless so few were asked for.
+    assert band_plan(294.0, 4, 150, 1e9, 167_178)[1] == 0
+    assert band_plan(294.0, 4, 6, 1e9, 167_178)[1] == 6
+
+
+async def test_a_band_too_costly_for_its_model_is_unavailable_and_says_why() -> None:
+    recipe = Recipe("mlp:512:256", "digits", "iid:0")
+    tracker = TrainTracker(recipe, recipe.problem("cycle:4"))
+    await simulate_in_child(tracker, 294.0, 150, t_end=2400.0)
+    assert tracker.band is None
+    assert tracker.band_status.startswith("unavailable: 30 runs of this 167,178-parameter")
 
 
 async def test_the_band_is_computed_in_a_child_process_and_a_failure_is_its_status() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +14,8 @@ import zmq.asyncio
 
 from coordinator.procs import free_port
 from gossip.wire.schema import Beat, BeatBatch, Stop, decode, encode
-from node.lifeline import Lifeline, LifelineGroup
+from node.host import _delivered
+from node.lifeline import FINAL_ROOM, Lifeline, LifelineGroup
 
 EPOCH = 1_700_000_000.0
 
@@ -79,6 +81,38 @@ async def test_a_stop_answer_stops_the_node_and_the_final_report_goes_until_take
             await task  # delivered: the lifeline ends
     assert line.delivered.is_set()
     assert stops == [1]
+
+
+async def test_a_final_report_past_what_a_beat_carries_goes_over_mqtt_only_and_says_so(
+    router: tuple[zmq.asyncio.Socket, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    sock, address = router
+    stops: list[int] = []
+    # A large model's final report: its parameters alone pass the frame a beat may fill.
+    big = {"node": 0, "final": True, "x": [0.125] * (FINAL_ROOM // 7)}
+    final: list[dict[str, Any] | None] = [big]
+    line = _line(address, stops, final)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(line.run())
+        for _ in range(2):  # the first beat, and the next one a second later
+            envelope, frame = await sock.recv_multipart()
+            assert len(frame) < 1000
+            assert decode(frame) == Beat("n0", EPOCH, "")
+            await sock.send_multipart([envelope, encode(Beat("n0", EPOCH, ""))])
+        task.cancel()
+    assert "past the" in caplog.text
+    assert caplog.text.count("over MQTT only") == 1
+    # Its host process does not wait for the coordinator to say it took it over a beat.
+    line.answered = True
+    async with asyncio.timeout(1.0):
+        await _delivered([line], within=30.0)
+    # A report that fits goes in the beats, as before, and is waited for.
+    small = _line(address, stops, [{"node": 0, "final": True}])
+    assert small.final_text() == '{"node": 0, "final": true}'
+    small.answered = True
+    started = time.monotonic()
+    await _delivered([small], within=0.3)
+    assert time.monotonic() - started >= 0.3
 
 
 async def test_without_broker_and_coordinator_the_node_stops_itself_after_orphan_after() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gossip.errors import ConfigError
 from gossip.graph.topology import parse_topology
@@ -12,11 +14,12 @@ from gossip.train import (
     EventClock,
     TrainingProblem,
     make_problem,
+    node_initial,
     node_stream,
     run_once,
     run_training,
 )
-from gossip.train.clocks import GRADIENT, clock_stream
+from gossip.train.clocks import GRADIENT, clock_stream, init_stream
 
 
 def test_event_rates_follow_the_model() -> None:
@@ -89,3 +92,39 @@ def test_bad_grid_and_runs_are_named(iris_cycle: TrainingProblem) -> None:
         run_training(iris_cycle, ["local"], np.linspace(0, 1, 3), runs=0)
     with pytest.raises(ConfigError, match="increasing"):
         run_training(iris_cycle, ["local"], np.array([0.0, 2.0, 1.0]), runs=1)
+
+
+def _drawn_in_turn(problem: TrainingProblem, seed: int, run: int) -> np.ndarray:
+    # The simulator's rule spelled out on its own: node 0 draws first from the run's init
+    # stream, then (per-node) each next node in id order; a common start repeats node 0's.
+    rng = init_stream(seed, run)
+    first = problem.model.initial(rng)
+    rows = [first]
+    for _ in range(problem.topology.n - 1):
+        rows.append(problem.model.initial(rng) if problem.per_node_init else first)
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("per_node", [True, False])
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), run=st.integers(0, 3), node=st.integers(0, 4))
+def test_a_nodes_own_initial_model_is_its_row_of_the_simulators_bit_for_bit(
+    dtype: str, per_node: bool, seed: int, run: int, node: int
+) -> None:
+    problem = make_problem(
+        "cycle:5", "mlp:8", "iris", "iid:0", dtype=dtype, seed=seed, per_node_init=per_node
+    )
+    whole = problem.initial(seed, run)
+    assert np.array_equal(whole, _drawn_in_turn(problem, seed, run))
+    mine = node_initial(problem.model, seed, run, node, per_node)
+    assert mine.dtype == np.dtype(dtype) == whole.dtype
+    assert mine.tobytes() == whole[node].tobytes()
+    # Per-node starts differ from node to node; a common start is node 0's everywhere.
+    other = whole[(node + 1) % 5]
+    assert np.array_equal(mine, other) != per_node
+
+
+def test_a_node_id_below_zero_is_refused_by_name(iris_cycle: TrainingProblem) -> None:
+    with pytest.raises(ConfigError, match="-1"):
+        node_initial(iris_cycle.model, 0, 0, -1, per_node=True)

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from gossip.errors import ProtocolError
 from gossip.wire.schema import (
+    MAX_DIM,
     MAX_FRAME,
+    MAX_RAW_DIM,
     VERSION,
     Beat,
     BeatBatch,
@@ -281,3 +283,76 @@ def test_a_register_batch_is_not_empty_and_its_entries_are_checked() -> None:
     bad = {"v": VERSION, "type": "register_batch", "nodes": [["n", "tcp://h:1", None, -1]]}
     with pytest.raises(ProtocolError, match=r"nodes\[0\]\.pid"):
         decode(msgpack.packb(bad))
+
+
+# A training node's Bootstrap: the model spec and seeds, no model (the node draws its own).
+TRAIN_BOOT = dataclasses.replace(
+    BOOT,
+    algorithm="a2cid2",
+    initial_value=(),
+    dim=MAX_DIM * 4,  # past what a list of floats may carry
+    data="digits",
+    split="iid:0",
+    n=8,
+    train="mlp:256:64",
+    rate_com=1.0,
+    lr=0.1,
+    batch_size=16,
+    init="per-node",
+)
+
+
+@pytest.mark.parametrize("init", ["per-node", "common"])
+def test_a_training_bootstrap_without_its_model_decodes_alone_and_in_a_batch(init: str) -> None:
+    boot = dataclasses.replace(TRAIN_BOOT, init=init)
+    assert decode(encode(boot)) == boot
+    assert body_of(boot)["initial_value"] == []
+    batch = BootstrapBatch(names=("node-3",), bootstraps=(boot,))
+    assert decode(encode(batch)) == batch
+
+
+def test_a_bootstrap_without_init_is_the_frame_earlier_peers_send_and_read() -> None:
+    # Left out where it has its default: a gossip Bootstrap's frame has not changed, and a
+    # frame without it (an earlier coordinator's) decodes, training or not.
+    assert "init" not in body_of(BOOT)
+    assert "init" not in body_of(BootstrapBatch(names=("a",), bootstraps=(BOOT,)))["bootstraps"][0]
+    earlier = dataclasses.replace(TRAIN_BOOT, initial_value=(0.5, -0.25), dim=2, init="")
+    body = body_of(earlier)
+    assert "init" not in body
+    assert decode(raw(body)) == earlier
+
+
+def test_a_bootstrap_without_its_values_is_refused_unless_it_trains() -> None:
+    body = body_of(BOOT)
+    body["initial_value"] = []
+    with pytest.raises(ProtocolError, match=r"'initial_value' is empty.*'dim' = 1"):
+        decode(raw(body))
+    body = body_of(TRAIN_BOOT)
+    body["train"] = ""
+    body["algorithm"] = "arg"
+    with pytest.raises(ProtocolError, match="'init' is 'per-node' but 'train' is empty"):
+        decode(raw(body))
+    del body["init"]
+    with pytest.raises(ProtocolError, match="'initial_value' is empty"):
+        decode(raw(body))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("init", "", r"'init' must be one of common, per-node.*got ''"),
+        ("init", "random", r"'init' must be one of common, per-node.*got 'random'"),
+        ("dim", 0, rf"'dim' must be 1 to {MAX_RAW_DIM} .*got 0"),
+        ("dim", MAX_RAW_DIM + 1, rf"'dim' must be 1 to {MAX_RAW_DIM} .*got {MAX_RAW_DIM + 1}"),
+        ("initial_value", [0.5], "'initial_value' has 1 components but 'dim' is 65536"),
+    ],
+)
+def test_a_training_bootstrap_without_its_model_names_its_bad_field(
+    field: str, value: Any, error: str
+) -> None:
+    body = body_of(TRAIN_BOOT)
+    body[field] = value
+    if field == "init" and not value:
+        del body["init"]  # as an earlier coordinator would leave it out
+    with pytest.raises(ProtocolError, match=error):
+        decode(raw(body))
