@@ -125,8 +125,11 @@ class SwarmHosts:
             (host.root / "exec").mkdir()
             # nsenter, not `ip netns exec`: that one remounts /sys in a new mount namespace,
             # which hides the cgroup mounts dockerd needs ("Devices cgroup isn't mounted").
+            # DOCKER_SERVICE_PREFER_OFFLINE_IMAGE: a Swarm task uses the image the host holds
+            # instead of trying a registry first (none is reachable: 20-30 s per task start).
             script = (
-                f"hostname {host.name} && exec dockerd --data-root {host.root}/data "
+                f"hostname {host.name} && DOCKER_SERVICE_PREFER_OFFLINE_IMAGE=1 "
+                f"exec dockerd --data-root {host.root}/data "
                 f"--exec-root {host.root}/exec -H {host.socket} "
                 f"--pidfile {host.root}/docker.pid"
             )

@@ -60,7 +60,19 @@ def test_the_compose_file_deploys_as_a_stack_and_reaches_eps(
         "GOSSIP_RATE": "200",
         "GOSSIP_DASHBOARD_PUBLISH": str(port),
     }
-    run(["docker", "stack", "deploy", "-c", str(ROOT / "docker-compose.yml"), stack], env=env)
+    run(
+        [
+            "docker",
+            "stack",
+            "deploy",
+            "--resolve-image",
+            "never",
+            "-c",
+            str(ROOT / "docker-compose.yml"),
+            stack,
+        ],
+        env=env,
+    )
     try:
         node_service = docker_client.services.get(f"{stack}_node")
         assert node_service.attrs["Spec"]["Mode"]["Replicated"]["Replicas"] == N

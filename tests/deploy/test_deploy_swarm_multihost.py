@@ -154,8 +154,11 @@ def deploy(swarm: SwarmHosts, stack: str, pool: Path, port: int, **settings: str
         "GOSSIP_DASHBOARD_PUBLISH": str(port),
         **settings,
     }
+    # --resolve-image never: the hosts hold the image; asking a registry for its digest (none
+    # is reachable) only costs time.
     swarm.manager.docker(
-        "stack", "deploy", "-c", str(ROOT / "docker-compose.yml"), "-c", str(OVERRIDE), stack,
+        "stack", "deploy", "--resolve-image", "never", "-c", str(ROOT / "docker-compose.yml"),
+        "-c", str(OVERRIDE), stack,
         env=env, timeout=300,
     )  # fmt: skip
     return f"http://{swarm.manager.address}:{port}"
