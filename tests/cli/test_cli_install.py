@@ -124,7 +124,9 @@ def _install(tmp_path: Path, house: Path, took: dict[str, float]) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     took["venv"] = time.monotonic() - began - took["wheel"]
     python = venv / "bin" / "python"
-    _from_wheelhouse(python, house, tmp_path, ["install", str(wheel)], [str(wheel)])
+    # --no-compile: pip's bytecode of numpy, SciPy and numba (most of the install's time) is
+    # not what this checks; Python compiles what the run imports.
+    _from_wheelhouse(python, house, tmp_path, ["install", "--no-compile", str(wheel)], [str(wheel)])
     took["install"] = time.monotonic() - began - took["wheel"] - took["venv"]
     where = subprocess.run(
         [str(python), "-c", "import cli, importlib.util as u\n"
