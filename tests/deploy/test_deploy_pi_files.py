@@ -9,7 +9,7 @@
   in check mode with every Pi being this machine, stages each Pi's own keys and nothing else;
 * install.sh refuses to install a role with neither ``--keys`` nor ``--insecure``.
 
-The secure install itself, on an arm64 Debian, is ``test_deploy_pi.py`` (Docker, qemu).
+The secure install itself, in a Debian container, is ``test_deploy_pi.py`` (Docker).
 """
 
 from __future__ import annotations
