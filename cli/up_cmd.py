@@ -98,9 +98,9 @@ def up(
         typer.Option(
             envvar=env("metrics_period"),
             help="Seconds between two node state reports (default: 0.1, and longer for over 10 "
-            "node processes or over 200 nodes: the node processes wake up about 100 times a "
-            "second in all to report, and the broker and the coordinator get about 2,000 "
-            "reports a second at most; the exact curve keeps up to 40 samples a second).",
+            "node processes or over 50 nodes: the node processes wake up about 100 times a "
+            "second in all to report, and send about 500 reports a second in all at most; "
+            "the exact curve keeps up to 40 samples a second).",
         ),
     ] = None,
     timeout: Annotated[

@@ -60,6 +60,7 @@ from coordinator.broker import (
     reach_external,
 )
 from coordinator.broker_url import parse_broker_url, redact_broker_url
+from coordinator.config import secured
 from coordinator.forking import ForkServer, node_environment
 from coordinator.mqtt_auth import write_broker_auth
 from coordinator.node_commands import host_sizes, node_command
@@ -278,7 +279,7 @@ async def _run_up(
             keys / "mqtt", security.mqtt_secret, plan.expected, per_process
         )
         auth = BrokerAuth(passwd, acl)
-        plan = dataclasses.replace(plan, security=security)
+        plan = secured(plan, security)
     async with broker_for(config.broker, config.embedded, config.host, auth) as broker:
         if plan.security is not None and not broker.access_controlled:
             # An external broker: our passwords mean nothing to it, so the URL's credentials

@@ -8,41 +8,45 @@ can only come from that neighbour.
 
 ZeroMQ allows one ZAP handler per context, and host mode (:mod:`node.host`) runs several nodes,
 each a CURVE server with its own neighbours, on one context. So the handler
-(:class:`PeerAuthenticator`, pyzmq's asyncio authenticator) is shared by every server of a
+(:class:`PeerAuthenticator`) is shared by every server of a
 context, and each server gets a ZAP domain of its own (``gossip-<n>``) with its own allow-list
 (:class:`PeerGate`): a key admitted by one node of the process is not admitted by another. The
 handler must run before a ROUTER binds: a CURVE server without a ZAP handler would admit any
 client key.
 
 A refused handshake is final: libzmq does not reconnect a client whose key was refused (ZAP
-status 400), so a DEALER that knocks before its neighbour knows its key stays dead for the
-run, and every exchange it starts is skipped (a thinned clock). That race is built in: a node
-binds before it registers, and learns its neighbours' keys only from the bootstrap, which its
-neighbours get at the same moment and may act on first; a restarted node is reconnected to by
-its neighbours as soon as it binds. So a gate that has no allow-list yet *holds* each
-handshake (for at most :data:`HOLD_UNTRUSTED` seconds) until :meth:`PeerGate.set_allowed`
-gives it one, and then decides. Once it has one, an unknown key is refused at once. The
-node's other safety net is :meth:`node.zmq_transport.ZmqTransport.redial`.
+status 400), so a DEALER that knocks before its neighbour knows its key would stay dead for the
+run. That race is built in: a node binds before it registers and learns its neighbours' keys
+only from the bootstrap, which its neighbours get at the same moment and may act on first; a
+joiner dials its new neighbours while the view that gives them its key is still on its way. So
+a gate *holds* a handshake whose key it does not know until an allow-list
+(:meth:`PeerGate.set_allowed`) admits the key, and refuses it only when its hold runs out:
+:data:`HOLD_UNTRUSTED` seconds before the gate's first allow-list, :data:`HOLD_LISTED` after.
+The node's last safety net is :meth:`node.zmq_transport.ZmqTransport.redial`, which
+never dials again before a peer's hold has run out.
+
+The handler is a ROUTER on ZeroMQ's ZAP endpoint rather than pyzmq's authenticator, which
+answers one request at a time and awaits each: one held handshake there stalled every other
+handshake of the process, and 4,096 secure nodes never finished shaking hands. A ROUTER may
+answer its requests in any order, so a held request costs nothing but its entry.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import itertools
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import zmq
 import zmq.asyncio
-from zmq.auth.asyncio import AsyncioAuthenticator
-from zmq.auth.base import Authenticator
+from zmq.utils import z85
 
 from gossip.files.keys import Identity
 
 __all__ = [
+    "HOLD_LISTED",
     "HOLD_UNTRUSTED",
     "CurveKeys",
     "PeerAuthenticator",
@@ -54,12 +58,19 @@ __all__ = [
 _domains = itertools.count()
 
 HOLD_UNTRUSTED = 20.0
-"""Seconds a gate without an allow-list holds a handshake before refusing it: longer than a
-node takes from its bind to its bootstrap, registration included."""
+"""Seconds a gate holds a handshake whose key no allow-list has admitted yet before refusing
+it: longer than a node takes from its bind to its bootstrap, registration included, and than a
+view takes to reach a joiner's neighbours. Shorter than libzmq's handshake limit (30 s)."""
 
-# A pyzmq whose ZAP handler does not await its callbacks would take the held answer (a
-# coroutine) for a yes: there, a gate without an allow-list refuses at once, as it used to.
-_CAN_HOLD = inspect.iscoroutinefunction(Authenticator.handle_zap_message)
+HOLD_LISTED = 5.0
+"""Seconds a gate that has an allow-list holds an unknown key: a joiner's neighbours learn its
+key from a view that is usually under way when it dials them, and a stranger's key never comes."""
+
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+"""Where libzmq sends the ZAP requests of every CURVE server of a context (ZeroMQ RFC 27)."""
+
+_OK, _REFUSED = (b"200", b"OK"), (b"400", b"not a neighbour's key")
+_NOBLOCK = int(zmq.NOBLOCK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +102,22 @@ def curve_client(
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.secret.encode("ascii"))
 
 
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A ZAP request a gate has not answered yet."""
+
+    deadline: float  # loop time at which it is refused
+    route: bytes  # the ZAP ROUTER's id for the libzmq session that asked
+    request_id: bytes
+    key: bytes  # the client's public key, 32 raw bytes
+
+
 class PeerGate:
     """Who may connect to one CURVE server: its ZAP domain and its allow-list.
 
     Made by :meth:`PeerAuthenticator.gate`; ``close()`` hands it back. ``denied`` counts the
-    handshakes this gate refused, ``held`` those it made wait for its first allow-list.
+    handshakes this gate refused, ``held`` those it made wait for an allow-list that admits
+    their key (see the module header).
     """
 
     def __init__(self, auth: PeerAuthenticator, domain: str, hold: float = HOLD_UNTRUSTED) -> None:
@@ -104,66 +126,101 @@ class PeerGate:
         self.held = 0
         self.hold = hold
         self._auth = auth
-        self._users: dict[bytes, str] = {}
-        self._listed = asyncio.Event()  # set by the first allow-list (or by close)
+        self._users: dict[bytes, bytes] = {}  # raw public key -> user id
+        self._waiting: list[_Held] = []  # in order of arrival, hence of deadline
+        self._timer: asyncio.TimerHandle | None = None
+        self._listed = False
+        self._closed = False
 
     def set_allowed(self, allowed: Mapping[str, str]) -> None:
         """Admit exactly these keys (Z85 public key -> user id) from now on.
 
-        Connections already admitted stay open; handshakes held until now are decided.
+        Connections already admitted stay open; held handshakes whose key is now admitted get
+        in, the others wait on until their hold runs out.
         """
-        self._users = {key.encode("ascii"): user for key, user in allowed.items()}
-        self._listed.set()
+        self._users = {z85.decode(key): user.encode() for key, user in allowed.items()}
+        self._listed = True
+        waiting, self._waiting = self._waiting, []
+        for req in waiting:
+            user = self._users.get(req.key)
+            if user is None:
+                self._waiting.append(req)
+            else:
+                self._auth.reply(req.route, req.request_id, _OK, user)
+        self._arm()
+        self._auth.flush()
 
-    def callback(self, domain: str, key: bytes) -> bool | Awaitable[bool]:
-        """ZAP credentials callback: is the Z85 ``key`` admitted by this gate?
-
-        Before the gate's first allow-list, the answer waits for it (see the module header).
-        """
-        if not self._listed.is_set() and _CAN_HOLD:
-            self.held += 1
-            return self._decide_when_listed(key)
-        return self._admit(key)
-
-    async def _decide_when_listed(self, key: bytes) -> bool:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.hold):
-                await self._listed.wait()
-        # pyzmq asks curve_user_id right after this returns, with no await in between (and
-        # it handles one ZAP request at a time), so last_user is still this key's.
-        return self._admit(key)
-
-    def _admit(self, key: bytes) -> bool:
+    def ask(self, route: bytes, request_id: bytes, key: bytes) -> None:
+        """Decide (or hold) one ZAP request for ``key``, 32 raw bytes, as the module says."""
         user = self._users.get(key)
-        if user is None:
-            self.denied += 1
-            return False
-        self._auth.last_user = user
-        return True
+        if user is not None:
+            self._auth.reply(route, request_id, _OK, user)
+            return
+        hold = self.hold if not self._listed else min(self.hold, HOLD_LISTED)
+        if self._closed or hold <= 0:
+            self._refuse(route, request_id)
+            return
+        self.held += 1
+        loop = asyncio.get_running_loop()
+        self._waiting.append(_Held(loop.time() + hold, route, request_id, key))
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._waiting:
+            first = min(req.deadline for req in self._waiting)
+            self._timer = asyncio.get_running_loop().call_at(first, self._expire)
+
+    def _refuse(self, route: bytes, request_id: bytes) -> None:
+        self.denied += 1
+        self._auth.reply(route, request_id, _REFUSED, b"")
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = asyncio.get_running_loop().time()
+        for req in [req for req in self._waiting if req.deadline <= now]:
+            self._waiting.remove(req)
+            self._refuse(req.route, req.request_id)
+        self._arm()
+        self._auth.flush()
 
     def close(self) -> None:
         """Stop admitting anyone here; the last gate of a context stops its ZAP handler."""
+        self._closed = True
         self._users = {}
-        self._listed.set()  # a held handshake is refused now
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiting, self._waiting = self._waiting, []
+        for req in waiting:
+            self._refuse(req.route, req.request_id)
         self._auth.release(self)
 
 
-class PeerAuthenticator(AsyncioAuthenticator):
+class PeerAuthenticator:
     """The ZAP handler of one zmq context, shared by every CURVE server of that context.
 
     Use :meth:`for_context` to get (and start) the context's handler, and :meth:`gate` to get
-    a server's own domain and allow-list.
+    a server's own domain and allow-list. It runs on the event loop it was made in.
     """
 
     _running: ClassVar[dict[int, PeerAuthenticator]] = {}  # context address -> its handler
 
     def __init__(self, context: zmq.Context[zmq.Socket[bytes]] | zmq.asyncio.Context) -> None:
-        # The ZAP handler is per context: shadow the sockets' context so that an asyncio
-        # socket serves it whatever kind of context the sockets use.
-        super().__init__(zmq.asyncio.Context.shadow(context.underlying))
         self._key = context.underlying
-        self._gates: set[PeerGate] = set()
-        self.last_user = ""
+        # A plain socket on a shadow: the handler reads it from its loop's reader callback,
+        # whatever kind of context the servers' sockets use.
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.shadow(context.underlying)
+        self._sock = self._ctx.socket(zmq.ROUTER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.bind(ZAP_ENDPOINT)
+        self._gates: dict[bytes, PeerGate] = {}
+        self._loop = asyncio.get_running_loop()
+        self._fd = cast(int, self._sock.getsockopt(zmq.FD))
+        self._loop.add_reader(self._fd, self.flush)
+        self.answered = 0
 
     @classmethod
     def for_context(
@@ -173,31 +230,56 @@ class PeerAuthenticator(AsyncioAuthenticator):
         auth = cls._running.get(context.underlying)
         if auth is None:
             auth = cls(context)
-            auth.start()
             cls._running[context.underlying] = auth
         return auth
 
-    def gate(self) -> PeerGate:
+    def gate(self, hold: float = HOLD_UNTRUSTED) -> PeerGate:
         """A new ZAP domain of this handler, admitting nobody until ``set_allowed``."""
-        gate = PeerGate(self, f"gossip-{next(_domains)}")
-        self._gates.add(gate)
-        self.configure_curve_callback(gate.domain, gate)
+        gate = PeerGate(self, f"gossip-{next(_domains)}", hold)
+        self._gates[gate.domain.encode("ascii")] = gate
         return gate
 
     def release(self, gate: PeerGate) -> None:
         """Forget ``gate``; stop the handler once it has no gate left."""
-        self._gates.discard(gate)
-        self.credentials_providers.pop(gate.domain, None)
-        if not self._gates:
-            self.stop()
-            if PeerAuthenticator._running.get(self._key) is self:
-                del PeerAuthenticator._running[self._key]
+        self._gates.pop(gate.domain.encode("ascii"), None)
+        if self._gates:
+            self.flush()
+            return
+        self._loop.remove_reader(self._fd)
+        self._sock.close(0)
+        if PeerAuthenticator._running.get(self._key) is self:
+            del PeerAuthenticator._running[self._key]
 
-    def curve_user_id(self, client_public_key: bytes) -> str:
-        """The user id of the key the gate just admitted.
+    def reply(
+        self, route: bytes, request_id: bytes, status: tuple[bytes, bytes], user: bytes
+    ) -> None:
+        """Answer one ZAP request (RFC 27); :meth:`flush` after a batch of them."""
+        self.answered += 1
+        self._sock.send_multipart([route, b"", b"1.0", request_id, *status, user, b""])
 
-        pyzmq calls this right after the gate's ``callback`` admitted the key (or after the
-        coroutine it returned finished), with no await in between, so ``last_user`` is that
-        gate's label for it.
+    def flush(self) -> None:
+        """Read and decide every ZAP request queued now.
+
+        Also called after replies sent from outside this reader: a send can consume the edge
+        of the socket's file descriptor, which would then never wake the loop for what came in.
         """
-        return self.last_user
+        sock = self._sock
+        if sock.closed:
+            return
+        while True:
+            try:
+                frames = sock.recv_multipart(_NOBLOCK)
+            except zmq.Again:
+                return
+            self._ask(frames)
+
+    def _ask(self, frames: list[bytes]) -> None:
+        # route, delimiter, version, request id, domain, address, identity, mechanism, key
+        if len(frames) < 4:
+            return  # not a ZAP request: nobody to answer
+        route, request_id = frames[0], frames[3]
+        gate = self._gates.get(frames[4]) if len(frames) == 9 else None
+        if gate is None or frames[2] != b"1.0" or frames[7] != b"CURVE" or len(frames[8]) != 32:
+            self.reply(route, request_id, _REFUSED, b"")
+            return
+        gate.ask(route, request_id, frames[8])

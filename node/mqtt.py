@@ -319,11 +319,18 @@ class NodeMqtt:
 
     async def _report(self, client: aiomqtt.Client) -> None:
         while not self._ending():
-            for topic, snapshot, _ in self._members:
-                await client.publish(topic, json.dumps(self._with_recent(topic, snapshot())), qos=0)
-                self.published += 1
-                if self._ending():
-                    return
+            # Every member's report at once, in one write: awaited one by one, each publish
+            # waited for its own turn of the event loop, and a busy host process (2,048 nodes
+            # at 3,000/s on 2 cores) sent a twentieth of its reports during the run.
+            sends = [
+                client.publish(topic, json.dumps(self._with_recent(topic, snapshot())), qos=0)
+                for topic, snapshot, _ in self._members
+            ]
+            outcomes = await asyncio.gather(*sends, return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            self.published += len(sends)
             await asyncio.sleep(self._period)
 
     def _with_recent(self, topic: str, report: dict[str, Any]) -> dict[str, Any]:

@@ -40,17 +40,23 @@ import zmq
 
 from gossip.errors import ConfigError, TransportError
 from gossip.wire.schema import Buffer, Frame
-from node.curve import CurveKeys, PeerAuthenticator, PeerGate, curve_client, curve_server
+from node.curve import (
+    HOLD_UNTRUSTED,
+    CurveKeys,
+    PeerAuthenticator,
+    PeerGate,
+    curve_client,
+    curve_server,
+)
 from node.transport import FrameHandler, Incoming, Transport, TransportStats
 
 __all__ = ["ZmqTransport", "advertised_address"]
 
 _HWM = 10_000  # frames queued per socket before sends are dropped
-# Seconds before the second redial of a peer that has not answered since, doubling for each
-# further one up to _REDIAL_MAX. A CURVE handshake waits for the peer process's ZAP handler,
-# which answers the handshakes of all its nodes one at a time: 4,096 secure nodes on 2 cores
-# took seconds, each redial replaced a handshake still under way by a new one, and 23,443
-# redials kept the handlers from ever catching up (4 without CURVE).
+# Seconds between a redial of a peer still silent and the next, doubling each time up to
+# _REDIAL_MAX. A redial replaces a handshake that may still be under way by a new one: 4,096
+# secure nodes on 2 cores, redialling after a second of silence, redialled 23,443 times and
+# never caught up.
 _REDIAL_BACKOFF = 1.0
 _REDIAL_MAX = 16.0
 
@@ -131,6 +137,9 @@ class ZmqTransport(Transport):
         A shared context (default: a new one, terminated on close).
     keys : CurveKeys or None
         This node's CURVE key pair: authenticate every connection (``None``: plain sockets).
+    hold : float
+        Seconds this node's server holds a handshake whose key it does not know yet (see
+        :mod:`node.curve`); the peers hold as long, so a DEALER is never dialled again sooner.
     """
 
     def __init__(
@@ -140,12 +149,14 @@ class ZmqTransport(Transport):
         toward: str | None = None,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
         keys: CurveKeys | None = None,
+        hold: float = HOLD_UNTRUSTED,
     ):
         self.stats = TransportStats()
         self._loop = asyncio.get_running_loop()
         self._own_context = context is None
         self._ctx: zmq.Context[zmq.Socket[bytes]] = context or zmq.Context()
         self._keys = keys
+        self._hold = hold
         self._peer_keys: dict[int, str] = {}
         self._auth: PeerGate | None = None
         self._router = self._ctx.socket(zmq.ROUTER)
@@ -155,7 +166,7 @@ class ZmqTransport(Transport):
         if keys is not None:
             # Before the bind: a CURVE server without its ZAP handler admits any key.
             # One ZAP handler per context; this server gets a domain (allow-list) of its own.
-            self._auth = PeerAuthenticator.for_context(self._ctx).gate()
+            self._auth = PeerAuthenticator.for_context(self._ctx).gate(hold)
             curve_server(self._router, keys, self._auth.domain)
         try:
             if bind.startswith("tcp://") and bind.rsplit(":", 1)[-1] in ("0", "*"):
@@ -180,6 +191,7 @@ class ZmqTransport(Transport):
         self._peer_of: dict[zmq.Socket[bytes], int] = {}  # dealer -> the peer it reaches
         self._heard: set[zmq.Socket[bytes]] = set()  # dealers that received a frame
         self._redialed: dict[int, tuple[int, float]] = {}  # peer -> (redials, the last one)
+        self._dialed: dict[int, float] = {}  # peer -> when its DEALER was first dialled
         self._addresses: dict[int, str] = {}
         self._ready: deque[Incoming] = deque()
         self._waiter: asyncio.Future[None] | None = None  # recv() waiting for a frame
@@ -264,27 +276,31 @@ class ZmqTransport(Transport):
         if self._addresses.get(peer) == address:
             return False
         self._dial(peer, address)
+        self._dialed[peer] = time.monotonic()  # a new handshake, with a new process
+        self._redialed.pop(peer, None)
         return True
 
     def redial(self, peer: int) -> bool:
-        """Replace ``peer``'s DEALER by a new one to the same address if the old one never
-        received a frame; return whether it did (see :meth:`Transport.redial`).
+        """Replace ``peer``'s DEALER by a new one to the same address if its CURVE handshake
+        may have been refused; return whether it did (see :meth:`Transport.redial`).
 
-        A DEALER whose CURVE handshake was refused is closed by libzmq for good, and frames
-        sent to it queue without a word: only a new socket shakes hands again. One that has
-        heard from its peer is left alone: its peer is slow, and libzmq reconnects a TCP
-        connection that broke by itself. A peer redialled and still silent is redialled again
-        only after a pause that doubles each time (1 s, 2 s, ... 16 s): its handshake may
-        just be slow, and a new one would start it over.
+        A DEALER whose handshake was refused is closed by libzmq for good, and frames sent to
+        it queue without a word: only a new socket shakes hands again. A peer refuses only a
+        key it has held for its whole hold (:mod:`node.curve`), so a DEALER is dialled again
+        only once it has been silent that long since its dial, and, if still silent, again
+        after a pause that doubles each time (1 s, 2 s, ... 16 s). One that has heard from
+        its peer is left alone: its peer is slow, and libzmq reconnects a TCP connection that
+        broke by itself. A plain DEALER is never refused, so never dialled again.
         """
         address = self._addresses.get(peer)
         dealer = self._dealers.get(peer)
-        if address is None or dealer is None or dealer in self._heard:
+        if self._keys is None or address is None or dealer is None or dealer in self._heard:
             return False
-        count, last = self._redialed.get(peer, (0, -math.inf))
+        count, last = self._redialed.get(peer, (0, self._dialed.get(peer, -math.inf)))
+        pause = self._hold if not count else min(_REDIAL_BACKOFF * 2 ** (count - 1), _REDIAL_MAX)
         now = time.monotonic()
-        if count and now - last < min(_REDIAL_BACKOFF * 2 ** (count - 1), _REDIAL_MAX):
-            return False  # the last redial's handshake may still be under way
+        if now - last < pause:
+            return False  # the handshake may still be under way, or held
         self._dial(peer, address)
         self._redialed[peer] = (count + 1, now)
         self.stats.extra["redialed"] = self.stats.extra.get("redialed", 0) + 1
