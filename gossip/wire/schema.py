@@ -307,11 +307,13 @@ class Beat:
     ``epoch``; ``final`` is its final report (JSON) once it stopped, else ``""``. The coordinator
     echoes it (``final`` ``"taken"`` once it holds the report), or answers a :class:`Stop`.
 
-    ``final_over_mqtt`` (optional, added in version 6: an older node's beat leaves it out, and
-    a beat leaves it out while it is false): the node stopped, and its final report, too large
-    for a beat, went over MQTT only; ``final`` is then ``""``. Such a beat postdates the stop,
-    so the coordinator may answer it ``"taken"`` once it holds the report from MQTT
-    (:mod:`coordinator.enrollment`).
+    ``final_over_mqtt``: the node stopped, and its final report, too large for a beat, went
+    over MQTT only; ``final`` is then ``""``. Such a beat postdates the stop, so the
+    coordinator may answer it ``"taken"`` once it holds the report from MQTT
+    (:mod:`coordinator.enrollment`). A field added within version 6 (:data:`_OPTIONAL`): left
+    out while false, so that a beat, alone or in a :class:`BeatBatch`, is the frame an older
+    peer sends and reads, and false where an older node's beat leaves it out. An older
+    coordinator refuses a beat that sets it (:mod:`node.lifeline` then beats without it).
     """
 
     TYPE: ClassVar[str] = "beat"
