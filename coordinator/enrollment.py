@@ -7,10 +7,19 @@ on the registration socket (:func:`coordinator.registrar.serve_registrations`), 
 nodes' beats (:mod:`node.lifeline`), and puts a retained status back when the coordinator
 restarts (:meth:`Enrollment.resume`).
 
-The rule it keeps: every change of who is in the run (a bootstrap, a new address, a leave, a
-death, a join) is published in the retained status before anything else depends on it, so that
-a coordinator restarted at any moment measures the members of the run, and gives a restarted
-joiner its Bootstrap back.
+The rules it keeps:
+
+* Every change of who is in the run (a bootstrap, a new address, a leave, a death, a join) is
+  published in the retained status before anything else depends on it, so that a coordinator
+  restarted at any moment measures the members of the run, and gives a restarted joiner its
+  Bootstrap back.
+* **A node is told its final report is taken (a beat's echo ``"taken"``) only in answer to a
+  beat sent after it stopped**: one that carries the report, or one that says the report went
+  over MQTT only (``Beat.final_over_mqtt``, a report too large for a beat), once the
+  coordinator holds that report. A plain beat is never answered so, even from a node whose
+  report the coordinator holds: it may predate the node's stop, and the node would not count
+  it. Once every node whose report the coordinator holds was told, :meth:`Enrollment.tell_finals`
+  ends, and the registration socket may close.
 """
 
 from __future__ import annotations
@@ -137,7 +146,7 @@ class Enrollment:
         if epoch is None or abs(beat.epoch - epoch) > 1e-6:
             return None
         self._beating.add(beat.name)
-        if beat.final:
+        if beat.final or beat.final_over_mqtt:  # sent after the node stopped (module rule)
             node = self.state.registered.get(beat.name)
             if node is None:
                 return RegisterError(f"no node {beat.name!r} in run {self.state.run_id}")
@@ -147,14 +156,17 @@ class Enrollment:
                 # and parsing thousands of them again cost the coordinator most of a stop.
                 self._tell(beat.name)
                 return Beat(beat.name, epoch, Beat.TAKEN)
-            # The same report as on MQTT, under the node's own topic: whichever way comes
-            # first is taken.
-            self.reports.ingest(f"{self.reports.prefix}/node/{node}/state", beat.final.encode())
-            view = self.state.nodes.get(node)
-            if view is None or not view.final:
-                return RegisterError(f"the final report of {beat.name!r} was refused")
-            self._tell(beat.name)
-            return Beat(beat.name, epoch, Beat.TAKEN)
+            if beat.final:
+                # The same report as on MQTT, under the node's own topic: whichever way comes
+                # first is taken.
+                self.reports.ingest(f"{self.reports.prefix}/node/{node}/state", beat.final.encode())
+                view = self.state.nodes.get(node)
+                if view is None or not view.final:
+                    return RegisterError(f"the final report of {beat.name!r} was refused")
+                self._tell(beat.name)
+                return Beat(beat.name, epoch, Beat.TAKEN)
+            # Its report is still on its way over MQTT: answered as any beat, and the node's
+            # next one (a second later) is told.
         if self.state.phase in ("stopping", "done"):
             return Stop(epoch, self.stop_reason or "stopped")
         return Beat(beat.name, epoch, "")

@@ -406,13 +406,14 @@ def _lifeline(
 
 async def _delivered(lifelines: Sequence[Lifeline], within: float) -> None:
     """Wait until the coordinator holds every final report, at most ``within`` seconds (it may
-    have taken them over MQTT and gone); not for a report too large for a beat, which went
-    over MQTT only (:data:`node.lifeline.FINAL_ROOM`)."""
+    have taken them over MQTT and gone). A report too large for a beat went over MQTT only
+    (:data:`node.lifeline.FINAL_ROOM`): its beats say so, and the coordinator answers one
+    once it holds the report, as it answers the others (but an older coordinator, which
+    refuses the beat that says so, is not waited for)."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(within):
             for line in lifelines:
-                if line.answered and line.final_text():
-                    await line.delivered.wait()
+                await line.wait_taken()
 
 
 async def run_host(configs: Sequence[NodeConfig], standing: bool = False) -> int:

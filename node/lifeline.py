@@ -9,7 +9,8 @@ over: the node then stops as on ``{"cmd": "stop"}``. A stopped node puts its fin
 beats until the coordinator says it took it, so the final states reach the coordinator even
 when the broker is gone for good (``gossip coordinator --broker-deadline``). A final report
 past what a beat's frame carries (a large model's parameters, :data:`FINAL_ROOM`) goes over
-MQTT only: its beats carry none, and the node says so once.
+MQTT only: its beats carry none but say so (``final_over_mqtt``), and the coordinator answers
+one "taken" once it holds the report from MQTT; the node's log says so once.
 
 The nodes of a host process that registered together (:mod:`node.host`) beat together: a
 :class:`LifelineGroup` sends all their beats in one :class:`~gossip.wire.schema.BeatBatch` on
@@ -147,6 +148,8 @@ class Lifeline:
         """Whether the coordinator ever answered a beat (one that predates beats never does)."""
         self.stopped_by = ""  # "coordinator" or "orphaned", once this lifeline stopped the node
         self._final_text: str | None = None  # the final report's JSON, once encoded
+        self._over_mqtt = False  # the final report is past FINAL_ROOM: it went over MQTT only
+        self._flag_refused = False  # the coordinator refused a beat that said so (an older one)
 
     def final_text(self) -> str:
         """The final report as a beat carries it: its JSON, encoded once (a report never
@@ -165,8 +168,38 @@ class Lifeline:
                     FINAL_ROOM,
                 )
                 text = ""
+            self._over_mqtt = not text
             self._final_text = text
         return self._final_text
+
+    def final_over_mqtt(self) -> bool:
+        """Whether the node stopped and its final report went over MQTT only (past
+        :data:`FINAL_ROOM` bytes): its beats then say so, ``Beat.final_over_mqtt``."""
+        self.final_text()
+        return self._over_mqtt and not self._flag_refused
+
+    def stopped(self) -> bool:
+        """Whether the node's beats now end its run: they carry its final report, or say it
+        went over MQTT only. The coordinator's ``"taken"`` answers only such a beat."""
+        return bool(self.final_text()) or self.final_over_mqtt()
+
+    def beat(self) -> Beat:
+        """The node's beat now (see :meth:`stopped`)."""
+        return Beat(self.name, self.epoch, self.final_text(), self.final_over_mqtt())
+
+    def awaits_taken(self) -> bool:
+        """Whether the node's process waits for the coordinator's ``"taken"`` before it exits:
+        the coordinator answered a beat, and the node's beats end its run (not an older
+        coordinator's, which refused a beat that said the report went over MQTT only)."""
+        return self.answered and self.stopped()
+
+    async def wait_taken(self) -> None:
+        """Wait until the coordinator holds the final report, while :meth:`awaits_taken`."""
+        while self.awaits_taken() and not self.delivered.is_set():
+            # Polled: an older coordinator's refusal of the flag ends the wait too.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_POLL):
+                    await self.delivered.wait()
 
     def coordinator_lost_for(self) -> float:
         """Seconds since the coordinator last answered a beat."""
@@ -193,14 +226,14 @@ class Lifeline:
         final_sent = False
         while not self.delivered.is_set():
             now = self._clock()
-            text = self.final_text()
-            if now >= next_beat or (text and not final_sent):
+            beat, stopped = self.beat(), self.stopped()
+            if now >= next_beat or (stopped and not final_sent):
                 with contextlib.suppress(zmq.Again):  # no connection now: the next beat
-                    await sock.send(encode_bytes(Beat(self.name, self.epoch, text)), zmq.NOBLOCK)
-                final_sent = bool(text)
+                    await sock.send(encode_bytes(beat), zmq.NOBLOCK)
+                final_sent = stopped
                 next_beat = now + BEAT_EVERY
             if await sock.poll(timeout=_POLL * 1000):
-                self._answer(await sock.recv(), sent_final=bool(text))
+                self._answer(await sock.recv(), sent_final=stopped)
             self.stop_if_orphaned()
 
     def stop_if_orphaned(self) -> None:
@@ -216,6 +249,16 @@ class Lifeline:
             )
             self.on_stop()
 
+    def refused(self, message: RegisterError, sent_final: bool) -> None:
+        """Take the coordinator's refusal of a beat (``sent_final``: one that ended the run)."""
+        if sent_final and self.final_over_mqtt():
+            # A coordinator that predates final_over_mqtt refuses the field: beat as to it
+            # (no flag), and do not wait for a "taken" it cannot say.
+            self._flag_refused = True
+            log.info("the coordinator refused a beat that said the final report went over MQTT")
+            return
+        log.warning("the coordinator refused a beat: %s", message.reason)
+
     def _answer(self, frame: bytes, sent_final: bool) -> None:
         try:
             message = decode(frame)
@@ -227,7 +270,7 @@ class Lifeline:
     def take(self, message: Message, sent_final: bool) -> None:
         """Take the coordinator's answer to a beat (``sent_final``: one with the final report)."""
         if isinstance(message, RegisterError):
-            log.warning("the coordinator refused a beat: %s", message.reason)
+            self.refused(message, sent_final)
             return
         if not isinstance(message, Beat | Stop) or abs(message.epoch - self.epoch) > 1e-6:
             return  # another run's coordinator: not ours, not heard
@@ -286,18 +329,18 @@ class LifelineGroup:
             if not pending:
                 return
             now = clock()
-            finals = [line.final_text() for line in pending]
+            beats = [line.beat() for line in pending]
             periodic = now >= next_beat
             due = [
-                (line, final)
-                for line, final in zip(pending, finals, strict=True)
-                if periodic or (final and line.name not in final_sent)
+                beat
+                for beat in beats
+                if periodic
+                or ((beat.final or beat.final_over_mqtt) and beat.name not in final_sent)
             ]
             if due:
-                beats = tuple(Beat(line.name, line.epoch, final) for line, final in due)
                 with contextlib.suppress(zmq.Again):  # no connection now: the next beat
-                    await sock.send(encode_bytes(BeatBatch(beats)), zmq.NOBLOCK)
-                final_sent.update(line.name for line, final in due if final)
+                    await sock.send(encode_bytes(BeatBatch(tuple(due))), zmq.NOBLOCK)
+                final_sent.update(b.name for b in due if b.final or b.final_over_mqtt)
                 if periodic:
                     next_beat = now + BEAT_EVERY
             if await sock.poll(timeout=_POLL * 1000):
@@ -320,7 +363,13 @@ class LifelineGroup:
                 if line is not None:
                     line.take(beat, beat.name in final_sent)
         elif isinstance(message, RegisterError):
-            log.warning("the coordinator refused the process's beats: %s", message.reason)
+            flagged = [
+                line for line in self.lines if line.name in final_sent and line.final_over_mqtt()
+            ]
+            if not flagged:
+                log.warning("the coordinator refused the process's beats: %s", message.reason)
+            for line in flagged:  # an older coordinator: the next batch goes without the flag
+                line.refused(message, sent_final=True)
         else:  # a Stop names the run: every node's
             for line in self.lines:
                 line.take(message, line.name in final_sent)

@@ -35,6 +35,7 @@ __all__ = [
     "Checker",
     "Floats",
     "Vector",
+    "flag",
     "floats",
     "integer",
     "number",
@@ -94,6 +95,13 @@ def string(name: str, value: Any) -> str:
     """A string."""
     if not isinstance(value, str):
         raise ProtocolError(f"field {name!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def flag(name: str, value: Any) -> bool:
+    """A bool (not an int: ``0`` and ``1`` say nothing about which was meant)."""
+    if type(value) is not bool:
+        raise ProtocolError(f"field {name!r} must be true or false, got {value!r}")
     return value
 
 

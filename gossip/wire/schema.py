@@ -14,7 +14,7 @@ Validation rules (each violation raises :class:`~gossip.errors.ProtocolError` na
 * integers are ints (not bools), ``>= 0`` and ``<=`` :data:`MAX_INT`; floats are finite
   numbers (ints are accepted and converted); vectors are non-empty lists of finite numbers of
   at most :data:`MAX_DIM` entries (but a training :class:`Bootstrap`'s ``initial_value``, which
-  is empty: the node draws its own model); strings are strings;
+  is empty: the node draws its own model); strings are strings; flags are bools;
 * a field added to a message since its version (:data:`_OPTIONAL`) may be absent, and then
   has its default; it is left out of a frame where it has its default, so that a frame that
   does not need it is the one an older peer sends and reads.
@@ -57,6 +57,7 @@ from gossip.wire.checks import (
     Checker,
     Floats,
     Vector,
+    flag,
     floats,
     integer,
     number,
@@ -141,7 +142,10 @@ _INITS = ("common", "per-node")
 
 # Fields added to a message after its protocol version, with their defaults: left out of a frame
 # where they have their default, and that default where a frame leaves them out (older peers').
-_OPTIONAL: dict[str, dict[str, Any]] = {"bootstrap": {"init": ""}}
+_OPTIONAL: dict[str, dict[str, Any]] = {
+    "bootstrap": {"init": ""},
+    "beat": {"final_over_mqtt": False},
+}
 
 # The fields that may go as raw parts, by message type.
 _RAW_FIELDS: dict[str, tuple[str, ...]] = {"request": ("u", "z"), "reply": ("dx", "dz")}
@@ -301,13 +305,23 @@ class Leave:
 class Beat:
     """Node -> coordinator, every second after the bootstrap: ``name`` still gossips in the run of
     ``epoch``; ``final`` is its final report (JSON) once it stopped, else ``""``. The coordinator
-    echoes it (``final`` ``"taken"`` once it holds the report), or answers a :class:`Stop`."""
+    echoes it (``final`` ``"taken"`` once it holds the report), or answers a :class:`Stop`.
+
+    ``final_over_mqtt``: the node stopped, and its final report, too large for a beat, went
+    over MQTT only; ``final`` is then ``""``. Such a beat postdates the stop, so the
+    coordinator may answer it ``"taken"`` once it holds the report from MQTT
+    (:mod:`coordinator.enrollment`). A field added within version 6 (:data:`_OPTIONAL`): left
+    out while false, so that a beat, alone or in a :class:`BeatBatch`, is the frame an older
+    peer sends and reads, and false where an older node's beat leaves it out. An older
+    coordinator refuses a beat that sets it (:mod:`node.lifeline` then beats without it).
+    """
 
     TYPE: ClassVar[str] = "beat"
     TAKEN: ClassVar[str] = "taken"
     name: str
     epoch: float
     final: str
+    final_over_mqtt: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,7 +474,9 @@ def _plain(value: Any) -> Any:
         return [value.peer_id, value.address, value.edge_index, value.prob, value.step, value.key]
     if isinstance(value, Register):
         return [value.name, value.address, _plain(value.value), value.pid]
-    if isinstance(value, Beat):
+    if isinstance(value, Beat):  # a batch's: the flag only when set, as an older peer reads it
+        if value.final_over_mqtt:
+            return [value.name, value.epoch, value.final, True]
         return [value.name, value.epoch, value.final]
     if isinstance(value, Bootstrap):  # a batch's: its fields as a map, as a frame has them
         body = {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
@@ -603,13 +619,17 @@ def _beats(name: str, value: Any) -> tuple[Beat, ...]:
     out = []
     for i, item in enumerate(value):
         where = f"{name}[{i}]"
-        if not isinstance(item, list) or len(item) != 3:
-            raise ProtocolError(f"field {where!r} must be [name, epoch, final], got {item!r}")
+        if not isinstance(item, list) or len(item) not in (3, 4):
+            raise ProtocolError(
+                f"field {where!r} must be [name, epoch, final] or [name, epoch, final, "
+                f"final_over_mqtt], got {item!r:.200}"
+            )
         out.append(
             Beat(
                 string(f"{where}.name", item[0]),
                 number(f"{where}.epoch", item[1]),
                 string(f"{where}.final", item[2]),
+                flag(f"{where}.final_over_mqtt", item[3]) if len(item) == 4 else False,
             )
         )
     return tuple(out)
@@ -644,6 +664,7 @@ _BY_TYPE: dict[str, Checker] = {
     "int": integer,
     "float": number,
     "str": string,
+    "bool": flag,
     "Floats": floats,
     "Floats | None": optional_floats,
     "Vector": vector,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections.abc import AsyncIterator
@@ -13,7 +14,7 @@ import zmq
 import zmq.asyncio
 
 from coordinator.procs import free_port
-from gossip.wire.schema import Beat, BeatBatch, Stop, decode, encode
+from gossip.wire.schema import MAX_FRAME, Beat, BeatBatch, RegisterError, Stop, decode, encode
 from node.host import _delivered
 from node.lifeline import FINAL_ROOM, Lifeline, LifelineGroup
 
@@ -83,36 +84,102 @@ async def test_a_stop_answer_stops_the_node_and_the_final_report_goes_until_take
     assert stops == [1]
 
 
+def _report_of(size: int) -> dict[str, Any]:
+    """A final report whose JSON is ``size`` bytes (``{"x": "aa...a"}``)."""
+    report = {"x": "a" * (size - len('{"x": ""}'))}
+    assert len(json.dumps(report)) == size
+    return report
+
+
+@pytest.mark.parametrize(
+    ("size", "over_mqtt"),
+    [(100, False), (FINAL_ROOM, False), (FINAL_ROOM + 1, True), (2 * FINAL_ROOM, True)],
+)
+def test_the_beat_says_the_final_went_over_mqtt_exactly_when_it_is_past_final_room(
+    size: int, over_mqtt: bool
+) -> None:
+    final: list[dict[str, Any] | None] = [None]
+    line = _line("tcp://127.0.0.1:1", [], final)
+    assert line.beat() == Beat("n0", EPOCH, "")  # gossiping: neither report nor flag
+    assert not line.stopped()
+    final[0] = _report_of(size)
+    beat = line.beat()
+    assert beat.final_over_mqtt is over_mqtt
+    assert beat.final == ("" if over_mqtt else json.dumps(final[0]))
+    assert line.stopped()
+    assert len(encode(beat)) < (1000 if over_mqtt else MAX_FRAME)
+
+
 async def test_a_final_report_past_what_a_beat_carries_goes_over_mqtt_only_and_says_so(
     router: tuple[zmq.asyncio.Socket, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     sock, address = router
     stops: list[int] = []
-    # A large model's final report: its parameters alone pass the frame a beat may fill.
-    big = {"node": 0, "final": True, "x": [0.125] * (FINAL_ROOM // 7)}
-    final: list[dict[str, Any] | None] = [big]
+    final: list[dict[str, Any] | None] = [None]
     line = _line(address, stops, final)
     async with asyncio.TaskGroup() as tg:
         task = tg.create_task(line.run())
-        for _ in range(2):  # the first beat, and the next one a second later
+        envelope, frame = await sock.recv_multipart()
+        assert decode(frame) == Beat("n0", EPOCH, "")  # gossiping: no flag
+        await sock.send_multipart([envelope, encode(Beat("n0", EPOCH, ""))])
+        # A large model's final report: its parameters alone pass the frame a beat may fill.
+        final[0] = {"node": 0, "final": True, "x": [0.125] * (FINAL_ROOM // 7)}
+        flagged = Beat("n0", EPOCH, "", final_over_mqtt=True)
+        for _ in range(2):  # at once, and again a second later: not taken yet
             envelope, frame = await sock.recv_multipart()
             assert len(frame) < 1000
-            assert decode(frame) == Beat("n0", EPOCH, "")
-            await sock.send_multipart([envelope, encode(Beat("n0", EPOCH, ""))])
-        task.cancel()
+            assert decode(frame) == flagged
+            # The report is not there yet (still on its way over MQTT): a Stop, not "taken".
+            await sock.send_multipart([envelope, encode(Stop(EPOCH, "reached"))])
+        assert not line.delivered.is_set()
+        envelope, frame = await sock.recv_multipart()
+        assert decode(frame) == flagged
+        await sock.send_multipart([envelope, encode(Beat("n0", EPOCH, Beat.TAKEN))])
+        async with asyncio.timeout(5):
+            await task  # the coordinator holds it: the lifeline ends
+    assert line.delivered.is_set()
     assert "past the" in caplog.text
     assert caplog.text.count("over MQTT only") == 1
-    # Its host process does not wait for the coordinator to say it took it over a beat.
-    line.answered = True
+    # Its host process waited for that answer, as for a report that fits (before the flag it
+    # did not, and the coordinator waited 3 s at every large-model run's end for beats that
+    # could not tell it).
     async with asyncio.timeout(1.0):
         await _delivered([line], within=30.0)
+    waiting = _line(address, stops, [final[0]])
+    waiting.answered = True
+    started = time.monotonic()
+    await _delivered([waiting], within=0.3)
+    assert time.monotonic() - started >= 0.3
     # A report that fits goes in the beats, as before, and is waited for.
     small = _line(address, stops, [{"node": 0, "final": True}])
     assert small.final_text() == '{"node": 0, "final": true}'
+    assert small.beat().final_over_mqtt is False
     small.answered = True
     started = time.monotonic()
     await _delivered([small], within=0.3)
     assert time.monotonic() - started >= 0.3
+
+
+async def test_an_older_coordinator_that_refuses_the_flag_gets_plain_beats_and_is_not_waited_for(
+    router: tuple[zmq.asyncio.Socket, str],
+) -> None:
+    sock, address = router
+    big = {"node": 0, "final": True, "x": [0.125] * (FINAL_ROOM // 7)}
+    line = _line(address, [], [big])
+    line.answered = True
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(line.run())
+        envelope, frame = await sock.recv_multipart()
+        assert decode(frame) == Beat("n0", EPOCH, "", final_over_mqtt=True)
+        # What a coordinator that predates the field answers (coordinator.registrar).
+        refusal = RegisterError("bad message: beat message has unexpected field(s) ...")
+        await sock.send_multipart([envelope, encode(refusal)])
+        async with asyncio.timeout(1.0):
+            await _delivered([line], within=30.0)  # not waited for: it cannot say "taken"
+        envelope, frame = await sock.recv_multipart()  # a second later: the beat it reads
+        assert decode(frame) == Beat("n0", EPOCH, "")
+        task.cancel()
+    assert not line.delivered.is_set()
 
 
 async def test_without_broker_and_coordinator_the_node_stops_itself_after_orphan_after() -> None:
@@ -190,3 +257,38 @@ async def test_a_host_processs_lifelines_beat_in_one_batch_on_one_connection(
         async with asyncio.timeout(5):
             await task  # every report delivered: the group ends
     assert stops == [1, 1]
+
+
+async def test_a_host_processs_lifeline_says_in_its_batch_which_finals_went_over_mqtt(
+    router: tuple[zmq.asyncio.Socket, str],
+) -> None:
+    sock, address = router
+    big = {"node": 0, "final": True, "x": [0.125] * (FINAL_ROOM // 7)}
+    finals: dict[str, dict[str, Any] | None] = {"n0": None, "n1": None}
+    lines = [
+        Lifeline(address, name, EPOCH, lambda: None, lambda n=name: finals[n], lambda: 0.0)
+        for name in ("n0", "n1")
+    ]
+    group = LifelineGroup(lines)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(group.run())
+        envelope, frame = await sock.recv_multipart()
+        assert decode(frame) == BeatBatch((Beat("n0", EPOCH, ""), Beat("n1", EPOCH, "")))
+        finals["n0"] = big
+        finals["n1"] = {"node": 1, "final": True}
+        while True:  # both stopped: n0 says its report went over MQTT, n1 carries its own
+            envelope, frame = await sock.recv_multipart()
+            batch = decode(frame)
+            assert isinstance(batch, BeatBatch)
+            if len(batch.beats) == 2 and all(b.final or b.final_over_mqtt for b in batch.beats):
+                break
+        assert len(frame) < 1000
+        assert batch.beats == (
+            Beat("n0", EPOCH, "", final_over_mqtt=True),
+            Beat("n1", EPOCH, '{"node": 1, "final": true}'),
+        )
+        echoes = BeatBatch((Beat("n0", EPOCH, Beat.TAKEN), Beat("n1", EPOCH, Beat.TAKEN)))
+        await sock.send_multipart([envelope, encode(echoes)])
+        async with asyncio.timeout(5):
+            await task  # both taken: the group ends
+    assert all(line.delivered.is_set() for line in lines)

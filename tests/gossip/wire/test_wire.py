@@ -71,6 +71,7 @@ EXAMPLES: list[Message] = [
     Leave(name="node-7"),
     Beat(name="node-3", epoch=1_700_000_000.5, final=""),
     Beat(name="node-3", epoch=1_700_000_000.5, final='{"node": 3, "final": true}'),
+    Beat(name="node-3", epoch=1_700_000_000.5, final="", final_over_mqtt=True),
     Stop(epoch=1_700_000_000.5, reason="broker-lost"),
     Request(src=1, edge=0, seq=8, ack=7, t=2.5, u=(1.0, -2.0), z=(0.5, 0.25)),  # movable
     RegisterBatch(
@@ -83,6 +84,7 @@ EXAMPLES: list[Message] = [
         names=("node-3", "node-4"), bootstraps=(BOOT, dataclasses.replace(BOOT, node_id=4))
     ),
     BeatBatch(beats=(Beat("node-3", 1_700_000_000.5, ""), Beat("node-4", 1_700_000_000.5, "{}"))),
+    BeatBatch(beats=(Beat("node-3", 1.5, "", final_over_mqtt=True), Beat("node-4", 1.5, "{}"))),
 ]
 
 
@@ -320,6 +322,50 @@ def test_a_bootstrap_without_init_is_the_frame_earlier_peers_send_and_read() -> 
     body = body_of(earlier)
     assert "init" not in body
     assert decode(raw(body)) == earlier
+
+
+def test_a_beat_says_its_final_went_over_mqtt_only_in_a_field_older_peers_leave_out() -> None:
+    plain = Beat("node-3", 1_700_000_000.5, "")
+    flagged = dataclasses.replace(plain, final_over_mqtt=True)
+    # Left out while false: a beat's frame, alone or in a batch, is the one older peers send.
+    assert body_of(plain) == {
+        "v": VERSION,
+        "type": "beat",
+        "name": "node-3",
+        "epoch": 1_700_000_000.5,
+        "final": "",
+    }
+    assert body_of(BeatBatch((plain,)))["beats"] == [["node-3", 1_700_000_000.5, ""]]
+    # An older node's beat (no field) decodes with the flag false.
+    older = {"v": VERSION, "type": "beat", "name": "node-3", "epoch": 1.0, "final": "{}"}
+    assert decode(raw(older)) == Beat("node-3", 1.0, "{}", final_over_mqtt=False)
+    older_batch = {"v": VERSION, "type": "beat_batch", "beats": [["node-3", 1.0, ""]]}
+    assert decode(raw(older_batch)) == BeatBatch((Beat("node-3", 1.0, ""),))
+    # Set, it goes on the wire and comes back, alone and in a batch.
+    assert body_of(flagged)["final_over_mqtt"] is True
+    assert body_of(BeatBatch((flagged,)))["beats"] == [["node-3", 1_700_000_000.5, "", True]]
+    assert decode(encode(flagged)) == flagged
+    assert decode(encode(BeatBatch((plain, flagged)))) == BeatBatch((plain, flagged))
+
+
+@pytest.mark.parametrize("bad", [1, 0, "yes", None])
+def test_a_beat_whose_flag_is_no_bool_is_refused_with_the_field_named(bad: Any) -> None:
+    body = {
+        "v": VERSION,
+        "type": "beat",
+        "name": "n",
+        "epoch": 1.0,
+        "final": "",
+        "final_over_mqtt": bad,
+    }
+    with pytest.raises(ProtocolError, match="'final_over_mqtt' must be true or false"):
+        decode(raw(body))
+    batch = {"v": VERSION, "type": "beat_batch", "beats": [["n", 1.0, "", bad]]}
+    with pytest.raises(ProtocolError, match=r"'beats\[0\].final_over_mqtt' must be true or false"):
+        decode(raw(batch))
+    batch["beats"] = [["n", 1.0, "", True, "extra"]]
+    with pytest.raises(ProtocolError, match=r"'beats\[0\]' must be \[name, epoch, final\] or"):
+        decode(raw(batch))
 
 
 def test_a_bootstrap_without_its_values_is_refused_unless_it_trains() -> None:
