@@ -76,6 +76,7 @@ async def main(dim, epoch, dtype):
             answer = ex.receive(incoming.data, time.time(), incoming.route)
             if answer and incoming.route is not None:
                 transport.answer(incoming.route, answer)
+            ex.settle()  # as a node does: the booking while the reply is on the wire
 
 asyncio.run(main(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]))
 """
@@ -133,6 +134,7 @@ async def main(dim: int, rounds: int, block: int, dtype: str = "float64") -> dic
                 out = ex.initiate(0, time.time())
                 assert out is not None
                 client.send(out.peer, out.frame)
+                ex.settle()  # as a node does: the rest of the last booking, while we wait
                 while ex.pending:
                     incoming = await client.recv()
                     ex.receive(incoming.data, time.time())

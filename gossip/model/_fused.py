@@ -40,6 +40,7 @@ __all__ = [
     "compiled",
     "flow",
     "half_parts",
+    "one_pass",
     "state",
     "state_flow",
 ]
@@ -215,6 +216,26 @@ def add_flow(a: F64, d: F64, row_a: F64, sum_a: F64, row_d: F64, sum_d: F64) -> 
         np.add(sum_d[i:j], db, out=sum_d[i:j])
 
 
+def one_pass(dx: Floats, dz: Floats, k_a: float, k_d: float) -> ModuleType | None:
+    """Return :mod:`gossip.model._loops` if a flow ``(dx, dz)`` can be booked with factors
+    ``k_a`` and ``k_d`` by its one-pass loops, else None: the arrays are large enough
+    (:func:`compiled`) and every value is far below overflow, so no half-part can overflow
+    (one read of ``dx`` and ``dz``). A flow it refuses goes through :func:`half_parts`,
+    which checks every value it writes.
+
+    Examples
+    --------
+    >>> one_pass(np.ones(2), np.ones(2), 0.5, 0.5) is None   # too small to compile
+    True
+    """
+    loops = compiled(dx.size)
+    if loops is None or not math.isfinite(k_d):
+        return None
+    # |x|, |z| <= limit keeps x + z, x - z and their products by k_a, k_d finite.
+    limit = sys.float_info.max / (4.0 * max(1.0, abs(k_a), abs(k_d)))
+    return loops if loops.bounded(dx, dz, limit) else None
+
+
 def book(
     dx: Floats,
     dz: Floats,
@@ -238,13 +259,10 @@ def book(
     >>> [r.tolist() for r in rows]
     [[2.0], [2.0], [1.0], [1.0]]
     """
-    loops = compiled(dx.size)
-    if loops is not None and math.isfinite(k_d):
-        # |x|, |z| <= limit keeps x + z, x - z and their products by k_a, k_d finite.
-        limit = sys.float_info.max / (4.0 * max(1.0, abs(k_a), abs(k_d)))
-        if loops.bounded(dx, dz, limit):
-            loops.add_halves(dx, dz, k_a, k_d, *rows)
-            return True
+    loops = one_pass(dx, dz, k_a, k_d)
+    if loops is not None:
+        loops.add_halves(dx, dz, k_a, k_d, *rows)
+        return True
     a, d = scratch
     if not half_parts(dx, dz, k_a, k_d, a, d):
         return False
