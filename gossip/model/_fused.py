@@ -53,6 +53,8 @@ COMPILED_MIN_DIM = 1 << 17
 """Arrays of at least this many elements (1 MB of float64) go through the numba loops when
 numba imports; smaller ones through NumPy blocks."""
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 F64 = NDArray[np.float64]
 Floats = NDArray[np.floating]
 
@@ -233,15 +235,14 @@ def one_pass(dx: Floats, dz: Floats, k_a: float, k_d: float) -> ModuleType | Non
         return None
     # |x|, |z| <= limit keeps x + z, x - z and their products by k_a, k_d finite.
     limit = sys.float_info.max / (4.0 * max(1.0, abs(k_a), abs(k_d)))
-    # First the sum of the squares, which BLAS reads at the speed of memory (the loop's
-    # per-value compare does not): each term is non-negative, so the rounded sum is at least
-    # its largest term, and its root, at half the limit, bounds every value with room to
-    # spare. An inf or nan makes it inf or nan; finite values whose squares overflow, or
-    # that come near the limit, only look closer.
-    with np.errstate(over="ignore", invalid="ignore"):
-        squares = float(np.dot(dx, dx)) + float(np.dot(dz, dz))
-    if math.sqrt(squares) <= 0.5 * limit:
-        return loops
+    if dx.dtype == dz.dtype == np.float32 and limit >= _FLOAT32_MAX:
+        # Every finite float32 is within the limit: finite is enough, and a float32 sum is
+        # finite only if every term is (it reads at the speed of memory; the loop's per-value
+        # compare does not). A sum that overflows from finite terms only looks closer.
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(np.add.reduce(dx)) + float(np.add.reduce(dz))
+        if total - total == 0.0:
+            return loops
     return loops if loops.bounded(dx, dz, limit) else None
 
 
