@@ -12,7 +12,9 @@ over loopback TCP.
    :class:`~node.zmq_transport.ZmqTransport` (what a training node runs), and serves; this
    process is the other end of the edge, and each round trip is one whole A²CiD² exchange:
    ``x`` and ``z`` read from the ledger and sent as raw parts, the server's decode, mixing,
-   flow, ledger update and reply, and our decode and ledger update.
+   flow and reply, and our decode. Both ends call ``Exchanger.settle`` after a send, as a
+   node does, so the ledger updates a model's ledger leaves for later
+   (:mod:`gossip.model.parameters`, "Lazy booking") run while the frame is on the wire.
 
 The two run in alternate blocks so that load from elsewhere weighs on both alike. Throughput
 is the bytes of a round trip (request and reply) over its median time.
