@@ -12,7 +12,9 @@ over loopback TCP.
    :class:`~node.zmq_transport.ZmqTransport` (what a training node runs), and serves; this
    process is the other end of the edge, and each round trip is one whole A²CiD² exchange:
    ``x`` and ``z`` read from the ledger and sent as raw parts, the server's decode, mixing,
-   flow, ledger update and reply, and our decode and ledger update.
+   flow and reply, and our decode. Both ends call ``Exchanger.settle`` after a send, as a
+   node does, so the ledger updates a model's ledger leaves for later
+   (:mod:`gossip.model.parameters`, "Lazy booking") run while the frame is on the wire.
 
 The two run in alternate blocks so that load from elsewhere weighs on both alike. Throughput
 is the bytes of a round trip (request and reply) over its median time.
@@ -76,6 +78,7 @@ async def main(dim, epoch, dtype):
             answer = ex.receive(incoming.data, time.time(), incoming.route)
             if answer and incoming.route is not None:
                 transport.answer(incoming.route, answer)
+            ex.settle()  # as a node does: the booking while the reply is on the wire
 
 asyncio.run(main(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]))
 """
@@ -133,6 +136,7 @@ async def main(dim: int, rounds: int, block: int, dtype: str = "float64") -> dic
                 out = ex.initiate(0, time.time())
                 assert out is not None
                 client.send(out.peer, out.frame)
+                ex.settle()  # as a node does: the rest of the last booking, while we wait
                 while ex.pending:
                     incoming = await client.recv()
                     ex.receive(incoming.data, time.time())

@@ -411,6 +411,7 @@ class Node:
             self._bounced.ring()  # a refused activation to start after a pause: re-arm
         if not ex.open and ex.parting.parted:
             self._parted.set()
+        ex.settle()  # the ledger's deferred arithmetic, while the answer is on the wire
 
     def _follow_moves(self) -> None:
         """Send to each neighbour that announced another address there from now on."""
@@ -532,6 +533,7 @@ class Node:
         out = self.exchanger.initiate(edge, self.clock(), t)  # None: it waits, or is skipped
         if out is not None:
             self.transport.send(out.peer, out.frame)
+            self.exchanger.settle()  # while the request is on the wire
 
     async def _retry(self) -> None:
         transport, ex, clock = self.transport, self.exchanger, self.clock

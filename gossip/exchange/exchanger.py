@@ -420,6 +420,17 @@ class Exchanger:
         break, and why stopping waits for pending exchanges first."""
         return self._initiator.abandon_all()
 
+    def settle(self) -> None:
+        """Do the ledger's deferred arithmetic (:meth:`gossip.model.ledger.Ledger.settle`).
+
+        A model's ledger books a jump's flow lazily, so that a server sends its Reply before
+        it adds the flow to its own rows, and an initiator adds a Reply's flow while it builds
+        its next request. Call this when the node is idle, after sending what
+        :meth:`receive` or :meth:`initiate` returned, to do the rest while the frame is on
+        the wire; skipping it only moves that work to the ledger's next read.
+        """
+        self._state.ledger.settle()
+
     def close(self) -> None:
         """Stop initiating, and answer new requests with a Nack (cached ones are still
         answered; so are deferred ones, through :meth:`take_released`)."""

@@ -77,6 +77,7 @@ class ArrayPool:
         """Return an array of ``dim`` values (contents undefined) that nothing else holds."""
         for array in self._kept:
             if sys.getrefcount(array) <= _UNSHARED:
+                array.flags.writeable = True  # a holder may have made it read-only
                 return array
         array = np.empty(self.dim, dtype=self.dtype)
         if len(self._kept) < self._keep:

@@ -40,6 +40,7 @@ __all__ = [
     "compiled",
     "flow",
     "half_parts",
+    "one_pass",
     "state",
     "state_flow",
 ]
@@ -51,6 +52,8 @@ core's L2 cache (512 kB or more on the machines the project runs on)."""
 COMPILED_MIN_DIM = 1 << 17
 """Arrays of at least this many elements (1 MB of float64) go through the numba loops when
 numba imports; smaller ones through NumPy blocks."""
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 F64 = NDArray[np.float64]
 Floats = NDArray[np.floating]
@@ -215,6 +218,34 @@ def add_flow(a: F64, d: F64, row_a: F64, sum_a: F64, row_d: F64, sum_d: F64) -> 
         np.add(sum_d[i:j], db, out=sum_d[i:j])
 
 
+def one_pass(dx: Floats, dz: Floats, k_a: float, k_d: float) -> ModuleType | None:
+    """Return :mod:`gossip.model._loops` if a flow ``(dx, dz)`` can be booked with factors
+    ``k_a`` and ``k_d`` by its one-pass loops, else None: the arrays are large enough
+    (:func:`compiled`) and every value is far below overflow, so no half-part can overflow
+    (one read of ``dx`` and ``dz``). A flow it refuses goes through :func:`half_parts`,
+    which checks every value it writes.
+
+    Examples
+    --------
+    >>> one_pass(np.ones(2), np.ones(2), 0.5, 0.5) is None   # too small to compile
+    True
+    """
+    loops = compiled(dx.size)
+    if loops is None or not math.isfinite(k_d):
+        return None
+    # |x|, |z| <= limit keeps x + z, x - z and their products by k_a, k_d finite.
+    limit = sys.float_info.max / (4.0 * max(1.0, abs(k_a), abs(k_d)))
+    if dx.dtype == dz.dtype == np.float32 and limit >= _FLOAT32_MAX:
+        # Every finite float32 is within the limit: finite is enough, and a float32 sum is
+        # finite only if every term is (it reads at the speed of memory; the loop's per-value
+        # compare does not). A sum that overflows from finite terms only looks closer.
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(np.add.reduce(dx)) + float(np.add.reduce(dz))
+        if total - total == 0.0:
+            return loops
+    return loops if loops.bounded(dx, dz, limit) else None
+
+
 def book(
     dx: Floats,
     dz: Floats,
@@ -238,13 +269,10 @@ def book(
     >>> [r.tolist() for r in rows]
     [[2.0], [2.0], [1.0], [1.0]]
     """
-    loops = compiled(dx.size)
-    if loops is not None and math.isfinite(k_d):
-        # |x|, |z| <= limit keeps x + z, x - z and their products by k_a, k_d finite.
-        limit = sys.float_info.max / (4.0 * max(1.0, abs(k_a), abs(k_d)))
-        if loops.bounded(dx, dz, limit):
-            loops.add_halves(dx, dz, k_a, k_d, *rows)
-            return True
+    loops = one_pass(dx, dz, k_a, k_d)
+    if loops is not None:
+        loops.add_halves(dx, dz, k_a, k_d, *rows)
+        return True
     a, d = scratch
     if not half_parts(dx, dz, k_a, k_d, a, d):
         return False

@@ -19,6 +19,8 @@ from numpy.typing import NDArray
 __all__ = [
     "add_flow",
     "add_halves",
+    "add_sums",
+    "add_sums_state",
     "bounded",
     "flow",
     "half_parts",
@@ -137,3 +139,44 @@ def add_halves(
         sum_a[i] += ai
         row_d[i] += di
         sum_d[i] += di
+
+
+# A booking split in two (:meth:`gossip.model.parameters.ParameterLedger.settle`): the running
+# sums when the node's state is next read, the edge's row when the node is idle. Each half
+# computes ``a`` and ``d`` as :func:`add_halves` does, so the two halves add the same numbers.
+
+
+@njit(cache=True, nogil=True)
+def add_sums_state(
+    dx: Floats,
+    dz: Floats,
+    k_a: float,
+    k_d: float,
+    sum_a: F64,
+    sum_d: F64,
+    factor: float,
+    x: Floats,
+    z: Floats,
+) -> None:  # pragma: no cover
+    """``sum_a += k_a (dx + dz)``, ``sum_d += k_d (dx - dz)``, then :func:`state` of the
+    new sums."""
+    for i in range(dx.size):
+        fx, fz = np.float64(dx[i]), np.float64(dz[i])
+        a = sum_a[i] + (fx + fz) * k_a
+        d = sum_d[i] + (fx - fz) * k_d
+        sum_a[i] = a
+        sum_d[i] = d
+        fd = d * factor
+        x[i] = a + fd
+        z[i] = a - fd
+
+
+@njit(cache=True, nogil=True)
+def add_sums(
+    dx: Floats, dz: Floats, k_a: float, k_d: float, sum_a: F64, sum_d: F64
+) -> None:  # pragma: no cover
+    """``sum_a += k_a (dx + dz)``, ``sum_d += k_d (dx - dz)``: the running sums, or a row."""
+    for i in range(dx.size):
+        fx, fz = np.float64(dx[i]), np.float64(dz[i])
+        sum_a[i] += (fx + fz) * k_a
+        sum_d[i] += (fx - fz) * k_d

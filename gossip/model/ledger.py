@@ -200,6 +200,11 @@ class Ledger:
         dx, dz = self._components(flow)
         self.add_values(edge, dx, dz, t, sign)
 
+    def settle(self) -> None:
+        """Do the arithmetic a booking left for later: nothing here, where every booking is
+        added at once (a model's ledger defers part of it,
+        :meth:`gossip.model.parameters.ParameterLedger.settle`). A node calls it when idle."""
+
     def add_values(self, edge: int, dx: Values, dz: Values, t: float, sign: float = 1.0) -> None:
         """Add ``sign * (dx, dz)``, computed at time ``t``, to the ledger of ``edge``.
 

@@ -14,10 +14,29 @@ alone, so the step goes into row 0's half-sum at whatever time it is taken: no m
 sums over the edges, hence the conservation of ``x`` over the network by the jumps, are
 untouched. Recovery from the neighbours' ledgers restores the jumps, never the local steps.
 
+Lazy booking. At a million parameters, booking a flow (its row and the running sums: four
+float64 arrays read and written) costs more than the rest of an exchange's arithmetic. Only
+the sums are needed soon, by the node's next state or flow; the row only by recovery. So
+:meth:`ParameterLedger.add_values` checks a flow and keeps it (:func:`_fused.one_pass
+<gossip.model._fused.one_pass>`), and adds it later: a server, after it has sent the Reply;
+an initiator adds the Reply's flow to its sums in the same pass that builds its next ``x``
+and ``z``, and to its row after that request is sent (:meth:`ParameterLedger.settle`, which
+the node calls when idle). Every method that reads the ledger adds what is pending first, in
+the order the flows came, with the same operations, so results are the same to the bit
+whenever the work is done. Only arrays that nobody can change in the meantime are kept: the
+read-only ones a received frame holds (:func:`gossip.wire.schema.decode`) and the flows this
+ledger computed (read-only until its pool hands them out again); any other is booked at
+once, as is every flow of a model below :data:`~gossip.model._fused.COMPILED_MIN_DIM`.
+
 float32 models. The rows and their running sums are float64 whatever the model's dtype: they
 add up every flow of the run, and the network's sum of ``x`` is conserved only as exactly as
 those sums are kept (in float32 each addition would round at 6e-8 of the row, and a long run
-would drift by far more than the lr=0 test's 1e-9). What a float32 ledger changes is its
+would drift by far more than the lr=0 test's 1e-9). Cheaper bookkeeping was weighed and not
+taken: Kahan-compensated float32 keeps a float32 compensation beside each float32 sum, the
+same 8 bytes per value as float64 with more operations; float32 rows with float64 sums would
+save a quarter of a booking's bytes but make a recovered ledger (whose sums are rebuilt from
+its rows) inexact. What matters more is *when* a booking is done (lazy booking, above), not
+its width. What a float32 ledger changes is its
 frames: the ``x`` and ``z`` it sends and the flows it computes as a server
 (:meth:`ParameterLedger.wire_state`, :meth:`ParameterLedger.flow_values`) are float32 arrays,
 half the bytes. A flow is rounded to float32 once, by the server, *before* either end books
@@ -29,6 +48,7 @@ exchanged, at the precision the model itself computes with.
 from __future__ import annotations
 
 import math
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -44,6 +64,8 @@ __all__ = ["ParameterLedger"]
 
 FloatArray = NDArray[np.float64]
 WireArray = NDArray[np.float64] | NDArray[np.float32]
+_Booking = tuple[int, WireArray, WireArray, float, float, ModuleType]
+"""A deferred flow: the row's slot, ``dx``, ``dz``, ``k_a``, ``k_d`` and the loops that add it."""
 _WIRE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
@@ -83,9 +105,44 @@ class ParameterLedger(Ledger):
         )
         self._initial = x0
         self._initial.setflags(write=False)
+        # A booking not yet added (see the module, "Lazy booking"), and whether its running
+        # sums are (its row is not yet).
+        self._deferred: _Booking | None = None
+        self._sums_booked = False
+
+    def settle(self) -> None:
+        """Add the flow :meth:`add_values` left to add (see the module, "Lazy booking"); call it
+        when the node is idle, after a send. Every method that reads the ledger settles first,
+        so calling it changes when the work is done, never a result."""
+        booking = self._deferred
+        if booking is None:
+            return
+        self._deferred = None
+        slot, fx, fz, k_a, k_d, loops = booking
+        row_a, row_d = self._rows_a[slot], self._rows_d[slot]
+        if self._sums_booked:
+            loops.add_sums(fx, fz, k_a, k_d, row_a, row_d)
+        else:
+            loops.add_halves(fx, fz, k_a, k_d, row_a, self._sum_a, row_d, self._sum_d)
+
+    def _book_sums(self) -> _Booking | None:
+        """Add a deferred flow to the running sums (not yet to its row); return the booking
+        whose sums were still to add, without adding them, if the caller adds them itself."""
+        booking = self._deferred
+        if booking is None or self._sums_booked:
+            return None
+        self._sums_booked = True
+        return booking
+
+    def _add_sums(self) -> None:
+        booking = self._book_sums()
+        if booking is not None:
+            _, fx, fz, k_a, k_d, loops = booking
+            loops.add_sums(fx, fz, k_a, k_d, self._sum_a, self._sum_d)
 
     def _rebase(self, t: float) -> None:
         if self.eta > 0 and 2.0 * self.eta * abs(t - self._t_ref) > REBASE_SPAN:
+            self.settle()  # a deferred flow is mixed to the old t_ref
             factor = decay_value(self.eta, t - self._t_ref)
             self._rows_d *= factor
             self._sum_d *= factor
@@ -103,6 +160,7 @@ class ParameterLedger(Ledger):
         if not math.isfinite(t):
             raise ConfigError(f"state time must be finite, got {t!r}")
         self._rebase(t)
+        self._add_sums()
         x: FloatArray = self._pool.take()
         fused.state(self._sum_a, self._sum_d, decay_value(self.eta, t - self._t_ref), x)
         return x
@@ -117,7 +175,13 @@ class ParameterLedger(Ledger):
     def _state_in(self, pool: ArrayPool, t: float) -> tuple[WireArray, WireArray]:
         self._rebase(t)
         x, z = pool.take(), pool.take()
-        fused.state(self._sum_a, self._sum_d, decay_value(self.eta, t - self._t_ref), x, z)
+        factor = decay_value(self.eta, t - self._t_ref)
+        booking = self._book_sums()
+        if booking is None:
+            fused.state(self._sum_a, self._sum_d, factor, x, z)
+        else:  # the client's next request: the reply's flow into the sums, and x and z, at once
+            _, fx, fz, k_a, k_d, loops = booking
+            loops.add_sums_state(fx, fz, k_a, k_d, self._sum_a, self._sum_d, factor, x, z)
         return x, z
 
     def flow_values(
@@ -138,7 +202,7 @@ class ParameterLedger(Ledger):
             )
         dx, dz = self._wire_pool.take(), self._wire_pool.take()
         fused.flow(v, w, c, step, dx, dz)
-        return dx, dz
+        return _read_only(dx), _read_only(dz)
 
     def flow_at(
         self, x_v: Values, t: float, c: float, step: float = 0.5
@@ -157,10 +221,11 @@ class ParameterLedger(Ledger):
         if v.shape != (self._dim,):
             raise ConfigError(f"values have {v.size} components; this ledger's dim is {self._dim}")
         self._rebase(t)
+        self._add_sums()
         dx, dz = self._wire_pool.take(), self._wire_pool.take()
         factor = decay_value(self.eta, t - self._t_ref)
         fused.state_flow((self._sum_a, self._sum_d), factor, v, c, step, dx, dz)
-        return dx, dz
+        return _read_only(dx), _read_only(dz)
 
     @staticmethod
     def _vector(values: Values) -> WireArray:
@@ -186,9 +251,15 @@ class ParameterLedger(Ledger):
         """
         slot = self._slot(edge)
         fx, fz = self._flow_arrays(dx, dz, t)
-        k_d = 0.5 * sign * decay_value(self.eta, self._t_ref - t)
+        self.settle()
+        k_a, k_d = 0.5 * sign, 0.5 * sign * decay_value(self.eta, self._t_ref - t)
+        if not (fx.flags.writeable or fz.flags.writeable):  # nobody can change them: defer
+            loops = fused.one_pass(fx, fz, k_a, k_d)
+            if loops is not None:
+                self._deferred, self._sums_booked = (slot, fx, fz, k_a, k_d, loops), False
+                return
         rows = (self._rows_a[slot], self._sum_a, self._rows_d[slot], self._sum_d)
-        if not (math.isfinite(k_d) and fused.book(fx, fz, 0.5 * sign, k_d, rows, self._scratch)):
+        if not (math.isfinite(k_d) and fused.book(fx, fz, k_a, k_d, rows, self._scratch)):
             raise ConfigError(
                 f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
             )
@@ -206,18 +277,21 @@ class ParameterLedger(Ledger):
             raise ConfigError(
                 f"a gradient step must be {self._dim} finite numbers, got shape {delta.shape}"
             )
+        self._add_sums()  # in the order they came: the sums are the same to the bit
         self._rows_a[0] -= delta
         self._sum_a -= delta
 
     def edge_total(self, edge: int, t: float) -> Flow:
         """Return the cumulative flow in through ``edge``, mixed to time ``t``: ``F_e(t)``."""
         slot = self._slot(edge)
+        self.settle()
         d = self._rows_d[slot] * decay_value(self.eta, t - self._t_ref)
         return Flow(self._rows_a[slot] + d, self._rows_a[slot] - d)
 
     def set_edge_total(self, edge: int, total: Flow, t: float) -> None:
         """Replace the ledger of ``edge`` with ``total`` taken at time ``t`` (used to recover)."""
         slot = self._slot(edge)
+        self.settle()
         a, d = self._moved_arrays(total.dx, total.dz, t)
         self._rows_a[slot], self._rows_d[slot] = a, d
         self._sum_a = self._rows_a.sum(axis=0)
@@ -250,3 +324,10 @@ class ParameterLedger(Ledger):
                 f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
             )
         return a, d
+
+
+def _read_only(array: WireArray) -> WireArray:
+    """``array``, made read-only: a flow handed out may be booked lazily (see the module); the
+    pool makes it writable again when it hands it out anew."""
+    array.flags.writeable = False
+    return array

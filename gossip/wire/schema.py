@@ -766,7 +766,11 @@ def _raw_parts(frame: tuple[Buffer, ...]) -> tuple[Buffer, Callable[[int, bytes]
                 f"raw part {index} has {part.nbytes} bytes; valid: a multiple of {size} "
                 f"({dtype.name}), at most {size * MAX_RAW_DIM}"
             )
-        return np.frombuffer(part, dtype=dtype)
+        array = np.frombuffer(part, dtype=dtype)
+        # Read-only, as the frozen message that holds it: a ledger may then book it lazily
+        # (gossip.model.parameters), and nothing can change it in between.
+        array.flags.writeable = False
+        return array
 
     return frame[0], hook
 

@@ -121,3 +121,21 @@ def test_a_huge_but_finite_flow_is_booked_exactly(path: str) -> None:
     assert fused.book(dx, dz, 0.5, 0.5, rows, (np.empty(dim), np.empty(dim)))  # type: ignore[arg-type]
     assert np.array_equal(rows[0], np.zeros(dim))
     assert np.array_equal(rows[2], np.full(dim, 1e307))
+
+
+@pytest.mark.parametrize(
+    ("bad", "one_pass"), [(np.inf, False), (np.nan, False), (3e38, True), (1.0, True)]
+)
+def test_a_float32_flow_goes_in_one_pass_if_every_value_is_finite(
+    bad: float, one_pass: bool
+) -> None:
+    """float32 flows are checked by their sums: an inf or nan is caught, and finite values
+    whose sum overflows (3e38, twice) are still taken, by the loop's own check."""
+    pytest.importorskip("numba")
+    dim = fused.COMPILED_MIN_DIM
+    dx, dz = np.ones(dim, np.float32), np.ones(dim, np.float32)
+    dx[-2:] = bad
+    dz[7] = bad
+    assert (fused.one_pass(dx, dz, 0.5, -0.5) is not None) is one_pass
+    # Factors so large that float32's largest could overflow: the loop's bound decides.
+    assert (fused.one_pass(dx, dz, 0.5, 1e300) is not None) is (bad == 1.0)

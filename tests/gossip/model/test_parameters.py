@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gossip.errors import ConfigError
@@ -82,3 +82,99 @@ def test_float32_frames_keep_the_sum_of_x_as_exactly_as_float64_ones(
     mixed = ParameterLedger(start, [], eta).state_values(t)[0]  # the sum only mixes
     np.testing.assert_allclose(total, mixed, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(v.edge_total(0, t).dx, -w.edge_total(0, t).dx)
+
+
+@pytest.fixture
+def compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numba loops at every size, so a small ledger books lazily as a model's does."""
+    from gossip.model import _fused as fused
+
+    pytest.importorskip("numba")
+    monkeypatch.setattr(fused, "COMPILED_MIN_DIM", 1)
+    assert fused.compiled(1) is not None
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """A read-only copy, as a received frame's array is: the ledger may book it lazily."""
+    out = array.copy()
+    out.flags.writeable = False
+    return out
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([np.float32, np.float64]))
+def test_a_lazy_booking_leaves_the_ledger_the_same_to_the_bit(
+    compiled: None, seed: int, dtype: type
+) -> None:
+    """One ledger gets read-only flows (booked lazily), its twin writable ones (booked at
+    once); whatever is read between the bookings, in whatever order, is the same to the bit,
+    across rebases (a long gap in t) and gradient steps."""
+    rng = np.random.default_rng(seed)
+    dim, eta = 9, 0.7
+    x0 = rng.standard_normal(dim).astype(dtype)
+    lazy, eager = ParameterLedger(x0, [3, 8], eta), ParameterLedger(x0, [3, 8], eta)
+    t, deferred = 0.0, 0
+    for _ in range(40):
+        t += float(rng.exponential(0.5)) * (6.0 if rng.random() < 0.1 else 1.0)
+        edge = int(rng.choice([3, 8]))
+        dx, dz = (rng.standard_normal(dim).astype(dtype) for _ in range(2))
+        sign = float(rng.choice([-1.0, 1.0]))
+        lazy.add_values(edge, _frozen(dx), _frozen(dz), t, sign=sign)
+        eager.add_values(edge, dx, dz, t, sign=sign)
+        deferred += lazy._deferred is not None
+        read = int(rng.integers(0, 6))
+        if read == 0:
+            pairs = [(lazy.wire_state(t), eager.wire_state(t))]
+        elif read == 1:
+            u = rng.standard_normal(dim).astype(dtype)
+            pairs = [(lazy.flow_at(u, t, 1.5), eager.flow_at(u, t, 1.5))]
+        elif read == 2:
+            pairs = [((lazy.x_values(t),), (eager.x_values(t),))]
+        elif read == 3:
+            step = rng.standard_normal(dim)
+            lazy.add_local(step)
+            eager.add_local(step)
+            pairs = []
+        elif read == 4:
+            pairs = [(tuple(lazy.edge_total(edge, t)), tuple(eager.edge_total(edge, t)))]
+        else:
+            lazy.settle()
+            pairs = []
+        for got, want in pairs:
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w)
+    assert deferred > 0  # the lazy path was taken
+    for g, w in zip(lazy.state_values(t), eager.state_values(t), strict=True):
+        np.testing.assert_array_equal(g, w)
+    for edge in (3, 8):
+        for g, w in zip(lazy.edge_total(edge, t), eager.edge_total(edge, t), strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_a_flow_the_caller_may_still_write_is_booked_at_once(compiled: None) -> None:
+    a = ParameterLedger(np.zeros(3), [0], eta=0.5)
+    dx, dz = np.ones(3), np.ones(3)
+    a.add_values(0, dx, dz, 0.0)
+    dx[:] = 100.0  # the caller's own array, written after the call: not the ledger's business
+    assert a._deferred is None
+    assert a.state_values(0.0)[0].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_flow_the_ledger_computed_is_read_only_until_its_pool_hands_it_out_again(
+    compiled: None,
+) -> None:
+    a = ParameterLedger(np.zeros(3, dtype=np.float32), [0], eta=0.5)
+    dx, dz = a.flow_at(np.ones(3, dtype=np.float32), 0.0, 1.0)
+    assert not dx.flags.writeable
+    assert not dz.flags.writeable
+    a.add_values(0, dx, dz, 0.0, sign=-1.0)  # the server's own booking: deferred
+    assert a._deferred is not None
+    kept = id(dx)
+    del dx, dz
+    a.settle()
+    again = a.flow_at(np.ones(3, dtype=np.float32), 0.0, 1.0)[0]
+    assert id(again) == kept  # the same array, handed out anew, then made read-only again
+    assert not again.flags.writeable
+    assert a._wire_pool.take().flags.writeable

@@ -136,3 +136,14 @@ def test_a_float32_part_of_a_size_no_float32_has_is_refused() -> None:
     bad[1] = np.inf
     with pytest.raises(ProtocolError, match=r"'u'\[1\] must be finite"):
         decode(encode(_request(bad, None)))
+
+
+def test_a_decoded_raw_part_is_read_only_as_its_frozen_message() -> None:
+    """Nothing can write a received array in place: a ledger may then book it lazily."""
+    msg = Request(src=1, edge=0, seq=1, ack=0, t=1.0, u=np.ones(4), z=np.ones(4, np.float32))
+    got = decode(tuple(bytearray(part) if i else part for i, part in enumerate(encode(msg))))
+    assert isinstance(got, Request)
+    assert isinstance(got.z, np.ndarray)
+    for array in (got.u, got.z):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 2.0
