@@ -190,8 +190,8 @@ class ZmqTransport(Transport):
         self._dealers: dict[int, zmq.Socket[bytes]] = {}
         self._peer_of: dict[zmq.Socket[bytes], int] = {}  # dealer -> the peer it reaches
         self._heard: set[zmq.Socket[bytes]] = set()  # dealers that received a frame
-        self._redialed: dict[int, tuple[int, float]] = {}  # peer -> (redials, the last one)
-        self._dialed: dict[int, float] = {}  # peer -> when its DEALER was first dialled
+        # peer -> (redials since its address was given, the last dial): see redial()
+        self._redialed: dict[int, tuple[int, float]] = {}
         self._addresses: dict[int, str] = {}
         self._ready: deque[Incoming] = deque()
         self._waiter: asyncio.Future[None] | None = None  # recv() waiting for a frame
@@ -276,8 +276,7 @@ class ZmqTransport(Transport):
         if self._addresses.get(peer) == address:
             return False
         self._dial(peer, address)
-        self._dialed[peer] = time.monotonic()  # a new handshake, with a new process
-        self._redialed.pop(peer, None)
+        self._redialed[peer] = (0, time.monotonic())  # a new handshake, with a new process
         return True
 
     def redial(self, peer: int) -> bool:
@@ -296,7 +295,7 @@ class ZmqTransport(Transport):
         dealer = self._dealers.get(peer)
         if self._keys is None or address is None or dealer is None or dealer in self._heard:
             return False
-        count, last = self._redialed.get(peer, (0, self._dialed.get(peer, -math.inf)))
+        count, last = self._redialed.get(peer, (0, -math.inf))
         pause = self._hold if not count else min(_REDIAL_BACKOFF * 2 ** (count - 1), _REDIAL_MAX)
         now = time.monotonic()
         if now - last < pause:
