@@ -54,7 +54,7 @@ HANDSHAKE_SECONDS = 0.002
 its start waits for that many handshakes spread over this machine's cores as well: 2,048
 secure nodes on 2 cores spent 6.7 s of CPU in handshakes, started behind on their clocks with
 the start :data:`START_PER_NODE` alone gives, and never caught up (19,696 activations in 20 s
-at 3,000/s; 67,321 with the handshakes waited for)."""
+at 3,000/s; 58,769 with the handshakes waited for)."""
 
 TRAINING_REPORT_PERIOD = 2.0
 """Least seconds between two reports of a training node (each carries its parameters)."""

@@ -220,7 +220,6 @@ class PeerAuthenticator:
         self._loop = asyncio.get_running_loop()
         self._fd = cast(int, self._sock.getsockopt(zmq.FD))
         self._loop.add_reader(self._fd, self.flush)
-        self.answered = 0
 
     @classmethod
     def for_context(
@@ -254,7 +253,6 @@ class PeerAuthenticator:
         self, route: bytes, request_id: bytes, status: tuple[bytes, bytes], user: bytes
     ) -> None:
         """Answer one ZAP request (RFC 27); :meth:`flush` after a batch of them."""
-        self.answered += 1
         self._sock.send_multipart([route, b"", b"1.0", request_id, *status, user, b""])
 
     def flush(self) -> None:
