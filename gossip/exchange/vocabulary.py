@@ -336,4 +336,6 @@ class ExchangeState:
         trace's grid times before t first: every jump of either side goes through here."""
         if self.trace is not None:
             self.trace.before_jump(self.ledger, t)
-        self.ledger.add_values(edge, dx, dz, t, sign=sign)
+        # A jump's values are a decoded message's (finite: gossip.wire.schema) or the ledger's
+        # own flow (an array ledger's is finite, or it raised): no need to read them again.
+        self.ledger.add_values(edge, dx, dz, t, sign=sign, finite=True)

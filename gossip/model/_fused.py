@@ -36,6 +36,7 @@ __all__ = [
     "BLOCK",
     "COMPILED_MIN_DIM",
     "add_flow",
+    "all_finite",
     "book",
     "compiled",
     "flow",
@@ -109,40 +110,44 @@ def state(sum_a: F64, sum_d: F64, factor: float, x: Floats, z: Floats | None = N
             np.subtract(sum_a[i:j], fd, out=z[i:j])
 
 
-def flow(x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats) -> None:
+def flow(x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats) -> bool:
     """Write the flow into v of an exchange on edge {v, w}: ``dx = step (x_w - x_v)`` and
-    ``dz = c (x_w - x_v)``, the gap in float64 (:func:`gossip.model.jumps.edge_flow`).
+    ``dz = c (x_w - x_v)``, the gap in float64 (:func:`gossip.model.jumps.edge_flow`); return
+    whether every value written is finite (:func:`_flow_finite`).
 
     Examples
     --------
     >>> dx, dz = np.empty(1), np.empty(1)
-    >>> flow(np.array([1.0]), np.array([0.0]), 2.0, 0.5, dx, dz)
-    >>> dx.tolist(), dz.tolist()
-    ([-0.5], [-2.0])
+    >>> flow(np.array([1.0]), np.array([0.0]), 2.0, 0.5, dx, dz), dx.tolist(), dz.tolist()
+    (True, [-0.5], [-2.0])
     """
     dim = x_v.size
     loops = compiled(dim)
     if loops is not None:
         loops.flow(x_v, x_w, c, step, dx, dz)
-        return
+        return _flow_finite(c, step, dx, dz)
     gap = np.empty(min(dim, BLOCK))
-    for i in _blocks(dim):
-        j = min(i + BLOCK, dim)
-        g = np.subtract(x_w[i:j], x_v[i:j], out=gap[: j - i], dtype=np.float64)
-        np.multiply(g, c, out=dz[i:j])
-        np.multiply(g, step, out=dx[i:j])
+    with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused below
+        for i in _blocks(dim):
+            j = min(i + BLOCK, dim)
+            g = np.subtract(x_w[i:j], x_v[i:j], out=gap[: j - i], dtype=np.float64)
+            np.multiply(g, c, out=dz[i:j])
+            np.multiply(g, step, out=dx[i:j])
+    return _flow_finite(c, step, dx, dz)
 
 
 def state_flow(
     sums: tuple[F64, F64], factor: float, x_v: Floats, c: float, step: float, dx: Floats, dz: Floats
-) -> None:
+) -> bool:
     """Write :func:`flow` from ``x_v`` to the state ``x_w = a + f d`` (:func:`state`) of the
-    half-sums and half-differences ``sums = (a, d)``: the server's flow, ``x_w`` never stored.
+    half-sums and half-differences ``sums = (a, d)``: the server's flow, ``x_w`` never stored;
+    return whether every value written is finite.
 
     Examples
     --------
     >>> dx, dz = np.empty(1), np.empty(1)
     >>> state_flow((np.array([1.0]), np.array([2.0])), 0.5, np.array([0.0]), 2.0, 0.5, dx, dz)
+    True
     >>> dx.tolist(), dz.tolist()
     ([1.0], [4.0])
     """
@@ -151,12 +156,43 @@ def state_flow(
     loops = compiled(dim)
     if loops is not None:
         loops.state_flow(sum_a, sum_d, factor, x_v, c, step, dx, dz)
-        return
+        return _flow_finite(c, step, dx, dz)
     x_w = np.empty(min(dim, BLOCK))
-    for i in _blocks(dim):
-        j = min(i + BLOCK, dim)
-        state(sum_a[i:j], sum_d[i:j], factor, x_w[: j - i])
-        flow(x_v[i:j], x_w[: j - i], c, step, dx[i:j], dz[i:j])
+    with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused below
+        for i in _blocks(dim):
+            j = min(i + BLOCK, dim)
+            state(sum_a[i:j], sum_d[i:j], factor, x_w[: j - i])
+            g = np.subtract(x_w[: j - i], x_v[i:j], out=x_w[: j - i], dtype=np.float64)
+            np.multiply(g, c, out=dz[i:j])
+            np.multiply(g, step, out=dx[i:j])
+    return _flow_finite(c, step, dx, dz)
+
+
+def all_finite(x: Floats) -> bool:
+    """Whether every value of the 1-d array ``x`` is finite, in one read (the numba loop
+    :func:`gossip.model._loops.finite` for a large array).
+
+    Examples
+    --------
+    >>> all_finite(np.array([1.0, -2.0])), all_finite(np.array([1.0, np.inf]))
+    (True, False)
+    """
+    loops = compiled(x.size)
+    if loops is not None:
+        return bool(loops.finite(x))
+    # One reduction instead of isfinite's temporary: an inf or a nan makes the sum inf or nan;
+    # a sum that overflows from finite values only looks closer.
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.add.reduce(x))
+    return total - total == 0.0 or bool(np.isfinite(x).all())
+
+
+def _flow_finite(c: float, step: float, dx: Floats, dz: Floats) -> bool:
+    """Whether every value of a flow ``dx = step g``, ``dz = c g`` is finite, from one read of
+    the one of the two with the larger factor: its values are finite only if the gap is, and
+    then the other's are too (each is the same gap times a factor no larger, rounded to the
+    same dtype)."""
+    return all_finite(dz if abs(c) >= abs(step) else dx)
 
 
 def half_parts(dx: Floats, dz: Floats, k_a: float, k_d: float, a: F64, d: F64) -> bool:
@@ -218,12 +254,14 @@ def add_flow(a: F64, d: F64, row_a: F64, sum_a: F64, row_d: F64, sum_d: F64) -> 
         np.add(sum_d[i:j], db, out=sum_d[i:j])
 
 
-def one_pass(dx: Floats, dz: Floats, k_a: float, k_d: float) -> ModuleType | None:
+def one_pass(
+    dx: Floats, dz: Floats, k_a: float, k_d: float, finite: bool = False
+) -> ModuleType | None:
     """Return :mod:`gossip.model._loops` if a flow ``(dx, dz)`` can be booked with factors
     ``k_a`` and ``k_d`` by its one-pass loops, else None: the arrays are large enough
     (:func:`compiled`) and every value is far below overflow, so no half-part can overflow
-    (one read of ``dx`` and ``dz``). A flow it refuses goes through :func:`half_parts`,
-    which checks every value it writes.
+    (one read of ``dx`` and ``dz``; none for float32 arrays the caller knows are ``finite``).
+    A flow it refuses goes through :func:`half_parts`, which checks every value it writes.
 
     Examples
     --------
@@ -235,14 +273,11 @@ def one_pass(dx: Floats, dz: Floats, k_a: float, k_d: float) -> ModuleType | Non
         return None
     # |x|, |z| <= limit keeps x + z, x - z and their products by k_a, k_d finite.
     limit = sys.float_info.max / (4.0 * max(1.0, abs(k_a), abs(k_d)))
-    if dx.dtype == dz.dtype == np.float32 and limit >= _FLOAT32_MAX:
-        # Every finite float32 is within the limit: finite is enough, and a float32 sum is
-        # finite only if every term is (it reads at the speed of memory; the loop's per-value
-        # compare does not). A sum that overflows from finite terms only looks closer.
-        with np.errstate(over="ignore", invalid="ignore"):
-            total = float(np.add.reduce(dx)) + float(np.add.reduce(dz))
-        if total - total == 0.0:
-            return loops
+    # Every finite float32 is within the limit: finite is enough (a check that runs at the
+    # speed of memory; the bounds' per-value compare does not).
+    within = dx.dtype == dz.dtype == np.float32 and limit >= _FLOAT32_MAX
+    if within and (finite or (loops.finite(dx) and loops.finite(dz))):
+        return loops
     return loops if loops.bounded(dx, dz, limit) else None
 
 

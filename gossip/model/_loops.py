@@ -4,7 +4,8 @@ Imported only by :func:`gossip.model._fused.compiled` for a model large enough t
 numba (its import is 60 MB of a process's memory and half a second). Each loop computes,
 element by element, the same floating-point operations as the NumPy version in
 :mod:`gossip.model._fused` (no fast-math: no reassociation, no fused multiply-add), so the two
-agree to the bit; the tests check it.
+agree to the bit; the tests check it. The one exception is :func:`finite`, a check whose
+answer no order of its additions can change.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "add_sums",
     "add_sums_state",
     "bounded",
+    "finite",
     "flow",
     "half_parts",
     "state",
@@ -117,6 +119,17 @@ def bounded(dx: Floats, dz: Floats, limit: float) -> bool:  # pragma: no cover
     for i in range(dx.size):
         ok &= (abs(np.float64(dx[i])) <= limit) & (abs(np.float64(dz[i])) <= limit)
     return bool(ok == 1)
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def finite(x: Floats) -> bool:  # pragma: no cover
+    """Whether every value of ``x`` is finite: ``v * 0`` is 0 for a finite ``v`` and nan for an
+    inf or a nan, so the sum is 0 exactly when all are finite, in whatever order it is added
+    (which lets the loop run on the vector units: 2.5x NumPy's sum of float32 here)."""
+    total = 0.0
+    for i in range(x.size):
+        total += x[i] * 0.0
+    return total == 0.0
 
 
 @njit(cache=True, nogil=True)

@@ -205,10 +205,22 @@ class Ledger:
         added at once (a model's ledger defers part of it,
         :meth:`gossip.model.parameters.ParameterLedger.settle`). A node calls it when idle."""
 
-    def add_values(self, edge: int, dx: Values, dz: Values, t: float, sign: float = 1.0) -> None:
+    def add_values(
+        self,
+        edge: int,
+        dx: Values,
+        dz: Values,
+        t: float,
+        sign: float = 1.0,
+        *,
+        finite: bool = False,
+    ) -> None:
         """Add ``sign * (dx, dz)``, computed at time ``t``, to the ledger of ``edge``.
 
         :meth:`add` on plain floats: ``dx`` and ``dz`` have ``dim`` components each.
+        ``finite`` says the caller knows every value is finite: an array ledger then spares a
+        read of a float32 flow (:meth:`gossip.model.parameters.ParameterLedger.add_values`);
+        plain floats are checked all the same.
 
         Raises
         ------

@@ -60,7 +60,11 @@ from gossip.model.jumps import Flow
 from gossip.model.ledger import REBASE_SPAN, Ledger
 from gossip.model.mixing import Values, decay_value
 
-__all__ = ["ParameterLedger"]
+__all__ = ["ParameterLedger", "all_finite"]
+
+all_finite = fused.all_finite
+"""Whether every value of a 1-d float array is finite, in one read: the check of a ledger's
+flows, and of the arrays a frame carries (:mod:`gossip.wire.hot`)."""
 
 FloatArray = NDArray[np.float64]
 WireArray = NDArray[np.float64] | NDArray[np.float32]
@@ -193,7 +197,8 @@ class ParameterLedger(Ledger):
         Raises
         ------
         ConfigError
-            ``x_v`` or ``x_w`` is not ``dim`` values.
+            ``x_v`` or ``x_w`` is not ``dim`` values, or a value of the flow is not finite
+            (in :attr:`wire_dtype`).
         """
         v, w = self._vector(x_v), self._vector(x_w)
         if v.shape != (self._dim,) or w.shape != (self._dim,):
@@ -201,7 +206,8 @@ class ParameterLedger(Ledger):
                 f"values have {v.size} and {w.size} components; this ledger's dim is {self._dim}"
             )
         dx, dz = self._wire_pool.take(), self._wire_pool.take()
-        fused.flow(v, w, c, step, dx, dz)
+        if not fused.flow(v, w, c, step, dx, dz):
+            raise ConfigError(f"the flow between these values is not finite (c={c!r}); refused")
         return _read_only(dx), _read_only(dz)
 
     def flow_at(
@@ -213,7 +219,8 @@ class ParameterLedger(Ledger):
         Raises
         ------
         ConfigError
-            ``t`` is not finite, or ``x_v`` is not ``dim`` values.
+            ``t`` is not finite, ``x_v`` is not ``dim`` values, or a value of the flow is not
+            finite (in :attr:`wire_dtype`).
         """
         if not math.isfinite(t):
             raise ConfigError(f"state time must be finite, got {t!r}")
@@ -224,7 +231,8 @@ class ParameterLedger(Ledger):
         self._add_sums()
         dx, dz = self._wire_pool.take(), self._wire_pool.take()
         factor = decay_value(self.eta, t - self._t_ref)
-        fused.state_flow((self._sum_a, self._sum_d), factor, v, c, step, dx, dz)
+        if not fused.state_flow((self._sum_a, self._sum_d), factor, v, c, step, dx, dz):
+            raise ConfigError(f"the flow at t={t!r} is not finite (c={c!r}); refused")
         return _read_only(dx), _read_only(dz)
 
     @staticmethod
@@ -238,8 +246,22 @@ class ParameterLedger(Ledger):
         """Return the node's ``(x, z)`` at time ``t`` (:meth:`state_values`)."""
         return self.state_values(t)
 
-    def add_values(self, edge: int, dx: Values, dz: Values, t: float, sign: float = 1.0) -> None:
+    def add_values(
+        self,
+        edge: int,
+        dx: Values,
+        dz: Values,
+        t: float,
+        sign: float = 1.0,
+        *,
+        finite: bool = False,
+    ) -> None:
         """Add ``sign * (dx, dz)``, computed at time ``t``, to the ledger of ``edge``.
+
+        A float32 flow the caller knows is ``finite`` (a decoded frame's, or one this ledger
+        computed) is booked without a read to check it: every finite float32 stays finite in
+        the float64 booking, whatever the mixing factor short of overflow
+        (:func:`~gossip.model._fused.one_pass`).
 
         Raises
         ------
@@ -254,7 +276,7 @@ class ParameterLedger(Ledger):
         self.settle()
         k_a, k_d = 0.5 * sign, 0.5 * sign * decay_value(self.eta, self._t_ref - t)
         if not (fx.flags.writeable or fz.flags.writeable):  # nobody can change them: defer
-            loops = fused.one_pass(fx, fz, k_a, k_d)
+            loops = fused.one_pass(fx, fz, k_a, k_d, finite)
             if loops is not None:
                 self._deferred, self._sums_booked = (slot, fx, fz, k_a, k_d, loops), False
                 return

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from gossip.model.parameters import all_finite
 from gossip.wire.checks import MAX_DIM, MAX_INT, MAX_RAW_DIM, RAW_DTYPES, Vector
 
 __all__ = ["FIELDS", "body_builders"]
@@ -36,11 +37,7 @@ def _vector(value: Any) -> Vector | None:
     if type(value) is np.ndarray:
         if value.dtype not in RAW_DTYPES or value.ndim != 1 or not 0 < value.size <= MAX_RAW_DIM:
             return None
-        # One reduction instead of isfinite's temporary, in the array's own dtype (float32
-        # reads half the bytes): inf or nan gives nan, and a finite vector whose sum
-        # overflows (past 3e38 in float32) only looks closer.
-        total = float(np.add.reduce(value))
-        return value if total - total == 0.0 else None
+        return value if all_finite(value) else None
     if type(value) is not list:
         return None
     if len(value) == 1:  # gossip's scalar: no loop

@@ -59,7 +59,7 @@ def test_flow_is_step_and_c_times_the_gap(
 ) -> None:
     v, w = _arrays(seed, dim, 2, given_dtype)
     dx, dz = np.empty(dim, out_dtype), np.empty(dim, out_dtype)
-    fused.flow(v, w, c, step, dx, dz)
+    assert fused.flow(v, w, c, step, dx, dz)
     gap = w.astype(np.float64) - v.astype(np.float64)
     assert dx.tobytes() == (step * gap).astype(out_dtype).tobytes()
     assert dz.tobytes() == (c * gap).astype(out_dtype).tobytes()
@@ -75,7 +75,7 @@ def test_the_servers_flow_is_the_flow_to_its_state(
     a, d = _arrays(seed, dim, 2)
     (v,) = _arrays(seed + 1, dim, 1, dtype)
     dx, dz = np.empty(dim, dtype), np.empty(dim, dtype)
-    fused.state_flow((a, d), f, v, c, step, dx, dz)
+    assert fused.state_flow((a, d), f, v, c, step, dx, dz)
     gap = (a + d * f) - v.astype(np.float64)
     assert dx.tobytes() == (step * gap).astype(dtype).tobytes()
     assert dz.tobytes() == (c * gap).astype(dtype).tobytes()
@@ -129,8 +129,8 @@ def test_a_huge_but_finite_flow_is_booked_exactly(path: str) -> None:
 def test_a_float32_flow_goes_in_one_pass_if_every_value_is_finite(
     bad: float, one_pass: bool
 ) -> None:
-    """float32 flows are checked by their sums: an inf or nan is caught, and finite values
-    whose sum overflows (3e38, twice) are still taken, by the loop's own check."""
+    """float32 flows are checked by their finiteness alone: an inf or nan is caught, and finite
+    values whose sum overflows (3e38, twice) are taken."""
     pytest.importorskip("numba")
     dim = fused.COMPILED_MIN_DIM
     dx, dz = np.ones(dim, np.float32), np.ones(dim, np.float32)
@@ -139,3 +139,40 @@ def test_a_float32_flow_goes_in_one_pass_if_every_value_is_finite(
     assert (fused.one_pass(dx, dz, 0.5, -0.5) is not None) is one_pass
     # Factors so large that float32's largest could overflow: the loop's bound decides.
     assert (fused.one_pass(dx, dz, 0.5, 1e300) is not None) is (bad == 1.0)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(DIMS, DTYPES, st.data())
+def test_all_finite_is_numpys_isfinite_all(
+    path: str, dim: int, dtype: type, data: st.DataObject
+) -> None:
+    """Any inf or nan, anywhere, alone or among others, and finite values whose sum overflows."""
+    big = float(np.finfo(dtype).max)
+    x = np.full(dim, data.draw(st.sampled_from([0.0, 1.0, -big, big])), dtype)
+    bad = st.sampled_from([np.inf, -np.inf, np.nan])
+    for _ in range(data.draw(st.integers(0, 3))):
+        x[data.draw(st.integers(0, dim - 1))] = data.draw(bad)
+    assert fused.all_finite(x) is bool(np.isfinite(x).all())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("bad", [np.inf, np.nan, "overflow"])
+def test_a_flow_says_when_a_value_it_wrote_is_not_finite(
+    path: str, dtype: type, bad: float | str
+) -> None:
+    """An inf or nan given, or a gap whose product overflows the outputs' dtype; whichever of
+    ``c`` and ``step`` is the larger, and for the server's flow too."""
+    dim = fused.BLOCK + 3
+    v, w = np.zeros(dim), np.zeros(dim)
+    if bad == "overflow":  # finite gap, times 4 past the dtype's largest
+        w[-1] = float(np.finfo(dtype).max) / 2
+    else:
+        v[5] = bad  # type: ignore[assignment]
+    for c, step in ((4.0, 0.5), (0.5, 4.0)):
+        dx, dz = np.empty(dim, dtype), np.empty(dim, dtype)
+        assert not fused.flow(v, w, c, step, dx, dz)
+        sums = (w.copy(), np.zeros(dim))
+        assert not fused.state_flow(sums, 1.0, v.astype(dtype), c, step, dx, dz)
+    assert fused.flow(v[:5], w[:5], 4.0, 0.5, dx[:5], dz[:5])  # before the bad value

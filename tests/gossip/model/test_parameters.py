@@ -121,7 +121,9 @@ def test_a_lazy_booking_leaves_the_ledger_the_same_to_the_bit(
         edge = int(rng.choice([3, 8]))
         dx, dz = (rng.standard_normal(dim).astype(dtype) for _ in range(2))
         sign = float(rng.choice([-1.0, 1.0]))
-        lazy.add_values(edge, _frozen(dx), _frozen(dz), t, sign=sign)
+        # finite=True (a decoded frame's): the same bookings, without the check's read
+        finite = bool(rng.random() < 0.5)
+        lazy.add_values(edge, _frozen(dx), _frozen(dz), t, sign=sign, finite=finite)
         eager.add_values(edge, dx, dz, t, sign=sign)
         deferred += lazy._deferred is not None
         read = int(rng.integers(0, 6))
@@ -178,3 +180,24 @@ def test_a_flow_the_ledger_computed_is_read_only_until_its_pool_hands_it_out_aga
     assert id(again) == kept  # the same array, handed out anew, then made read-only again
     assert not again.flags.writeable
     assert a._wire_pool.take().flags.writeable
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_flow_that_overflows_the_frames_dtype_is_refused_by_the_ledger_that_computes_it(
+    compiled: None, dtype: type
+) -> None:
+    """A peer's finite x far from ours: the gap times c is past the largest float32 (or
+    float64). The server refuses before anything is booked, so no jump is half made."""
+    a = ParameterLedger(np.zeros(4, dtype=dtype), [0], eta=0.5)
+    before = [v.copy() for v in a.state_values(1.0)]
+    far = np.zeros(4, dtype=dtype)
+    far[2] = -float(np.finfo(dtype).max) / 2
+    with pytest.raises(ConfigError, match=r"flow at t=1.0 is not finite \(c=4.0\)"):
+        a.flow_at(far, 1.0, 4.0)
+    with pytest.raises(ConfigError, match=r"not finite \(c=4.0\)"):
+        a.flow_values(far, np.zeros(4, dtype=dtype), 4.0)
+    for got, want in zip(a.state_values(1.0), before, strict=True):
+        np.testing.assert_array_equal(got, want)
+    dx, dz = a.flow_at(far / 8, 1.0, 4.0)  # within range: computed, and finite
+    assert np.isfinite(dx).all()
+    assert np.isfinite(dz).all()
