@@ -129,7 +129,8 @@ def run_summary(
     """The headline figures of the run that just stopped for ``reason``.
 
     ``pace`` is ``(t, activations)`` at the last fresh point before the stop, while every node
-    was still initiating: the achieved rate is measured there. ``finals_wait_s`` is how long
+    was still initiating: the achieved rate is measured there (without such a point, the
+    caller gives the final reports' counts). ``finals_wait_s`` is how long
     the coordinator waited for the final reports. A figure no report measured is ``None``
     (unknown), and the summary counts the nodes each kind of figure comes from.
     """

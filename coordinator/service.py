@@ -487,7 +487,14 @@ class Coordinator:
             state.training.finish(final.t, np.array(final.values, dtype=np.float64))
         if state.training is not None:
             state.training.judge()
-        summary = run_summary(state, self.plan, final, self._pace, reason, self._finals_wait)
+        pace = self._pace
+        if pace[0] <= 0.0 and final is not None and final.complete:
+            # No fresh point came while every node initiated (a large run's reports come
+            # seconds apart): the final reports' counts over the t of the stop, after which
+            # no exchange starts. Those in flight then count too: a few percent high at most,
+            # where each node's own final t, seconds later under load, read 18% low.
+            pace = (self._t_stop or final.t, self._pace_now(final.t)[1])
+        summary = run_summary(state, self.plan, final, pace, reason, self._finals_wait)
         state.final = final
         state.runs.append(summary)
         state.set_phase(

@@ -55,6 +55,7 @@ class FakeCluster:
     seed: int = 0
     period: float = 0.05
     trace_step: float | None = None
+    periodic: bool = True  # False: the nodes send only their final reports (none seen running)
     edges: dict[int, tuple[int, int]] = field(default_factory=dict)
     stop_seen: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -150,7 +151,7 @@ class FakeCluster:
                 await asyncio.sleep(max(0.0, b0.epoch - time.time()))
                 while not self.stop_seen.is_set():
                     self.advance(b0.rate * (time.time() - b0.epoch), rng)
-                    for k in range(len(self.boots)):
+                    for k in range(len(self.boots) if self.periodic else 0):
                         await client.publish(f"{prefix}/node/{k}/state", self.report(k, False))
                     await asyncio.sleep(self.period)
                 # Stopped: no more jumps; everyone reports its final state at its own time.

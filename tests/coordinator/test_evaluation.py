@@ -395,6 +395,10 @@ def test_a_stopping_runs_periodic_reports_count_as_life_and_its_finals_are_taken
     book.ingest(topic, periodic)
     assert book.alive(topic, _report(0, 11.0, 0.4, 0.5, 1.0, counts, [1]))
     assert (state.nodes[0].reports, state.nodes[0].t) == (2, 10.0)  # counted, not parsed
+    # One that carries trace samples is taken whole: the node sends each grid time once.
+    traced = json.dumps({**json.loads(periodic), "t": 11.5, "trace": [[11.0, 0.45]]}).encode()
+    assert not book.alive(topic, traced)
+    assert book.alive(topic, json.dumps({**json.loads(traced), "trace": []}).encode())
     final = json.dumps({**json.loads(periodic), "t": 12.0, "final": True}).encode()
     assert not book.alive(topic, final)
     book.ingest(topic, final)

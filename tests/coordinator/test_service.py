@@ -138,6 +138,36 @@ async def test_bootstrap_measure_stop_and_exact_final(
     assert written["t_eps_estimate"] == summary.t_eps_estimate
 
 
+async def test_without_a_point_while_running_the_rate_comes_from_the_final_reports(
+    any_broker: RunningBroker, tmp_path: Path
+) -> None:
+    """A large run's reports come seconds apart, and none may complete a point before the
+    stop: the achieved rate is then the final reports' activations over the stop's t, not
+    unknown."""
+    config = _config(any_broker, tmp_path, rate=100.0, until=1e-30, run_timeout=1.5)
+    coord = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            boots = await _register_all(ctx, config, 4)
+            fake = FakeCluster(boots, seed=2, periodic=False)
+            tg.create_task(fake.run(any_broker.host, any_broker.port))
+            summary = await run
+    finally:
+        ctx.destroy(0)
+    assert summary is not None
+    assert summary.stop_reason == "timeout"
+    assert summary.missing_finals == ()
+    assert not any(json.loads(line)["kind"] == "point" for line in (tmp_path / "run.jsonl").open())
+    assert coord._t_stop is not None
+    assert summary.activations == int(fake.counts.sum()) // 2 > 0
+    assert summary.rate_achieved == pytest.approx(
+        config.rate * summary.activations / coord._t_stop, rel=1e-12
+    )
+
+
 async def test_the_run_stops_on_the_exact_curve_and_t_eps_is_its_first_crossing(
     amqtt: RunningBroker, tmp_path: Path
 ) -> None:
