@@ -13,7 +13,7 @@ alike, and prints, per case:
 * the run summary's achieved rate against the asked one, round trip p50 / p99 (medians of the
   nodes' own percentiles, over the nodes that measured them), the activations, how long a
   typical tick waited for its jump (``wait_p50``: a cluster that keeps up waits about a round
-  trip), the final reports that came;
+  trip), the exact points, the final reports that came;
 * CPU: the node processes' CPU seconds per node per second of run (in % of a core), and the
   broker's and the coordinator's (the ``gossip up`` process) in % of a core, sampled from
   /proc (psutil) over the whole command;
@@ -186,7 +186,8 @@ def line(case: Case) -> str:
         f"{_num(case.register_s, '5.1f')} s, rate {_num(s.get('rate_achieved'), '5.0f')}"
         f"/{case.rate:g}, rtt p50/p99 {_num(s.get('rtt_p50_ms'), '.1f')}/"
         f"{_num(s.get('rtt_p99_ms'), '.1f')} ms, activations {_num(s.get('activations'), ',')}, "
-        f"ticks waited p50 {_num(s.get('wait_p50'), ',.0f')} t, finals {finals}, CPU per node "
+        f"ticks waited p50 {_num(s.get('wait_p50'), ',.0f')} t, exact points "
+        f"{_num(s.get('exact_points'), 'd')}, finals {finals}, CPU per node "
         f"{per_node:.2f}% (broker {100 * case.broker_cpu / run_s:.0f}%, coordinator "
         f"{100 * case.coordinator_cpu / run_s:.0f}%), load {case.load[0]:.1f}->{case.load[1]:.1f}"
     )

@@ -490,10 +490,11 @@ class Coordinator:
         pace = self._pace
         if pace[0] <= 0.0 and final is not None and final.complete:
             # No fresh point came while every node initiated (a large run's reports come
-            # seconds apart): the final reports' counts over the t of the stop, after which
-            # no exchange starts. Those in flight then count too: a few percent high at most,
-            # where each node's own final t, seconds later under load, read 18% low.
-            pace = (self._t_stop or final.t, self._pace_now(final.t)[1])
+            # seconds apart): the final reports' counts, each up to its own t. Low rather than
+            # high: it counts the time a node settles after the stop, when it starts nothing
+            # (over the stop's t instead, it would count the exchanges that nodes, loaded and
+            # hearing the stop seconds late, start after it).
+            pace = self._pace_now(final.t)
         summary = run_summary(state, self.plan, final, pace, reason, self._finals_wait)
         state.final = final
         state.runs.append(summary)
