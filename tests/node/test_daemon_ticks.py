@@ -1,5 +1,6 @@
-"""The node's Poisson clock as timer callbacks: every tick fires in order, late ones too, and
-a tick's error ends the clock's task."""
+"""The node's Poisson clock as timer callbacks: every tick fires in order, late ones too, a
+tick's error ends the clock's task, and a tick wakes the retry task sleeping with nothing
+pending."""
 
 from __future__ import annotations
 
@@ -64,3 +65,27 @@ async def test_an_error_in_a_tick_ends_the_clock_task_with_it() -> None:
     node._on_tick = broken  # type: ignore[method-assign]
     with pytest.raises(TransportError, match="the socket is gone"):
         await asyncio.wait_for(node._tick(), timeout=30)
+
+
+async def test_an_exchange_started_while_the_retry_task_sleeps_idle_wakes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With nothing pending the retry task sleeps long (node.daemon, _IDLE_WAKE); a request
+    sent meanwhile must still be re-sent at its timeout. Here the idle sleep never ends by
+    itself and the neighbour never answers: only the wake-up the tick gives makes the retry."""
+    monkeypatch.setattr("node.daemon._IDLE_WAKE", 1e6)
+    node = _node(epoch=time.time())
+    await node.transport.connect({1: "mem://node-1"})  # nobody there: the request is lost
+    retrying = asyncio.create_task(node._retry())
+    try:
+        while not node._retry_idle:  # asleep, with nothing pending
+            await asyncio.sleep(0.01)
+        node._on_tick(node.timebase.t(time.time()), node.boot.neighbors[0].edge_index)
+        assert node.exchanger.pending == 1
+        async with asyncio.timeout(60):
+            while node.exchanger.counters.retried == 0:
+                await asyncio.sleep(0.01)
+    finally:
+        retrying.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await retrying
