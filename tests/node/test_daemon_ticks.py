@@ -78,12 +78,12 @@ async def test_an_exchange_started_while_the_retry_task_sleeps_idle_wakes_it(
     await node.transport.connect({1: "mem://node-1"})  # nobody there: the request is lost
     retrying = asyncio.create_task(node._retry())
     try:
-        while not node._retry_idle:  # asleep, with nothing pending
+        while not node._retry_idle:  # noqa: ASYNC110 -- asleep with nothing pending: no event
             await asyncio.sleep(0.01)
         node._on_tick(node.timebase.t(time.time()), node.boot.neighbors[0].edge_index)
         assert node.exchanger.pending == 1
         async with asyncio.timeout(60):
-            while node.exchanger.counters.retried == 0:
+            while node.exchanger.counters.retried == 0:  # noqa: ASYNC110 -- a count: no event
                 await asyncio.sleep(0.01)
     finally:
         retrying.cancel()
