@@ -12,6 +12,7 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -21,7 +22,7 @@ from coordinator_fake_nodes import FakeCluster, register
 
 from coordinator.broker import RunningBroker
 from coordinator.procs import free_port
-from coordinator.records import ErrorPoint
+from coordinator.records import ErrorPoint, RunSummary
 from coordinator.service import Coordinator, CoordinatorConfig
 from gossip.errors import ConfigError, TransportError
 from gossip.wire.schema import Bootstrap, Register, RegisterError, Request, decode, encode
@@ -61,6 +62,24 @@ async def _register_all(
     return sorted(boots, key=lambda b: b.node_id)
 
 
+async def _run_with_fakes(
+    config: CoordinatorConfig, broker: RunningBroker, n: int, **fake: Any
+) -> tuple[Coordinator, FakeCluster, RunSummary | None]:
+    """Run a coordinator with ``n`` fake nodes (``FakeCluster(boots, **fake)``) to its end."""
+    coord = Coordinator(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            run = tg.create_task(coord.run())
+            await coord.bound.wait()
+            cluster = FakeCluster(await _register_all(ctx, config, n), **fake)
+            tg.create_task(cluster.run(broker.host, broker.port))
+            summary = await run
+    finally:
+        ctx.destroy(0)
+    return coord, cluster, summary
+
+
 async def _retained_status(broker: RunningBroker, cluster: str) -> dict[str, object]:
     async with aiomqtt.Client(broker.host, broker.port) as client:
         await client.subscribe(f"gossip/{cluster}/coordinator/status", qos=1)
@@ -77,20 +96,9 @@ async def test_bootstrap_measure_stop_and_exact_final(
 ) -> None:
     broker = any_broker
     config = _config(broker, tmp_path, graph="line:6", rate=100.0, until=1e-6)
-    coord = Coordinator(config)
-    ctx = zmq.asyncio.Context()
-    try:
-        async with asyncio.TaskGroup() as tg:
-            run = tg.create_task(coord.run())
-            await coord.bound.wait()
-            boots = await _register_all(ctx, config, 6)
-            assert [b.initial_value for b in boots] == [(1.0,)] + [(0.0,)] * 5
-            assert boots[0].broker == broker.url
-            fake = FakeCluster(boots, seed=1)
-            tg.create_task(fake.run(broker.host, broker.port))
-            summary = await run
-    finally:
-        ctx.destroy(0)
+    coord, fake, summary = await _run_with_fakes(config, broker, 6, seed=1)
+    assert [b.initial_value for b in fake.boots] == [(1.0,)] + [(0.0,)] * 5
+    assert fake.boots[0].broker == broker.url
     assert summary is not None
     assert summary.reached
     assert fake.stop_seen.is_set()
@@ -145,18 +153,7 @@ async def test_without_a_point_while_running_the_rate_comes_from_the_final_repor
     stop: the achieved rate is then the final reports' activations over their t, not
     unknown."""
     config = _config(any_broker, tmp_path, rate=100.0, until=1e-30, run_timeout=1.5)
-    coord = Coordinator(config)
-    ctx = zmq.asyncio.Context()
-    try:
-        async with asyncio.TaskGroup() as tg:
-            run = tg.create_task(coord.run())
-            await coord.bound.wait()
-            boots = await _register_all(ctx, config, 4)
-            fake = FakeCluster(boots, seed=2, periodic=False)
-            tg.create_task(fake.run(any_broker.host, any_broker.port))
-            summary = await run
-    finally:
-        ctx.destroy(0)
+    _, fake, summary = await _run_with_fakes(config, any_broker, 4, seed=2, periodic=False)
     assert summary is not None
     assert summary.stop_reason == "timeout"
     assert summary.missing_finals == ()
@@ -172,18 +169,9 @@ async def test_the_run_stops_on_the_exact_curve_and_t_eps_is_its_first_crossing(
     amqtt: RunningBroker, tmp_path: Path
 ) -> None:
     config = _config(amqtt, tmp_path, graph="line:6", rate=300.0, until=1e-6)
-    coord = Coordinator(config)
-    ctx = zmq.asyncio.Context()
-    try:
-        async with asyncio.TaskGroup() as tg:
-            run = tg.create_task(coord.run())
-            await coord.bound.wait()
-            boots = await _register_all(ctx, config, 6)
-            fake = FakeCluster(boots, seed=3, trace_step=config.rate * 0.025)
-            tg.create_task(fake.run(amqtt.host, amqtt.port))
-            summary = await run
-    finally:
-        ctx.destroy(0)
+    coord, fake, summary = await _run_with_fakes(
+        config, amqtt, 6, seed=3, trace_step=config.rate * 0.025
+    )
     assert summary is not None
     assert summary.reached
     assert summary.stop_reason == "reached"
