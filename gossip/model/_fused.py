@@ -130,10 +130,17 @@ def flow(x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats
     with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused below
         for i in _blocks(dim):
             j = min(i + BLOCK, dim)
-            g = np.subtract(x_w[i:j], x_v[i:j], out=gap[: j - i], dtype=np.float64)
-            np.multiply(g, c, out=dz[i:j])
-            np.multiply(g, step, out=dx[i:j])
+            _flow_block(x_v[i:j], x_w[i:j], c, step, dx[i:j], dz[i:j], gap[: j - i])
     return _flow_finite(c, step, dx, dz)
+
+
+def _flow_block(
+    x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats, gap: F64
+) -> None:
+    """:func:`flow` on one block, its gap in ``gap`` (which may be ``x_w`` itself)."""
+    g = np.subtract(x_w, x_v, out=gap, dtype=np.float64)
+    np.multiply(g, c, out=dz)
+    np.multiply(g, step, out=dx)
 
 
 def state_flow(
@@ -161,10 +168,9 @@ def state_flow(
     with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused below
         for i in _blocks(dim):
             j = min(i + BLOCK, dim)
-            state(sum_a[i:j], sum_d[i:j], factor, x_w[: j - i])
-            g = np.subtract(x_w[: j - i], x_v[i:j], out=x_w[: j - i], dtype=np.float64)
-            np.multiply(g, c, out=dz[i:j])
-            np.multiply(g, step, out=dx[i:j])
+            w = x_w[: j - i]
+            state(sum_a[i:j], sum_d[i:j], factor, w)
+            _flow_block(x_v[i:j], w, c, step, dx[i:j], dz[i:j], w)
     return _flow_finite(c, step, dx, dz)
 
 
