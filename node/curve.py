@@ -150,6 +150,13 @@ class PeerGate:
         self._arm()
         self._auth.flush()
 
+    def user_of(self, key: bytes) -> bytes | None:
+        """The user id this gate admits ``key`` (32 raw bytes) as now, if it does.
+
+        For the peers that reach the server without a handshake (:mod:`node.colocation`).
+        """
+        return self._users.get(key)
+
     def ask(self, route: bytes, request_id: bytes, key: bytes) -> None:
         """Decide (or hold) one ZAP request for ``key``, 32 raw bytes, as the module says."""
         user = self._users.get(key)

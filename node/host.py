@@ -3,7 +3,8 @@
 ``gossip node --nodes-per-process K`` runs K nodes side by side. Each keeps its own sockets
 (a ROUTER and a DEALER per neighbour), state, clocks and identity (its name registers with
 the coordinator like any node), so nothing about the protocol changes, and nodes of one
-process still talk to each other over real sockets. What they share is what costs memory and
+process still talk to each other over ZeroMQ sockets, on its ``inproc`` transport
+(:mod:`node.colocation`). What they share is what costs memory and
 start-up time per process rather than per node: the Python interpreter and its imports, one
 ZeroMQ context (one I/O thread), one event loop and one MQTT connection per broker account that
 carries its nodes' reports (:class:`node.mqtt.NodeMqtt` with several members). Insecure, and
@@ -61,6 +62,7 @@ import zmq.asyncio
 from gossip.errors import ConfigError, GossipError, RemoteError
 from gossip.files.keys import Identity, load_identity
 from gossip.wire.schema import Bootstrap, Register
+from node.colocation import Colocation
 from node.config import NodeConfig
 from node.curve import CurveKeys, PeerAuthenticator
 from node.daemon import Node
@@ -225,16 +227,23 @@ async def _bind(
     identity: Identity | None,
     ctx: zmq.Context[zmq.Socket[bytes]],
     again: bool,
+    colocation: Colocation | None = None,
 ) -> ZmqTransport:
     """The node's transport, bound to ``config.bind``; ``again`` (a standing node's next run):
     a fixed port the last run's socket still holds is tried again for up to
-    :data:`_REBIND_WAIT` s (ZeroMQ frees a closed socket's port a moment after the close)."""
+    :data:`_REBIND_WAIT` s (ZeroMQ frees a closed socket's port a moment after the close).
+    ``colocation``: the process's other nodes, reached over ``inproc``."""
     keys = None if identity is None else CurveKeys.of(identity)
     deadline = time.monotonic() + _REBIND_WAIT
     while True:
         try:
             return ZmqTransport(
-                config.bind, config.advertise, toward=config.coordinator, context=ctx, keys=keys
+                config.bind,
+                config.advertise,
+                toward=config.coordinator,
+                context=ctx,
+                keys=keys,
+                colocation=colocation,
             )
         except ConfigError as exc:
             cause = exc.__context__
@@ -497,8 +506,10 @@ async def _run_once(
     async with contextlib.AsyncExitStack() as stack:
         transports: list[Transport] = []
         inners: list[ZmqTransport] = []
+        # A node of one is dialled by nobody of its process: no inproc endpoint to bind.
+        colocation = Colocation() if len(configs) > 1 else None
         for config, identity in zip(configs, identities, strict=True):
-            inner = await _bind(config, identity, ctx, again=bool(done))
+            inner = await _bind(config, identity, ctx, again=bool(done), colocation=colocation)
             inners.append(inner)
             transport: Transport = (
                 FaultyTransport(inner, config.faults, config.seed)

@@ -37,9 +37,11 @@ from typing import cast
 from urllib.parse import urlsplit
 
 import zmq
+from zmq.utils import z85
 
 from gossip.errors import ConfigError, TransportError
 from gossip.wire.schema import Buffer, Frame
+from node.colocation import INPROC_PREFIX, Colocation, inproc_routing_id
 from node.curve import (
     HOLD_UNTRUSTED,
     CurveKeys,
@@ -140,6 +142,9 @@ class ZmqTransport(Transport):
     hold : float
         Seconds this node's server holds a handshake whose key it does not know yet (see
         :mod:`node.curve`); the peers hold as long, so a DEALER is never dialled again sooner.
+    colocation : Colocation or None
+        The servers of this process (same ``context``): serve them, and reach them, over
+        ``inproc`` (:mod:`node.colocation`).
     """
 
     def __init__(
@@ -150,6 +155,7 @@ class ZmqTransport(Transport):
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
         keys: CurveKeys | None = None,
         hold: float = HOLD_UNTRUSTED,
+        colocation: Colocation | None = None,
     ):
         self.stats = TransportStats()
         self._loop = asyncio.get_running_loop()
@@ -163,6 +169,9 @@ class ZmqTransport(Transport):
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.SNDHWM, _HWM)
         self._router.setsockopt(zmq.RCVHWM, _HWM)
+        # A colocated peer's DEALER has a routing id of its own making: a new one of the same
+        # node (a move) takes the route over rather than being turned away.
+        self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)
         if keys is not None:
             # Before the bind: a CURVE server without its ZAP handler admits any key.
             # One ZAP handler per context; this server gets a domain (allow-list) of its own.
@@ -187,6 +196,13 @@ class ZmqTransport(Transport):
                 "port 0 for any free port"
             ) from None
         self._address = advertised_address(endpoint, advertise, toward)
+        self._colocation = colocation
+        self._inproc: str | None = None  # our endpoint for colocated peers
+        self._inproc_peers: set[int] = set()  # peers dialled over inproc
+        if colocation is not None:
+            self._inproc = colocation.claim()
+            self._router.bind(self._inproc)
+            colocation.add(self._address, self._inproc)
         self._dealers: dict[int, zmq.Socket[bytes]] = {}
         self._peer_of: dict[zmq.Socket[bytes], int] = {}  # dealer -> the peer it reaches
         self._heard: set[zmq.Socket[bytes]] = set()  # dealers that received a frame
@@ -295,6 +311,8 @@ class ZmqTransport(Transport):
         dealer = self._dealers.get(peer)
         if self._keys is None or address is None or dealer is None or dealer in self._heard:
             return False
+        if peer in self._inproc_peers:
+            return False  # no handshake to be refused
         count, last = self._redialed.get(peer, (0, -math.inf))
         pause = self._hold if not count else min(_REDIAL_BACKOFF * 2 ** (count - 1), _REDIAL_MAX)
         now = time.monotonic()
@@ -310,14 +328,18 @@ class ZmqTransport(Transport):
         dealer.setsockopt(zmq.LINGER, 0)
         dealer.setsockopt(zmq.SNDHWM, _HWM)
         dealer.setsockopt(zmq.RCVHWM, _HWM)
+        local = None if self._colocation is None else self._colocation.endpoint(address)
         if self._keys is not None:
             key = self._peer_keys.get(peer)
             if key is None:
                 dealer.close(0)
                 raise ConfigError(f"no public key for peer {peer}: call trust() first")
-            curve_client(dealer, self._keys, key)
+            if local is None:
+                curve_client(dealer, self._keys, key)
+            else:
+                dealer.setsockopt(zmq.ROUTING_ID, inproc_routing_id(z85.decode(self._keys.public)))
         try:
-            dealer.connect(address)
+            dealer.connect(address if local is None else local)
         except zmq.ZMQError as exc:
             dealer.close(0)  # the old route, if any, stays as it was
             raise TransportError(f"cannot connect to peer {peer} at {address!r}: {exc}") from None
@@ -330,6 +352,11 @@ class ZmqTransport(Transport):
         self._dealers[peer] = dealer
         self._peer_of[dealer] = peer
         self._addresses[peer] = address
+        if local is None:
+            self._inproc_peers.discard(peer)
+        else:
+            self._inproc_peers.add(peer)
+        self.stats.extra["inproc_peers"] = len(self._inproc_peers)
         self._watch(dealer)
         self._drain_dealer(dealer)  # its FD may already have consumed its edge
 
@@ -462,8 +489,7 @@ class ZmqTransport(Transport):
             while _readable(router):
                 frames = router.recv_multipart(_NOBLOCK, copy=False)
                 payload = frames[-1] if len(frames) <= 2 or not frames[1].bytes else frames[1]
-                user = payload.get("User-Id")
-                sender = int(user) if isinstance(user, str) and user.isdigit() else -1
+                sender = self._sender(frames[0].bytes, payload)
                 if len(frames) > 2 and frames[1].bytes:  # [identity, map, raw parts]
                     parts: tuple[Buffer, ...] = (
                         frames[1].bytes,
@@ -477,6 +503,20 @@ class ZmqTransport(Transport):
             self._fail(exc)
         finally:
             self._draining_router = False
+
+    def _sender(self, route: bytes, payload: zmq.Frame) -> int:
+        """The node id a secure server's frame comes from: its connection's ZAP ``User-Id``,
+        or, over ``inproc`` (no handshake, no ``User-Id``), the key in its routing id
+        (:mod:`node.colocation`); -1 if neither is a neighbour's."""
+        user: int | str | None
+        try:
+            user = payload.get("User-Id")
+        except zmq.ZMQError:  # no metadata: not a network connection
+            claimed = None
+            if self._auth is not None and route[:1] == INPROC_PREFIX:
+                claimed = self._auth.user_of(route[len(INPROC_PREFIX) :])
+            user = None if claimed is None else claimed.decode("ascii", "replace")
+        return int(user) if isinstance(user, str) and user.isdigit() else -1
 
     def _drain_dealer(self, dealer: zmq.Socket[bytes]) -> None:
         deliver = self._deliver
@@ -519,6 +559,8 @@ class ZmqTransport(Transport):
             dealer.close(0)
         self._unwatch(self._router)
         self._router.close(0)
+        if self._colocation is not None and self._inproc is not None:
+            self._colocation.remove(self._address, self._inproc)
         if self._auth is not None:
             self._auth.close()
         if self._own_context:
