@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,6 @@ if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not 
     from gossip.train.recipe import Recipe
 
 __all__ = [
-    "HANDSHAKE_SECONDS",
     "START_PER_NODE",
     "TRAINING_REPORT_PERIOD",
     "CoordinatorConfig",
@@ -47,14 +45,6 @@ START_PER_NODE = 0.002
 """Least seconds from the bootstrap to t = 0 per node. 4,096 nodes in 64 host processes on a
 2-core machine built their last nodes 9 s after the bootstrap; with 1.5 s every one of them came
 to life after t = 0, behind on its clock from the first tick."""
-
-HANDSHAKE_SECONDS = 0.002
-"""CPU seconds of one CurveZMQ handshake, both ends (libsodium; 1.6 to 1.9 ms measured on a
-2-core x86 machine). A secure run's nodes shake hands twice per edge after the bootstrap, so
-its start waits for that many handshakes spread over this machine's cores as well: 2,048
-secure nodes on 2 cores spent 6.7 s of CPU in handshakes, started behind on their clocks with
-the start :data:`START_PER_NODE` alone gives, and never caught up (19,696 activations in 20 s
-at 3,000/s; 58,769 with the handshakes waited for)."""
 
 TRAINING_REPORT_PERIOD = 2.0
 """Least seconds between two reports of a training node (each carries its parameters)."""
@@ -344,11 +334,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
 
 
 def secured(plan: Plan, security: Security) -> Plan:
-    """``plan`` with CurveZMQ and MQTT credentials: its start also waits for the handshakes.
-
-    The nodes shake hands twice per edge after the bootstrap, spread over this machine's cores
-    (:data:`HANDSHAKE_SECONDS`): on one machine they share them; on many, the wait is longer
-    than they need, by little for a small cluster.
-    """
-    shakes = HANDSHAKE_SECONDS * 2 * plan.topology.edges.shape[0] / (os.cpu_count() or 1)
-    return dataclasses.replace(plan, security=security, start_delay=plan.start_delay + shakes)
+    """``plan`` with CurveZMQ and MQTT credentials; its start also waits for the handshakes
+    (:func:`coordinator.handshakes.handshake_wait`, once the registrations say which edges
+    join two processes)."""
+    return dataclasses.replace(plan, security=security)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from coordinator.handshakes import handshake_wait, process_of
 from coordinator.optimization import OptTask
 from coordinator.security import Security
 from gossip.errors import ConfigError
@@ -94,7 +95,8 @@ class Plan:
         Components of every value (``values.shape[1]`` when the experiment chooses them).
     start_delay : float
         Seconds between the bootstrap and the epoch (``t = 0``), so that every node has its
-        Bootstrap and its sockets connected before the clocks start.
+        Bootstrap and its sockets connected before the clocks start. A secure run adds its
+        handshakes' time (:func:`coordinator.handshakes.handshake_wait`).
     security : Security or None
         Keys of a secured cluster: neighbours' public keys and per-node MQTT credentials go
         into the bootstraps (``None``: insecure).
@@ -365,7 +367,8 @@ class Registry:
         msg : Register
             The node's registration.
         now : float
-            Unix time; the epoch is ``now + plan.start_delay`` when this completes the count.
+            Unix time; the epoch is ``now + plan.start_delay`` (and, secure, the handshakes'
+            wait) when this completes the count.
         peer_host : str, optional
             The IP the message came from, used in place of a wildcard host (``0.0.0.0``) in the
             node's address.
@@ -481,9 +484,15 @@ class Registry:
             initial = tuple(tuple(float(c) for c in row) for row in values)
         else:
             initial = tuple(_value(self._records[name].value) for name in names)
+        delay = self.plan.start_delay
+        if self.plan.security is not None:
+            records = [self._records[name] for name in names]
+            delay += handshake_wait(
+                self.plan.topology.edges, [process_of(r.address, r.pid) for r in records]
+            )
         assignment = Assignment(
             run_id=self.run_id,
-            epoch=now + self.plan.start_delay,
+            epoch=now + delay,
             names=tuple(names),
             addresses=tuple(self._records[name].address for name in names),
             initial=initial,
