@@ -264,7 +264,12 @@ class ReportBook:
         view = self.state.nodes.get(node)
         if view is not None and view.final and not report["final"]:
             # A stopped node may still send its periodic report while it lingers; its state
-            # cannot change any more, and its final report must stay the one we hold.
+            # cannot change any more, and its final report must stay the one we hold. Its
+            # samples are still the node's values at their grid times, each sent once: a
+            # report that came after the final (which may come over the lifeline, not the
+            # broker) brings grid times the final does not have.
+            if report["trace"]:
+                self._trace(node, report["trace"])
             return
         if view is None:
             view = self.state.nodes[node] = NodeView(node=node)

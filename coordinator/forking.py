@@ -81,12 +81,14 @@ class ForkServer:
         log: Path | None = None,
         optimization: bool = False,
         training: bool = False,
+        nice: int = 0,
     ) -> ForkServer:
         """Start ``python -m cli.forkserver`` (it imports the node code once, in ~1 s).
 
         ``optimization``: also import what an optimization run's nodes load, and compile
         their solver, once for every child. ``training``: also import the trainer and the
         data readers (seconds on a small machine, which would start the clocks late).
+        ``nice``: the server's niceness, above ours, which its children inherit.
         """
         flags = (["--optimization"] if optimization else []) + (["--training"] if training else [])
         proc = await spawn(
@@ -95,6 +97,7 @@ class ForkServer:
             env=env,
             stdout_pipe=True,
             stdin_pipe=True,
+            nice=nice,
         )
         return cls(proc)
 

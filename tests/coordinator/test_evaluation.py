@@ -404,3 +404,27 @@ def test_a_stopping_runs_periodic_reports_count_as_life_and_its_finals_are_taken
     book.ingest(topic, final)
     assert state.nodes[0].final
     assert state.nodes[0].t == 12.0
+
+
+def test_a_periodic_report_that_comes_after_the_final_still_brings_its_samples() -> None:
+    # The final comes over the lifeline, the node's last periodic report over a broker that
+    # fell behind: that report's grid times are in no other message.
+    topo = parse_topology("line:2")
+    q = graph_quantities(topo)
+    plan = Plan(topo, gossip_params("arg", q.mu_gossip, q.r_max), "test", RATE, "", PERIOD)
+    state = ClusterState(graph="line:2", expected=2, eps=EPS, rate=RATE)
+    state.initial = [(1.0,), (0.0,)]
+    book = ReportBook(plan, state, PREFIX)
+    counts = np.zeros((2, 2), dtype=np.int64)
+
+    def traced(node: int, t: float, x: float, samples: list[list[float]], final: bool) -> bytes:
+        report = json.loads(_report(node, t, x, x, state.initial[node][0], counts, [1 - node]))
+        return json.dumps({**report, "trace": samples, "final": final}).encode()
+
+    book.ingest(f"{PREFIX}/node/0/state", traced(0, 12.0, 0.5, [[10.0, 0.5]], True))
+    late = traced(0, 6.0, 0.5, [[5.0, 0.5]], False)  # sent before the final, came after it
+    book.ingest(f"{PREFIX}/node/0/state", late)
+    assert state.nodes[0].t == 12.0  # the final's state stays
+    book.ingest(f"{PREFIX}/node/1/state", traced(1, 12.0, 0.5, [[5.0, 0.5], [10.0, 0.5]], True))
+    assert [p.t for p in state.exact] == [5.0, 10.0]
+    assert book.bad == 0

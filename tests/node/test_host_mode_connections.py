@@ -3,7 +3,8 @@
 A real ``gossip up --nodes-per-process 4`` on grid:4x4 (four host processes, sixteen nodes),
 secure by default, with a real mosquitto: while every node reports, each host process holds
 exactly one connection to the broker (counted on the operating system's sockets, client side,
-by process), and the run still reaches eps with every final report and its mass exact.
+by process) and runs at a lower priority than the coordinator, and the run still reaches eps
+with every final report and its mass exact.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from coordinator.broker import RunningBroker
 from coordinator.launcher import UpConfig, run_up
+from coordinator.procs import NODE_NICENESS
 from coordinator.service import CoordinatorConfig
 from coordinator.state import ClusterState
 from tests.system_tools import require_mosquitto
@@ -88,6 +90,7 @@ async def test_secure_host_mode_has_one_mqtt_connection_per_process_and_reaches_
             "not every node reported over MQTT",
         )
         by_process = broker_connections(broker.port)
+        niceness = {pid: psutil.Process(pid).nice() for pid in by_process}
         summary = await run
     finally:
         if not run.done():
@@ -95,6 +98,8 @@ async def test_secure_host_mode_has_one_mqtt_connection_per_process_and_reaches_
             await asyncio.wait([run], timeout=30)
     # Four host processes, one connection each (before: one per node, sixteen).
     assert sorted(by_process.values()) == [1] * (NODES // PER_PROCESS), by_process
+    # The nodes yield to the coordinator (this process) and the broker that measure them.
+    assert set(niceness.values()) == {os.nice(0) + NODE_NICENESS}, niceness
     assert summary.stop_reason == "reached"
     assert summary.final_error is not None  # from every final report
     assert summary.missing_finals == ()
