@@ -132,8 +132,9 @@ async def progress_bar(holder: dict[str, Any]) -> None:
                 await asyncio.sleep(0.25)
             except asyncio.CancelledError:
                 # The run is over: the last line shows the run's achieved rate (the nodes
-                # have stopped, so the current speed would read 0) and its exact final error,
-                # the summary's (the last estimate is not the run's error).
+                # have stopped, so the current speed would read 0), its exact final error,
+                # the summary's (the last estimate is not the run's error), and the t the
+                # final reports reached (the last drawn may be long before, on a busy machine).
                 final: ClusterState | None = holder.get("state")
                 if final is not None:
                     run = final.runs[-1] if final.runs else None
@@ -142,6 +143,7 @@ async def progress_bar(holder: dict[str, Any]) -> None:
                         task,
                         description=f"{final.phase} {final.algorithm} {final.graph}",
                         error=f"{error_text(error)} (final)",
+                        t=f"{final.t:.0f}",
                         speed="-"
                         if run is None or run.rate_achieved is None
                         else f"{run.rate_achieved:.0f}",
