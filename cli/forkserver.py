@@ -39,6 +39,8 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from coordinator.procs import lower_priority
+
 if TYPE_CHECKING:
     from typer._click.core import Command
 
@@ -108,6 +110,7 @@ def _die_with_parent() -> None:
 def _child(command: Command, argv: list[str], log: str, parent: int) -> int:
     """In the forked child: detach, point stdio at ``log``, run ``gossip ARGV``; exit code."""
     os.setsid()
+    lower_priority(0)  # the server's niceness, which we inherit, for our new session too
     _die_with_parent()
     if os.getppid() != parent:  # the server died between the fork and the prctl
         return 1

@@ -31,6 +31,15 @@ pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]
 NODES, PER_PROCESS = 16, 4
 
 
+def autogroup(pid: int) -> int | None:
+    """The niceness of ``pid``'s autogroup, or None where the kernel has none."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as group:
+            return int(group.read().split("nice")[-1])
+    except (OSError, ValueError):
+        return None
+
+
 async def until(check: Callable[[], bool], what: str, within: float = 60.0) -> None:
     """Wait for ``check()`` (a count in the coordinator's state), failing with ``what``."""
     try:
@@ -91,6 +100,7 @@ async def test_secure_host_mode_has_one_mqtt_connection_per_process_and_reaches_
         )
         by_process = broker_connections(broker.port)
         niceness = {pid: psutil.Process(pid).nice() for pid in by_process}
+        groups = {pid: autogroup(pid) for pid in by_process}
         summary = await run
     finally:
         if not run.done():
@@ -100,6 +110,8 @@ async def test_secure_host_mode_has_one_mqtt_connection_per_process_and_reaches_
     assert sorted(by_process.values()) == [1] * (NODES // PER_PROCESS), by_process
     # The nodes yield to the coordinator (this process) and the broker that measure them.
     assert set(niceness.values()) == {os.nice(0) + NODE_NICENESS}, niceness
+    # Each leads a session of its own, which Linux may weigh as one (sched_autogroup).
+    assert set(groups.values()) <= {None, os.nice(0) + NODE_NICENESS}, groups
     assert summary.stop_reason == "reached"
     assert summary.final_error is not None  # from every final report
     assert summary.missing_finals == ()
