@@ -381,14 +381,18 @@ def test_after_churn_the_point_comes_from_a_consistent_cut_of_the_members() -> N
     assert ev.point.mass_drift_rel > 0.1
 
 
-def test_a_stopping_runs_periodic_reports_count_as_life_and_its_finals_are_taken() -> None:
+def _two_nodes() -> tuple[ClusterState, ReportBook, np.ndarray]:
+    """line:2 from initial values 1 and 0: its state, its report book, its edge counts."""
     topo = parse_topology("line:2")
     q = graph_quantities(topo)
     plan = Plan(topo, gossip_params("arg", q.mu_gossip, q.r_max), "test", RATE, "", PERIOD)
     state = ClusterState(graph="line:2", expected=2, eps=EPS, rate=RATE)
     state.initial = [(1.0,), (0.0,)]
-    book = ReportBook(plan, state, PREFIX)
-    counts = np.zeros((2, 2), dtype=np.int64)
+    return state, ReportBook(plan, state, PREFIX), np.zeros((2, 2), dtype=np.int64)
+
+
+def test_a_stopping_runs_periodic_reports_count_as_life_and_its_finals_are_taken() -> None:
+    state, book, counts = _two_nodes()
     topic = f"{PREFIX}/node/0/state"
     periodic = _report(0, 10.0, 0.5, 0.5, 1.0, counts, [1])
     assert not book.alive(topic, periodic)  # a node never heard from: parsed in full
@@ -409,13 +413,7 @@ def test_a_stopping_runs_periodic_reports_count_as_life_and_its_finals_are_taken
 def test_a_periodic_report_that_comes_after_the_final_still_brings_its_samples() -> None:
     # The final comes over the lifeline, the node's last periodic report over a broker that
     # fell behind: that report's grid times are in no other message.
-    topo = parse_topology("line:2")
-    q = graph_quantities(topo)
-    plan = Plan(topo, gossip_params("arg", q.mu_gossip, q.r_max), "test", RATE, "", PERIOD)
-    state = ClusterState(graph="line:2", expected=2, eps=EPS, rate=RATE)
-    state.initial = [(1.0,), (0.0,)]
-    book = ReportBook(plan, state, PREFIX)
-    counts = np.zeros((2, 2), dtype=np.int64)
+    state, book, counts = _two_nodes()
 
     def traced(node: int, t: float, x: float, samples: list[list[float]], final: bool) -> bytes:
         report = json.loads(_report(node, t, x, x, state.initial[node][0], counts, [1 - node]))

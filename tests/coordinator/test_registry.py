@@ -1,10 +1,15 @@
-"""The registration state machine: ids, bootstraps, refusals, re-registration, restore."""
+"""The registration state machine: ids, bootstraps, refusals, re-registration, restore, and a
+secure start's wait for its handshakes."""
 
 from __future__ import annotations
+
+import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from coordinator.handshakes import HANDSHAKE_SECONDS
 from coordinator.registry import (
     Assignment,
     Known,
@@ -17,6 +22,7 @@ from coordinator.registry import (
     build_bootstraps,
     natural_key,
 )
+from coordinator.security import Security
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
 from gossip.model.algorithms import gossip_params
@@ -186,3 +192,16 @@ def test_a_node_restarted_on_a_new_address_is_recorded_there_for_its_neighbours(
 
 def test_natural_key_orders_numbers_numerically() -> None:
     assert sorted(["n10", "n9", "n1"], key=natural_key) == ["n1", "n9", "n10"]
+
+
+def test_a_secure_registry_sets_the_epoch_after_the_cross_process_handshakes() -> None:
+    names = [f"node-{k}" for k in range(4)]
+    security = Security("pub", "sec", {name: f"key-{name}" for name in names})
+    registry = Registry(replace(_plan("line:4"), security=security), "run-1")
+    out = None
+    for k, name in enumerate(names):  # node-0, node-1 in process 1; node-2, node-3 in 2
+        register = Register(name, f"tcp://127.0.0.1:{7000 + k}", (1.0,), pid=1 + k // 2)
+        out = registry.register(register, now=100.0)
+    assert isinstance(out, Ready)
+    one_edge = HANDSHAKE_SECONDS * 2 / (os.cpu_count() or 1)  # only (1, 2) joins two
+    assert out.assignment.epoch == pytest.approx(100.0 + 2.0 + one_edge)
