@@ -19,6 +19,11 @@ alike, and prints, per case:
   /proc (psutil) over the whole command;
 * the machine's load average at the start and the end of the case.
 
+Before the first case and after the last, it measures the machine's raw pyzmq capacity (round
+trips a second between two processes, 30 in flight: :mod:`raw_zmq`), the baseline in the same
+run that tells one machine's figures from another's: a cluster that keeps up at 3,000/s on one
+machine may not on a machine with half this figure.
+
 A figure the run did not measure prints ``unknown``.
 """
 
@@ -39,7 +44,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
+from raw_zmq import echo_dealer, in_flight_rate
 
 
 @dataclass
@@ -193,6 +200,12 @@ def line(case: Case) -> str:
     )
 
 
+async def raw_capacity(samples: int = 3, round_trips: int = 20_000) -> float:
+    """The median of ``samples`` raw pyzmq capacities, in round trips a second (30 in flight)."""
+    async with echo_dealer(warmup=200) as (sock, _):
+        return float(np.median([await in_flight_rate(sock, round_trips) for _ in range(samples)]))
+
+
 async def main(argv: Sequence[str] | None = None) -> list[Case]:
     """Run the cases of the command line (``--help``), print a line each; return them."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -210,6 +223,7 @@ async def main(argv: Sequence[str] | None = None) -> list[Case]:
         if not re.fullmatch(r"\d+x\d+", size):
             parser.error(f"--sizes takes RxC grids such as 32x32, got {size!r}")
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+    print(f"baseline: raw pyzmq capacity {await raw_capacity():,.0f} round trips/s", flush=True)
     cases = []
     modes = [mode == "secure" for mode in args.modes]
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -222,6 +236,7 @@ async def main(argv: Sequence[str] | None = None) -> list[Case]:
                     case = Case(size, secure, args.per_process, args.rate, args.timeout)
                     cases.append(await run_case(case, work))
                     print(line(case), flush=True)
+    print(f"baseline: raw pyzmq capacity {await raw_capacity():,.0f} round trips/s at the end")
     return cases
 
 

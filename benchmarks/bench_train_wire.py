@@ -12,9 +12,10 @@ over loopback TCP.
    :class:`~node.zmq_transport.ZmqTransport` (what a training node runs), and serves; this
    process is the other end of the edge, and each round trip is one whole A²CiD² exchange:
    ``x`` and ``z`` read from the ledger and sent as raw parts, the server's decode, mixing,
-   flow and reply, and our decode. Both ends call ``Exchanger.settle`` after a send, as a
-   node does, so the ledger updates a model's ledger leaves for later
-   (:mod:`gossip.model.parameters`, "Lazy booking") run while the frame is on the wire.
+   flow and reply, and our decode. Both ends hand ``Exchanger.settle`` to the transport's
+   ``when_sent`` after a send, as a node does, so the ledger updates a model's ledger leaves
+   for later (:mod:`gossip.model.parameters`, "Lazy booking") run once the frame has left
+   (:mod:`node.departures`), while it is on the wire.
 
 The two run in alternate blocks so that load from elsewhere weighs on both alike. Throughput
 is the bytes of a round trip (request and reply) over its median time.
@@ -85,7 +86,7 @@ async def main(dim, epoch, dtype):
             answer = ex.receive(incoming.data, time.time(), incoming.route)
             if answer and incoming.route is not None:
                 transport.answer(incoming.route, answer)
-            ex.settle()  # as a node does: the booking while the reply is on the wire
+            transport.when_sent(ex.settle)  # as a node does: the booking once the reply left
 
 asyncio.run(main(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]))
 """
@@ -149,7 +150,7 @@ async def main(dim: int, rounds: int, block: int, dtype: str = "float64") -> dic
                 out = ex.initiate(0, time.time())
                 assert out is not None
                 client.send(out.peer, out.frame)
-                ex.settle()  # as a node does: the rest of the last booking, while we wait
+                client.when_sent(ex.settle)  # as a node does: the rest, once the request left
                 while ex.pending:
                     incoming = await client.recv()
                     ex.receive(incoming.data, time.time())

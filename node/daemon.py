@@ -420,7 +420,9 @@ class Node:
             self._wake_retry()
         if not ex.open and ex.parting.parted:
             self._parted.set()
-        ex.settle()  # the ledger's deferred arithmetic, while the answer is on the wire
+        # The ledger's deferred arithmetic, once the answer has left: done now, it would hold
+        # a model's frame back on a node with one core (node.departures).
+        transport.when_sent(ex.settle)
 
     def _follow_moves(self) -> None:
         """Send to each neighbour that announced another address there from now on."""
@@ -543,7 +545,7 @@ class Node:
         if out is not None:
             self.transport.send(out.peer, out.frame)
             self._wake_retry()
-            self.exchanger.settle()  # while the request is on the wire
+            self.transport.when_sent(self.exchanger.settle)  # once the request has left
 
     async def _retry(self) -> None:
         transport, ex, clock = self.transport, self.exchanger, self.clock

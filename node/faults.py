@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import math
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,6 +230,11 @@ class FaultyTransport(Transport):
     def answer(self, route: bytes, data: Frame) -> None:
         """Answer through the inner transport, with faults."""
         self._emit(self.inner.answer, route, route, data)
+
+    def when_sent(self, work: Callable[[], None]) -> None:
+        """Run ``work`` when the inner transport has sent what it was given (frames held
+        back here are not waited for: the work may run before them)."""
+        self.inner.when_sent(work)
 
     async def recv(self) -> Incoming:
         """Receive from the inner transport."""

@@ -95,6 +95,11 @@ class Transport(ABC):
     def answer(self, route: bytes, data: Frame) -> None:
         """Send an answer back on ``route`` (from :class:`Incoming`), without blocking."""
 
+    def when_sent(self, work: Callable[[], None]) -> None:
+        """Run ``work`` once the frames sent so far have left this process's hands, so that
+        it does not hold them back (:mod:`node.departures`). The default runs it now."""
+        work()
+
     @abstractmethod
     async def recv(self) -> Incoming:
         """Wait for the next frame: a request to our server, or an answer from a peer."""

@@ -50,6 +50,7 @@ from node.curve import (
     curve_client,
     curve_server,
 )
+from node.departures import Departures
 from node.transport import FrameHandler, Incoming, Transport, TransportStats
 
 __all__ = ["ZmqTransport", "advertised_address"]
@@ -159,6 +160,7 @@ class ZmqTransport(Transport):
     ):
         self.stats = TransportStats()
         self._loop = asyncio.get_running_loop()
+        self._departures = Departures()
         self._own_context = context is None
         self._ctx: zmq.Context[zmq.Socket[bytes]] = context or zmq.Context()
         self._keys = keys
@@ -378,7 +380,7 @@ class ZmqTransport(Transport):
             if isinstance(data, bytes):
                 sock.send(data, _NOBLOCK)
             else:
-                sock.send_multipart(data, _NOBLOCK, copy=False)
+                self._departures.track(sock.send_multipart(data, _NOBLOCK, copy=False, track=True))
             self.stats.sent += 1
         except zmq.Again:
             self.stats.dropped += 1
@@ -398,12 +400,17 @@ class ZmqTransport(Transport):
             else:
                 for part in data[:-1]:  # zero-copy for the raw parts, as in send()
                     router.send(part, _SNDMORE_NOBLOCK, copy=False)
-                router.send(data[-1], _NOBLOCK, copy=False)
+                self._departures.track(router.send(data[-1], _NOBLOCK, copy=False, track=True))
             self.stats.sent += 1
         except zmq.ZMQError:
             self.stats.dropped += 1  # full, or that peer is gone: it asks again if it cares
         if not self._draining_router:  # else the drain's own loop checks the socket next
             self._router_drain(self._router)
+
+    def when_sent(self, work: Callable[[], None]) -> None:
+        """Run ``work`` once ZeroMQ has let go of the last zero-copy frame sent
+        (:mod:`node.departures`); at once if every frame sent was copied."""
+        self._departures.then(work)
 
     async def recv(self) -> Incoming:
         """Return the next frame from the ROUTER (a request) or a DEALER (an answer)."""
@@ -554,6 +561,7 @@ class ZmqTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        self._departures.close()
         for dealer in self._dealers.values():
             self._unwatch(dealer)
             dealer.close(0)

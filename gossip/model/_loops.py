@@ -21,11 +21,11 @@ __all__ = [
     "add_flow",
     "add_halves",
     "add_sums",
-    "add_sums_state",
     "bounded",
     "finite",
     "flow",
     "half_parts",
+    "pending_state",
     "state",
     "state_flow",
     "state_x",
@@ -155,12 +155,13 @@ def add_halves(
 
 
 # A booking split in two (:meth:`gossip.model.parameters.ParameterLedger.settle`): the running
-# sums when the node's state is next read, the edge's row when the node is idle. Each half
-# computes ``a`` and ``d`` as :func:`add_halves` does, so the two halves add the same numbers.
+# sums when the ledger must change them, the edge's row when the node is idle; and a state read
+# while a booking waits (:func:`pending_state`). Each computes ``a`` and ``d`` as
+# :func:`add_halves` does, so every path adds, and reads, the same numbers.
 
 
 @njit(cache=True, nogil=True)
-def add_sums_state(
+def pending_state(
     dx: Floats,
     dz: Floats,
     k_a: float,
@@ -171,14 +172,13 @@ def add_sums_state(
     x: Floats,
     z: Floats,
 ) -> None:  # pragma: no cover
-    """``sum_a += k_a (dx + dz)``, ``sum_d += k_d (dx - dz)``, then :func:`state` of the
-    new sums."""
+    """:func:`state` of the sums with a flow added, ``a = sum_a + k_a (dx + dz)`` and
+    ``d = sum_d + k_d (dx - dz)`` (what :func:`add_halves` will store), the sums left as they
+    are: a read of them, not a write."""
     for i in range(dx.size):
         fx, fz = np.float64(dx[i]), np.float64(dz[i])
         a = sum_a[i] + (fx + fz) * k_a
         d = sum_d[i] + (fx - fz) * k_d
-        sum_a[i] = a
-        sum_d[i] = d
         fd = d * factor
         x[i] = a + fd
         z[i] = a - fd

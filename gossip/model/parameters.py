@@ -19,9 +19,11 @@ float64 arrays read and written) costs more than the rest of an exchange's arith
 the sums are needed soon, by the node's next state or flow; the row only by recovery. So
 :meth:`ParameterLedger.add_values` checks a flow and keeps it (:func:`_fused.one_pass
 <gossip.model._fused.one_pass>`), and adds it later: a server, after it has sent the Reply;
-an initiator adds the Reply's flow to its sums in the same pass that builds its next ``x``
-and ``z``, and to its row after that request is sent (:meth:`ParameterLedger.settle`, which
-the node calls when idle). Every method that reads the ledger adds what is pending first, in
+an initiator builds its next ``x`` and ``z`` from its sums and the Reply's flow in one pass
+that only reads them (:func:`~gossip.model._loops.pending_state`), and adds the flow to its
+sums and its row after that request has left (:meth:`ParameterLedger.settle`, which the node
+runs once the frame is gone: :mod:`node.departures`), so that writing the sums is off the
+exchange's path. Every method that reads the ledger adds what is pending first, in
 the order the flows came, with the same operations, so results are the same to the bit
 whenever the work is done. Only arrays that nobody can change in the meantime are kept: the
 read-only ones a received frame holds (:func:`gossip.wire.schema.decode`) and the flows this
@@ -180,12 +182,12 @@ class ParameterLedger(Ledger):
         self._rebase(t)
         x, z = pool.take(), pool.take()
         factor = decay_value(self.eta, t - self._t_ref)
-        booking = self._book_sums()
-        if booking is None:
+        booking = self._deferred
+        if booking is None or self._sums_booked:
             fused.state(self._sum_a, self._sum_d, factor, x, z)
-        else:  # the client's next request: the reply's flow into the sums, and x and z, at once
+        else:  # the client's next request: x and z with the reply's flow, the sums only read
             _, fx, fz, k_a, k_d, loops = booking
-            loops.add_sums_state(fx, fz, k_a, k_d, self._sum_a, self._sum_d, factor, x, z)
+            loops.pending_state(fx, fz, k_a, k_d, self._sum_a, self._sum_d, factor, x, z)
         return x, z
 
     def flow_values(
