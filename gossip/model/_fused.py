@@ -44,6 +44,7 @@ __all__ = [
     "one_pass",
     "state",
     "state_flow",
+    "stored_below",
 ]
 
 BLOCK = 16384
@@ -55,6 +56,7 @@ COMPILED_MIN_DIM = 1 << 17
 numba imports; smaller ones through NumPy blocks."""
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT32_BELOW = 2.0**128 - 2.0**103  # halfway between float32's largest and 2**128
 
 F64 = NDArray[np.float64]
 Floats = NDArray[np.floating]
@@ -123,9 +125,8 @@ def flow(x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats
     """
     dim = x_v.size
     loops = compiled(dim)
-    if loops is not None:
-        loops.flow(x_v, x_w, c, step, dx, dz)
-        return _flow_finite(c, step, dx, dz)
+    if loops is not None:  # it checks each value as it stores it: no second read
+        return bool(loops.flow(x_v, x_w, c, step, dx, dz, stored_below(dx.dtype)))
     gap = np.empty(min(dim, BLOCK))
     with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused below
         for i in _blocks(dim):
@@ -161,9 +162,9 @@ def state_flow(
     sum_a, sum_d = sums
     dim = sum_a.size
     loops = compiled(dim)
-    if loops is not None:
-        loops.state_flow(sum_a, sum_d, factor, x_v, c, step, dx, dz)
-        return _flow_finite(c, step, dx, dz)
+    if loops is not None:  # as in flow(): checked as it is stored
+        below = stored_below(dx.dtype)
+        return bool(loops.state_flow(sum_a, sum_d, factor, x_v, c, step, dx, dz, below))
     x_w = np.empty(min(dim, BLOCK))
     with np.errstate(over="ignore", invalid="ignore"):  # what overflows is refused below
         for i in _blocks(dim):
@@ -191,6 +192,20 @@ def all_finite(x: Floats) -> bool:
     with np.errstate(over="ignore", invalid="ignore"):
         total = float(np.add.reduce(x))
     return total - total == 0.0 or bool(np.isfinite(x).all())
+
+
+def stored_below(dtype: np.dtype) -> float:
+    """The float64 magnitude from which a value stored in ``dtype`` is no longer finite:
+    float32 rounds ``2**128 - 2**103`` and above to infinity (to nearest, ties to even), and
+    float64 keeps every finite value.
+
+    Examples
+    --------
+    >>> bound = stored_below(np.dtype(np.float32))
+    >>> bool(np.isfinite(np.float32(np.nextafter(bound, 0.0)))), stored_below(np.dtype(np.float64))
+    (True, inf)
+    """
+    return _FLOAT32_BELOW if dtype == np.float32 else math.inf
 
 
 def _flow_finite(c: float, step: float, dx: Floats, dz: Floats) -> bool:

@@ -55,13 +55,20 @@ def state_x(sum_a: F64, sum_d: F64, factor: float, x: Floats) -> None:  # pragma
 
 @njit(cache=True, nogil=True)
 def flow(
-    x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats
-) -> None:  # pragma: no cover
-    """``dx = step (x_w - x_v)``, ``dz = c (x_w - x_v)``, the gap in float64."""
+    x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats, below: float
+) -> bool:  # pragma: no cover
+    """``dx = step (x_w - x_v)``, ``dz = c (x_w - x_v)``, the gap in float64; whether every
+    value is below ``below`` in magnitude, so finite once stored (:func:`stored_below`)."""
+    ok: Any = True  # a bool for numba, whatever mypy makes of numpy's comparisons
     for i in range(x_v.size):
         gap = np.float64(x_w[i]) - np.float64(x_v[i])
-        dz[i] = gap * c
-        dx[i] = gap * step
+        vz = gap * c
+        vx = gap * step
+        dz[i] = vz
+        dx[i] = vx
+        # A boolean and, not a branch: the loop stays vectorised (NaN compares false).
+        ok = ok & (abs(vz) < below) & (abs(vx) < below)
+    return bool(ok)
 
 
 @njit(cache=True, nogil=True)
@@ -74,12 +81,19 @@ def state_flow(
     step: float,
     dx: Floats,
     dz: Floats,
-) -> None:  # pragma: no cover
-    """:func:`flow` from ``x_v`` to ``x_w = a + f d`` (:func:`state_x`), ``x_w`` never stored."""
+    below: float,
+) -> bool:  # pragma: no cover
+    """:func:`flow` from ``x_v`` to ``x_w = a + f d`` (:func:`state_x`), ``x_w`` never stored;
+    whether every value is below ``below``, as :func:`flow` says."""
+    ok: Any = True  # a bool for numba, whatever mypy makes of numpy's comparisons
     for i in range(sum_a.size):
         gap = (sum_a[i] + sum_d[i] * factor) - np.float64(x_v[i])
-        dz[i] = gap * c
-        dx[i] = gap * step
+        vz = gap * c
+        vx = gap * step
+        dz[i] = vz
+        dx[i] = vx
+        ok = ok & (abs(vz) < below) & (abs(vx) < below)
+    return bool(ok)
 
 
 @njit(cache=True, nogil=True)

@@ -176,3 +176,28 @@ def test_a_flow_says_when_a_value_it_wrote_is_not_finite(
         sums = (w.copy(), np.zeros(dim))
         assert not fused.state_flow(sums, 1.0, v.astype(dtype), c, step, dx, dz)
     assert fused.flow(v[:5], w[:5], 4.0, 0.5, dx[:5], dz[:5])  # before the bad value
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_flow_is_refused_exactly_when_a_stored_value_is_not_finite(
+    path: str, dtype: type
+) -> None:
+    """Gaps at the last values the outputs' dtype stores finitely and the first it does not
+    (float32 rounds to nearest: halfway to 2**128 is already infinite): the flow's answer
+    is what numpy finds in what it stored."""
+    largest = float(np.finfo(dtype).max)
+    edge = fused.stored_below(np.dtype(dtype)) if dtype is np.float32 else largest
+    with np.errstate(over="ignore"):  # float64's next after its largest is inf: a gap too
+        gaps = [np.nextafter(edge, 0.0), edge, np.nextafter(edge, np.inf), -edge, largest]
+    for gap in gaps:
+        for c in (1.0, 1.0 + 2**-40):
+            v, w = np.zeros(2), np.array([0.0, gap])
+            dx, dz = np.empty(2, dtype), np.empty(2, dtype)
+            with np.errstate(over="ignore"):
+                stored = bool(np.isfinite(np.float64(gap) * c).all())
+            said = fused.flow(v, w, c, 0.5, dx, dz)
+            assert said is (bool(np.isfinite(dz).all()) and bool(np.isfinite(dx).all()))
+            sums = (w.copy(), np.zeros(2))
+            assert fused.state_flow(sums, 1.0, v.astype(dtype), c, 0.5, dx, dz) is said
+            if dtype is np.float64:
+                assert said is stored
