@@ -126,6 +126,10 @@ class Coordinator:
         self._exact_logged = 0  # exact points ever appended (state.exact) already in the file
         self._t_stop: float | None = None
         self._asked_stop = ""
+        # Whether the latest estimate's reports lay within a few report periods of each other
+        # (Evaluation.fresh): one that mixes a stale report with fresh ones is no evidence of
+        # divergence (see _diverged).
+        self._estimate_fresh = True
         self.record: dict[str, Any] | None = None
         """The run's final record (the ``--json`` file's content), once the run is over."""
         self._link: MqttLink | None = None
@@ -319,6 +323,7 @@ class Coordinator:
                 evaluated = self.reports.evaluate()
                 if evaluated is not None:
                     point = evaluated.point
+                    self._estimate_fresh = evaluated.fresh
                     self.state.record(point, may_reach=False)
                     convergence.add_estimate(evaluated, -math.inf if view is None else view.start)
                     if self.state.phase == "running" and not evaluated.stopped:
@@ -387,6 +392,12 @@ class Coordinator:
         # look like an explosion that never happened.
         history = self.state.exact if len(self.state.exact) >= 2 else self.state.history
         if len(history) < 2:
+            return False
+        if history is self.state.history and not self._estimate_fresh:
+            # Reports hundreds of t apart, as right after a broker outage: the estimate mixes
+            # the fresh ones back to the median t, by up to exp(2 eta span), and a healthy run
+            # looked a million times its start (the broker-restart test, once). A cluster that
+            # really diverges keeps reporting, so its next fresh estimate says so.
             return False
         floor = error_floor(self.state.initial) if self.state.initial else 0.0
         # Growth is judged from the run's own start, not from this coordinator's first point: a

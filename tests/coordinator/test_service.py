@@ -397,6 +397,22 @@ def test_a_resumed_coordinator_judges_divergence_from_the_runs_start(
     assert coord._diverged() is diverged
 
 
+@pytest.mark.parametrize("fresh", [False, True])
+def test_an_explosion_seen_only_in_reports_far_apart_is_not_divergence(
+    tmp_path: Path, fresh: bool
+) -> None:
+    # After a broker outage the coordinator held one node's report from t = 42 and the others'
+    # from hundreds of t later; mixed to their median t, the estimate's error was 681,705
+    # (1.5 million times the start) and a healthy run was stopped as "diverged". Only an
+    # estimate of reports close in t (Evaluation.fresh) may say so.
+    coord = Coordinator(_config(None, tmp_path, until=1e-9))
+    coord.state.initial = [(1.0,), (0.0,), (0.0,), (0.0,)]
+    coord.state.record(ErrorPoint(15.6, 0.099, 0.0, 0.0), may_reach=False)
+    coord.state.record(ErrorPoint(48.5, 681_704.9, 110.5, 3.0), may_reach=False)
+    coord._estimate_fresh = fresh
+    assert coord._diverged() is fresh
+
+
 @contextlib.asynccontextmanager
 async def _slow_proxy(host: str, port: int, delay: float) -> AsyncIterator[int]:
     """A TCP relay to ``host:port`` that holds each connection ``delay`` s before relaying it
