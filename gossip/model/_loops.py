@@ -53,21 +53,30 @@ def state_x(sum_a: F64, sum_d: F64, factor: float, x: Floats) -> None:  # pragma
         x[i] = sum_a[i] + sum_d[i] * factor
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _put_flow(
+    gap: float, c: float, step: float, dx: Floats, dz: Floats, i: int, below: float
+) -> bool:  # pragma: no cover
+    """Store ``dz[i] = c gap`` and ``dx[i] = step gap``; whether both are below ``below`` in
+    magnitude (NaN compares false), so finite once stored (:func:`stored_below`)."""
+    vz = gap * c
+    vx = gap * step
+    dz[i] = vz
+    dx[i] = vx
+    return (abs(vz) < below) & (abs(vx) < below)
+
+
 @njit(cache=True, nogil=True)
 def flow(
     x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats, below: float
 ) -> bool:  # pragma: no cover
     """``dx = step (x_w - x_v)``, ``dz = c (x_w - x_v)``, the gap in float64; whether every
-    value is below ``below`` in magnitude, so finite once stored (:func:`stored_below`)."""
+    value is below ``below`` in magnitude, so finite once stored (:func:`_put_flow`)."""
     ok: Any = True  # a bool for numba, whatever mypy makes of numpy's comparisons
     for i in range(x_v.size):
         gap = np.float64(x_w[i]) - np.float64(x_v[i])
-        vz = gap * c
-        vx = gap * step
-        dz[i] = vz
-        dx[i] = vx
-        # A boolean and, not a branch: the loop stays vectorised (NaN compares false).
-        ok = ok & (abs(vz) < below) & (abs(vx) < below)
+        # A boolean and, not a branch: the loop stays vectorised.
+        ok = ok & _put_flow(gap, c, step, dx, dz, i, below)
     return bool(ok)
 
 
@@ -85,14 +94,10 @@ def state_flow(
 ) -> bool:  # pragma: no cover
     """:func:`flow` from ``x_v`` to ``x_w = a + f d`` (:func:`state_x`), ``x_w`` never stored;
     whether every value is below ``below``, as :func:`flow` says."""
-    ok: Any = True  # a bool for numba, whatever mypy makes of numpy's comparisons
+    ok: Any = True
     for i in range(sum_a.size):
         gap = (sum_a[i] + sum_d[i] * factor) - np.float64(x_v[i])
-        vz = gap * c
-        vx = gap * step
-        dz[i] = vz
-        dx[i] = vx
-        ok = ok & (abs(vz) < below) & (abs(vx) < below)
+        ok = ok & _put_flow(gap, c, step, dx, dz, i, below)
     return bool(ok)
 
 
