@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 from machine import background_cores
-from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
+from raw_zmq import REQUEST_FRAME, capacity_samples, echo_dealer
 
 from coordinator.agreement import Agreement, band_agreement, optimization_agreement
 from coordinator.broker import RunningBroker
@@ -73,10 +73,7 @@ lasts about half a second, and single samples moved by 20% from one minute to th
 
 async def raw_capacity(round_trips: int = 20_000, window: int = 30) -> list[float]:
     """Raw capacity samples (round trips per second, ``window`` in flight), sorted."""
-    async with echo_dealer(warmup=200) as (sock, _):
-        return sorted(
-            [await in_flight_rate(sock, round_trips, window) for _ in range(CAPACITY_SAMPLES)]
-        )
+    return await capacity_samples(CAPACITY_SAMPLES, round_trips, window)
 
 
 async def raw_zmq(round_trips: int = 4000) -> Raw:

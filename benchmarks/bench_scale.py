@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 import psutil
-from raw_zmq import echo_dealer, in_flight_rate
+from raw_zmq import capacity_samples
 
 
 @dataclass
@@ -202,8 +202,7 @@ def line(case: Case) -> str:
 
 async def raw_capacity(samples: int = 3, round_trips: int = 20_000) -> float:
     """The median of ``samples`` raw pyzmq capacities, in round trips a second (30 in flight)."""
-    async with echo_dealer(warmup=200) as (sock, _):
-        return float(np.median([await in_flight_rate(sock, round_trips) for _ in range(samples)]))
+    return float(np.median(await capacity_samples(samples, round_trips)))
 
 
 async def main(argv: Sequence[str] | None = None) -> list[Case]:

@@ -100,3 +100,12 @@ async def in_flight_rate(sock: zmq.asyncio.Socket, round_trips: int, window: int
     for _ in range(window):
         await sock.recv()
     return round_trips / (time.perf_counter() - start)
+
+
+async def capacity_samples(
+    samples: int, round_trips: int = 20_000, window: int = 30
+) -> list[float]:
+    """``samples`` raw capacities (:func:`in_flight_rate` through a fresh
+    :func:`echo_dealer`), sorted: the machine's baseline, measured in the benchmark's run."""
+    async with echo_dealer(warmup=200) as (sock, _):
+        return sorted([await in_flight_rate(sock, round_trips, window) for _ in range(samples)])
