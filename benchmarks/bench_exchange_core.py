@@ -13,7 +13,9 @@ block gives the figures.
 Run: ``python benchmarks/bench_exchange_core.py [--exchanges 40000] [--dim 1]``. It prints
 one JSON line: microseconds per exchange (CPU and wall, median block) and the exchanges per
 second of CPU that makes.
-To compare two trees, run it with each on ``PYTHONPATH``, alternately.
+To compare two trees, run ``scripts/bench-compare BASE [HEAD] --cases core``: it runs this
+with each tree first on ``PYTHONPATH``, alternately (a tree from before gossip/ was laid out by
+concept imports the same classes from their old modules).
 """
 
 from __future__ import annotations
@@ -23,9 +25,15 @@ import json
 import statistics
 import time
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model.ledger import Ledger
+try:
+    from gossip.exchange.exchanger import Exchanger
+    from gossip.exchange.vocabulary import Link, TimeBase
+    from gossip.model.ledger import Ledger
+except ImportError:  # a tree from before gossip/ was laid out by concept (scripts/bench-compare)
+    from gossip.ledger import Ledger  # type: ignore[import-not-found,no-redef]
+    from gossip.protocol import Link, TimeBase  # type: ignore[import-not-found,no-redef]
+
+    from gossip.exchange import Exchanger  # type: ignore[attr-defined,no-redef]
 
 
 def pair(dim: int) -> tuple[Exchanger, Exchanger]:
