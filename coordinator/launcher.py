@@ -64,7 +64,7 @@ from coordinator.config import secured
 from coordinator.forking import ForkServer, node_environment
 from coordinator.mqtt_auth import write_broker_auth
 from coordinator.node_commands import host_sizes, node_command
-from coordinator.procs import NODE_NICENESS, Child, free_port, spawn, stop_all
+from coordinator.procs import Child, free_port, node_niceness, python_module, spawn, stop_all
 from coordinator.records import RunSummary, error_text
 from coordinator.registry import Plan
 from coordinator.security import load_security
@@ -207,7 +207,7 @@ async def run_up(
                 log=config.log_dir / "forkserver.log",
                 optimization=bool(config.coordinator.problem),
                 training=config.coordinator.training is not None,
-                nice=NODE_NICENESS,
+                nice=node_niceness(config.nodes_per_process),
             )
             if config.fork
             else None
@@ -308,8 +308,10 @@ async def _run_up(
 
         async def start(slot: _Slot) -> Child:
             if forks is None:
-                argv = [sys.executable, "-m", "cli.app", *slot.command]
-                return await spawn(argv, log=slot.log, env=env, nice=NODE_NICENESS)
+                argv = python_module("cli.app", *slot.command)
+                return await spawn(
+                    argv, log=slot.log, env=env, nice=node_niceness(config.nodes_per_process)
+                )
             return await forks.fork(slot.command, slot.log)
 
         try:

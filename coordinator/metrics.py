@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.records import COUNTER_NAMES, NodeView
+from coordinator.records import COUNTER_NAMES, NodeView, PeerClock
 from gossip.errors import ProtocolError
 from gossip.model.mixing import mix
 from gossip.wire.checks import unpacked
@@ -255,6 +255,25 @@ def _optional(raw: Any) -> float | None:
     return float(raw)
 
 
+def _clock(raw: Any) -> PeerClock | None:
+    """A report's ``clock``: ``{"peer", "offset", "error", "samples"}`` (seconds), or ``None``
+    when absent (an older node), null (nothing measured yet) or malformed: it only informs a
+    warning, so a bad one is dropped, as the percentiles are, not the whole report."""
+    if not isinstance(raw, dict):
+        return None
+    peer, samples = _natural(raw.get("peer")), _natural(raw.get("samples"))
+    offset, error = _optional(raw.get("offset")), _optional(raw.get("error"))
+    if peer is None or not samples or offset is None or error is None or error < 0:
+        return None
+    return PeerClock(peer=peer, offset=offset, error=error, samples=samples)
+
+
+def _natural(raw: Any) -> int | None:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        return None
+    return raw
+
+
 def parse_report(
     topic: str, payload: bytes, prefix: str, expected: int, dim: int | None
 ) -> dict[str, Any]:
@@ -262,10 +281,11 @@ def parse_report(
 
     Returns a dict with ``node`` (int), ``name``, ``address``, ``t``, ``wall``, ``x``, ``y``
     (``()`` unless an optimization run's node reports its dual), ``z``,
-    ``initial`` (tuples), ``final`` (bool), ``counters`` (str -> int), ``rtt_p50_ms``,
-    ``rtt_p99_ms``, ``lag_p50``, ``lag_p99``, ``wait_p50``, ``wait_p99`` (float or None:
-    :mod:`gossip.exchange.lateness`),
-    ``edges`` (int -> int) and ``trace`` (``(g, x)`` pairs, :mod:`gossip.exchange.trace`).
+    ``initial`` (tuples), ``final`` (bool), ``counters`` (str -> int), ``rtt_p5_ms``,
+    ``rtt_p50_ms``, ``rtt_p99_ms``, ``lag_p50``, ``lag_p99``, ``wait_p50``, ``wait_p99``
+    (float or None: :mod:`gossip.exchange.lateness`),
+    ``edges`` (int -> int), ``trace`` (``(g, x)`` pairs, :mod:`gossip.exchange.trace`) and
+    ``clock`` (a :class:`~coordinator.records.PeerClock` or None: :func:`_clock`).
 
     Raises
     ------
@@ -325,6 +345,7 @@ def parse_report(
         "initial": initial,
         "final": bool(data.get("final", False)),
         "counters": {name: counters.get(name, 0) for name in COUNTER_NAMES},
+        "rtt_p5_ms": _optional(rtt.get("p5")),  # absent from older nodes: the p50 stands in
         "rtt_p50_ms": _optional(rtt.get("p50")),
         "rtt_p99_ms": _optional(rtt.get("p99")),
         "lag_p50": _optional(lag.get("p50")),
@@ -332,6 +353,7 @@ def parse_report(
         "wait_p50": _optional(wait.get("p50")),
         "wait_p99": _optional(wait.get("p99")),
         "edges": edges,
+        "clock": _clock(data.get("clock")),  # absent from older nodes
         "trace": _trace(
             data.get("trace"), len(x)
         ),  # absent from nodes older than gossip.exchange.trace
@@ -349,6 +371,7 @@ def update_view(view: NodeView, report: Mapping[str, Any], received: float) -> N
     view.initial = report["initial"]
     view.final = report["final"]
     view.counters = dict(report["counters"])
+    view.rtt_p5_ms = report["rtt_p5_ms"]
     view.rtt_p50_ms = report["rtt_p50_ms"]
     view.rtt_p99_ms = report["rtt_p99_ms"]
     view.lag_p50 = report["lag_p50"]
@@ -356,5 +379,6 @@ def update_view(view: NodeView, report: Mapping[str, Any], received: float) -> N
     view.wait_p50 = report["wait_p50"]
     view.wait_p99 = report["wait_p99"]
     view.edges = dict(report["edges"])
+    view.clock = report["clock"]
     view.received = received
     view.reports += 1

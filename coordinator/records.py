@@ -20,6 +20,7 @@ __all__ = [
     "ErrorPoint",
     "FinalResult",
     "NodeView",
+    "PeerClock",
     "RunSummary",
     "error_text",
     "json_num",
@@ -80,6 +81,38 @@ def json_nums(values: tuple[float, ...] | list[float]) -> list[float | None]:
     return [json_num(v) for v in values]
 
 
+@dataclass(frozen=True, slots=True)
+class PeerClock:
+    """A node's bound on one neighbour's clock offset, from their exchanges' round trips
+    (:mod:`gossip.exchange.clockskew`): ``offset - error <= theta <= offset + error``.
+
+    Attributes
+    ----------
+    peer : int
+        The neighbour's node id.
+    offset : float
+        Seconds: the neighbour's clock less the node's, the bound's midpoint.
+    error : float
+        Seconds: the bound's half-width (at most half the shortest round trip seen).
+    samples : int
+        Exchanges behind the bound.
+    """
+
+    peer: int
+    offset: float
+    error: float
+    samples: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the bound as the node reports it (JSON-ready)."""
+        return {
+            "peer": self.peer,
+            "offset": json_num(self.offset),
+            "error": json_num(self.error),
+            "samples": self.samples,
+        }
+
+
 @dataclass(slots=True)
 class NodeView:
     """The latest state report of one node, as published on ``gossip/<cluster>/node/<id>/state``.
@@ -105,8 +138,12 @@ class NodeView:
     counters : dict of str to int
         Exchange counters: ``initiated``, ``served``, ``retried``, ``failed``, ``rejected``,
         ``duplicates``.
-    rtt_p50_ms, rtt_p99_ms : float or None
-        Round-trip time percentiles of the node's own exchanges, in milliseconds.
+    rtt_p5_ms, rtt_p50_ms, rtt_p99_ms : float or None
+        Round-trip time percentiles of the node's own exchanges, in milliseconds (the 5th
+        percentile: ``None`` from nodes that do not report it).
+    clock : PeerClock or None
+        The node's bound on the neighbour's clock offset surely the largest; ``None`` before
+        one is measured, and from nodes that do not report it.
     lag_p50, lag_p99 : float or None
         Percentiles of the lag of the node's jumps behind their ticks, in units of t
         (:mod:`gossip.exchange.lateness`).
@@ -131,8 +168,10 @@ class NodeView:
     initial: tuple[float, ...] = ()
     final: bool = False
     counters: dict[str, int] = field(default_factory=dict)
+    rtt_p5_ms: float | None = None
     rtt_p50_ms: float | None = None
     rtt_p99_ms: float | None = None
+    clock: PeerClock | None = None
     lag_p50: float | None = None
     lag_p99: float | None = None
     wait_p50: float | None = None
@@ -158,7 +197,12 @@ class NodeView:
             "initial": json_nums(self.initial),
             "final": self.final,
             "counters": {k: int(v) for k, v in self.counters.items()},
-            "rtt_ms": {"p50": json_num(self.rtt_p50_ms), "p99": json_num(self.rtt_p99_ms)},
+            "rtt_ms": {
+                "p5": json_num(self.rtt_p5_ms),
+                "p50": json_num(self.rtt_p50_ms),
+                "p99": json_num(self.rtt_p99_ms),
+            },
+            "clock": None if self.clock is None else self.clock.as_dict(),
             "lag": {"p50": json_num(self.lag_p50), "p99": json_num(self.lag_p99)},
             "wait": {"p50": json_num(self.wait_p50), "p99": json_num(self.wait_p99)},
             "edges": {str(k): int(v) for k, v in self.edges.items()},

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from gossip.errors import GossipError
-from gossip.exchange.clockskew import skew_tolerance
+from gossip.exchange.clockskew import SKEW_SAMPLES, skew_tolerance
 from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.trace import Trace, trace_step
 from gossip.exchange.vocabulary import Counters, Link, TimeBase
@@ -92,14 +92,13 @@ _RTT_EVERY = 1.0
 # Seconds between two looks at a gradient step that waits for our exchange to settle.
 _STEP_WAIT = 0.002
 _SKEW_EVERY = 1.0  # seconds between two looks at the neighbours' clock offsets
-_SKEW_SAMPLES = 5  # exchanges with a neighbour before its offset may be warned of
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
 _UNKNOWN: dict[str, float | None] = {"p50": None, "p99": None}  # percentiles of no sample
 
 
 def _known(percentiles: dict[str, float], samples: int) -> dict[str, float | None]:
     """``percentiles`` if taken from some sample, else unknown (JSON null, never 0)."""
-    return dict(percentiles) if samples else dict(_UNKNOWN)
+    return dict(percentiles) if samples else dict.fromkeys(percentiles)
 
 
 class Node:
@@ -217,6 +216,7 @@ class Node:
         self._parted = asyncio.Event()  # set when, stopping, every neighbour said goodbye
         self.final: dict[str, Any] | None = None
         self.final_taken: asyncio.Event | None = None  # set once the coordinator holds it
+        self.on_final: Callable[[], None] | None = None  # called once ``final`` is there
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
         # Constant: converted once (a model's, packed).
         self._initial: str | list[float] = (
@@ -241,7 +241,8 @@ class Node:
         final report): they partition thousands of samples, most of a report's cost. A model's
         parameters (``x``, ``z``, ``initial`` and each trace sample's) go as base64 text
         (:func:`gossip.wire.checks.pack`): as a list of numbers it takes 2 times the bytes, and far
-        more time.
+        more time. ``clock`` is the bound on the neighbour's clock offset surely the largest
+        (:meth:`_clock_report`), the coordinator's evidence of skew.
         """
         now = self.clock()
         ex = self.exchanger
@@ -275,6 +276,7 @@ class Node:
             "final": final,
             "counters": {name: getattr(counters, name) for name in _COUNTER_NAMES},
             "rtt_ms": dict(self._rtt_ms),
+            "clock": self._clock_report(),
             "lag": dict(self._lag),
             "wait": dict(self._wait),
             "edges": {str(peer): n for peer, n in ex.activations().items()},
@@ -294,6 +296,16 @@ class Node:
         if self.learner is not None:  # a model's: [g, x as base64] (gossip.wire.checks)
             return [[row[0], pack(row[1:])] for row in samples]
         return samples
+
+    def _clock_report(self) -> dict[str, Any] | None:
+        """The neighbour whose clock offset is surely the largest, as the report carries it:
+        ``peer``, ``offset`` (its clock less ours) and ``error`` (the bound's half-width), in
+        seconds, and ``samples``; ``None`` before a first stamped reply."""
+        worst = self.exchanger.clock_offsets().worst()
+        if worst is None:
+            return None
+        peer, est = worst
+        return {"peer": peer, "offset": est.offset, "error": est.error, "samples": est.samples}
 
     async def run(self, mqtt: NodeMqtt | None = None, *, run_mqtt: bool = True) -> int:
         """Gossip until asked to stop, then stop cleanly (see the module header); return 0.
@@ -335,6 +347,8 @@ class Node:
             if not self.skew_warning:  # a run shorter than a look: its exchanges say it now
                 self._check_skew()
             self.final = self.report(final=True)
+            if self.on_final is not None:
+                self.on_final()
             if mqtt is not None:
                 await self._publish_final(mqtt, self.final)
             await self._part()
@@ -577,10 +591,17 @@ class Node:
             self._retry_idle = False
 
     def _wake_retry(self) -> None:
-        """Wake the retry task if it sleeps with nothing pending: something may be now (a
-        request sent, a request deferred), with a deadline sooner than its wake-up."""
-        if self._retry_idle:
-            self._retry_alarm.ring()
+        """Have the retry task, if it sleeps with nothing pending, wake by the soonest
+        deadline of what may be pending now (a request sent, a request deferred): its timer
+        moves, and it runs then, once, rather than now and again then (a task step fewer on
+        every exchange; most deadlines pass unneeded, the reply came)."""
+        if not self._retry_idle:
+            return
+        ex = self.exchanger
+        deadline, start = ex.next_deadline(), ex.next_start()
+        soonest = min((t for t in (deadline, start) if t is not None), default=None)
+        if soonest is not None:
+            self._retry_alarm.wake_by(max(soonest - self.clock(), _RETRY_GRAIN))
 
     def _check_skew(self) -> None:
         """Warn, once, when a neighbour's clock is surely past what the shared t tolerates
@@ -591,7 +612,7 @@ class Node:
         peer, est = worst
         n = max(self.boot.n, 2)
         tolerance = skew_tolerance(n, self.boot.rate)
-        if est.samples < _SKEW_SAMPLES or not est.past(tolerance):
+        if est.samples < SKEW_SAMPLES or not est.past(tolerance):
             return
         side = "behind" if est.offset > 0 else "ahead of"
         self.skew_warning = (

@@ -550,6 +550,7 @@ async def _run_once(
         async with asyncio.TaskGroup() as tg:
             for line, node in zip(lifelines, nodes, strict=True):
                 node.final_taken = line.delivered
+                node.on_final = line.kick
             if batched:  # registered together, so they beat together: one socket
                 first = identities[0]
                 group = LifelineGroup(

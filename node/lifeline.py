@@ -52,6 +52,7 @@ from gossip.wire.schema import (
     encode_bytes,
 )
 from node.curve import CurveKeys, curve_client
+from node.waits import wait_at_most
 
 __all__ = ["BEAT_EVERY", "FINAL_ROOM", "TAKEN", "Lifeline", "LifelineGroup"]
 
@@ -69,8 +70,17 @@ FINAL_ROOM = MAX_FRAME - 4096
 of more than about 24,000 to 32,000 parameters reports past it: x, z, the initial model and
 perhaps a trace sample, each 10.7 bytes a parameter, :func:`gossip.wire.checks.pack`.)"""
 
-_POLL = 0.1  # seconds: how soon a final report, once there, goes out
+_POLL = 0.1  # seconds: how often a stopped process checks that its final reports were taken
 _QUEUED = 2  # beats a lifeline keeps for a coordinator that is away
+
+
+def _until(next_beat: float, now: float, orphan_after: float | None) -> float:
+    """Seconds the beats may wait: until the next beat, and a quarter of ``orphan_after`` at
+    most (so that the orphan rule acts within a quarter of its time)."""
+    wait = max(0.0, next_beat - now)
+    if orphan_after is not None and math.isfinite(orphan_after):
+        wait = min(wait, orphan_after / 4)
+    return wait
 
 
 def _socket(
@@ -150,6 +160,17 @@ class Lifeline:
         self._final_text: str | None = None  # the final report's JSON, once encoded
         self._over_mqtt = False  # the final report is past FINAL_ROOM: it went over MQTT only
         self._flag_refused = False  # the coordinator refused a beat that said so (an older one)
+        self._sent_final = False  # the last beat sent carried the final report (or its flag)
+        self._wake = asyncio.Event()  # set by kick(): a final report to send, or delivered
+
+    def kick(self) -> None:
+        """Have the beats look at the node now (its final report is there): they otherwise
+        wait for the next beat, without a wake-up in between."""
+        self._wake.set()
+
+    def share_wake(self, wake: asyncio.Event) -> None:
+        """Kick ``wake`` instead of this lifeline's own (a :class:`LifelineGroup`'s)."""
+        self._wake = wake
 
     def final_text(self) -> str:
         """The final report as a beat carries it: its JSON, encoded once (a report never
@@ -222,19 +243,30 @@ class Lifeline:
             sock.close(0)
 
     async def _beat(self, sock: zmq.asyncio.Socket) -> None:
-        next_beat = -math.inf
-        final_sent = False
-        while not self.delivered.is_set():
-            now = self._clock()
-            beat, stopped = self.beat(), self.stopped()
-            if now >= next_beat or (stopped and not final_sent):
-                with contextlib.suppress(zmq.Again):  # no connection now: the next beat
-                    await sock.send(encode_bytes(beat), zmq.NOBLOCK)
-                final_sent = stopped
-                next_beat = now + BEAT_EVERY
-            if await sock.poll(timeout=_POLL * 1000):
-                self._answer(await sock.recv(), sent_final=stopped)
-            self.stop_if_orphaned()
+        # The answers are read by a task of their own and the beats wait on an event with a
+        # timeout: a poll of the socket every _POLL (zmq.asyncio's poll registers and removes
+        # the socket's FD each time) cost a node a thousandth of a core and its exchanges a
+        # wake-up ten times a second.
+        receiving = asyncio.ensure_future(self._receive(sock))
+        try:
+            next_beat = -math.inf
+            while not self.delivered.is_set():
+                now = self._clock()
+                stopped = self.stopped()
+                if now >= next_beat or (stopped and not self._sent_final):
+                    with contextlib.suppress(zmq.Again):  # no connection now: the next beat
+                        await sock.send(encode_bytes(self.beat()), zmq.NOBLOCK)
+                    self._sent_final = stopped
+                    next_beat = now + BEAT_EVERY
+                self.stop_if_orphaned()
+                self._wake.clear()
+                await wait_at_most(self._wake, _until(next_beat, self._clock(), self.orphan_after))
+        finally:
+            receiving.cancel()
+
+    async def _receive(self, sock: zmq.asyncio.Socket) -> None:
+        while True:
+            self._answer(await sock.recv(), sent_final=self._sent_final)
 
     def stop_if_orphaned(self) -> None:
         """Stop the node, with a warning, once :meth:`orphaned` (only once)."""
@@ -283,6 +315,7 @@ class Lifeline:
         elif isinstance(message, Beat) and message.final == TAKEN and sent_final:
             log.info("the coordinator took the final report over its own channel")
             self.delivered.set()
+            self.kick()  # the beats end
 
 
 class LifelineGroup:
@@ -310,6 +343,9 @@ class LifelineGroup:
         self._context = context
         self._keys = keys
         self._coordinator_key = coordinator_key
+        self._wake = asyncio.Event()
+        for line in lines:  # a member's final report, or its delivery, wakes the batch
+            line.share_wake(self._wake)
 
     async def run(self) -> None:
         """Beat until the coordinator holds every final report, or until cancelled."""
@@ -321,9 +357,17 @@ class LifelineGroup:
             sock.close(0)
 
     async def _beat(self, sock: zmq.asyncio.Socket) -> None:
-        clock = self.lines[0]._clock
-        next_beat = -math.inf
         final_sent: set[str] = set()
+        receiving = asyncio.ensure_future(self._receive(sock, final_sent))  # as Lifeline's
+        try:
+            await self._send_beats(sock, final_sent)
+        finally:
+            receiving.cancel()
+
+    async def _send_beats(self, sock: zmq.asyncio.Socket, final_sent: set[str]) -> None:
+        clock = self.lines[0]._clock
+        orphan_after = min((line.orphan_after or math.inf) for line in self.lines)
+        next_beat = -math.inf
         while True:
             pending = [line for line in self.lines if not line.delivered.is_set()]
             if not pending:
@@ -343,13 +387,14 @@ class LifelineGroup:
                 final_sent.update(b.name for b in due if b.final or b.final_over_mqtt)
                 if periodic:
                     next_beat = now + BEAT_EVERY
-            if await sock.poll(timeout=_POLL * 1000):
-                while True:  # every answer already there, then the next round
-                    self._answer(await sock.recv(), final_sent)
-                    if not await sock.poll(timeout=0):
-                        break
             for line in pending:
                 line.stop_if_orphaned()
+            self._wake.clear()
+            await wait_at_most(self._wake, _until(next_beat, clock(), orphan_after))
+
+    async def _receive(self, sock: zmq.asyncio.Socket, final_sent: set[str]) -> None:
+        while True:
+            self._answer(await sock.recv(), final_sent)
 
     def _answer(self, frame: bytes, final_sent: set[str]) -> None:
         try:

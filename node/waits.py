@@ -10,13 +10,14 @@ then go on looping and keep its task group, and the process, alive.
 ``asyncio.timeout`` has no such window, and it needs no extra task per wait.
 
 :class:`Alarm` is the cheaper form for a loop that sleeps hundreds of times a second and is
-woken early now and then (the node's retry task): one future and one timer per sleep, and no
-timeout context, whose expiry raises and catches an exception in the sleeping task. It also
-never wakes before its time. uvloop's timers (libuv's) count whole milliseconds from a clock
-read at the start of the loop's iteration, so a timer fires up to about a millisecond early
-(4 sleeps in 10 of 0.4 to 3 ms did, measured). A loop that then sleeps the remainder again is
-handed timers of 0 ms until the time passes: the node's retry task, pausing after a
-refusal, slept 1.2 times per exchange that way, where it needs 0.16.
+woken early now and then (the node's retry task), or told to wake sooner
+(:meth:`Alarm.wake_by`, which moves the timer and wakes nobody now): one future and one timer
+per sleep, and no timeout context, whose expiry raises and catches an exception in the
+sleeping task. It also never wakes before its time. uvloop's timers (libuv's) count whole
+milliseconds from a clock read at the start of the loop's iteration, so a timer fires up to
+about a millisecond early (4 sleeps in 10 of 0.4 to 3 ms did, measured). A loop that then
+sleeps the remainder again is handed timers of 0 ms until the time passes: the node's retry
+task, pausing after a refusal, slept 1.2 times per exchange that way, where it needs 0.16.
 """
 
 from __future__ import annotations
@@ -61,6 +62,22 @@ class Alarm:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def wake_by(self, seconds: float) -> None:
+        """Have the current sleeper wake ``seconds`` from now at the latest: its timer is
+        moved sooner, and nothing runs until then (a no-op if it already wakes sooner, or if
+        nobody sleeps). Cheaper than :meth:`ring` for work that is due later, not now."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        seconds = max(seconds, 0.0)
+        until = time.monotonic() + seconds
+        if until >= self._until:
+            return
+        self._until = until
+        if self._timer is not None:
+            self._timer.cancel()
+        self._arm(asyncio.get_running_loop(), seconds)
 
     async def sleep(self, seconds: float) -> None:
         """Sleep ``seconds`` (no time if <= 0), or until :meth:`ring`."""

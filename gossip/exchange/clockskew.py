@@ -36,13 +36,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["SKEW_SHARE", "ClockOffsets", "OffsetEstimate", "skew_tolerance"]
+__all__ = ["SKEW_SAMPLES", "SKEW_SHARE", "ClockOffsets", "OffsetEstimate", "skew_tolerance"]
 
 SKEW_SHARE = 5.0
 """The tolerated skew, in mean gaps between one node's activations. Measured
 (benchmarks/bench_lan.py, grid:4x4 and line:30, 1 ms each way): skews of about 5 gaps kept the
 curve typical of the model; 10 moved it 0.4 decades up, 20 a decade, 30 out of the model's
 runs."""
+
+SKEW_SAMPLES = 5
+"""Exchanges behind a neighbour's bound before its offset may be warned of: by the node, and
+by the coordinator from the node's reports (one rule for both)."""
 
 
 def skew_tolerance(n: int, rate: float) -> float:

@@ -356,7 +356,8 @@ class Exchanger:
         return self._answers.clocks
 
     def rtt_ms(self) -> dict[str, float]:
-        """Return the p50 and p99 round trip, in milliseconds, of recent exchanges (0 if none)."""
+        """Return the p5, p50 and p99 round trip, in milliseconds, of recent exchanges (0 if
+        none): :meth:`gossip.exchange.rto.RetryTimer.percentiles_ms`."""
         return self._timer.percentiles_ms()
 
     def measured(self) -> tuple[int, int]:

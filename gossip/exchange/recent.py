@@ -1,4 +1,4 @@
-"""The last N samples of a running figure (round trips, lags, waits) and their p50 and p99.
+"""The last N samples of a running figure (round trips, lags, waits) and their percentiles.
 
 A node reports these percentiles about once a second. That code then runs cache-cold among
 30 busy processes, where ``numpy.percentile``'s dozens of Python frames (and a copy of the
@@ -52,17 +52,23 @@ class RecentSamples:
 
     def p50_p99(self) -> tuple[float, float]:
         """Return the median and the 99th percentile of the samples ((0, 0) if none)."""
+        p50, p99 = self.quantiles(0.5, 0.99)
+        return p50, p99
+
+    def quantiles(self, *fractions: float) -> tuple[float, ...]:
+        """Return the samples' quantiles at ``fractions`` (each in [0, 1]: 0.05 is the 5th
+        percentile), as ``numpy.percentile`` gives them; 0 for each if there is no sample."""
         n = self._count
         if n == 0:
-            return 0.0, 0.0
-        pos50, pos99 = 0.5 * (n - 1), 0.99 * (n - 1)
-        lo50, lo99 = math.floor(pos50), math.floor(pos99)
-        hi50, hi99 = min(lo50 + 1, n - 1), min(lo99 + 1, n - 1)
+            return (0.0,) * len(fractions)
+        positions = [q * (n - 1) for q in fractions]
+        lows = [math.floor(pos) for pos in positions]
+        highs = [min(lo + 1, n - 1) for lo in lows]
         window = self._ring[:n].copy()  # the ring keeps its order: partition a copy
-        window.partition(sorted({lo50, hi50, lo99, hi99}))
-        return (
-            _lerp(float(window[lo50]), float(window[hi50]), pos50 - lo50),
-            _lerp(float(window[lo99]), float(window[hi99]), pos99 - lo99),
+        window.partition(sorted({*lows, *highs}))
+        return tuple(
+            _lerp(float(window[lo]), float(window[hi]), pos - lo)
+            for pos, lo, hi in zip(positions, lows, highs, strict=True)
         )
 
 

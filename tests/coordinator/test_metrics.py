@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report
+from coordinator.metrics import Snapshot, consistent_cut, estimate, parse_report, update_view
+from coordinator.records import NodeView, PeerClock
 from gossip.errors import ProtocolError
 from gossip.model.jumps import jump
 from gossip.model.mixing import mix
@@ -83,6 +84,67 @@ def test_parse_report_reads_the_documented_fields() -> None:
     assert rep["counters"]["initiated"] == 4
     assert rep["counters"]["rejected"] == 0
     assert rep["rtt_p99_ms"] == 1.2
+
+
+def test_parse_report_reads_the_low_round_trip_and_the_clock_bound() -> None:
+    clock = {"peer": 4, "offset": -0.0502, "error": 0.0003, "samples": 17}
+    payload = _payload(rtt_ms={"p5": 0.1, "p50": 0.3, "p99": 1.2}, clock=clock)
+    rep = parse_report("gossip/c/node/3/state", payload, "gossip/c", expected=5, dim=1)
+    assert rep["rtt_p5_ms"] == 0.1
+    assert rep["clock"] == PeerClock(peer=4, offset=-0.0502, error=0.0003, samples=17)
+    view = NodeView(3)
+    update_view(view, rep, received=11.0)
+    assert (view.rtt_p5_ms, view.clock) == (0.1, rep["clock"])
+    as_dict = view.as_dict(now=11.0, timeout=5.0)
+    assert as_dict["rtt_ms"]["p5"] == 0.1
+    assert as_dict["clock"] == clock
+
+
+def test_an_older_nodes_report_has_neither_and_a_fresh_nodes_clock_is_null() -> None:
+    rep = parse_report("gossip/c/node/3/state", _payload(), "gossip/c", expected=5, dim=1)
+    assert (rep["rtt_p5_ms"], rep["clock"]) == (None, None)
+    rep = parse_report("gossip/c/node/3/state", _payload(clock=None), "gossip/c", 5, dim=1)
+    assert rep["clock"] is None
+    view = NodeView(3, clock=PeerClock(1, 0.0, 0.001, 9))
+    update_view(view, rep, received=11.0)
+    assert view.clock is None  # the latest report's, not an older one's
+
+
+_GOOD_CLOCK = {"peer": 4, "offset": 0.01, "error": 0.001, "samples": 7}
+
+
+@pytest.mark.parametrize(
+    "clock",
+    [
+        "0.01",
+        [4, 0.01, 0.001, 7],
+        {**_GOOD_CLOCK, "peer": True},
+        {**_GOOD_CLOCK, "peer": -1},
+        {**_GOOD_CLOCK, "peer": "4"},
+        {**_GOOD_CLOCK, "offset": "0.01"},
+        {**_GOOD_CLOCK, "offset": None},
+        {**_GOOD_CLOCK, "error": -0.001},
+        {**_GOOD_CLOCK, "samples": 0},
+        {**_GOOD_CLOCK, "samples": 2.5},
+        {k: v for k, v in _GOOD_CLOCK.items() if k != "error"},
+    ],
+)
+def test_a_malformed_clock_bound_is_dropped_and_the_report_kept(clock: object) -> None:
+    payload = _payload(clock=clock, rtt_ms={"p5": "fast", "p50": 0.3, "p99": 1.2})
+    rep = parse_report("gossip/c/node/3/state", payload, "gossip/c", expected=5, dim=1)
+    assert rep["clock"] is None
+    assert rep["rtt_p5_ms"] is None
+    assert rep["rtt_p50_ms"] == 0.3
+    assert rep["x"] == (0.5,)
+
+
+def test_a_non_finite_clock_offset_is_dropped() -> None:
+    # json.dumps writes NaN and Infinity, which json.loads reads back: not finite numbers.
+    payload = _payload(clock={**_GOOD_CLOCK, "offset": float("inf")})
+    rep = parse_report("gossip/c/node/3/state", payload, "gossip/c", expected=5, dim=1)
+    assert rep["clock"] is None
+    good = parse_report("gossip/c/node/3/state", _payload(clock=_GOOD_CLOCK), "gossip/c", 5, 1)
+    assert good["clock"] == PeerClock(4, 0.01, 0.001, 7)
 
 
 @pytest.mark.parametrize(

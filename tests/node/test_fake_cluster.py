@@ -74,6 +74,14 @@ async def test_cluster_reaches_the_exact_average_with_mass_conserved(faults: Fau
     for r in final:  # each edge's activation counts agree at both ends
         for peer, count in r["edges"].items():
             assert final[int(peer)]["edges"][str(r["node"])] == count
+    for r in final:  # one process, one clock: each bound on a neighbour's offset holds 0
+        clock, rtt = r["clock"], r["rtt_ms"]
+        assert clock is not None
+        assert clock["samples"] > 0
+        assert str(clock["peer"]) in r["edges"]
+        assert abs(clock["offset"]) <= clock["error"] + 1e-9
+        assert rtt["p5"] is not None
+        assert 0 < rtt["p5"] <= rtt["p50"] <= rtt["p99"]
 
 
 async def test_vector_values_average_componentwise() -> None:

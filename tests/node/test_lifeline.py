@@ -69,6 +69,7 @@ async def test_a_stop_answer_stops_the_node_and_the_final_report_goes_until_take
                 await asyncio.sleep(0.01)
         assert line.stopped_by == "coordinator"
         final[0] = {"node": 0, "final": True}
+        line.kick()  # as the node does once its final report is there
         while True:  # the final report goes out at once, and again until taken
             envelope, frame = await sock.recv_multipart()
             beat = decode(frame)
@@ -234,6 +235,7 @@ async def test_a_host_processs_lifelines_beat_in_one_batch_on_one_connection(
                 await asyncio.sleep(0.01)
         assert [line.stopped_by for line in lines] == ["coordinator", "coordinator"]
         finals["n1"] = {"node": 1, "final": True}
+        lines[1].kick()  # as the node does once its final report is there
         while True:  # n1's final report goes at once, alone: n0 has none yet
             envelope, frame = await sock.recv_multipart()
             batch = decode(frame)
@@ -246,6 +248,7 @@ async def test_a_host_processs_lifelines_beat_in_one_batch_on_one_connection(
             await lines[1].delivered.wait()
         assert not task.done()  # n0's report is not taken yet
         finals["n0"] = {"node": 0, "final": True}
+        lines[0].kick()
         while True:  # now only n0 beats: n1's report was taken
             envelope, frame = await sock.recv_multipart()
             batch = decode(frame)
@@ -276,6 +279,7 @@ async def test_a_host_processs_lifeline_says_in_its_batch_which_finals_went_over
         assert decode(frame) == BeatBatch((Beat("n0", EPOCH, ""), Beat("n1", EPOCH, "")))
         finals["n0"] = big
         finals["n1"] = {"node": 1, "final": True}
+        lines[1].kick()  # as the node does once its final report is there
         while True:  # both stopped: n0 says its report went over MQTT, n1 carries its own
             envelope, frame = await sock.recv_multipart()
             batch = decode(frame)

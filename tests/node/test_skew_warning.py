@@ -1,11 +1,14 @@
-"""A node warns, once, of a neighbour's clock past what the shared t tolerates.
+"""A node warns, once, of a neighbour's clock past what the shared t tolerates; so does the
+coordinator, from the bounds the nodes report.
 
 Real processes on loopback and a real mosquitto: cycle:4 on two hosts of two nodes each, every
-node with a neighbour on the other host, and host h0's wall clock set 250 ms ahead
-(``--fault offset_ms=250``). At 100 activations/s on 4 nodes the shared t tolerates 100 ms.
-Each node bounds its neighbours' offsets with its own exchanges (the replies' clock stamps,
-gossip.exchange.clockskew) and says so once, naming the offset, the tolerance and the fix; the
-run stays exact. Without the offset, nobody warns.
+node with a neighbour on the other host, and host h0's wall clock set 50 ms ahead
+(``--fault offset_ms=50``: half the nodes). At 300 activations/s on 4 nodes the shared t
+tolerates 33.3 ms. Each node bounds its neighbours' offsets with its own exchanges (the
+replies' clock stamps, gossip.exchange.clockskew) and says so once, naming the offset, the
+tolerance and the fix; the coordinator, which reads those bounds in the nodes' state reports,
+says it once for the cluster, naming two nodes across the hosts and about 50 ms; the run stays
+exact. Without the offset, all on one clock, nobody warns.
 """
 
 from __future__ import annotations
@@ -26,11 +29,16 @@ from gossip.exchange.clockskew import skew_tolerance
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]
 
-GRAPH, N, K, RATE = "cycle:4", 4, 2, 100.0
-OFFSET = 0.250  # seconds: host h0's clock ahead of h1's
+GRAPH, N, K, RATE = "cycle:4", 4, 2, 300.0
+OFFSET = 0.050  # seconds: host h0's clock ahead of h1's
 _WARNING = re.compile(
     r"this host's clock is (?P<ms>[0-9.]+) ms (?P<side>behind|ahead of) neighbour \d+'s "
     r"\(\+-(?P<err>[0-9.]+) ms, from \d+ exchanges' round trips\), past the (?P<tol>[0-9.]+) ms"
+)
+_CLUSTER_WARNING = re.compile(  # the coordinator's
+    r"the clock of node \d+ \((?P<peer>[^)]+)\) is (?P<ms>[0-9.]+) \+- (?P<err>[0-9.]+) ms "
+    r"(?P<side>ahead of|behind) that of node \d+ \((?P<node>[^)]+)\) \(measured by their "
+    r"exchanges' round trips\), past the (?P<tol>[0-9.]+) ms"
 )
 
 
@@ -50,9 +58,11 @@ def _free_port() -> int:
         return probe.bind_to_random_port("tcp://127.0.0.1", 20000, 60000)
 
 
-async def _run(tmp_path: Path, broker: str, offset_ms: float) -> tuple[list[str], dict[str, Any]]:
-    """One run of cycle:4 to eps, host h0's clock ``offset_ms`` ahead: each host's stderr, and
-    the run's summary."""
+async def _run(
+    tmp_path: Path, broker: str, offset_ms: float
+) -> tuple[list[str], str, dict[str, Any]]:
+    """One run of cycle:4 to eps, host h0's clock ``offset_ms`` ahead: each host's stderr, the
+    coordinator's, and the run's summary."""
     port = _free_port()
     summary = tmp_path / f"run-{offset_ms:g}.json"
     coordinator = await _gossip(
@@ -74,15 +84,15 @@ async def _run(tmp_path: Path, broker: str, offset_ms: float) -> tuple[list[str]
         errs = [(await h.communicate())[1].decode() for h in hosts]
         _, coord_err = await coordinator.communicate()
     assert coordinator.returncode == 0, coord_err.decode()[-2000:]
-    return errs, json.loads(summary.read_text())
+    return errs, coord_err.decode(), json.loads(summary.read_text())
 
 
 async def test_each_node_warns_once_of_a_skewed_neighbour_and_the_run_stays_exact(
     tmp_path: Path, mosquitto: RunningBroker
 ) -> None:
     tolerance = skew_tolerance(N, RATE)
-    assert 2 * tolerance < OFFSET  # surely past it, whatever the round trips
-    errs, summary = await _run(tmp_path, mosquitto.url, OFFSET * 1e3)
+    assert tolerance + 0.010 < OFFSET  # surely past it: loopback's round trips are far shorter
+    errs, coord_err, summary = await _run(tmp_path, mosquitto.url, OFFSET * 1e3)
     assert summary["reached"] is True
     assert abs(summary["mass_drift_rel"]) <= 1e-9
     for j, err in enumerate(errs):
@@ -94,12 +104,22 @@ async def test_each_node_warns_once_of_a_skewed_neighbour_and_the_run_stays_exac
             assert abs(float(found["ms"]) - OFFSET * 1e3) <= float(found["err"]) + 0.5
             assert float(found["tol"]) == pytest.approx(tolerance * 1e3, abs=0.1)
         assert "chrony" in err
+    # The coordinator: once, from the nodes' reported bounds, two nodes across the hosts.
+    said = [m for m in (_CLUSTER_WARNING.search(line) for line in coord_err.splitlines()) if m]
+    assert len(said) == 1, coord_err[-3000:]
+    found = said[0]
+    assert {found["peer"][:3], found["node"][:3]} == {"h0-", "h1-"}, found[0]
+    assert found["side"] == ("ahead of" if found["peer"].startswith("h0-") else "behind")
+    assert abs(float(found["ms"]) - OFFSET * 1e3) <= min(10.0, float(found["err"]) + 0.5)
+    assert float(found["tol"]) == pytest.approx(tolerance * 1e3, abs=0.1)
+    assert "chrony" in coord_err
 
 
 async def test_synchronised_clocks_give_no_warning(
     tmp_path: Path, mosquitto: RunningBroker
 ) -> None:
-    errs, summary = await _run(tmp_path, mosquitto.url, 0.0)
+    errs, coord_err, summary = await _run(tmp_path, mosquitto.url, 0.0)
     assert summary["reached"] is True
     for err in errs:
         assert "this host's clock is" not in err, err[-3000:]
+    assert "the clock of node" not in coord_err, coord_err[-3000:]  # one clock: no skew

@@ -124,3 +124,21 @@ def test_an_alarm_never_wakes_before_its_time_on_uvloop() -> None:
         return early
 
     assert uvloop.run(scenario()) == []
+
+
+async def test_wake_by_moves_the_sleepers_time_sooner_and_wakes_nobody_now() -> None:
+    alarm = Alarm()
+    start = time.monotonic()
+    sleeper = asyncio.create_task(alarm.sleep(30.0))
+    await asyncio.sleep(0.01)  # asleep
+    alarm.wake_by(0.2)
+    await asyncio.sleep(0.05)
+    assert not sleeper.done()  # moved, not rung
+    alarm.wake_by(10.0)  # later than its time now: no change
+    async with asyncio.timeout(5):
+        await sleeper
+    assert 0.2 <= time.monotonic() - start < 5
+
+
+def test_wake_by_without_a_sleeper_is_a_no_op() -> None:
+    Alarm().wake_by(0.0)

@@ -31,6 +31,19 @@ def test_percentiles_equal_numpys_over_the_last_samples(values: list[float], siz
     assert recent.p50_p99() == (float(expected[0]), float(expected[1]))
 
 
+@given(samples, st.integers(min_value=1, max_value=64))
+def test_any_quantiles_equal_numpys_over_the_last_samples(values: list[float], size: int) -> None:
+    recent = RecentSamples(size)
+    for value in values:
+        recent.add(value)
+    window = values[-size:]
+    if not window:
+        assert recent.quantiles(0.05, 0.5, 0.99) == (0.0, 0.0, 0.0)
+        return
+    expected = np.percentile(np.array(window), [5, 50, 99, 0, 100])
+    assert recent.quantiles(0.05, 0.5, 0.99, 0.0, 1.0) == tuple(float(e) for e in expected)
+
+
 def test_a_sample_pushed_out_no_longer_counts() -> None:
     recent = RecentSamples(3)
     for value in (1e9, 1.0, 2.0, 3.0):

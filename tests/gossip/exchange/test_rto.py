@@ -11,13 +11,14 @@ from gossip.exchange.vocabulary import Pending
 def test_the_timeout_is_the_initial_one_until_a_round_trip_is_measured() -> None:
     timer = RetryTimer(initial=0.2, low=0.01, high=2.0)
     assert (timer.timeout(), timer.srtt()) == (0.2, None)
-    assert timer.percentiles_ms() == {"p50": 0.0, "p99": 0.0}
+    assert timer.percentiles_ms() == {"p5": 0.0, "p50": 0.0, "p99": 0.0}
 
 
 def test_the_timeout_follows_srtt_plus_four_rttvar_within_its_bounds() -> None:
     timer = RetryTimer(initial=0.2, low=0.01, high=2.0)
     timer.sample(0.1, retried=False)
-    assert (timer.srtt(), timer.timeout()) == (0.1, pytest.approx(0.1 + 4 * 0.05))
+    assert timer.srtt() == 0.1
+    assert timer.timeout() == pytest.approx(0.1 + 4 * 0.05)
     timer.sample(0.3, retried=False)  # Jacobson/Karels, gains 1/8 and 1/4
     rttvar = 0.05 + 0.25 * (0.2 - 0.05)
     assert timer.srtt() == pytest.approx(0.1 + 0.125 * 0.2)
@@ -35,6 +36,16 @@ def test_a_retried_exchanges_round_trip_is_recorded_but_not_sampled() -> None:
     timer.sample(1.5, retried=True)  # Karn's rule: ambiguous
     assert timer.srtt() is None
     assert timer.percentiles_ms()["p50"] == pytest.approx(1500.0)
+
+
+def test_the_low_round_trip_is_the_5th_percentile() -> None:
+    timer = RetryTimer(initial=0.2, low=0.01, high=2.0)
+    for k in range(101):  # 1 ms to 101 ms: the 5th percentile is the 6th smallest
+        timer.sample((k + 1) / 1e3, retried=False)
+    rtt = timer.percentiles_ms()
+    assert rtt["p5"] == pytest.approx(6.0)
+    assert rtt["p50"] == pytest.approx(51.0)
+    assert rtt["p99"] == pytest.approx(100.0)
 
 
 def test_a_floor_above_the_initial_timeout_is_lowered_to_it() -> None:
