@@ -14,12 +14,11 @@ import contextlib
 import json
 import logging
 import os
-import sys
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from coordinator.procs import spawn, stop_process
+from coordinator.procs import python_module, spawn, stop_process
 from gossip.errors import LocalError
 
 __all__ = ["ForkServer", "ForkedProcess", "node_environment"]
@@ -92,7 +91,7 @@ class ForkServer:
         """
         flags = (["--optimization"] if optimization else []) + (["--training"] if training else [])
         proc = await spawn(
-            [sys.executable, "-m", "cli.forkserver", *flags],
+            python_module("cli.forkserver", *flags),
             log=log,
             env=env,
             stdout_pipe=True,

@@ -8,9 +8,9 @@ often each node reports so that the broker and the coordinator keep up.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 
+from coordinator.procs import python_module
 from gossip.errors import ConfigError
 
 __all__ = ["default_metrics_period", "host_sizes", "node_argv", "node_command"]
@@ -36,7 +36,7 @@ def node_argv(
     coordinator: str, name: str, host: str, extra: Sequence[str] = (), port: int | None = None
 ) -> list[str]:
     """Return the command line of one local node process."""
-    return [sys.executable, "-m", "cli.app", *node_command(coordinator, name, host, extra, port)]
+    return python_module("cli.app", *node_command(coordinator, name, host, extra, port))
 
 
 # Reports a second from all the nodes together. A report costs about 1 ms of CPU all told, and

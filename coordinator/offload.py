@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.procs import python_module
 from gossip.errors import ConfigError
 
 __all__ = ["offload"]
@@ -41,9 +42,7 @@ async def offload(nice: int, func: Callable[..., Any], *args: Any) -> Any:
     """
     payload = pickle.dumps((nice, func.__module__, func.__qualname__, args))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "coordinator.offload",
+        *python_module("coordinator.offload"),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -489,3 +489,25 @@ async def test_gossip_up_holds_its_dashboard_and_ends_on_the_achieved_rate(
     assert speeds, stdout.decode()
     assert int(speeds[-1]) == round(summary["rate_achieved"])
     assert summary["rate_achieved"] > 0
+
+
+async def test_gossip_up_runs_from_a_folder_with_packages_of_the_same_names(
+    tmp_path: Path,
+) -> None:
+    """A user's project may hold its own ``cli/`` package or ``node.py``: the processes that
+    ``gossip up`` starts must import this package's modules, not those of the folder it runs
+    in (once, ``python -m cli.forkserver`` took the user's ``cli`` and no node started)."""
+    for name in ("cli", "coordinator", "gossip"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"raise ImportError('the user\\'s {name}')\n")
+    (tmp_path / "node.py").write_text('raise ImportError("the user\'s node.py")\n')
+    script = Path(sys.executable).parent / "gossip"  # what a user runs: the console script
+    assert script.exists(), f"no console script at {script}"
+    proc = await asyncio.create_subprocess_exec(
+        str(script), "up", "--graph", "line:4", "--quiet",
+        "--metrics-file", str(tmp_path / "run.jsonl"), "--json", str(tmp_path / "run.json"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    _, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    assert json.loads((tmp_path / "run.json").read_text())["reached"] is True
