@@ -71,6 +71,11 @@ __all__ = ["Node"]
 log = logging.getLogger(__name__)
 
 _RETRY_GRAIN = 0.01  # seconds; the retry task wakes at most this often (timeouts are longer)
+# Seconds within which the idle retry task looks at an exchange that started meanwhile: most
+# replies come long before. Looked at on its deadline, each exchange woke the event loop once
+# more: 3.5 wake-ups per exchange against 2.7 (strace, a node of line:30 at 600/s), and 0.2
+# cores more for 30 nodes. A lost request is re-sent at most this much after its deadline.
+_RETRY_LOOK = 0.2
 # Seconds the retry task sleeps with nothing pending; an exchange that starts meanwhile wakes it
 # at once (Node._wake_retry). Waking every first timeout instead (0.2 s) cost 4,096 idle nodes
 # of one machine a whole core.
@@ -591,17 +596,18 @@ class Node:
             self._retry_idle = False
 
     def _wake_retry(self) -> None:
-        """Have the retry task, if it sleeps with nothing pending, wake by the soonest
-        deadline of what may be pending now (a request sent, a request deferred): its timer
-        moves, and it runs then, once, rather than now and again then (a task step fewer on
-        every exchange; most deadlines pass unneeded, the reply came)."""
+        """Have the retry task, if it sleeps with nothing pending, wake by the soonest pause's
+        end, or within :data:`_RETRY_LOOK` of a deadline that started meanwhile (a request
+        sent, a request deferred): its timer moves, nothing runs now."""
         if not self._retry_idle:
             return
-        ex = self.exchanger
+        ex, now = self.exchanger, self.clock()
         deadline, start = ex.next_deadline(), ex.next_start()
-        soonest = min((t for t in (deadline, start) if t is not None), default=None)
+        soonest = None if deadline is None else max(deadline, now + _RETRY_LOOK)
+        if start is not None:
+            soonest = start if soonest is None else min(soonest, start)
         if soonest is not None:
-            self._retry_alarm.wake_by(max(soonest - self.clock(), _RETRY_GRAIN))
+            self._retry_alarm.wake_by(max(soonest - now, _RETRY_GRAIN))
 
     def _check_skew(self) -> None:
         """Warn, once, when a neighbour's clock is surely past what the shared t tolerates

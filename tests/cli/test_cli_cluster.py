@@ -494,13 +494,15 @@ async def test_gossip_up_holds_its_dashboard_and_ends_on_the_achieved_rate(
 async def test_gossip_up_runs_from_a_folder_with_packages_of_the_same_names(
     tmp_path: Path,
 ) -> None:
-    """A user's project may hold its own ``cli/`` package or ``node.py``: the processes that
-    ``gossip up`` starts must import this package's modules, not those of the folder it runs
-    in (once, ``python -m cli.forkserver`` took the user's ``cli`` and no node started)."""
-    for name in ("cli", "coordinator", "gossip"):
+    """A user's project may hold its own ``cli/`` package, ``node.py`` or ``gossip.py``: the
+    processes that ``gossip up`` starts must import this package's modules, not those of the
+    folder it runs in (once, ``python -m cli.forkserver`` took the user's ``cli`` and no node
+    started)."""
+    for name in ("cli", "coordinator"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(f"raise ImportError('the user\\'s {name}')\n")
-    (tmp_path / "node.py").write_text('raise ImportError("the user\'s node.py")\n')
+    for name in ("node", "gossip"):
+        (tmp_path / f"{name}.py").write_text(f"raise ImportError('the user\\'s {name}.py')\n")
     script = Path(sys.executable).parent / "gossip"  # what a user runs: the console script
     assert script.exists(), f"no console script at {script}"
     proc = await asyncio.create_subprocess_exec(
