@@ -218,6 +218,8 @@ class Node:
         # while the retry task sleeps with nothing pending (_retry_idle).
         self._retry_alarm = Alarm()
         self._retry_idle = False
+        self._retry_looking = False  # the idle retry task's timer was moved (_wake_retry)
+        self._lazy = self.exchanger.ledger.lazy  # a booking leaves work for settle()
         self._parted = asyncio.Event()  # set when, stopping, every neighbour said goodbye
         self.final: dict[str, Any] | None = None
         self.final_taken: asyncio.Event | None = None  # set once the coordinator holds it
@@ -441,7 +443,8 @@ class Node:
             self._parted.set()
         # The ledger's deferred arithmetic, once the answer has left: done now, it would hold
         # a model's frame back on a node with one core (node.departures).
-        transport.when_sent(ex.settle)
+        if self._lazy:
+            transport.when_sent(ex.settle)
 
     def _follow_moves(self) -> None:
         """Send to each neighbour that announced another address there from now on."""
@@ -564,7 +567,8 @@ class Node:
         if out is not None:
             self.transport.send(out.peer, out.frame)
             self._wake_retry()
-            self.transport.when_sent(self.exchanger.settle)  # once the request has left
+            if self._lazy:
+                self.transport.when_sent(self.exchanger.settle)  # once the request has left
 
     async def _retry(self) -> None:
         transport, ex, clock = self.transport, self.exchanger, self.clock
@@ -593,21 +597,16 @@ class Node:
                 if start is not None:
                     wake = min(wake, start)
             await self._retry_alarm.sleep(wake - now)  # or less: a Busy may set an earlier pause
-            self._retry_idle = False
+            self._retry_idle = self._retry_looking = False
 
     def _wake_retry(self) -> None:
-        """Have the retry task, if it sleeps with nothing pending, wake by the soonest pause's
-        end, or within :data:`_RETRY_LOOK` of a deadline that started meanwhile (a request
-        sent, a request deferred): its timer moves, nothing runs now."""
-        if not self._retry_idle:
-            return
-        ex, now = self.exchanger, self.clock()
-        deadline, start = ex.next_deadline(), ex.next_start()
-        soonest = None if deadline is None else max(deadline, now + _RETRY_LOOK)
-        if start is not None:
-            soonest = start if soonest is None else min(soonest, start)
-        if soonest is not None:
-            self._retry_alarm.wake_by(max(soonest - now, _RETRY_GRAIN))
+        """Have the retry task, if it sleeps with nothing pending, look within
+        :data:`_RETRY_LOOK` at what started meanwhile (a request sent, a request deferred): its
+        timer moves, nothing runs now. Once per sleep: a later deadline is later still. (A pause
+        after a refusal, which may end sooner, rings the task instead.)"""
+        if self._retry_idle and not self._retry_looking:
+            self._retry_looking = True
+            self._retry_alarm.wake_by(_RETRY_LOOK)
 
     def _check_skew(self) -> None:
         """Warn, once, when a neighbour's clock is surely past what the shared t tolerates

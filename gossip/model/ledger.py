@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -78,6 +79,10 @@ class Ledger:
     >>> float(a.state(2.0)[0][0]), float(b.state(2.0)[0][0])
     (0.5, 0.5)
     """
+
+    lazy: ClassVar[bool] = False
+    """Whether a booking leaves arithmetic for :meth:`settle` (a model's ledger): a node hands
+    ``settle`` to its transport only then, not for every frame."""
 
     def __init__(self, initial: ArrayLike, edges: Iterable[int], eta: float, t0: float = 0.0):
         x0 = np.atleast_1d(np.asarray(initial, dtype=np.float64)).copy()

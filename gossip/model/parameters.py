@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 from types import ModuleType
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -87,6 +88,8 @@ class ParameterLedger(Ledger):
     >>> x.tolist(), z.tolist()
     ([-0.5, -0.5, -0.5], [1.0, 1.0, 1.0])
     """
+
+    lazy: ClassVar[bool] = True
 
     def __init__(self, initial: ArrayLike, edges: list[int], eta: float, t0: float = 0.0):
         super().__init__([0.0], edges, eta, t0)  # checks eta and the edges
