@@ -140,9 +140,14 @@ class CpuSampler:
                 procs.setdefault(child.pid, child)
         for pid, proc in list(procs.items()):
             try:
-                # The node processes only: not the broker, nor the coordinator's own forks
-                # (the simulator's band, computed aside), which share its command line.
-                if proc.name() == "mosquitto" or proc.cmdline() == self._root_cmdline:
+                # The node processes only: not the broker, nor the coordinator's helpers (the
+                # simulator's band, computed aside: a fork of it, or coordinator.offload).
+                cmdline = proc.cmdline()
+                if (
+                    proc.name() == "mosquitto"
+                    or cmdline == self._root_cmdline
+                    or "coordinator.offload" in cmdline
+                ):
                     continue
                 times = proc.cpu_times()
                 out[pid] = times.user + times.system

@@ -261,6 +261,8 @@ class Lifeline:
                 self.stop_if_orphaned()
                 self._wake.clear()
                 await wait_at_most(self._wake, _until(next_beat, self._clock(), self.orphan_after))
+                if receiving.done():
+                    receiving.result()  # the socket failed: raise it here, as a read would
         finally:
             receiving.cancel()
 
@@ -360,11 +362,13 @@ class LifelineGroup:
         final_sent: set[str] = set()
         receiving = asyncio.ensure_future(self._receive(sock, final_sent))  # as Lifeline's
         try:
-            await self._send_beats(sock, final_sent)
+            await self._send_beats(sock, final_sent, receiving)
         finally:
             receiving.cancel()
 
-    async def _send_beats(self, sock: zmq.asyncio.Socket, final_sent: set[str]) -> None:
+    async def _send_beats(
+        self, sock: zmq.asyncio.Socket, final_sent: set[str], receiving: asyncio.Future[None]
+    ) -> None:
         clock = self.lines[0]._clock
         orphan_after = min((line.orphan_after or math.inf) for line in self.lines)
         next_beat = -math.inf
@@ -391,6 +395,8 @@ class LifelineGroup:
                 line.stop_if_orphaned()
             self._wake.clear()
             await wait_at_most(self._wake, _until(next_beat, clock(), orphan_after))
+            if receiving.done():
+                receiving.result()  # the socket failed: raise it here, as a read would
 
     async def _receive(self, sock: zmq.asyncio.Socket, final_sent: set[str]) -> None:
         while True:
