@@ -244,9 +244,8 @@ class Lifeline:
 
     async def _beat(self, sock: zmq.asyncio.Socket) -> None:
         # The answers are read by a task of their own and the beats wait on an event with a
-        # timeout: a poll of the socket every _POLL (zmq.asyncio's poll registers and removes
-        # the socket's FD each time) cost a node a thousandth of a core and its exchanges a
-        # wake-up ten times a second.
+        # timeout: a poll of the socket every 0.1 s (zmq.asyncio's poll registers and removes
+        # the socket's FD each time) cost 30 idle node processes 0.13 cores of their 0.28.
         receiving = asyncio.ensure_future(self._receive(sock))
         try:
             next_beat = -math.inf
