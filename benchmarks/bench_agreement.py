@@ -4,8 +4,8 @@ Run with ``python benchmarks/bench_agreement.py`` (about two minutes on two core
 default, the optimization run of ``tests/coordinator/test_live_optimization.py``), or with
 ``--problem none --graph grid:4x4 --algorithm arg --t-end 300`` for gossip.
 
-:mod:`coordinator.agreement` judges one live curve among the simulator's own runs at a chosen
-``alpha``. A curve the model itself produced should then fail about ``alpha`` to ``2 alpha``
+:mod:`coordinator.figures.agreement` judges one live curve among the simulator's own runs at a
+chosen ``alpha``. A curve the model itself produced should then fail about ``alpha`` to ``2 alpha``
 of the time; how volatile the model's curves are decides where in that range, and a test that
 runs in CI needs the figure. This measures it: one band (``--band-runs``) and one null set
 (``--null-runs``) as the live checks draw them, then ``--own`` more runs of the model (another
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.agreement import Band
+from coordinator.figures.agreement import Band
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import Topology, parse_topology
 
@@ -54,7 +54,7 @@ def optimization_runs(
     topology: Topology, problem: str, data: str, split: str, workers: int
 ) -> Simulate:
     """The optimization simulator for the problem the live cluster would load."""
-    from coordinator.optimization import prepare_task
+    from coordinator.figures.optimization import prepare_task
     from gossip.dual.simulate import simulate_optimization
 
     task = prepare_task(problem, data, split, topology, graph_quantities(topology))

@@ -10,8 +10,8 @@ Run with ``python benchmarks/bench_cluster.py`` (about 2 to 4 minutes on two cor
    host mode): the highest rate (activations per second, network-wide) at which the cluster
    keeps up (achieved >= 95% of asked, and its ticks' median wait within a node's mean gap
    between activations, :mod:`gossip.exchange.lateness`) and its exact error curve
-   (:mod:`coordinator.exact_curve`) is one the model produces
-   (:meth:`coordinator.agreement.Agreement.typical` among 1000 of the simulator's own runs),
+   (:mod:`coordinator.figures.exact_curve`) is one the model produces
+   (:meth:`coordinator.figures.agreement.Agreement.typical` among 1000 of the simulator's own runs),
    with its ratio to the raw capacity. With ``--repeat K`` a rate passes only if all K of its
    runs do: near the ceiling, runs on a loaded machine differ a lot from one another. The
    share of points inside the 5-95% band is printed too; even the simulator's own runs have
@@ -41,13 +41,15 @@ import psutil
 from machine import background_cores
 from raw_zmq import REQUEST_FRAME, capacity_samples, echo_dealer
 
-from coordinator.agreement import Agreement, band_agreement, optimization_agreement
-from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
-from coordinator.node_commands import default_metrics_period
-from coordinator.records import RunSummary, error_text
-from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.agreement import Agreement, band_agreement, optimization_agreement
+from coordinator.figures.records import RunSummary, error_text
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import RunningBroker
+from coordinator.local.launcher import run_up
+from coordinator.local.node_commands import default_metrics_period
+from coordinator.local.settings import UpConfig
+from coordinator.run.service import CoordinatorConfig
 from gossip.graph.topology import parse_topology
 
 
@@ -61,7 +63,7 @@ class Raw:
 
 
 NULL_RUNS = 1000
-"""The simulator's runs a gossip curve is judged among (coordinator.agreement)."""
+"""The simulator's runs a gossip curve is judged among (coordinator.figures.agreement)."""
 
 OPT_NULL_RUNS = 240
 """The same for an optimization curve: each run solves the local problems, so fewer."""
@@ -105,7 +107,7 @@ async def _sample_rss(peak: list[float]) -> None:
             with contextlib.suppress(psutil.Error):
                 parent = child.parent()
                 # A node process: `gossip node`, or forked by the launcher's fork server.
-                forked = parent is not None and "cli.forkserver" in parent.cmdline()
+                forked = parent is not None and NODE_ENTRIES.fork_server in parent.cmdline()
                 if forked or "node" in child.cmdline():
                     peak[0] = max(peak[0], child.memory_info().rss / 2**20)
         await asyncio.sleep(0.5)
@@ -167,6 +169,7 @@ async def cluster_run(
 
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         config = UpConfig(
+            entries=NODE_ENTRIES,
             coordinator=CoordinatorConfig(
                 graph=graph,
                 algorithm=algorithm,
@@ -248,7 +251,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         type=float,
         default=None,
         help="seconds between two node state reports (default: gossip up's, "
-        "coordinator.node_commands.default_metrics_period)",
+        "coordinator.local.node_commands.default_metrics_period)",
     )
     parser.add_argument(
         "--repeat",

@@ -38,9 +38,10 @@ import psutil
 import zmq
 import zmq.asyncio
 
-from coordinator.broker import find_mosquitto, mosquitto_broker
 from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.procs import free_port, spawn, stop_process
+from coordinator.local.broker import find_mosquitto, mosquitto_broker
+from coordinator.machine.children import spawn, stop_process
+from coordinator.machine.ports import free_port
 from gossip.wire.schema import Bootstrap, Register, decode, encode
 
 CHROMIUM = "/usr/bin/chromium"

@@ -4,8 +4,8 @@ Run with ``python benchmarks/bench_estimate_bias.py`` (about half a minute). It 
 continuized process (ARG, onehot) event by event, exactly, keeping every node's state at each
 of its jumps, and then measures the network as the coordinator does while a cluster runs: every
 node reports every ``period`` units of t at its own phase, and the latest reports are mixed to
-the median of their times (:func:`coordinator.metrics.estimate`, which misses the jumps between
-the reports' times; the coordinator's consistent cut is left out). It prints, per report
+the median of their times (:func:`coordinator.figures.metrics.estimate`, which misses the jumps
+between the reports' times; the coordinator's consistent cut is left out). It prints, per report
 period, the median and 90th percentile over evaluation times and runs of
 ``log10(estimate / true error)`` at the estimate's own time: what the exact curve of
 :mod:`gossip.exchange.trace` removes.
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from coordinator.metrics import estimate
+from coordinator.figures.metrics import estimate
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
 from gossip.model.algorithms import gossip_params

@@ -9,9 +9,9 @@ another process, over loopback TCP.
 2. node: a real ``gossip node`` process (started with the CLI, bootstrapped by this script
    acting as the coordinator) serves; the client here is node 1 of the same ``line:2`` cluster
    (an :class:`~gossip.exchange.exchanger.Exchanger` on a
-   :class:`~node.zmq_transport.ZmqTransport`), and each round trip is one whole exchange: build and
-   encode the request, the server's decode, mixing, flow, ledger update and reply, and our decode
-   and ledger update.
+   :class:`~node.transport.zeromq.ZmqTransport`), and each round trip is one whole exchange: build
+   and encode the request, the server's decode, mixing, flow, ledger update and reply, and our
+   decode and ledger update.
 
 Then it reads the served node's resident memory (RSS) with psutil, after the exchanges.
 
@@ -43,7 +43,7 @@ from gossip.graph.topology import parse_topology
 from gossip.model.algorithms import gossip_params
 from gossip.model.ledger import Ledger
 from gossip.wire.schema import Bootstrap, Neighbor, Register, Request, decode, encode
-from node.zmq_transport import ZmqTransport
+from node.transport.zeromq import ZmqTransport
 
 _ECHO = """
 import asyncio, sys, zmq, zmq.asyncio

@@ -38,8 +38,8 @@ from bench_node_cpu import cluster_cpu, raw_cpu
 from machine import busy_cpu_seconds
 from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 
-from coordinator.node_commands import default_metrics_period
-from coordinator.procs import free_ports
+from coordinator.local.node_commands import default_metrics_period
+from coordinator.machine.ports import free_ports
 from gossip.graph.topology import parse_topology
 
 SKELETON = Path(__file__).with_name("skeleton_node.py")

@@ -2,7 +2,7 @@
 clock skew, and the rule a Raspberry Pi user can apply.
 
 Run with ``python benchmarks/bench_lan.py`` (about 20 to 40 minutes on two cores; ``--quick``
-for a few minutes). The LAN is the nodes' fault-injecting transport (:mod:`node.faults`,
+for a few minutes). The LAN is the nodes' fault-injecting transport (:mod:`node.transport.faults`,
 ``--fault latency_ms=L,jitter_ms=L/5,drop=0.001``): every frame is held ``L`` ms, plus or minus
 the jitter, in order per connection, at both ends, and 0.1% of the frames are lost (a lost
 frame is a lost exchange message, retried after the node's timeout: harsher than a lost TCP
@@ -39,11 +39,11 @@ from bench_cluster import agreement_of, cluster_run
 from machine import background_cores
 from raw_zmq import REQUEST_FRAME
 
-from coordinator.lanrule import skew_tolerance
-from coordinator.node_commands import default_metrics_period
+from coordinator.figures.lanrule import skew_tolerance
+from coordinator.local.node_commands import default_metrics_period
 from gossip.graph.topology import parse_topology
-from node.faults import FaultSpec, FaultyTransport
-from node.zmq_transport import ZmqTransport
+from node.transport.faults import FaultSpec, FaultyTransport
+from node.transport.zeromq import ZmqTransport
 
 ALPHA = 0.005
 """A curve is the model's unless rarer than this among its own runs (as bench_cluster)."""

@@ -8,7 +8,7 @@ activations per second (default 500):
 2. ``--problem`` (default logistic:0.01) on ``--data`` / ``--split`` (breast-cancer, label:1,
    d = 30) until ``sum_v |x_v - x*|^2 <= --until``: the node CPU per exchange over the steady
    part, the ratio to gossip's, and how many of its measured points lie inside the optimization
-   simulator's 5-95% band (``coordinator.agreement.optimization_agreement``, ``--runs``
+   simulator's 5-95% band (``coordinator.figures.agreement.optimization_agreement``, ``--runs``
    simulated runs), with the dual sums' final drift.
 
 An optimization exchange costs one ``grad f_v^*`` (Newton for logistic regression) at each
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 from bench_node_cpu import cluster_cpu
 
-from coordinator.agreement import optimization_agreement
-from coordinator.node_commands import default_metrics_period
+from coordinator.figures.agreement import optimization_agreement
+from coordinator.local.node_commands import default_metrics_period
 from gossip.datasets import load_node_shard
 from gossip.dual.experiment import algorithm_params
 from gossip.dual.network import build_network

@@ -43,11 +43,14 @@ import psutil
 from machine import busy_cpu_seconds
 from raw_zmq import REQUEST_FRAME, echo_dealer
 
-from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
-from coordinator.node_commands import default_metrics_period, host_sizes
-from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import RunningBroker
+from coordinator.local.launcher import run_up
+from coordinator.local.node_commands import default_metrics_period
+from coordinator.local.settings import UpConfig
+from coordinator.mqtt.auth import host_sizes
+from coordinator.run.service import CoordinatorConfig
 from gossip.graph.topology import parse_topology
 
 
@@ -174,7 +177,7 @@ def _is_node(proc: psutil.Process) -> bool:
     """A node process: ``gossip node`` started as such, or forked by the fork server."""
     with contextlib.suppress(psutil.Error):
         parent = proc.parent()
-        forked = parent is not None and "cli.forkserver" in parent.cmdline()
+        forked = parent is not None and NODE_ENTRIES.fork_server in parent.cmdline()
         return forked or "node" in proc.cmdline()
     return False
 
@@ -214,6 +217,7 @@ async def cluster_cpu(
 
     with tempfile.TemporaryDirectory(prefix="bench-node-cpu-") as tmp:
         config = UpConfig(
+            entries=NODE_ENTRIES,
             coordinator=CoordinatorConfig(
                 graph=graph,
                 algorithm=algorithm,

@@ -11,7 +11,7 @@ too: the largest gap between their distances ``sqrt(sum_v |x_v - x*|^2)``, relat
 starting distance.
 
 Then the band of a live optimization run, as ``bench_cluster.py --problem`` and the dashboard
-judge it (``coordinator.agreement.optimization_agreement``: 60 runs, two workers): wall time
+judge it (``coordinator.figures.agreement.optimization_agreement``: 60 runs, two workers): wall time
 with each engine.
 
 Run: ``python benchmarks/bench_optimize_sim.py`` (``--help`` for options).

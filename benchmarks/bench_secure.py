@@ -3,11 +3,11 @@
 Two real ``gossip node`` processes serve: one started with ``--keys`` (CurveZMQ, registered
 with a CURVE coordinator socket, admitting only our client's key), one without. This script
 bootstraps both (acting as the coordinator) and runs sequential exchanges against each from a
-client :class:`~gossip.exchange.exchanger.Exchanger` on a :class:`~node.zmq_transport.ZmqTransport`
-of the same kind, in alternate blocks of 250 so that load from elsewhere weighs on both alike. It
-reports the round trip p50/p99 of each and the served node's CPU time per exchange (user +
-system, from psutil, over the measured blocks only), and the secure/insecure ratios (target:
-<= 1.3x).
+client :class:`~gossip.exchange.exchanger.Exchanger` on a
+:class:`~node.transport.zeromq.ZmqTransport` of the same kind, in alternate blocks of 250 so that
+load from elsewhere weighs on both alike. It reports the round trip p50/p99 of each and the served
+node's CPU time per exchange (user + system, from psutil, over the measured blocks only), and the
+secure/insecure ratios (target: <= 1.3x).
 
 Run: ``python benchmarks/bench_secure.py [--rounds 3000]``.
 """
@@ -31,7 +31,7 @@ import psutil
 import zmq
 import zmq.asyncio
 
-from coordinator.registrar import bound_socket
+from coordinator.membership.registrar import bound_socket
 from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.vocabulary import Link, TimeBase
 from gossip.files.keys import COORDINATOR, init_keys
@@ -40,8 +40,8 @@ from gossip.graph.topology import parse_topology
 from gossip.model.algorithms import gossip_params
 from gossip.model.ledger import Ledger
 from gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode
-from node.curve import CurveKeys
-from node.zmq_transport import ZmqTransport
+from node.transport.curve import CurveKeys
+from node.transport.zeromq import ZmqTransport
 
 _BLOCK = 250
 

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import psutil
 
-from coordinator.agreement import band_agreement
-from coordinator.state import ErrorPoint
+from coordinator.figures.agreement import band_agreement
+from coordinator.figures.state import ErrorPoint
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
 from gossip.model.algorithms import gossip_params
@@ -181,7 +181,7 @@ def _epoch(metrics: Path) -> float | None:
 def _fidelity(case: Case, metrics: Path, runs: int) -> tuple[float, float, int]:
     """Share of the measured error points inside the simulator's 5-95% band, the median
     log10 ratio of the measured error to the simulator's median, and the number of points."""
-    # The exact curve (coordinator.exact_curve) where the nodes sent their traces; the
+    # The exact curve (coordinator.figures.exact_curve) where the nodes sent their traces; the
     # coordinator's estimates otherwise.
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
     kind = "exact" if any(r.get("kind") == "exact" for r in records) else "point"

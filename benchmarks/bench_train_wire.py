@@ -9,13 +9,13 @@ over loopback TCP.
    It sends and receives with ``copy=False``: the floor for these bytes.
 2. exchange: a child runs an :class:`~gossip.exchange.exchanger.Exchanger` on a
    :class:`~gossip.model.parameters.ParameterLedger` of ``--dim`` parameters and a
-   :class:`~node.zmq_transport.ZmqTransport` (what a training node runs), and serves; this
+   :class:`~node.transport.zeromq.ZmqTransport` (what a training node runs), and serves; this
    process is the other end of the edge, and each round trip is one whole A²CiD² exchange:
    ``x`` and ``z`` read from the ledger and sent as raw parts, the server's decode, mixing,
    flow and reply, and our decode. Both ends hand ``Exchanger.settle`` to the transport's
    ``when_sent`` after a send, as a node does, so the ledger updates a model's ledger leaves
    for later (:mod:`gossip.model.parameters`, "Lazy booking") run once the frame has left
-   (:mod:`node.departures`), while it is on the wire.
+   (:mod:`node.transport.departures`), while it is on the wire.
 
 The two run in alternate blocks so that load from elsewhere weighs on both alike. Throughput
 is the bytes of a round trip (request and reply) over its median time.
@@ -49,7 +49,7 @@ from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.vocabulary import Link, TimeBase
 from gossip.model.parameters import ParameterLedger
 from gossip.wire.schema import Request, encode, frame_size
-from node.zmq_transport import ZmqTransport
+from node.transport.zeromq import ZmqTransport
 
 _ECHO = """
 import sys, zmq
@@ -71,7 +71,7 @@ import numpy as np
 from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.vocabulary import Link, TimeBase
 from gossip.model.parameters import ParameterLedger
-from node.zmq_transport import ZmqTransport
+from node.transport.zeromq import ZmqTransport
 
 async def main(dim, epoch, dtype):
     async with ZmqTransport("tcp://127.0.0.1:0") as transport:

@@ -142,12 +142,13 @@ class CpuSampler:
         for pid, proc in list(procs.items()):
             try:
                 # The node processes only: not the broker, nor the coordinator's helpers (the
-                # simulator's band, computed aside: a fork of it, or coordinator.offload).
+                # simulator's band, computed aside: a fork of it, or its offload module, whose
+                # path differs between the trees compared).
                 cmdline = proc.cmdline()
                 if (
                     proc.name() == "mosquitto"
                     or cmdline == self._root_cmdline
-                    or "coordinator.offload" in cmdline
+                    or any(arg.endswith(".offload") for arg in cmdline)
                 ):
                     continue
                 times = proc.cpu_times()

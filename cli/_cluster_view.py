@@ -14,10 +14,10 @@ from cli._errors import plain_console
 from cli._tables import figures_table
 
 if TYPE_CHECKING:
-    from coordinator.records import RunSummary
-    from coordinator.service import CoordinatorConfig
-    from coordinator.state import ClusterState
-    from coordinator.supervise import Supervision
+    from coordinator.figures.records import RunSummary
+    from coordinator.figures.state import ClusterState
+    from coordinator.local.supervise import Supervision
+    from coordinator.run.service import CoordinatorConfig
 
 __all__ = [
     "fell_behind",
@@ -44,7 +44,7 @@ def hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: floa
     import math
 
     from coordinator.dashboard import serve
-    from coordinator.service import announce_dashboard
+    from coordinator.run.companions import announce_dashboard
 
     async def serve_for() -> None:
         with contextlib.suppress(TimeoutError):
@@ -68,7 +68,7 @@ async def with_log_lines(main: Any, state: ClusterState) -> Any:
     """Run ``main`` while printing one status line to stderr every few seconds."""
     import asyncio
 
-    from coordinator.records import error_text
+    from coordinator.figures.records import error_text
 
     async def lines() -> None:
         last = ""
@@ -88,7 +88,7 @@ async def with_log_lines(main: Any, state: ClusterState) -> Any:
                 typer.echo(line, err=True)
                 last = line
 
-    from coordinator._groups import single_error
+    from coordinator.run._groups import single_error
 
     with single_error():
         async with asyncio.TaskGroup() as tg:
@@ -111,7 +111,7 @@ async def progress_bar(holder: dict[str, Any]) -> None:
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from coordinator.records import error_text
+    from coordinator.figures.records import error_text
 
     while holder.get("state") is None:  # noqa: ASYNC110 -- set by a plain callback, no event
         await asyncio.sleep(0.05)
@@ -310,7 +310,7 @@ def print_summary(
 ) -> None:
     """Print the run's headline figures as a table on stdout (with ``sup``: its restarts)."""
 
-    from coordinator.records import error_text
+    from coordinator.figures.records import error_text
 
     def num(value: float | None, fmt: str) -> str:
         # A figure the run did not measure is unknown, never a stand-in.

@@ -53,10 +53,10 @@ from cli._cluster_view import (
     with_log_lines,
 )
 from cli._errors import fail, reported_errors, warn
-from cli._ports import check_port_free, check_zmq_bind_free
+from coordinator.machine.ports import check_port_free, check_zmq_bind_free
 
 if TYPE_CHECKING:
-    from coordinator.config import CoordinatorConfig
+    from coordinator.run.config import CoordinatorConfig
 
 __all__ = ["coordinator"]
 
@@ -172,8 +172,8 @@ def coordinator(
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
 
-    from coordinator.records import error_text
-    from coordinator.service import Coordinator, CoordinatorConfig, prepare
+    from coordinator.figures.records import error_text
+    from coordinator.run.service import Coordinator, CoordinatorConfig, prepare
 
     config = CoordinatorConfig(
         graph=graph,
@@ -224,7 +224,7 @@ def coordinator(
         check_port_free("--dashboard-port", dashboard_host, dashboard_port)
         check_zmq_bind_free("--bind", bind)
         coord = Coordinator(config, state, plan)
-        from coordinator.broker_url import redact_broker_url
+        from gossip.wire.pubsub import redact_broker
 
         secured = (
             f"CurveZMQ, {len(plan.security.allowed)} node keys allowed"
@@ -234,7 +234,7 @@ def coordinator(
         typer.echo(
             f"coordinator: {graph} ({plan.expected} nodes), {plan.params.algorithm.value}, "
             f"rate {rate:g}/s, eps {until:g}; registration on {bind} ({secured}), metrics "
-            f"{redact_broker_url(broker) or 'off'}",
+            f"{redact_broker(broker) or 'off'}",
             err=True,
         )
         try:
@@ -267,8 +267,9 @@ def _standing(config: CoordinatorConfig) -> None:
     import signal
     from typing import Any
 
-    from coordinator.service import Coordinator
-    from coordinator.standing import StandingCoordinator, standing_topics
+    from coordinator.run.service import Coordinator
+    from coordinator.run.standing import StandingCoordinator
+    from gossip.wire.pubsub import Topics
 
     check_zmq_bind_free("--bind", config.bind)
 
@@ -308,7 +309,7 @@ def _standing(config: CoordinatorConfig) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
         typer.echo(
             f"coordinator: standing, {standing.expected} nodes ({config.graph}); waiting for "
-            f"runs on {standing_topics(config.cluster)['submit']} (gossip submit)",
+            f"runs on {Topics(config.cluster).submit()} (gossip submit)",
             err=True,
         )
         await standing.serve()

@@ -8,7 +8,7 @@ The children are real, independent processes (their own pid, session, sockets an
 loop); they share only the server's memory pages until they write to them.
 
 Run as ``python -m cli.forkserver``; it speaks JSON lines (the launcher in
-:mod:`coordinator.launcher` is the client):
+:mod:`coordinator.local.launcher` is the client):
 
 ``python -m cli.forkserver --optimization`` also imports what an optimization run's nodes load
 (the data readers, scikit-learn's bundled sets, the problems) and the compiled solver
@@ -39,7 +39,7 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from coordinator.procs import lower_priority
+from coordinator.machine.children import lower_priority
 
 if TYPE_CHECKING:
     from typer._click.core import Command

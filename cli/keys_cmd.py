@@ -74,7 +74,7 @@ def init(
     """
     import zmq
 
-    from coordinator.mqtt_auth import write_mosquitto_auth
+    from coordinator.mqtt.auth import write_mosquitto_auth
     from gossip.errors import ConfigError
     from gossip.files.keys import COORDINATOR, init_keys, load_allow_list, load_mqtt_secret
 

@@ -9,7 +9,7 @@ import typer
 
 from cli._app import app
 from cli._errors import reported_errors
-from cli._ports import check_zmq_bind_free
+from coordinator.machine.ports import check_zmq_bind_free
 
 __all__ = ["node"]
 
@@ -224,8 +224,8 @@ def node(
 
     from gossip.errors import ConfigError
     from node.config import NodeConfig, default_node_name, parse_value
-    from node.faults import parse_faults
     from node.host import host_configs, run_host_sync
+    from node.transport.faults import parse_faults
 
     with reported_errors():
         if leave:
@@ -337,8 +337,8 @@ def _leave_secure(coordinator: str, keys: list[Path], name: str | None) -> None:
 
     from gossip.errors import ConfigError
     from gossip.files.keys import load_identity
-    from node.curve import CurveKeys
     from node.registration import request_leave_secure
+    from node.transport.curve import CurveKeys
 
     if len(keys) != 1:
         raise ConfigError(

@@ -79,8 +79,8 @@ def submit(
     summary; exit 1 if it did not reach eps, 2 if it was refused or failed."""
     import asyncio
 
-    from coordinator.broker_url import redact_broker_url
-    from coordinator.standing import submit_run
+    from coordinator.run.standing import submit_run
+    from gossip.wire.pubsub import redact_broker
 
     changes: dict[str, Any] = {
         name: value
@@ -102,7 +102,7 @@ def submit(
 
         def queued(position: int) -> None:
             ahead = f" ({position - 1} run(s) ahead)" if position > 1 else ""
-            typer.echo(f"submit: queued on {redact_broker_url(url)}{ahead}", err=True)
+            typer.echo(f"submit: queued on {redact_broker(url)}{ahead}", err=True)
 
         answer = asyncio.run(
             submit_run(
@@ -132,7 +132,7 @@ def _operator_url(broker: str, keys: Path | None) -> str:
         return broker
     from urllib.parse import urlsplit
 
-    from coordinator.security import with_credentials
+    from coordinator.membership.security import with_credentials
     from gossip.errors import ConfigError
     from gossip.files.keys import OPERATOR, load_mqtt_secret, mqtt_password
 

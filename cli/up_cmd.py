@@ -51,11 +51,12 @@ from cli._cluster_view import (
     timeout_advice,
 )
 from cli._errors import fail, reported_errors, warn
-from cli._ports import check_port_free
+from cli.entries import NODE_ENTRIES
+from coordinator.machine.ports import check_port_free
 
 if TYPE_CHECKING:
-    from coordinator.records import RunSummary
-    from coordinator.state import ClusterState
+    from coordinator.figures.records import RunSummary
+    from coordinator.figures.state import ClusterState
 
 __all__ = ["parse_hold", "up"]
 
@@ -195,14 +196,15 @@ def up(
     import shutil
     import tempfile
 
-    from coordinator.launcher import NodeCrashError, UpConfig, check_up
-    from coordinator.records import error_text
-    from coordinator.service import CoordinatorConfig
-    from coordinator.supervise import Supervision
+    from coordinator.figures.records import error_text
+    from coordinator.local.launcher import NodeCrashError
+    from coordinator.local.settings import UpConfig, check_up
+    from coordinator.local.supervise import Supervision
+    from coordinator.run.service import CoordinatorConfig
 
     with reported_errors():
         if metrics_period is None:
-            from coordinator.node_commands import default_metrics_period
+            from coordinator.local.node_commands import default_metrics_period
             from gossip.graph.topology import parse_topology
 
             metrics_period = default_metrics_period(parse_topology(graph).n, nodes_per_process)
@@ -233,6 +235,7 @@ def up(
         config = UpConfig(
             coordinator=coord,
             log_dir=log_dir if log_dir is not None else Path(tempfile.gettempdir()),
+            entries=NODE_ENTRIES,
             broker=broker,
             embedded=embedded_broker,  # type: ignore[arg-type]
             timeout=timeout,
@@ -373,7 +376,7 @@ def _check_node_args(node_args: tuple[str, ...]) -> None:
         raise ConfigError(f"--node-arg {' '.join(node_args)!r}: {detail}") from None
     fault = ctx.params.get("fault")
     if fault:
-        from node.faults import parse_faults
+        from node.transport.faults import parse_faults
 
         parse_faults(fault)
 
@@ -389,9 +392,9 @@ async def _up(
     import asyncio
     import signal
 
-    from coordinator._groups import single_error
-    from coordinator.broker_url import redact_broker_url
-    from coordinator.launcher import run_up
+    from coordinator.local.launcher import run_up
+    from coordinator.run._groups import single_error
+    from gossip.wire.pubsub import redact_broker
 
     # SIGTERM gets the same orderly shutdown as Ctrl-C: cancel, stop every child, exit.
     main = asyncio.current_task()
@@ -403,7 +406,7 @@ async def _up(
     def started(state: ClusterState, broker: Any) -> None:
         holder["state"] = state
         typer.echo(
-            f"broker {redact_broker_url(broker.url)} ({broker.kind}); starting "
+            f"broker {redact_broker(broker.url)} ({broker.kind}); starting "
             f"{state.expected} nodes on {state.graph}",
             err=True,
         )

@@ -1,28 +1,21 @@
 """The coordinator: registration and bootstrap of the nodes, metrics, and the local launcher.
 
-Modules
--------
-state, records
-    :class:`~coordinator.state.ClusterState`, the in-process view the dashboard serves (C4),
-    and the records it holds (node views, error points, final result, run summaries).
-registry, registrar
-    Registration as a sans-IO state machine, and the ZeroMQ ROUTER that drives it (C2).
-metrics, agreement
-    The error and mass drift from node reports (consistent cut, mixed to a common t), and the
-    comparison of a run's error curve with the simulator's band.
-mqtt_link, runlog
-    The coordinator's MQTT connection (C3) and its metrics / summary files.
-evaluation, outcome, status
-    The error point from the latest reports, the exact outcome of a stopped run, and the
-    retained status message (with when a run can be resumed).
-exact_curve, convergence
-    The network's exact error at the grid times every node has passed (from the nodes'
-    traces), and the rule that says when a run has reached eps and at which t.
-config, service
-    The settings (checked) and :class:`~coordinator.service.Coordinator`: ``gossip coordinator``.
-broker, mqtt_auth, amqtt_access, procs, launcher
-    The embedded broker (mosquitto or in-process amqtt) and the one MQTT password file and ACL
-    both enforce, child processes that never outlive their parent, and ``gossip up``.
+One subpackage per concept, from the bottom up:
+
+machine
+    What the coordinator asks of this machine: child processes and ports.
+figures
+    The run's figures from the nodes' reports (pure): state, records, metrics, exact curve.
+mqtt
+    The coordinator's broker link and the broker's access rules.
+membership
+    Registration, its server, the handshakes a start waits for, and the run's keys.
+dashboard
+    The live dashboard (aiohttp), its page and scripts.
+run
+    One run: its settings, :class:`~coordinator.run.service.Coordinator` and its decisions.
+local
+    What ``gossip up`` starts on this machine (:func:`~coordinator.local.launcher.run_up`).
 """
 
 from __future__ import annotations
@@ -31,12 +24,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from coordinator.config import CoordinatorConfig, prepare
     from coordinator.dashboard import serve
-    from coordinator.launcher import UpConfig, run_up
-    from coordinator.records import ErrorPoint, FinalResult, NodeView, RunSummary
-    from coordinator.service import Coordinator
-    from coordinator.state import ClusterState
+    from coordinator.figures.records import ErrorPoint, FinalResult, NodeView, RunSummary
+    from coordinator.figures.state import ClusterState
+    from coordinator.local.launcher import run_up
+    from coordinator.local.settings import UpConfig
+    from coordinator.run.config import CoordinatorConfig, prepare
+    from coordinator.run.service import Coordinator
 
 __all__ = [
     "ClusterState",
@@ -52,19 +46,19 @@ __all__ = [
     "serve",
 ]
 
-# The public names, imported on first use: ``import coordinator.state`` (the dashboard, the
+# The public names, imported on first use: ``import coordinator.figures.state`` (the dashboard, the
 # tests) must not pull in ZeroMQ, MQTT and aiohttp.
 _HOMES = {
-    "ClusterState": "coordinator.state",
-    "Coordinator": "coordinator.service",
-    "CoordinatorConfig": "coordinator.config",
-    "ErrorPoint": "coordinator.records",
-    "FinalResult": "coordinator.records",
-    "NodeView": "coordinator.records",
-    "RunSummary": "coordinator.records",
-    "UpConfig": "coordinator.launcher",
-    "prepare": "coordinator.config",
-    "run_up": "coordinator.launcher",
+    "ClusterState": "coordinator.figures.state",
+    "Coordinator": "coordinator.run.service",
+    "CoordinatorConfig": "coordinator.run.config",
+    "ErrorPoint": "coordinator.figures.records",
+    "FinalResult": "coordinator.figures.records",
+    "NodeView": "coordinator.figures.records",
+    "RunSummary": "coordinator.figures.records",
+    "UpConfig": "coordinator.local.settings",
+    "prepare": "coordinator.run.config",
+    "run_up": "coordinator.local.launcher",
     "serve": "coordinator.dashboard",
 }
 

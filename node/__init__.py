@@ -15,11 +15,11 @@ Public API (for the launcher and for tests):
 
 from node.config import NodeConfig, parse_value
 from node.daemon import Node
-from node.fake_transport import FakeNetwork, FakeTransport
-from node.faults import FaultSpec, FaultyTransport, parse_faults
 from node.host import host_configs, run_host, run_host_sync, run_node, run_node_sync
-from node.transport import Incoming, Transport, TransportStats
-from node.zmq_transport import ZmqTransport
+from node.transport.fake import FakeNetwork, FakeTransport
+from node.transport.faults import FaultSpec, FaultyTransport, parse_faults
+from node.transport.interface import Incoming, Transport, TransportStats
+from node.transport.zeromq import ZmqTransport
 
 __all__ = [
     "FakeNetwork",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gossip.errors import ConfigError
-from node.faults import FaultSpec
+from node.transport.faults import FaultSpec
 
 __all__ = ["NodeConfig", "default_node_name", "parse_value"]
 

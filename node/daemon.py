@@ -60,7 +60,7 @@ from node.learner import initial_model
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
 from node.switchover import NodeMembership
-from node.transport import Transport
+from node.transport.interface import Transport
 from node.waits import Alarm, wait_at_most
 
 if TYPE_CHECKING:  # the trainer's imports take seconds: only a training node pays them
@@ -87,8 +87,9 @@ _RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive n
 # Seconds of unanswered LedgerRequests after which a connection that never heard back is dialled
 # again. A joiner registers, dials its new neighbours and asks them for ledgers at once, while
 # the view command that gives them its key is still on its way: a secured neighbour then refuses
-# the handshake, for good (node.curve), and without a new dial the joiner would ask into a dead
-# connection until it gave up, then start exchanges that only a redial, seconds later, delivers.
+# the handshake, for good (node.transport.curve), and without a new dial the joiner would ask into
+# a dead connection until it gave up, then start exchanges that only a redial, seconds later,
+# delivers.
 _REDIAL_AFTER = 2 * _RECOVER_EVERY
 # Seconds between two computations of the round-trip percentiles in the periodic reports: they
 # partition thousands of samples (gossip.exchange.recent; the costliest part of a report), and move
@@ -442,7 +443,7 @@ class Node:
         if not ex.open and ex.parting.parted:
             self._parted.set()
         # The ledger's deferred arithmetic, once the answer has left: done now, it would hold
-        # a model's frame back on a node with one core (node.departures).
+        # a model's frame back on a node with one core (node.transport.departures).
         if self._lazy:
             transport.when_sent(ex.settle)
 

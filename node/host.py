@@ -4,12 +4,12 @@
 (a ROUTER and a DEALER per neighbour), state, clocks and identity (its name registers with
 the coordinator like any node), so nothing about the protocol changes, and nodes of one
 process still talk to each other over ZeroMQ sockets, on its ``inproc`` transport
-(:mod:`node.colocation`). What they share is what costs memory and
+(:mod:`node.transport.colocation`). What they share is what costs memory and
 start-up time per process rather than per node: the Python interpreter and its imports, one
 ZeroMQ context (one I/O thread), one event loop and one MQTT connection per broker account that
 carries its nodes' reports (:class:`node.mqtt.NodeMqtt` with several members). Insecure, and
 secure under ``gossip up`` (whose host process has one account, allowed to publish exactly its
-own nodes' state: :func:`coordinator.mqtt_auth.acl_grants`), that is one connection per
+own nodes' state: :func:`coordinator.mqtt.auth.acl_grants`), that is one connection per
 process. Nodes that got accounts of their own (``node-<id>``: a host of hand-made keys) keep a
 connection each, and only the first of them subscribes to the control and status topics.
 
@@ -26,7 +26,7 @@ Registered together, the nodes beat together too: their lifelines share one sock
 Security: with keys (``--keys`` once per node, or ``--keys-pool``) every node of the process has
 its own CURVE key pair, registers with it under its key's name (or in its process's batch), and
 its ROUTER has a ZAP domain of its own that admits only that node's neighbours
-(:mod:`node.curve`); the process's one ZAP handler serves them all.
+(:mod:`node.transport.curve`); the process's one ZAP handler serves them all.
 
 Crash semantics: a host process that dies takes its K nodes with it. Restarted with the same
 name (and addresses), each of its nodes re-registers, gets its id back and rebuilds its exact
@@ -61,20 +61,21 @@ import zmq.asyncio
 
 from gossip.errors import ConfigError, GossipError, RemoteError
 from gossip.files.keys import Identity, load_identity
+from gossip.wire.pubsub import parse_broker
 from gossip.wire.schema import Bootstrap, Register
-from node.colocation import Colocation
 from node.config import NodeConfig
-from node.curve import CurveKeys, PeerAuthenticator
 from node.daemon import Node
-from node.faults import FaultyTransport
 from node.learner import load_learner
 from node.lifeline import Lifeline, LifelineGroup
-from node.mqtt import NodeMqtt, parse_broker
+from node.mqtt import NodeMqtt
 from node.problem import load_problem, preload
 from node.registration import register, register_batch
-from node.transport import Transport
+from node.transport.colocation import Colocation
+from node.transport.curve import CurveKeys, PeerAuthenticator
+from node.transport.faults import FaultyTransport
+from node.transport.interface import Transport
+from node.transport.zeromq import ZmqTransport
 from node.warmup import warm_up
-from node.zmq_transport import ZmqTransport
 
 __all__ = ["host_configs", "run_host", "run_host_sync", "run_node", "run_node_sync"]
 
@@ -84,7 +85,7 @@ _REBIND_WAIT = 5.0  # seconds a standing node waits for its fixed port to be fre
 
 # Seconds a stopped host waits for the coordinator to take its final reports over the lifeline:
 # long enough for a coordinator killed while stopping to be restarted and take them (it then
-# holds the stop decision, coordinator.status); a coordinator that never answered a beat is
+# holds the stop decision, coordinator.run.status); a coordinator that never answered a beat is
 # not waited for.
 _DELIVER_WAIT = 10.0
 
@@ -363,7 +364,7 @@ def _mqtt_links(nodes: Sequence[Node], ca: Path | None = None) -> list[NodeMqtt 
                 link.add(boot.node_id, node.report, node.request_stop)
             out.append(link)
             continue
-        broker = parse_broker(boot.broker)
+        broker = parse_broker(boot.broker) if boot.broker else None
         if broker is not None and ca is not None:
             broker = dataclasses.replace(broker, ca=str(ca))
         link = None
@@ -457,7 +458,7 @@ async def run_host(configs: Sequence[NodeConfig], standing: bool = False) -> int
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop_all)
     # CurveZMQ: every node of the process has its own key pair and its own ZAP domain
-    # (node.curve), so each admits only its own neighbours.
+    # (node.transport.curve), so each admits only its own neighbours.
     if len({config.keys is None for config in configs}) > 1:
         raise ConfigError("either every node of a host has keys (--keys) or none has")
     identities = [None if c.keys is None else load_identity(c.keys) for c in configs]

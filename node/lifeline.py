@@ -51,7 +51,7 @@ from gossip.wire.schema import (
     decode,
     encode_bytes,
 )
-from node.curve import CurveKeys, curve_client
+from node.transport.curve import CurveKeys, curve_client
 from node.waits import wait_at_most
 
 __all__ = ["BEAT_EVERY", "FINAL_ROOM", "TAKEN", "Lifeline", "LifelineGroup"]

@@ -1,12 +1,14 @@
 """The node's MQTT side: periodic state reports out, the control topic in (contract C3).
 
-* ``gossip/<cluster>/node/<id>/state`` -- published every ``metrics_period`` seconds, JSON, and
-  once more with ``"final": true`` when the node stops;
-* ``gossip/<cluster>/control`` -- subscribed; ``{"cmd": "stop"}`` asks the node to stop,
+The topics are the run's (:class:`gossip.wire.pubsub.Topics`):
+
+* the node's state topic -- published every ``metrics_period`` seconds, JSON, and once more
+  with ``"final": true`` when the node stops;
+* the control topic -- subscribed; ``{"cmd": "stop"}`` asks the node to stop,
   ``{"cmd": "resend"}`` to send the exact-curve samples of its last :data:`RESEND_WINDOW`
   seconds again (the coordinator reconnected after a broker restart);
-* ``gossip/<cluster>/coordinator/status`` -- subscribed; the coordinator keeps it retained, so
-  a node that missed the stop commands still stops once the status says its run is over.
+* the status topic -- subscribed; the coordinator keeps it retained, so a node that missed
+  the stop commands still stops once the status says its run is over.
 
 The broker is optional for gossip: the connection lives in its own task, reconnects with
 jittered exponential backoff, and the node's exchanges never wait for it.
@@ -31,26 +33,15 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import aiomqtt
 
-from gossip.errors import ConfigError, TransportError
+from gossip.errors import TransportError
+from gossip.wire.pubsub import BrokerAddress, Topics, parse_broker
 
-__all__ = [
-    "ENDED_PHASES",
-    "RESEND_WINDOW",
-    "BrokerAddress",
-    "NodeMqtt",
-    "control_topic",
-    "ends_run",
-    "parse_broker",
-    "request_leave",
-    "state_topic",
-    "status_topic",
-]
+__all__ = ["ENDED_PHASES", "RESEND_WINDOW", "NodeMqtt", "ends_run", "request_leave"]
 
 log = logging.getLogger(__name__)
 
@@ -62,66 +53,6 @@ coordinator's: it asks with ``{"cmd": "resend"}``): reports are QoS 0, and a bro
 takes the last ones it had not forwarded (and those still in the socket) with it; a node back
 before the coordinator reports to nobody until the coordinator has subscribed again."""
 _FINAL_RETRY = 0.2  # seconds between two tries of the final report
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerAddress:
-    """Where the broker is, the credentials if the URL carried any, and TLS (``mqtts://``).
-
-    ``ca`` is the PEM file of the certificate authority to check the broker with (``None``:
-    the system's).
-    """
-
-    host: str
-    port: int
-    username: str | None = None
-    password: str | None = None
-    tls: bool = False
-    ca: str | None = None
-
-
-def parse_broker(url: str) -> BrokerAddress | None:
-    """Parse ``mqtt://[user:pass@]host[:port]``; ``""`` means no broker (``None``).
-
-    Examples
-    --------
-    >>> parse_broker("mqtt://127.0.0.1:1884")
-    BrokerAddress(host='127.0.0.1', port=1884, username=None, password=None, tls=False, ca=None)
-    """
-    if not url:
-        return None
-    parts = urlsplit(url)
-    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
-        raise ConfigError(
-            f"broker must be mqtt://host:port or mqtts://host:port (or empty for none), got {url!r}"
-        )
-    tls = parts.scheme == "mqtts"
-    try:
-        port = parts.port or (8883 if tls else 1883)
-    except ValueError:
-        raise ConfigError(f"broker {url!r} has a bad port") from None
-    return BrokerAddress(
-        parts.hostname,
-        port,
-        unquote(parts.username) if parts.username else None,
-        unquote(parts.password) if parts.password else None,
-        tls,
-    )
-
-
-def state_topic(cluster: str, node_id: int) -> str:
-    """Return ``gossip/<cluster>/node/<id>/state``."""
-    return f"gossip/{cluster}/node/{node_id}/state"
-
-
-def control_topic(cluster: str) -> str:
-    """Return ``gossip/<cluster>/control``."""
-    return f"gossip/{cluster}/control"
-
-
-def status_topic(cluster: str) -> str:
-    """Return ``gossip/<cluster>/coordinator/status`` (retained by the coordinator)."""
-    return f"gossip/{cluster}/coordinator/status"
 
 
 ENDED_PHASES = frozenset({"stopping", "done", "failed"})
@@ -178,9 +109,10 @@ class NodeMqtt:
     ):
         self.broker = broker
         self.cluster = cluster
-        self.topic = state_topic(cluster, node_id)
-        self.control = control_topic(cluster)
-        self.status = status_topic(cluster)
+        self.topics = Topics(cluster)
+        self.topic = self.topics.state(node_id)
+        self.control = self.topics.control
+        self.status = self.topics.status
         self._epoch = epoch
         self._identifier = f"gossip-{cluster}-node-{node_id}-{random.getrandbits(32):08x}"
         self._period = period
@@ -213,7 +145,7 @@ class NodeMqtt:
         self, node_id: int, snapshot: Callable[[], dict[str, Any]], on_stop: Callable[[], None]
     ) -> None:
         """Report one more node of this process on this connection (host mode)."""
-        self._members.append((state_topic(self.cluster, node_id), snapshot, on_stop))
+        self._members.append((self.topics.state(node_id), snapshot, on_stop))
 
     def follow(self, leader: NodeMqtt) -> None:
         """Hear the control and status topics through ``leader``, another connection of this
@@ -391,7 +323,7 @@ class NodeMqtt:
         ``stop_timeout``, 10 s, which waits for it).
         """
         data = json.dumps(payload)
-        topic = state_topic(self.cluster, int(payload.get("node", -1)))
+        topic = self.topics.state(int(payload.get("node", -1)))
         if all(topic != member[0] for member in self._members):
             topic = self.topic  # not a member's report: the first member's topic
         last: BaseException | None = None
@@ -419,7 +351,7 @@ class NodeMqtt:
 async def request_leave(broker_url: str, cluster: str, name: str, ca: str | None = None) -> None:
     """Ask the coordinator to take node ``name`` out of the membership (``gossip node --leave``).
 
-    Publishes ``{"cmd": "leave", "name": name}`` on ``gossip/<cluster>/membership`` (QoS 1).
+    Publishes ``{"cmd": "leave", "name": name}`` on the cluster's membership topic (QoS 1).
 
     Raises
     ------
@@ -429,8 +361,6 @@ async def request_leave(broker_url: str, cluster: str, name: str, ca: str | None
         The broker cannot be reached within 5 seconds.
     """
     broker = parse_broker(broker_url)
-    if broker is None:
-        raise ConfigError(f"--broker must be mqtt://HOST:PORT or mqtts://..., got {broker_url!r}")
     if ca is not None:
         broker = replace(broker, ca=ca)
     payload = json.dumps({"cmd": "leave", "name": name})
@@ -445,6 +375,6 @@ async def request_leave(broker_url: str, cluster: str, name: str, ca: str | None
                 tls_params=aiomqtt.TLSParameters(ca_certs=broker.ca) if broker.tls else None,
             ) as client,
         ):
-            await client.publish(f"gossip/{cluster}/membership", payload, qos=1)
+            await client.publish(Topics(cluster).membership, payload, qos=1)
     except (TimeoutError, aiomqtt.MqttError) as exc:
         raise TransportError(f"cannot send the leave request to {broker_url}: {exc}") from exc

@@ -39,7 +39,7 @@ from gossip.wire.schema import (
     decode,
     encode_bytes,
 )
-from node.curve import CurveKeys, curve_client
+from node.transport.curve import CurveKeys, curve_client
 
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 

@@ -43,7 +43,7 @@ from gossip.exchange.membership import View, carry_to, view_from_dict
 from gossip.exchange.vocabulary import Link, TimeBase
 from gossip.wire.schema import Bootstrap
 from node.clock import PoissonClock
-from node.transport import Transport
+from node.transport.interface import Transport
 
 __all__ = ["MemberNode", "NodeMembership"]
 

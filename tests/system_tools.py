@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from coordinator.broker import find_mosquitto
+from coordinator.local.broker import find_mosquitto
 
 __all__ = ["require_mosquitto"]
 

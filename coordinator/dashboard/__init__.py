@@ -9,7 +9,7 @@ Modules
 server
     The aiohttp app, the token check and :func:`serve`.
 feed
-    Samples the :class:`~coordinator.state.ClusterState` on a tick and batches live updates.
+    Samples the :class:`~coordinator.figures.state.ClusterState` on a tick and batches live updates.
 runs
     The live run and earlier ones; CSV and JSONL exports.
 metrics

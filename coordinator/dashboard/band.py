@@ -8,8 +8,8 @@ leaves the band for long is not running the algorithm it claims to.
 It runs in a separate process, at low priority, because the simulator is CPU-bound Python and
 numpy: in a thread it would hold the GIL and stall the coordinator's event loop (and with it the
 registration, the MQTT monitor and this dashboard). It is a plain subprocess
-(:func:`coordinator.offload.offload`), killed if the dashboard stops first, so ``gossip up``
-never leaves it behind.
+(:func:`coordinator.machine.offload.offload`), killed if the dashboard stops first, so ``gossip
+up`` never leaves it behind.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from coordinator.dashboard.runs import Band, RunArchive, RunRecord
-from coordinator.offload import offload
-from coordinator.state import ClusterState
+from coordinator.figures.state import ClusterState
+from coordinator.machine.offload import offload
 from gossip.errors import ConfigError, GossipError
 from gossip.graph.topology import Topology
 from gossip.model.algorithms import GossipParams
@@ -140,8 +140,8 @@ async def compute_band(
         ``params`` and ``initial`` are the run's ``ProblemSet`` and ``DualParams`` (see
         :func:`simulate_opt_band`).
 
-    The child (:func:`coordinator.offload.offload`) runs at the lowest priority: on a 2-core
-    machine the band must not steal time from the nodes. Cancelling the call (for example
+    The child (:func:`coordinator.machine.offload.offload`) runs at the lowest priority: on a
+    2-core machine the band must not steal time from the nodes. Cancelling the call (for example
     under ``asyncio.timeout``) kills it.
 
     Raises
@@ -187,7 +187,7 @@ class BandKeeper:
         state = self.state
         if record is not None and state.training is not None:
             # A training run's band is the coordinator's own (its accuracy, loss and consensus,
-            # coordinator.train_measure): the runs table shows how that one stands.
+            # coordinator.figures.train_measure): the runs table shows how that one stands.
             record.band_status = state.training.band_status
             return
         if (

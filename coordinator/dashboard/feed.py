@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from coordinator.dashboard.runs import RunArchive
 from coordinator.dashboard.views import cluster_counters, headline, node_row
-from coordinator.state import ClusterState
+from coordinator.figures.state import ClusterState
 
 __all__ = [
     "ACTIVITY_TAU",

@@ -56,8 +56,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from coordinator.dashboard.views import display_value, exact_drift
-from coordinator.records import COUNTER_NAMES
-from coordinator.state import PHASES, ClusterState
+from coordinator.figures.records import COUNTER_NAMES
+from coordinator.figures.state import PHASES, ClusterState
 
 __all__ = ["ClusterCollector", "make_registry"]
 

@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-The coordinator's :class:`~coordinator.state.ClusterState` holds one run: its ``run_id`` and its
-error ``history``. :meth:`RunArchive.follow`, called on every tick of the feed, copies the
+The coordinator's :class:`~coordinator.figures.state.ClusterState` holds one run: its ``run_id``
+and its error ``history``. :meth:`RunArchive.follow`, called on every tick of the feed, copies the
 history points it has not seen yet into the live :class:`RunRecord` and returns them, so the
 feed can send only what is new. When ``run_id`` changes (a new run in the same process) the old
 record stays in the archive, which is what lets the page overlay RG and ARG runs.
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.dashboard.views import initial_error
-from coordinator.state import ClusterState
-from coordinator.thinning import since, thin
+from coordinator.figures.state import ClusterState
+from coordinator.figures.thinning import since, thin
 
 __all__ = ["Band", "Point", "RunArchive", "RunRecord", "parse_jsonl"]
 
@@ -88,7 +88,7 @@ class RunRecord:
         Unix time of ``t = 0``.
     t_eps : float or None
         The run's exact curve's first crossing of ``eps``, once the coordinator declared it
-        reached (:mod:`coordinator.convergence`); ``None`` before, and for a run that reached
+        reached (:mod:`coordinator.run.convergence`); ``None`` before, and for a run that reached
         ``eps`` without an exact curve (its summary's ``reached`` says so).
     points : list of Point
         ``(t, error, mass_drift_rel, wall)`` in order: estimates from the reports.
@@ -121,7 +121,7 @@ class RunRecord:
     band_status: str = "off"
     live: bool = False
     saved_len: int = -1  # stored() when last written to disk; -1: never
-    dropped: int = 0  # points thinned out of a long live run (coordinator.thinning)
+    dropped: int = 0  # points thinned out of a long live run (coordinator.figures.thinning)
 
     def stored(self) -> int:
         """How many points (estimated and exact) the record has taken, thinned ones included."""

@@ -3,7 +3,7 @@
 Routes (all ``GET``; the server is read-only and answers 405 to anything else):
 
 =================================  ==========================================================
-``/``                              the page (``coordinator/static/index.html``)
+``/``                              the page (``coordinator/dashboard/static/index.html``)
 ``/static/<file>``                 its script and style sheet
 ``/vendor/plotly.min.js``          plotly.js from the installed ``plotly`` wheel (no CDN)
 ``/api/summary``                   contract C4: reached, t, error, t_eps, mass_drift_rel, ...
@@ -60,14 +60,14 @@ from coordinator.dashboard.views import (
     node_row,
     stale_after,
 )
-from coordinator.state import ClusterState
+from coordinator.figures.state import ClusterState
 from gossip.errors import ConfigError
 
 __all__ = ["STATIC_DIR", "Dashboard", "plotly_js_path", "serve"]
 
 _log = logging.getLogger(__name__)
 
-STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 """The page's own files (HTML, JS, CSS), shipped as package data of ``coordinator``."""
 
 _KEEPALIVE = 15.0  # seconds between SSE comments that keep proxies from closing the stream

@@ -3,7 +3,7 @@
 It lets the dashboard be looked at, tested and benchmarked without starting node processes:
 :class:`SyntheticCluster` runs the continuized process exactly (Poisson activations, the core's
 ``jump`` and ``mix``), and produces what the coordinator would see, either written straight
-into a :class:`~coordinator.state.ClusterState` (:meth:`SyntheticCluster.feed`) or as the
+into a :class:`~coordinator.figures.state.ClusterState` (:meth:`SyntheticCluster.feed`) or as the
 contract-C3 JSON report of each node (:meth:`SyntheticCluster.report`) for a publisher that
 sends them over MQTT. Counters and round trips are made up but plausible.
 
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.records import ErrorPoint, NodeView
-from coordinator.state import BrokerStatus, ClusterState
+from coordinator.figures.records import ErrorPoint, NodeView
+from coordinator.figures.state import BrokerStatus, ClusterState
 from gossip.graph.spectral import graph_quantities
 from gossip.graph.topology import parse_topology
 from gossip.model.algorithms import gossip_params

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from coordinator.records import NodeView, RunSummary
-from coordinator.state import ClusterState
+from coordinator.figures.records import NodeView, RunSummary
+from coordinator.figures.state import ClusterState
 
 __all__ = [
     "DRIFT_SOURCES",

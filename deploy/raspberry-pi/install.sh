@@ -290,7 +290,7 @@ if [ -n "$keys" ]; then
 print(load_identity(pathlib.Path(sys.argv[1])).name)' "$key_dir")
   if [ "$role" = coordinator ]; then
     runuser -u gossip -- "$prefix/bin/python" -c \
-      'import sys, pathlib; from coordinator.security import load_security
+      'import sys, pathlib; from coordinator.membership.security import load_security
 load_security(pathlib.Path(sys.argv[1]))' "$key_dir"
   fi
   say "keys of $key_name in $key_dir"

@@ -64,7 +64,7 @@ Rules for the bad days:
   again, the exchange stays pending (and retried) so that if the peer applied it, its reply
   is still applied and the sums stay exact; that edge's ticks are skipped until it settles.
   The peer is handed out of :meth:`Exchanger.take_silent`, for the shell
-  to check its connection (:mod:`node.curve`). Exactness then holds only for exchanges
+  to check its connection (:mod:`node.transport.curve`). Exactness then holds only for exchanges
   answered in time: a reply to a released exchange is applied at its own T, possibly before
   jumps made since.
 * Clock skew: T may be a little ahead of the server's clock (the ledger mixes forward in
@@ -370,7 +370,8 @@ class Exchanger:
     def take_silent(self) -> set[int]:
         """Return (and forget) the peers silent for another
         :data:`~gossip.exchange.vocabulary.STUCK_RETRIES` retries: the shell may check its way to
-        them (:meth:`node.transport.Transport.redial`); re-sending cannot mend a dead connection."""
+        them (:meth:`node.transport.interface.Transport.redial`); re-sending cannot mend a dead
+        connection."""
         return self._initiator.take_silent()
 
     def take_outgoing(self) -> list[Outgoing]:

@@ -77,7 +77,7 @@ def check_moved(msg: Moved) -> str:
     """Return the address a :class:`~gossip.wire.schema.Moved` announces, once checked.
 
     Valid: ``tcp://HOST:PORT`` (a host other than a wildcard, a port in 1..65535), and the
-    in-memory transport's ``mem://NAME`` (:mod:`node.fake_transport`).
+    in-memory transport's ``mem://NAME`` (:mod:`node.transport.fake`).
 
     Raises
     ------

@@ -2,7 +2,7 @@
 
 While a cluster runs, a node's report of its state at ``t(now)`` is not the network's state at
 any one time: jumps in flight are missing from it, and mixing reports of different times
-forward to a common t (:mod:`coordinator.metrics`) ignores the jumps in between. That
+forward to a common t (:mod:`coordinator.figures.metrics`) ignores the jumps in between. That
 estimate sits above the true error by more as the rate grows: on line:30 (ARG, the model's own
 runs, ``benchmarks/bench_estimate_bias.py``) by a median of +0.01 decades with 100 units of t
 between reports (1000/s with 0.1 s reports), +0.24 with 400 and +0.70 with 800 (p90 +4.4),
@@ -16,7 +16,7 @@ from the ledger then is final, the value of the sequential replay at ``g``. :cla
 reads the grid times ``g = k * step`` it has not read yet and that are ``< T``, just before
 each jump (:meth:`Trace.before_jump`); each is read once. With every node's trace, the
 coordinator has the network's exact state at every grid time once all of them have passed it
-(:mod:`coordinator.exact_curve`), and the live curve can be set against the simulator's with
+(:mod:`coordinator.figures.exact_curve`), and the live curve can be set against the simulator's with
 nothing but the jumps' timing between them.
 
 The guarantee holds where the jumps are exact: not for a reply to a released (stuck) exchange,
@@ -54,7 +54,7 @@ GRID_SECONDS = 0.025
 
 MAX_CLUSTER_SAMPLES = 8000.0
 """Samples a second from all the nodes together, at the most, that :data:`GRID_SECONDS` may
-add: what the coordinator's exact curve (:mod:`coordinator.exact_curve`) takes in."""
+add: what the coordinator's exact curve (:mod:`coordinator.figures.exact_curve`) takes in."""
 
 
 def trace_step(rate: float, metrics_period: float, nodes: int = 1) -> float:
@@ -64,7 +64,7 @@ def trace_step(rate: float, metrics_period: float, nodes: int = 1) -> float:
     At least :data:`SAMPLES_PER_REPORT` grid times per report, and one every
     :data:`GRID_SECONDS` of wall time if that is more, unless the cluster would then send
     more than :data:`MAX_CLUSTER_SAMPLES` samples a second. Reports spaced out to spare the
-    machine (:func:`coordinator.node_commands.default_metrics_period`) thus carry more samples
+    machine (:func:`coordinator.local.node_commands.default_metrics_period`) thus carry more samples
     each, and the exact curve keeps its resolution. Every node of a run must be given the
     same arguments (the bootstrap's rate, period and ``n``): the grid times are common.
 

@@ -8,7 +8,7 @@ Layout written by ``gossip keys init --dir DIR --nodes N`` (directories 0700, se
     DIR/coordinator/mqtt.secret     the secret every MQTT password is derived from
     DIR/node-K/identity.json        {"name": "node-K", "public": Z85, "coordinator": Z85}
     DIR/node-K/secret.key           node K's CURVE secret key
-    DIR/mqtt/passwd, DIR/mqtt/acl   for mosquitto (see :mod:`coordinator.mqtt_auth`)
+    DIR/mqtt/passwd, DIR/mqtt/acl   for mosquitto (see :mod:`coordinator.mqtt.auth`)
 
 A node's *name* is bound to its key: the coordinator only accepts a registration under the name
 the allow-list gives the key it was authenticated with. MQTT passwords are derived from one

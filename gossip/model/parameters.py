@@ -22,7 +22,7 @@ the sums are needed soon, by the node's next state or flow; the row only by reco
 an initiator builds its next ``x`` and ``z`` from its sums and the Reply's flow in one pass
 that only reads them (:func:`~gossip.model._loops.pending_state`), and adds the flow to its
 sums and its row after that request has left (:meth:`ParameterLedger.settle`, which the node
-runs once the frame is gone: :mod:`node.departures`), so that writing the sums is off the
+runs once the frame is gone: :mod:`node.transport.departures`), so that writing the sums is off the
 exchange's path. Every method that reads the ledger adds what is pending first, in
 the order the flows came, with the same operations, so results are the same to the bit
 whenever the work is done. Only arrays that nobody can change in the meantime are kept: the

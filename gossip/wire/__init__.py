@@ -5,5 +5,7 @@
 * :mod:`gossip.wire.checks` -- the field checkers and the limits they enforce, and a model's
   parameters packed inside a JSON document (a training node's state report);
 * :mod:`gossip.wire.hot` -- the exchange's own three messages, encoded and checked on the
-  hot path without the schema's generic machinery (same bytes, same checks).
+  hot path without the schema's generic machinery (same bytes, same checks);
+* :mod:`gossip.wire.pubsub` -- broker URLs and the MQTT topics' layout: the one place the
+  nodes and the coordinator take them from.
 """

@@ -310,7 +310,7 @@ class Beat:
     ``final_over_mqtt``: the node stopped, and its final report, too large for a beat, went
     over MQTT only; ``final`` is then ``""``. Such a beat postdates the stop, so the
     coordinator may answer it ``"taken"`` once it holds the report from MQTT
-    (:mod:`coordinator.enrollment`). A field added within version 6 (:data:`_OPTIONAL`): left
+    (:mod:`coordinator.run.enrollment`). A field added within version 6 (:data:`_OPTIONAL`): left
     out while false, so that a beat, alone or in a :class:`BeatBatch`, is the frame an older
     peer sends and reads, and false where an older node's beat leaves it out. An older
     coordinator refuses a beat that sets it (:mod:`node.lifeline` then beats without it).
@@ -414,7 +414,7 @@ class RegisterBatch:
     A host of K nodes sends one of these instead of K :class:`Register`, so the coordinator
     serves one message (and, secure, one CURVE connection) per process rather than per node.
     Secure, the coordinator takes it only from a key whose host process holds every name in it
-    (:func:`coordinator.registrar.serve_registrations`).
+    (:func:`coordinator.membership.registrar.serve_registrations`).
     """
 
     TYPE: ClassVar[str] = "register_batch"

@@ -21,8 +21,8 @@ import aiomqtt
 import psutil
 import pytest
 
-from coordinator.broker import RunningBroker
-from coordinator.procs import free_port
+from coordinator.local.broker import RunningBroker
+from coordinator.machine.ports import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -14,9 +14,9 @@ import zmq.asyncio
 from typer.testing import CliRunner
 
 from cli.app import app
-from coordinator.config import CoordinatorConfig, prepare
-from coordinator.registrar import RegistrarStats, bound_socket, serve_registrations
-from coordinator.registry import Registry
+from coordinator.membership.registrar import RegistrarStats, bound_socket, serve_registrations
+from coordinator.membership.registry import Registry
+from coordinator.run.config import CoordinatorConfig, prepare
 
 
 def test_keys_init_writes_every_role_and_refuses_to_overwrite(tmp_path: Path) -> None:

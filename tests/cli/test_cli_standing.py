@@ -21,8 +21,8 @@ import pytest
 import zmq
 from system_tools import require_mosquitto
 
-from coordinator.broker import BrokerAuth, RunningBroker, mosquitto_broker
-from coordinator.mqtt_auth import write_broker_auth
+from coordinator.local.broker import BrokerAuth, RunningBroker, mosquitto_broker
+from coordinator.mqtt.auth import write_broker_auth
 from gossip.files.keys import COORDINATOR, init_keys, load_mqtt_secret
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]

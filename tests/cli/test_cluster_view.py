@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from cli._cluster_view import fell_behind, print_summary, timeout_advice
-from coordinator.config import CoordinatorConfig, prepare
-from coordinator.records import ErrorPoint, RunSummary
-from coordinator.state import ClusterState
+from coordinator.figures.records import ErrorPoint, RunSummary
+from coordinator.figures.state import ClusterState
+from coordinator.run.config import CoordinatorConfig, prepare
 
 BASE = RunSummary("run-a", True, 1.0, 0.5, 100, 390.0, 400.0, 1e-7, 0.0, 0.3, 1.2)
 

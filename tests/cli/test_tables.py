@@ -66,9 +66,9 @@ def test_up_summary_fits_80_columns(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from cli._cluster_view import print_failure, print_summary
-    from coordinator.config import CoordinatorConfig, prepare
-    from coordinator.records import RunSummary
-    from coordinator.supervise import Supervision
+    from coordinator.figures.records import RunSummary
+    from coordinator.local.supervise import Supervision
+    from coordinator.run.config import CoordinatorConfig, prepare
 
     monkeypatch.setenv("COLUMNS", "80")
     config = CoordinatorConfig(graph="grid:4x4", values="onehot", rate=20.0)

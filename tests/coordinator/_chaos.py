@@ -42,9 +42,10 @@ from typing import Any
 import numpy as np
 import psutil
 
-from coordinator.broker import find_mosquitto, wait_for_port
-from coordinator.metrics import estimate
-from coordinator.procs import free_port, spawn
+from coordinator.figures.metrics import estimate
+from coordinator.local.broker import find_mosquitto
+from coordinator.machine.children import spawn
+from coordinator.machine.ports import free_port, wait_for_port
 from gossip.graph.topology import parse_topology
 
 SEED_ENV = "GOSSIP_CHAOS_SEED"

@@ -13,10 +13,10 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from coordinator.broker import RunningBroker
-from coordinator.procs import free_port
-from coordinator.records import RunSummary
-from coordinator.service import Coordinator, CoordinatorConfig
+from coordinator.figures.records import RunSummary
+from coordinator.local.broker import RunningBroker
+from coordinator.machine.ports import free_port
+from coordinator.run.service import Coordinator, CoordinatorConfig
 
 
 def churn_config(broker: RunningBroker, tmp_path: Path, **over: object) -> CoordinatorConfig:

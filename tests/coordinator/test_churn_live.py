@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from _churn import churn_config, exit_codes, kill_left, stop_once_reached, until
 
-from coordinator.broker import RunningBroker
-from coordinator.service import Coordinator
+from coordinator.local.broker import RunningBroker
+from coordinator.run.service import Coordinator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -25,9 +25,9 @@ import zmq.asyncio
 from _churn import churn_config, exit_codes, kill_left, stop_once_reached, until
 from zmq.utils.monitor import recv_monitor_message
 
-from coordinator.broker import MosquittoAuth, RunningBroker, find_mosquitto, mosquitto_broker
-from coordinator.procs import free_port
-from coordinator.service import Coordinator, CoordinatorConfig
+from coordinator.local.broker import MosquittoAuth, RunningBroker, find_mosquitto, mosquitto_broker
+from coordinator.machine.ports import free_port
+from coordinator.run.service import Coordinator, CoordinatorConfig
 from gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret, mqtt_password
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coordinator.agreement import band_agreement
-from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
-from coordinator.records import RunSummary
-from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.agreement import band_agreement
+from coordinator.figures.records import RunSummary
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import RunningBroker
+from coordinator.local.launcher import run_up
+from coordinator.local.settings import UpConfig
+from coordinator.run.service import CoordinatorConfig
 from gossip.exchange.trace import trace_step
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -53,6 +55,7 @@ async def _run(
         json_path=tmp_path / "run.json",
     )
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=coord,
         log_dir=tmp_path / "logs",
         broker=broker,
@@ -94,8 +97,8 @@ def _check_exact_end(
 
 
 def _check_exact_curve(state: ClusterState, step: float) -> None:
-    """The exact curve (coordinator.exact_curve) is the network's state at each grid time: the
-    sum is conserved at every point (a sample that held a jump its peer's did not would show
+    """The exact curve (coordinator.figures.exact_curve) is the network's state at each grid time:
+    the sum is conserved at every point (a sample that held a jump its peer's did not would show
     the jump's flow), its first point is the initial error, and the grid is regular."""
     points = state.exact
     assert len(points) >= 20, f"{len(points)} exact points"
@@ -111,8 +114,8 @@ def _check_exact_curve(state: ClusterState, step: float) -> None:
 def _check_band(
     state: ClusterState, until: float, t_min: float, summary: RunSummary | None = None
 ) -> None:
-    """The run's exact error curve (coordinator.exact_curve) is one the model itself produces
-    (coordinator.agreement).
+    """The run's exact error curve (coordinator.figures.exact_curve) is one the model itself
+    produces (coordinator.figures.agreement).
 
     Judged against 1000 of the simulator's own runs, so that an exact cluster fails this at
     most about 1% of the time (a fixed share of points inside the band failed 8% of the

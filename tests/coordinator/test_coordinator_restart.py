@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 from system_tools import require_mosquitto
 
-from coordinator.procs import free_port, spawn, stop_process
+from coordinator.machine.children import spawn, stop_process
+from coordinator.machine.ports import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(400)]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.lanrule import RATE_K, rate_ceiling, skew_tolerance
-from node.faults import FaultSpec
+from coordinator.figures.lanrule import RATE_K, rate_ceiling, skew_tolerance
+from node.transport.faults import FaultSpec
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -115,7 +115,7 @@ def _host_offset_ms(log: Path) -> float:
 
 def _host(name: str) -> int:
     """The host (process) of a node, by name: ``host-<j>-<i>``, or, secure, ``node-<k>`` (host
-    j holds the next K keys, in order: coordinator.launcher)."""
+    j holds the next K keys, in order: coordinator.local.launcher)."""
     hosted = re.fullmatch(r"host-(\d+)-\d+", name)
     if hosted:
         return int(hosted[1])

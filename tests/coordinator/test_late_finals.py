@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.launcher import UpConfig, run_up
-from coordinator.service import CoordinatorConfig
+from cli.entries import NODE_ENTRIES
+from coordinator.local.launcher import run_up
+from coordinator.local.settings import UpConfig
+from coordinator.run.service import CoordinatorConfig
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(240)]
 
@@ -28,6 +30,7 @@ async def test_finals_later_than_the_stop_timeout_are_taken_while_nodes_report(
     tmp_path: Path,
 ) -> None:
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=CoordinatorConfig(
             graph="line:8",
             algorithm="arg",

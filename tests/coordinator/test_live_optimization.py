@@ -16,14 +16,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.agreement import optimization_agreement
-from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
-from coordinator.node_commands import node_argv
-from coordinator.procs import free_ports, spawn, stop_all
-from coordinator.records import RunSummary
-from coordinator.service import Coordinator, CoordinatorConfig, prepare
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.agreement import optimization_agreement
+from coordinator.figures.records import RunSummary
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import RunningBroker
+from coordinator.local.launcher import run_up
+from coordinator.local.node_commands import node_argv
+from coordinator.local.settings import UpConfig
+from coordinator.machine.children import spawn, stop_all
+from coordinator.machine.ports import free_ports
+from coordinator.run.service import Coordinator, CoordinatorConfig, prepare
 
 pytest.importorskip("gossip.problems", reason="needs the optimization core (branch opt)")
 
@@ -64,6 +67,7 @@ async def _up(
     rate: float = 100.0,
 ) -> tuple[RunSummary, ClusterState]:
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=_config(tmp_path, graph, until, cluster, rate),
         log_dir=tmp_path / "logs",
         broker=broker,
@@ -121,11 +125,12 @@ async def test_logistic_on_a_grid_stays_inside_the_simulators_band_with_real_mos
         seed=1,
         t_min=20.0,
         floor=1e-6,
-        # The live curve is judged among 1000 of the model's own runs (coordinator.agreement).
-        # An accelerated dual curve is volatile: `python benchmarks/bench_agreement.py` judges
-        # 400 more runs of the model itself, of which 1.25-1.5% failed at alpha = 0.01 (one CI
-        # run did, among 240 runs) and 0.25-0.5% at 0.002, which still fails 27 of 40 runs of
-        # a cluster at half the rate. A cluster behind its clocks fails kept_up below.
+        # The live curve is judged among 1000 of the model's own runs
+        # (coordinator.figures.agreement). An accelerated dual curve is volatile: `python
+        # benchmarks/bench_agreement.py` judges 400 more runs of the model itself, of which
+        # 1.25-1.5% failed at alpha = 0.01 (one CI run did, among 240 runs) and 0.25-0.5% at 0.002,
+        # which still fails 27 of 40 runs of a cluster at half the rate. A cluster behind its clocks
+        # fails kept_up below.
         null_runs=1000,
         workers=2,
     )
@@ -179,7 +184,7 @@ async def test_a_killed_node_recovers_its_dual_pair_from_its_neighbours(
 
     def argv(k: int) -> list[str]:
         extra = ["--bind", f"tcp://127.0.0.1:{ports[k]}", "--advertise", "127.0.0.1"]
-        return node_argv(bind, f"node-{k}", "127.0.0.1")[:-2] + extra
+        return node_argv(NODE_ENTRIES.app, bind, f"node-{k}", "127.0.0.1")[:-2] + extra
 
     procs: list[asyncio.subprocess.Process] = []
     try:

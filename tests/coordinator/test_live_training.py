@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
-from coordinator.records import RunSummary
-from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.records import RunSummary
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import RunningBroker
+from coordinator.local.launcher import run_up
+from coordinator.local.settings import UpConfig
+from coordinator.run.service import CoordinatorConfig
 from gossip.train.recipe import Recipe
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -32,6 +34,7 @@ async def _up(
     graph: str = "cycle:8",
 ) -> tuple[RunSummary, ClusterState]:
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=CoordinatorConfig(
             graph=graph,
             rate=20.0,  # gradient steps per node per second
@@ -140,6 +143,7 @@ async def test_the_live_accuracy_curve_is_typical_of_the_simulators_runs_of_its_
     # The run stops on the exact curve's accuracy, not on a wall-clock deadline.
     recipe = Recipe("mlp:16", "digits", "iid:0", "a2cid2", lr=0.2)
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=CoordinatorConfig(
             graph="cycle:8",
             rate=1.25,

@@ -31,8 +31,8 @@ def test_all_names_the_public_api_and_each_resolves(name: str) -> None:
 
 def test_coordinator_exports_its_entry_points() -> None:
     import coordinator
-    from coordinator.service import Coordinator
-    from coordinator.state import ClusterState
+    from coordinator.figures.state import ClusterState
+    from coordinator.run.service import Coordinator
 
     assert coordinator.Coordinator is Coordinator
     assert coordinator.ClusterState is ClusterState
@@ -41,8 +41,11 @@ def test_coordinator_exports_its_entry_points() -> None:
 
 
 def test_importing_the_coordinators_state_stays_light() -> None:
-    # The dashboard and the tests import coordinator.state: the package must not pull in the
+    # The dashboard and the tests import coordinator.figures.state: the package must not pull in the
     # sockets and the broker client with it (its public names are imported on first use).
-    code = "import sys, coordinator.state; print('zmq' in sys.modules, 'aiomqtt' in sys.modules)"
+    code = (
+        "import sys, coordinator.figures.state; "
+        "print('zmq' in sys.modules, 'aiomqtt' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -22,10 +22,12 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import recv_monitor_message
 
-from coordinator.broker import BrokerKind, RunningBroker, find_mosquitto
-from coordinator.launcher import UpConfig, run_up
-from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import BrokerKind, RunningBroker, find_mosquitto
+from coordinator.local.launcher import run_up
+from coordinator.local.settings import UpConfig
+from coordinator.run.service import CoordinatorConfig
 from gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret, mqtt_password
 from gossip.graph.topology import parse_topology
 from gossip.wire.schema import Request, encode
@@ -134,6 +136,7 @@ async def test_forged_exchanges_and_rogue_reports_change_nothing(
         require_mosquitto()
     cluster = "sec"
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=CoordinatorConfig(
             graph="line:8",
             algorithm="arg",

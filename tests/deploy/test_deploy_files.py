@@ -74,8 +74,8 @@ def test_the_image_roles_run_without_the_left_out_dependencies(argv: list[str]) 
 def test_the_coordinator_and_dashboard_modules_import_without_them() -> None:
     code = (
         f"import sys\nfor n in {LEFT_OUT!r}: sys.modules[n] = None\n"
-        "import coordinator.service, coordinator.dashboard.server as s\n"
-        "import node.zmq_transport\n"
+        "import coordinator.run.service, coordinator.dashboard.server as s\n"
+        "import node.transport.zeromq\n"
         "assert s.plotly_js_path().is_file()\n"
     )
     done = subprocess.run(

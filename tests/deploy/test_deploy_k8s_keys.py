@@ -376,8 +376,8 @@ async def test_a_secure_run_reaches_eps_with_the_keys_of_the_kubernetes_path(
     """The whole keys path, then a run: keys Job -> Secrets -> init containers -> a real
     mosquitto with the Secret's node accounts, the coordinator and one process per node pod
     (through the image's entrypoint), each with deploy/k8s's environment, on loopback."""
-    from coordinator.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
-    from coordinator.procs import free_ports
+    from coordinator.local.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
+    from coordinator.machine.ports import free_ports
 
     nodes = 3
     assert upload(made(f"cycle:{nodes}"), api, tmp_path).returncode == 0

@@ -187,7 +187,11 @@ def test_secure_install_refuses_anonymous_mqtt_and_reaches_eps(
     assert f"machine: {machine}" in output
 
     files, _, rest = output.partition("--- node.env")
-    for unit in ("gossip-node.service", "gossip-coordinator.service", "gossip-mosquitto.service"):
+    for unit in (
+        "gossip-node.service",
+        "gossip-coordinator.service",
+        "gossip-mosquitto.service",
+    ):
         assert unit in files
     # The broker's accounts and ACL are the keys' (coordinator, node-0 .. node-2, and the
     # operator who may submit runs to a standing coordinator), readable by

@@ -16,7 +16,7 @@ import pytest
 import zmq
 from _nodetest import FakeCoordinator, bootstraps, common_time, kill_all, spawn_node
 
-from coordinator.broker import RunningBroker
+from coordinator.local.broker import RunningBroker
 from gossip.errors import ConfigError
 from node.config import NodeConfig
 from node.host import _node, host_configs

@@ -19,11 +19,13 @@ from typing import Any
 import psutil
 import pytest
 
-from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
-from coordinator.procs import NODE_NICENESS
-from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import RunningBroker
+from coordinator.local.launcher import run_up
+from coordinator.local.settings import UpConfig
+from coordinator.machine.children import NODE_NICENESS
+from coordinator.run.service import CoordinatorConfig
 from tests.system_tools import require_mosquitto
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]
@@ -69,6 +71,7 @@ async def test_secure_host_mode_has_one_mqtt_connection_per_process_and_reaches_
 ) -> None:
     require_mosquitto()
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=CoordinatorConfig(
             # Slow enough that every node reports a few times before eps.
             graph="grid:4x4",

@@ -20,9 +20,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from coordinator.launcher import UpConfig, run_up
-from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.state import ClusterState
+from coordinator.local.launcher import run_up
+from coordinator.local.settings import UpConfig
+from coordinator.run.service import CoordinatorConfig
 from tests.system_tools import require_mosquitto
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(180)]
@@ -59,6 +61,7 @@ async def test_each_host_process_registers_its_nodes_in_one_message(
 ) -> None:
     require_mosquitto()
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=CoordinatorConfig(
             graph="grid:4x8", algorithm="arg", rate=400.0, values="onehot", until=1e-6
         ),

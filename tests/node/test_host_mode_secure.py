@@ -22,10 +22,12 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import recv_monitor_message
 
-from coordinator.broker import RunningBroker
-from coordinator.launcher import UpConfig, run_up
-from coordinator.service import CoordinatorConfig
-from coordinator.state import ClusterState
+from cli.entries import NODE_ENTRIES
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import RunningBroker
+from coordinator.local.launcher import run_up
+from coordinator.local.settings import UpConfig
+from coordinator.run.service import CoordinatorConfig
 from gossip.files.keys import Identity, load_identity
 from gossip.graph.topology import parse_topology
 from gossip.wire.schema import Request, encode
@@ -97,6 +99,7 @@ def final_of(log: Path, node: int) -> dict[str, Any]:
 
 async def test_host_mode_is_secure_by_default_and_forged_src_fails(tmp_path: Path) -> None:
     config = UpConfig(
+        entries=NODE_ENTRIES,
         coordinator=CoordinatorConfig(
             graph="line:8", algorithm="arg", rate=50.0, values="onehot", until=1e-12
         ),
@@ -126,7 +129,8 @@ async def test_host_mode_is_secure_by_default_and_forged_src_fails(tmp_path: Pat
             public, secret = zmq.curve_keypair()
             outsider = Identity("outsider", public.decode(), secret.decode(), node3.public)
             # Node 0 shares node 3's process and ZAP handler, but is not its neighbour. Node 3
-            # holds each unknown key for a while (node.curve) before it refuses it: both at once.
+            # holds each unknown key for a while (node.transport.curve) before it refuses it: both
+            # at once.
             await asyncio.gather(
                 refused(ctx, node3, address, outsider),
                 refused(ctx, node3, address, load_identity(keys / "node-0")),

@@ -13,7 +13,7 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from coordinator.procs import free_port
+from coordinator.machine.ports import free_port
 from gossip.wire.schema import MAX_FRAME, Beat, BeatBatch, RegisterError, Stop, decode, encode
 from node.host import _delivered
 from node.lifeline import FINAL_ROOM, Lifeline, LifelineGroup
@@ -172,7 +172,7 @@ async def test_an_older_coordinator_that_refuses_the_flag_gets_plain_beats_and_i
         task = tg.create_task(line.run())
         envelope, frame = await sock.recv_multipart()
         assert decode(frame) == Beat("n0", EPOCH, "", final_over_mqtt=True)
-        # What a coordinator that predates the field answers (coordinator.registrar).
+        # What a coordinator that predates the field answers (coordinator.membership.registrar).
         refusal = RegisterError("bad message: beat message has unexpected field(s) ...")
         await sock.send_multipart([envelope, encode(refusal)])
         async with asyncio.timeout(1.0):

@@ -34,12 +34,13 @@ import pytest
 import zmq
 from _netns import NetLab, netns_unavailable
 
-from coordinator.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
-from coordinator.mqtt_auth import write_mosquitto_auth
-from coordinator.procs import Child, free_port, spawn, stop_all
-from coordinator.security import load_security
-from coordinator.service import Coordinator, CoordinatorConfig, prepare
-from coordinator.state import ClusterState
+from coordinator.figures.state import ClusterState
+from coordinator.local.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
+from coordinator.machine.children import Child, spawn, stop_all
+from coordinator.machine.ports import free_port
+from coordinator.membership.security import load_security
+from coordinator.mqtt.auth import write_mosquitto_auth
+from coordinator.run.service import Coordinator, CoordinatorConfig, prepare
 from gossip.files.keys import COORDINATOR, init_keys
 from gossip.graph.topology import parse_topology
 from gossip.model.values import initial_values

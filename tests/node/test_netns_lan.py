@@ -28,12 +28,13 @@ import zmq
 from _netns import NetLab
 from test_netns_faults import require_mosquitto, require_netns, until
 
-from coordinator.broker import MosquittoAuth, mosquitto_broker
-from coordinator.lanrule import skew_tolerance
-from coordinator.mqtt_auth import write_mosquitto_auth
-from coordinator.procs import Child, free_port, spawn, stop_all
-from coordinator.security import load_security
-from coordinator.service import Coordinator, CoordinatorConfig, prepare
+from coordinator.figures.lanrule import skew_tolerance
+from coordinator.local.broker import MosquittoAuth, mosquitto_broker
+from coordinator.machine.children import Child, spawn, stop_all
+from coordinator.machine.ports import free_port
+from coordinator.membership.security import load_security
+from coordinator.mqtt.auth import write_mosquitto_auth
+from coordinator.run.service import Coordinator, CoordinatorConfig, prepare
 from gossip.files.keys import COORDINATOR, init_keys
 from gossip.graph.topology import parse_topology
 

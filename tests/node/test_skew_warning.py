@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import zmq
 
-from coordinator.broker import RunningBroker
+from coordinator.local.broker import RunningBroker
 from gossip.exchange.clockskew import skew_tolerance
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]

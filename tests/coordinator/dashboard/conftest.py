@@ -11,7 +11,7 @@ import pytest
 
 from coordinator.dashboard import serve
 from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.state import ClusterState
+from coordinator.figures.state import ClusterState
 
 
 class Served:

@@ -49,7 +49,7 @@ async def test_cancelling_the_band_kills_its_child() -> None:
         found = []
         for child in me.children():
             with contextlib.suppress(psutil.Error):
-                if "coordinator.offload" in " ".join(child.cmdline()):
+                if "coordinator.machine.offload" in " ".join(child.cmdline()):
                     found.append(child)
         return found
 

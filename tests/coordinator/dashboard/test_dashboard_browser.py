@@ -10,7 +10,7 @@ import pytest
 from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 
 from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.state import ClusterState
+from coordinator.figures.state import ClusterState
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

@@ -16,7 +16,8 @@ from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.procs import free_port, spawn, stop_process
+from coordinator.machine.children import spawn, stop_process
+from coordinator.machine.ports import free_port
 
 pytestmark = [
     pytest.mark.cluster,

@@ -12,8 +12,8 @@ import pytest
 
 from coordinator.dashboard.runs import RunArchive, parse_jsonl
 from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.records import ErrorPoint, RunSummary
-from coordinator.thinning import CURVE_LIMIT
+from coordinator.figures.records import ErrorPoint, RunSummary
+from coordinator.figures.thinning import CURVE_LIMIT
 
 
 def test_follow_returns_only_new_points_then_resets_on_a_new_run(

@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.dashboard.runs import RunRecord, parse_jsonl
 from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.records import ErrorPoint
-from coordinator.state import ClusterState
+from coordinator.figures.records import ErrorPoint
+from coordinator.figures.state import ClusterState
 from gossip.errors import ConfigError
 
 

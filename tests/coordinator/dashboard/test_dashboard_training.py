@@ -18,13 +18,18 @@ import numpy as np
 import pytest
 from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 
-from coordinator.config import CoordinatorConfig, prepare
 from coordinator.dashboard.band import BandKeeper
 from coordinator.dashboard.feed import Client, Feed, training_view
 from coordinator.dashboard.runs import RunArchive
 from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.state import ClusterState
-from coordinator.train_measure import TrainBand, TrainPoint, TrainTracker, simulate_train_band
+from coordinator.figures.state import ClusterState
+from coordinator.figures.train_measure import (
+    TrainBand,
+    TrainPoint,
+    TrainTracker,
+    simulate_train_band,
+)
+from coordinator.run.config import CoordinatorConfig, prepare
 from gossip.errors import ConfigError
 from gossip.train.recipe import Recipe
 from gossip.train.trainer import run_once

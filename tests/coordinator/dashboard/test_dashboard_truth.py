@@ -23,7 +23,8 @@ from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from coordinator.dashboard.runs import RunRecord
-from coordinator.procs import free_port, spawn, stop_process
+from coordinator.machine.children import spawn, stop_process
+from coordinator.machine.ports import free_port
 
 pytestmark = [
     pytest.mark.cluster,

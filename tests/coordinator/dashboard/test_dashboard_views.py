@@ -17,9 +17,9 @@ from coordinator.dashboard.runs import RunArchive, RunRecord
 from coordinator.dashboard.server import Dashboard
 from coordinator.dashboard.synthetic import SyntheticCluster
 from coordinator.dashboard.views import headline
-from coordinator.optimization import OptPoint, OptTask, OptTracker
-from coordinator.records import ErrorPoint, FinalResult, RunSummary
-from coordinator.state import ClusterState
+from coordinator.figures.optimization import OptPoint, OptTask, OptTracker
+from coordinator.figures.records import ErrorPoint, FinalResult, RunSummary
+from coordinator.figures.state import ClusterState
 
 
 def _tracker() -> OptTracker:
