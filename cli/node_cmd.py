@@ -223,8 +223,8 @@ def node(
     import logging
 
     from gossip.errors import ConfigError
-    from node.config import NodeConfig, default_node_name, parse_value
-    from node.host import host_configs, run_host_sync
+    from node.config import NodeConfig, default_node_name, host_configs, parse_value
+    from node.host import run_host_sync
     from node.transport.faults import parse_faults
 
     with reported_errors():
@@ -263,7 +263,7 @@ def node(
         if keys_pool is not None:
             if keys:
                 raise ConfigError("give --keys or --keys-pool, not both")
-            from node.keypool import claim_keys
+            from node.transport.keypool import claim_keys
 
             claimants = (
                 [name]

@@ -10,7 +10,7 @@
 #   * otherwise the container's hostname, which `docker start` / `restart:` keep (plain Compose
 #     leaves the Swarm template unexpanded, which is how the two are told apart).
 # A node with a key pool (GOSSIP_KEYS_POOL) uses that name to claim its keys, and is then
-# named after its key (node/keypool.py).
+# named after its key (node/transport/keypool.py).
 #
 # Keys (docker-compose.yml): GOSSIP_KEYS_WAIT names the file the one-shot `keys` service writes
 # last; the coordinator and the nodes wait for it (up to 5 minutes; on a Swarm nothing orders

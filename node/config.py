@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from gossip.errors import ConfigError
+from gossip.files.keys import load_identity
 from node.transport.faults import FaultSpec
 
-__all__ = ["NodeConfig", "default_node_name", "parse_value"]
+__all__ = ["NodeConfig", "default_node_name", "host_configs", "parse_value"]
 
 
 def parse_value(text: str) -> tuple[float, ...]:
@@ -136,3 +140,61 @@ class NodeConfig:
             raise ConfigError(
                 f"max_timeout ({self.max_timeout}) must be >= timeout ({self.timeout})"
             )
+
+
+def host_configs(
+    config: NodeConfig, count: int, keys: Sequence[Path] | None = None
+) -> list[NodeConfig]:
+    """Return the configurations of the ``count`` nodes of a host started with ``config``.
+
+    Node i is named ``NAME-i``, binds ``PORT + i`` if ``config.bind`` has a fixed port, and
+    seeds its clock with ``seed + i``; one node keeps ``config`` as it is. With ``keys`` (one
+    key directory per node) node i is secure with ``keys[i]`` and named after its key, the
+    only name the coordinator accepts from it.
+
+    Examples
+    --------
+    >>> base = NodeConfig("tcp://127.0.0.1:5555", name="h", bind="tcp://127.0.0.1:7000")
+    >>> [(c.name, c.bind) for c in host_configs(base, 2)]
+    [('h-0', 'tcp://127.0.0.1:7000'), ('h-1', 'tcp://127.0.0.1:7001')]
+    """
+    if count < 1:
+        raise ConfigError(f"--nodes-per-process must be >= 1, got {count}")
+    if keys is not None:
+        if len(keys) != count:
+            raise ConfigError(
+                f"{count} node(s) per process need as many key directories, got {len(keys)}: "
+                "give --keys once per node, or --keys-pool"
+            )
+        names = [load_identity(key).name for key in keys]  # a clear error now if one is bad
+        configs = host_configs(dataclasses.replace(config, keys=None), count)
+        return [
+            dataclasses.replace(c, name=name, keys=key)
+            for c, name, key in zip(configs, names, keys, strict=True)
+        ]
+    if count == 1:
+        return [config]
+    parts = urlsplit(config.bind)
+    try:
+        port = parts.port if parts.scheme == "tcp" else None
+    except ValueError:
+        raise ConfigError(f"--bind has a bad port: {config.bind!r}") from None
+    if port and port + count - 1 > 65535:
+        raise ConfigError(
+            f"--bind port {port} + {count} nodes per process goes past 65535; "
+            "use a lower port or port 0"
+        )
+    configs = []
+    for i in range(count):
+        bind = config.bind
+        if port:
+            bind = f"tcp://{config.bind[len('tcp://') :].rsplit(':', 1)[0]}:{port + i}"
+        configs.append(
+            dataclasses.replace(
+                config,
+                name=f"{config.name}-{i}",
+                bind=bind,
+                seed=None if config.seed is None else config.seed + i,
+            )
+        )
+    return configs

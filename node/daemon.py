@@ -27,38 +27,36 @@ Tasks of a running node (one :class:`asyncio.TaskGroup`, every task named):
   (:mod:`node.switchover`).
 
 Stopping (``{"cmd": "stop"}``, SIGTERM, SIGINT): stop initiating (activations still owed are
-dropped); keep serving normally for
-``drain`` seconds while our own exchanges settle; then close (new requests get a Nack, repeated
-ones their cached answer), so the state is final; publish the final report; keep answering
-until every neighbour is done with us and knows we are done with it
-(:mod:`gossip.exchange.parting`), at most ``linger`` seconds; exit 0.
+dropped); keep serving normally for ``drain`` seconds while our own exchanges settle; then close
+(new requests get a Nack, repeated ones their cached answer), so the state is final; publish the
+final report; keep answering until every neighbour is done with us and knows we are done with
+it (:mod:`gossip.exchange.parting`), at most ``linger`` seconds; exit 0.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gossip.errors import GossipError
-from gossip.exchange.clockskew import SKEW_SAMPLES, skew_tolerance
 from gossip.exchange.exchanger import Exchanger
 from gossip.exchange.trace import Trace, trace_step
-from gossip.exchange.vocabulary import Counters, Link, TimeBase
+from gossip.exchange.vocabulary import Link, TimeBase
 from gossip.model.ledger import Ledger
 from gossip.model.parameters import ParameterLedger
 from gossip.wire.checks import pack
 from gossip.wire.schema import Bootstrap, Frame
 from node.clock import PoissonClock
-from node.learner import initial_model
+from node.learner import initial_model, learn
 from node.mqtt import NodeMqtt
 from node.problem import exchange_value
+from node.reports import Reports
 from node.switchover import NodeMembership
 from node.transport.interface import Transport
 from node.waits import Alarm, wait_at_most
@@ -85,26 +83,11 @@ _PART_EVERY = 0.1  # least seconds between goodbyes (Done) to neighbours that ha
 _PART_GRACE = 4 * _PART_EVERY  # seconds to keep answering goodbyes once parted
 _RECOVER_GIVE_UP = 10.0  # seconds before gossiping on without an unresponsive neighbour
 # Seconds of unanswered LedgerRequests after which a connection that never heard back is dialled
-# again. A joiner registers, dials its new neighbours and asks them for ledgers at once, while
-# the view command that gives them its key is still on its way: a secured neighbour then refuses
-# the handshake, for good (node.transport.curve), and without a new dial the joiner would ask into
-# a dead connection until it gave up, then start exchanges that only a redial, seconds later,
-# delivers.
+# again. A joiner asks its new neighbours for ledgers while the view that gives them its key is
+# still on its way: a secured neighbour refuses the handshake for good (node.transport.curve),
+# and without a new dial the joiner would ask into a dead connection until it gave up.
 _REDIAL_AFTER = 2 * _RECOVER_EVERY
-# Seconds between two computations of the round-trip percentiles in the periodic reports: they
-# partition thousands of samples (gossip.exchange.recent; the costliest part of a report), and move
-# slowly.
-_RTT_EVERY = 1.0
-# Seconds between two looks at a gradient step that waits for our exchange to settle.
-_STEP_WAIT = 0.002
 _SKEW_EVERY = 1.0  # seconds between two looks at the neighbours' clock offsets
-_COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(Counters))  # asdict() is slow
-_UNKNOWN: dict[str, float | None] = {"p50": None, "p99": None}  # percentiles of no sample
-
-
-def _known(percentiles: dict[str, float], samples: int) -> dict[str, float | None]:
-    """``percentiles`` if taken from some sample, else unknown (JSON null, never 0)."""
-    return dict(percentiles) if samples else dict.fromkeys(percentiles)
 
 
 class Node:
@@ -179,7 +162,8 @@ class Node:
         )
         self.problem = problem
         self.learner = learner
-        self._primal = None if problem is None else exchange_value(problem)
+        self.primal = None if problem is None else exchange_value(problem)
+        """Optimization: the primal ``x = grad f_v^*(y)`` of the ledger's dual (reports)."""
         extra: dict[str, Any] = {}
         if problem is not None:
             extra["exchange_value"] = problem.grad_conjugate
@@ -227,13 +211,9 @@ class Node:
         self.on_final: Callable[[], None] | None = None  # called once ``final`` is there
         self.late_ticks = 0  # ticks fired after their time (the machine was busy); none dropped
         # Constant: converted once (a model's, packed).
-        self._initial: str | list[float] = (
-            self.exchanger.ledger.initial.tolist() if learner is None else pack(initial)
+        self.reports = Reports(
+            self, self.exchanger.ledger.initial.tolist() if learner is None else pack(initial)
         )
-        self._rtt_ms: dict[str, float | None] = dict(_UNKNOWN)
-        self._lag: dict[str, float | None] = dict(_UNKNOWN)
-        self._wait: dict[str, float | None] = dict(_UNKNOWN)
-        self._rtt_at = -math.inf  # when _rtt_ms and _lag were computed (clock seconds)
         self._skew_at = -math.inf  # when the neighbours' clock offsets were last looked at
         self.skew_warning = ""
         """The clock-skew warning this node gave ('' while none): given once per run."""
@@ -243,77 +223,8 @@ class Node:
         self.stop_requested.set()
 
     def report(self, final: bool = False) -> dict[str, Any]:
-        """Return the node's report: the C3 state payload.
-
-        The round-trip and lag percentiles are recomputed at most once a second (and for the
-        final report): they partition thousands of samples, most of a report's cost. A model's
-        parameters (``x``, ``z``, ``initial`` and each trace sample's) go as base64 text
-        (:func:`gossip.wire.checks.pack`): as a list of numbers it takes 2 times the bytes, and far
-        more time. ``clock`` is the bound on the neighbour's clock offset surely the largest
-        (:meth:`_clock_report`), the coordinator's evidence of skew.
-        """
-        now = self.clock()
-        ex = self.exchanger
-        t = self.timebase.t(now)
-        # Plain floats: no arrays to build and convert back.
-        x, z = cast("tuple[Any, Any]", ex.ledger.state_values(t))
-        if isinstance(x, np.ndarray):  # a model's parameters (training)
-            x, z = pack(x), pack(z)
-        if final or now - self._rtt_at >= _RTT_EVERY:
-            rtts, lags = ex.measured()
-            # Nothing measured is unknown (null), not 0: a summary must not take the report of
-            # a node that has completed none of its own exchanges for a 0 ms round trip.
-            self._rtt_ms = _known(ex.rtt_ms(), rtts)
-            self._lag, self._wait = _known(ex.lag(), lags), _known(ex.wait(), lags)
-            self._rtt_at = now
-        counters = ex.counters
-        extra: dict[str, Any] = {}
-        if self._primal is not None:  # optimization: the ledger's pair is the dual (y, z)
-            extra["y"] = x
-            x = self._primal(x)
-        return {
-            **extra,
-            "node": self.boot.node_id,
-            "name": self.name,
-            "address": self.transport.address,
-            "t": t,
-            "wall": now,
-            "x": x,
-            "z": z,
-            "initial": self._initial if isinstance(self._initial, str) else list(self._initial),
-            "final": final,
-            "counters": {name: getattr(counters, name) for name in _COUNTER_NAMES},
-            "rtt_ms": dict(self._rtt_ms),
-            "clock": self._clock_report(),
-            "lag": dict(self._lag),
-            "wait": dict(self._wait),
-            "edges": {str(peer): n for peer, n in ex.activations().items()},
-            "pending": ex.pending,
-            "gradient_steps": self.gradient_steps,
-            "waiting": ex.waiting,
-            "trace": self._trace(t, final),
-        }
-
-    def _trace(self, t: float, final: bool) -> list[list[Any]]:
-        trace = self.exchanger.trace
-        if trace is None:
-            return []
-        if final:  # closed and settled: no jump will come, every grid time up to t is final
-            trace.finish(self.exchanger.ledger, t)
-        samples = trace.take()
-        if self.learner is not None:  # a model's: [g, x as base64] (gossip.wire.checks)
-            return [[row[0], pack(row[1:])] for row in samples]
-        return samples
-
-    def _clock_report(self) -> dict[str, Any] | None:
-        """The neighbour whose clock offset is surely the largest, as the report carries it:
-        ``peer``, ``offset`` (its clock less ours) and ``error`` (the bound's half-width), in
-        seconds, and ``samples``; ``None`` before a first stamped reply."""
-        worst = self.exchanger.clock_offsets().worst()
-        if worst is None:
-            return None
-        peer, est = worst
-        return {"peer": peer, "offset": est.offset, "error": est.error, "samples": est.samples}
+        """Return the node's report: the C3 state payload (:class:`node.reports.Reports`)."""
+        return self.reports.report(final)
 
     async def run(self, mqtt: NodeMqtt | None = None, *, run_mqtt: bool = True) -> int:
         """Gossip until asked to stop, then stop cleanly (see the module header); return 0.
@@ -345,7 +256,7 @@ class Node:
             if self.communicates:
                 clocks.append(tg.create_task(self._tick(), name="node-ticks"))
             if self.learner is not None:
-                clocks.append(tg.create_task(self._learn(self.learner), name="node-gradients"))
+                clocks.append(tg.create_task(learn(self, self.learner), name="node-gradients"))
             await self.stop_requested.wait()
             for clock in clocks:
                 clock.cancel()
@@ -498,70 +409,6 @@ class Node:
             if timer is not None:
                 timer.cancel()
 
-    async def _learn(self, learner: LocalSgd) -> None:
-        """Run the node's gradient clock until cancelled; raise what a step raised.
-
-        A step at t reads x(t) from the ledger and moves x and z by the same ``-lr
-        direction`` (:meth:`~gossip.model.parameters.ParameterLedger.add_local`); the trace
-        reads its grid times before t first, as before a jump. As with the
-        exchange ticks, a late step is taken late, never dropped: the node's stream of
-        mini-batches stays the simulator's.
-        """
-        from gossip.train.minibatch import gradient_times
-
-        ledger = self.exchanger.ledger
-        assert isinstance(ledger, ParameterLedger)
-        loop = asyncio.get_running_loop()
-        failed: asyncio.Future[None] = loop.create_future()
-        times = gradient_times(self.boot.seed, self.boot.node_id)
-        timer: asyncio.TimerHandle | None = None
-        # A restarted node does not take the steps before it came back (its state comes from its
-        # neighbours' ledgers); a fresh node whose model loaded after t = 0 takes its first
-        # steps late, at once, as the simulator's node took them.
-        now_t = max(0.0, self.timebase.t(self.clock())) if self.restarted else 0.0
-        t = next(times)
-        while t < now_t:
-            t = next(times)
-
-        def arm(t: float) -> None:
-            nonlocal timer
-            delay = self.timebase.wall(t) - self.clock()
-            timer = loop.call_later(max(delay, 0.0), fire, t)
-
-        def fire(t: float) -> None:
-            nonlocal timer
-            try:
-                ex = self.exchanger
-                if ex.open and ex.pending:
-                    # A jump of ours is on its way, and may fall before t: the step waits for
-                    # it (a round trip at most), so that it sees x(t) with every jump before
-                    # t, and the trace's grid times stay exact.
-                    timer = loop.call_later(_STEP_WAIT, fire, t)
-                    return
-                if ex.open:
-                    # A step fired late, after a jump at a later time, is taken at that jump's
-                    # time: the node's history stays in time order, as for a late exchange.
-                    at = max(t, ex.last_jump_time)
-                    moves = learner.sgd.lr > 0  # lr 0: the batch is drawn, nothing moves
-                    if moves and ex.trace is not None:  # grid times before the step: final
-                        ex.trace.before_jump(ledger, at)
-                    x, _ = ledger.state_values(at)
-                    step = learner.step(x)
-                    if moves:
-                        ledger.add_local(step)
-                    self.gradient_steps += 1
-                arm(next(times))
-            except Exception as exc:  # a loop callback's error would only be logged
-                if not failed.done():
-                    failed.set_exception(exc)
-
-        arm(t)
-        try:
-            await failed
-        finally:
-            if timer is not None:
-                timer.cancel()
-
     def _on_tick(self, t: float, edge: int) -> None:
         """Hand the tick of ``edge`` due at ``t`` to the exchanger; send what it starts."""
         out = self.exchanger.initiate(edge, self.clock(), t)  # None: it waits, or is skipped
@@ -610,25 +457,10 @@ class Node:
             self._retry_alarm.wake_by(_RETRY_LOOK)
 
     def _check_skew(self) -> None:
-        """Warn, once, when a neighbour's clock is surely past what the shared t tolerates
-        (the bound of :mod:`gossip.exchange.clockskew`, from this node's own exchanges)."""
-        worst = self.exchanger.clock_offsets().worst()
-        if worst is None:
-            return
-        peer, est = worst
-        n = max(self.boot.n, 2)
-        tolerance = skew_tolerance(n, self.boot.rate)
-        if est.samples < SKEW_SAMPLES or not est.past(tolerance):
-            return
-        side = "behind" if est.offset > 0 else "ahead of"
-        self.skew_warning = (
-            f"{self.name} (node {self.boot.node_id}): this host's clock is "
-            f"{abs(est.offset) * 1e3:.1f} ms {side} neighbour {peer}'s (+-{est.error * 1e3:.1f} "
-            f"ms, from {est.samples} exchanges' round trips), past the {tolerance * 1e3:.1f} ms "
-            f"the shared t tolerates at {self.boot.rate:g}/s on {n} nodes: synchronise the "
-            "hosts' clocks (chrony; `chronyc tracking` shows a host's offset) or lower --rate"
-        )
-        log.warning("%s", self.skew_warning)
+        """Warn, once, when a neighbour's clock is surely past what the shared t tolerates."""
+        self.skew_warning = self.reports.skew_warning()
+        if self.skew_warning:
+            log.warning("%s", self.skew_warning)
 
     def _send_released(self) -> None:
         """Answer the requests that waited for our exchange, now that it settled."""

@@ -47,29 +47,27 @@ import gc
 import json
 import logging
 import math
-import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import zmq
 import zmq.asyncio
 
-from gossip.errors import ConfigError, GossipError, RemoteError
+from gossip.errors import ConfigError, GossipError
 from gossip.files.keys import Identity, load_identity
 from gossip.wire.pubsub import parse_broker
-from gossip.wire.schema import Bootstrap, Register
-from node.config import NodeConfig
+from gossip.wire.schema import Bootstrap
+from node.config import NodeConfig, host_configs
 from node.daemon import Node
 from node.learner import load_learner
 from node.lifeline import Lifeline, LifelineGroup
 from node.mqtt import NodeMqtt
 from node.problem import load_problem, preload
-from node.registration import register, register_batch
+from node.registration import register_nodes
 from node.transport.colocation import Colocation
 from node.transport.curve import CurveKeys, PeerAuthenticator
 from node.transport.faults import FaultyTransport
@@ -80,7 +78,6 @@ from node.warmup import warm_up
 __all__ = ["host_configs", "run_host", "run_host_sync", "run_node", "run_node_sync"]
 
 log = logging.getLogger(__name__)
-_STALE_PAUSE = 0.5  # seconds before asking again after an old run's Bootstrap
 _REBIND_WAIT = 5.0  # seconds a standing node waits for its fixed port to be free again
 
 # Seconds a stopped host waits for the coordinator to take its final reports over the lifeline:
@@ -88,64 +85,6 @@ _REBIND_WAIT = 5.0  # seconds a standing node waits for its fixed port to be fre
 # holds the stop decision, coordinator.run.status); a coordinator that never answered a beat is
 # not waited for.
 _DELIVER_WAIT = 10.0
-
-
-def host_configs(
-    config: NodeConfig, count: int, keys: Sequence[Path] | None = None
-) -> list[NodeConfig]:
-    """Return the configurations of the ``count`` nodes of a host started with ``config``.
-
-    Node i is named ``NAME-i``, binds ``PORT + i`` if ``config.bind`` has a fixed port, and
-    seeds its clock with ``seed + i``; one node keeps ``config`` as it is. With ``keys`` (one
-    key directory per node) node i is secure with ``keys[i]`` and named after its key, the
-    only name the coordinator accepts from it.
-
-    Examples
-    --------
-    >>> base = NodeConfig("tcp://127.0.0.1:5555", name="h", bind="tcp://127.0.0.1:7000")
-    >>> [(c.name, c.bind) for c in host_configs(base, 2)]
-    [('h-0', 'tcp://127.0.0.1:7000'), ('h-1', 'tcp://127.0.0.1:7001')]
-    """
-    if count < 1:
-        raise ConfigError(f"--nodes-per-process must be >= 1, got {count}")
-    if keys is not None:
-        if len(keys) != count:
-            raise ConfigError(
-                f"{count} node(s) per process need as many key directories, got {len(keys)}: "
-                "give --keys once per node, or --keys-pool"
-            )
-        names = [load_identity(key).name for key in keys]  # a clear error now if one is bad
-        configs = host_configs(dataclasses.replace(config, keys=None), count)
-        return [
-            dataclasses.replace(c, name=name, keys=key)
-            for c, name, key in zip(configs, names, keys, strict=True)
-        ]
-    if count == 1:
-        return [config]
-    parts = urlsplit(config.bind)
-    try:
-        port = parts.port if parts.scheme == "tcp" else None
-    except ValueError:
-        raise ConfigError(f"--bind has a bad port: {config.bind!r}") from None
-    if port and port + count - 1 > 65535:
-        raise ConfigError(
-            f"--bind port {port} + {count} nodes per process goes past 65535; "
-            "use a lower port or port 0"
-        )
-    configs = []
-    for i in range(count):
-        bind = config.bind
-        if port:
-            bind = f"tcp://{config.bind[len('tcp://') :].rsplit(':', 1)[0]}:{port + i}"
-        configs.append(
-            dataclasses.replace(
-                config,
-                name=f"{config.name}-{i}",
-                bind=bind,
-                seed=None if config.seed is None else config.seed + i,
-            )
-        )
-    return configs
 
 
 async def _until_stopped(
@@ -161,66 +100,6 @@ async def _until_stopped(
             return job.result()
         job.cancel()
     return None
-
-
-async def _register_all(
-    configs: Sequence[NodeConfig],
-    transports: Sequence[Transport],
-    context: zmq.asyncio.Context,
-    identities: Sequence[Identity | None],
-    done: set[float],
-) -> tuple[list[Bootstrap], bool]:
-    """Register every node: in one batch (one message, secure on the first node's key), or,
-    if the coordinator takes no batch from this process, each on its own DEALER and key.
-    Returns the Bootstraps, and whether they came for the batch."""
-    if len(configs) > 1:
-        try:
-            return await _register_batch(configs, transports, context, identities[0], done), True
-        except RemoteError as exc:
-            # A coordinator that does not know this process's block of keys (a host of
-            # hand-made keys, ``gossip coordinator`` without host mode) refuses the batch:
-            # each node then proves its own key, as before batches.
-            log.info("%s; registering the %d nodes one by one", exc, len(configs))
-    async with asyncio.TaskGroup() as tg:
-        jobs = [
-            tg.create_task(
-                _register_new(config, transport.address, context, identity, done),
-                name=f"register-{config.name}",
-            )
-            for config, transport, identity in zip(configs, transports, identities, strict=True)
-        ]
-        log.info("registering %d node(s) with %s", len(jobs), configs[0].coordinator)
-    return [job.result() for job in jobs], False
-
-
-async def _register_batch(
-    configs: Sequence[NodeConfig],
-    transports: Sequence[Transport],
-    context: zmq.asyncio.Context,
-    identity: Identity | None,
-    done: set[float],
-) -> list[Bootstrap]:
-    """Register every node in one :class:`~gossip.wire.schema.RegisterBatch` until their
-    Bootstraps are of a run whose epoch is not in ``done`` (see :func:`_register_new`)."""
-    first = configs[0]
-    requests = [
-        Register(config.name, transport.address, config.value, os.getpid())
-        for config, transport in zip(configs, transports, strict=True)
-    ]
-    log.info("registering %d nodes in one batch with %s", len(requests), first.coordinator)
-    while True:
-        boots = await register_batch(
-            first.coordinator,
-            requests,
-            every=first.register_every,
-            give_up_after=first.register_timeout,
-            context=context,
-            keys=None if identity is None else CurveKeys.of(identity),
-            coordinator_key="" if identity is None else identity.coordinator,
-        )
-        if not any(boot.epoch in done for boot in boots.values()):
-            return [boots[config.name] for config in configs]
-        await asyncio.sleep(_STALE_PAUSE)
 
 
 async def _bind(
@@ -252,34 +131,6 @@ async def _bind(
             if not (again and busy) or time.monotonic() > deadline:
                 raise
         await asyncio.sleep(0.05)
-
-
-async def _register_new(
-    config: NodeConfig,
-    address: str,
-    context: zmq.asyncio.Context,
-    identity: Identity | None,
-    done: set[float],
-) -> Bootstrap:
-    """Register one node until it gets the Bootstrap of a run whose epoch is not in ``done``.
-
-    A standing node that registers again right after its run may reach that run's registrar,
-    which answers with the old Bootstrap until the coordinator closes it: asked again a moment
-    later, the next run's registrar answers.
-    """
-    while True:
-        boot = await register(
-            config.coordinator,
-            Register(config.name, address, config.value, os.getpid()),
-            every=config.register_every,
-            give_up_after=config.register_timeout,
-            context=context,
-            keys=None if identity is None else CurveKeys.of(identity),
-            coordinator_key="" if identity is None else identity.coordinator,
-        )
-        if boot.epoch not in done:
-            return boot
-        await asyncio.sleep(_STALE_PAUSE)
 
 
 def _node(
@@ -520,7 +371,7 @@ async def _run_once(
             transports.append(await stack.enter_async_context(transport))
         actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
         registered = await _until_stopped(
-            _register_all(configs, transports, actx, identities, done), stop
+            register_nodes(configs, [t.address for t in transports], actx, identities, done), stop
         )
         if registered is None:
             return None

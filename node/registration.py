@@ -14,12 +14,16 @@ coordinator takes only from the leaving node's own key.
 
 A host process registers its nodes in one message (:func:`register_batch`): one socket and,
 secure, one CURVE connection (on one of its nodes' keys) instead of one per node, which the
-coordinator takes only if that key's process holds every name in it.
+coordinator takes only if that key's process holds every name in it; :func:`register_nodes`
+tries the batch first and falls back to one registration per node, each on its own key.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -28,6 +32,7 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from gossip.errors import ProtocolError, RemoteError, TransportError
+from gossip.files.keys import Identity
 from gossip.wire.schema import (
     Bootstrap,
     BootstrapBatch,
@@ -39,11 +44,14 @@ from gossip.wire.schema import (
     decode,
     encode_bytes,
 )
+from node.config import NodeConfig
 from node.transport.curve import CurveKeys, curve_client
 
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
-__all__ = ["register", "register_batch", "request_leave_secure"]
+__all__ = ["register", "register_batch", "register_nodes", "request_leave_secure"]
+
+log = logging.getLogger(__name__)
 
 
 async def register(
@@ -133,6 +141,100 @@ async def register_batch(
     )
     assert isinstance(reply, dict)
     return reply
+
+
+_STALE_PAUSE = 0.5  # seconds before asking again after an old run's Bootstrap
+
+
+async def register_nodes(
+    configs: Sequence[NodeConfig],
+    addresses: Sequence[str],
+    context: zmq.asyncio.Context,
+    identities: Sequence[Identity | None],
+    done: set[float],
+) -> tuple[list[Bootstrap], bool]:
+    """Register every node (at its ``addresses``): in one batch (one message, secure on the
+    first node's key), or, if the coordinator takes no batch from this process, each on its own
+    DEALER and key. Returns the Bootstraps, and whether they came for the batch.
+
+    A node's Bootstrap of a run whose epoch is in ``done`` (a standing node's last run) is
+    asked for again a moment later, until the next run's registrar answers."""
+    if len(configs) > 1:
+        try:
+            return await _register_batch(configs, addresses, context, identities[0], done), True
+        except RemoteError as exc:
+            # A coordinator that does not know this process's block of keys (a host of
+            # hand-made keys, ``gossip coordinator`` without host mode) refuses the batch:
+            # each node then proves its own key, as before batches.
+            log.info("%s; registering the %d nodes one by one", exc, len(configs))
+    async with asyncio.TaskGroup() as tg:
+        jobs = [
+            tg.create_task(
+                _register_new(config, address, context, identity, done),
+                name=f"register-{config.name}",
+            )
+            for config, address, identity in zip(configs, addresses, identities, strict=True)
+        ]
+        log.info("registering %d node(s) with %s", len(jobs), configs[0].coordinator)
+    return [job.result() for job in jobs], False
+
+
+async def _register_batch(
+    configs: Sequence[NodeConfig],
+    addresses: Sequence[str],
+    context: zmq.asyncio.Context,
+    identity: Identity | None,
+    done: set[float],
+) -> list[Bootstrap]:
+    """Register every node in one :class:`~gossip.wire.schema.RegisterBatch` until their
+    Bootstraps are of a run whose epoch is not in ``done`` (see :func:`_register_new`)."""
+    first = configs[0]
+    requests = [
+        Register(config.name, address, config.value, os.getpid())
+        for config, address in zip(configs, addresses, strict=True)
+    ]
+    log.info("registering %d nodes in one batch with %s", len(requests), first.coordinator)
+    while True:
+        boots = await register_batch(
+            first.coordinator,
+            requests,
+            every=first.register_every,
+            give_up_after=first.register_timeout,
+            context=context,
+            keys=None if identity is None else CurveKeys.of(identity),
+            coordinator_key="" if identity is None else identity.coordinator,
+        )
+        if not any(boot.epoch in done for boot in boots.values()):
+            return [boots[config.name] for config in configs]
+        await asyncio.sleep(_STALE_PAUSE)
+
+
+async def _register_new(
+    config: NodeConfig,
+    address: str,
+    context: zmq.asyncio.Context,
+    identity: Identity | None,
+    done: set[float],
+) -> Bootstrap:
+    """Register one node until it gets the Bootstrap of a run whose epoch is not in ``done``.
+
+    A standing node that registers again right after its run may reach that run's registrar,
+    which answers with the old Bootstrap until the coordinator closes it: asked again a moment
+    later, the next run's registrar answers.
+    """
+    while True:
+        boot = await register(
+            config.coordinator,
+            Register(config.name, address, config.value, os.getpid()),
+            every=config.register_every,
+            give_up_after=config.register_timeout,
+            context=context,
+            keys=None if identity is None else CurveKeys.of(identity),
+            coordinator_key="" if identity is None else identity.coordinator,
+        )
+        if boot.epoch not in done:
+            return boot
+        await asyncio.sleep(_STALE_PAUSE)
 
 
 async def request_leave_secure(

@@ -7,7 +7,8 @@ Prints, for the project's four packages:
 * the import floors inside each of them: the longest chain of imports between its top-level
   entries (an entry that imports no other entry is on floor 1; a cycle between entries fails);
 * import circles inside any package (type-checking imports count: a reader follows them too);
-* module basenames that repeat across packages.
+* module basenames that repeat across packages;
+* modules longer than ``--max-lines`` lines (a module has one job; a longer one holds two).
 
 ``scripts/check`` runs it: a circle always fails. With ``--strict`` the layout targets fail
 too (at most :data:`MAX_ENTRIES` entries per package, ``--max-floors`` floors, no repeated
@@ -115,11 +116,23 @@ def repeated_basenames(root: Path) -> dict[str, list[str]]:
     }
 
 
+def long_modules(root: Path, limit: int) -> list[tuple[str, int]]:
+    """Return the modules of the four packages longer than ``limit`` lines, with their length."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            count = len(path.read_text().splitlines())
+            if count > limit:
+                found.append((str(path.relative_to(root)), count))
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the figures; return 1 on a circle (or, with ``--strict``, a missed target)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strict", action="store_true", help="fail on the layout targets too")
     parser.add_argument("--max-floors", type=int, default=6)
+    parser.add_argument("--max-lines", type=int, default=500)
     args = parser.parse_args(argv)
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
@@ -140,9 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"repeated basenames: {len(repeats)}")
     for name, paths in sorted(repeats.items()):
         print(f"  {name}: {', '.join(paths)}")
+    long = long_modules(root, args.max_lines)
+    print(f"modules over {args.max_lines} lines: {len(long)}")
+    for path, count in long:
+        print(f"  {path}: {count}")
     failed = bool(found) or cyclic
     if args.strict:
-        failed |= missed or bool(repeats)
+        failed |= missed or bool(repeats) or bool(long)
     return int(failed)
 
 

@@ -51,33 +51,14 @@ T). Every wait is bounded (by the server's own exchange, by the crossing rule, o
 proofs: docs/design.md, "Why the exchange is exact". The tests check the claim against a
 sequential replay (tests/gossip/exchange/test_exchange_exact.py).
 
-Rules for the bad days:
-
-* Lost messages: a request not answered within the timeout is re-sent as the *same frame*
-  (same seq, T and ``u_v``: v's state has not changed meanwhile, it is engaged). The server
-  applies it once (its cache), or refuses it once. The timeout doubles at each retry up to a
-  maximum; the first one adapts to the measured round trips (:mod:`gossip.exchange.rto`). A request
-  numbered ``<= ack`` (v's watermark) and no longer cached is ignored, one beyond ``ack +
-  SEQ_WINDOW`` rejected: that bounds the cache (:data:`~gossip.exchange.vocabulary.SEQ_WINDOW`).
-* A peer silent for :data:`~gossip.exchange.vocabulary.STUCK_RETRIES` retries must not freeze its
-  neighbour: the lock is *released* (``counters.released``), the node serves and initiates
-  again, the exchange stays pending (and retried) so that if the peer applied it, its reply
-  is still applied and the sums stay exact; that edge's ticks are skipped until it settles.
-  The peer is handed out of :meth:`Exchanger.take_silent`, for the shell
-  to check its connection (:mod:`node.transport.curve`). Exactness then holds only for exchanges
-  answered in time: a reply to a released exchange is applied at its own T, possibly before
-  jumps made since.
-* Clock skew: T may be a little ahead of the server's clock (the ledger mixes forward in
-  closed form); a T more than ``max_skew`` seconds ahead is rejected, so is a new request
-  more than ``max_skew`` behind (mixed back by an ``exp(+2 eta tau)`` that overflows), and so
-  is a Busy's ``t`` or a moved Reply's T_s more than ``max_skew`` ahead.
-* A closed server (its node is stopping) or one still recovering answers new requests with a
-  :class:`~gossip.wire.schema.Nack` ("not applied, and never will be"); the initiator drops them.
-* Nothing from a peer changes the state unless it passes :func:`gossip.wire.schema.decode` and comes
-  from the neighbour at the other end of the named edge, with a value of the right dimension
-  and a finite result. Everything else is counted as rejected and dropped without an answer.
-* ``exclusive=False`` turns the lock off (no waiting, no refusal): the server then reads its
-  state at T even if it jumped after T. That is not exact; it exists to show the difference.
+Rules for the bad days, stated in full in docs/design.md ("The bad days"): a request not
+answered in time is re-sent as the same frame (same seq, T and values; the server's cache applies
+it once); a peer silent for :data:`~gossip.exchange.vocabulary.STUCK_RETRIES` retries has its
+lock released and is handed out by :meth:`Exchanger.take_silent`; a time more than ``max_skew``
+ahead (or a new request as far behind) is rejected; a closed or recovering server Nacks new
+requests; nothing from a peer changes the state unless it decodes, comes from the neighbour at
+the other end of its edge and is finite. ``exclusive=False`` turns the lock off, which is not
+exact: it exists to show the difference.
 
 The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
 :mod:`gossip.exchange.vocabulary`). :class:`Exchanger` receives and dispatches to the parts it owns,

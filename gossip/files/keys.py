@@ -143,7 +143,7 @@ def init_keys(
     """Create the key material of a cluster of ``names`` under ``directory`` (see the header).
 
     Returns every identity by name (the coordinator's under :data:`COORDINATOR`). The node key
-    directories go under ``node_root`` if given (a key pool, :mod:`node.keypool`), else
+    directories go under ``node_root`` if given (a key pool, :mod:`node.transport.keypool`), else
     under ``directory``.
 
     Raises

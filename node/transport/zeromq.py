@@ -6,16 +6,10 @@ the ROUTER as ``[identity, frame]`` and answers go back on the ROUTER to that id
 peer needs no route back to us other than the connection it opened.
 
 Waiting costs one wake-up per burst: each socket's notification descriptor (``zmq.FD``) is
-watched by the event loop (``add_reader``), and the callback drains *that* socket at once with
-non-blocking reads into a queue that :meth:`ZmqTransport.recv` serves. Draining in the callback
-matters: ``zmq.FD`` stays readable (level-triggered, as the event loop sees it) until the socket
-processes its pending commands, so a callback that only woke a receiver would be called again
-at every turn of the loop until the receiver ran -- a busy loop while the node registers, and
-tens of useless turns per frame under load. ``zmq.FD`` is edge-triggered as zmq sees it, and a
-send can consume its edge, so after every send the socket is checked (and drained) again
-(by the drain's own loop, for an answer sent while the ROUTER is being drained).
-(``zmq.asyncio.Poller`` sets up and tears down its watches at every poll, which is most of a
-round trip's overhead.)
+watched by the event loop (``add_reader``), and the callback drains *that* socket at once into
+a queue that :meth:`ZmqTransport.recv` serves; after every send the socket is checked (and
+drained) again, since a send can consume the descriptor's edge. Why, and what the other ways
+cost: docs/performance.md, "Waiting on ZeroMQ sockets".
 Sends are non-blocking too: a frame that cannot be queued (peer's queue full) is dropped and
 counted, and the protocol's retry covers it. zmq errors become :class:`TransportError` here.
 
@@ -29,77 +23,33 @@ from __future__ import annotations
 
 import asyncio
 import math
-import socket as pysocket
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import cast
-from urllib.parse import urlsplit
 
 import zmq
-from zmq.utils import z85
 
 from gossip.errors import ConfigError, TransportError
 from gossip.wire.schema import Buffer, Frame
-from node.transport.colocation import INPROC_PREFIX, Colocation, inproc_routing_id
+from node.transport.addresses import advertised_address
+from node.transport.colocation import INPROC_PREFIX, Colocation
 from node.transport.curve import (
     HOLD_UNTRUSTED,
     CurveKeys,
-    PeerAuthenticator,
-    PeerGate,
-    curve_client,
-    curve_server,
 )
 from node.transport.departures import Departures
 from node.transport.interface import FrameHandler, Incoming, Transport, TransportStats
+from node.transport.sockets import peer_socket, server_socket
 
-__all__ = ["ZmqTransport", "advertised_address"]
+__all__ = ["ZmqTransport"]
 
-_HWM = 10_000  # frames queued per socket before sends are dropped
 # Seconds between a redial of a peer still silent and the next, doubling each time up to
 # _REDIAL_MAX. A redial replaces a handshake that may still be under way by a new one: 4,096
 # secure nodes on 2 cores, redialling after a second of silence, redialled 23,443 times and
 # never caught up.
 _REDIAL_BACKOFF = 1.0
 _REDIAL_MAX = 16.0
-
-
-def advertised_address(bound: str, advertise: str | None, toward: str | None = None) -> str:
-    """Return the address peers should use to reach a socket bound at ``bound``.
-
-    ``bound`` is the socket's actual endpoint (``tcp://0.0.0.0:41234``). A wildcard host is
-    replaced by ``advertise`` if given, else by the local address used to reach ``toward`` (the
-    coordinator: its interface is the one the peers share), else by this host's name.
-
-    Examples
-    --------
-    >>> advertised_address("tcp://0.0.0.0:5000", "10.0.0.7")
-    'tcp://10.0.0.7:5000'
-    >>> advertised_address("tcp://127.0.0.1:5000", None)
-    'tcp://127.0.0.1:5000'
-    """
-    parts = urlsplit(bound)
-    host, port = parts.hostname or "", parts.port
-    if advertise:
-        host = advertise
-    elif host in ("", "0.0.0.0", "*", "::"):
-        host = _route_to(toward) or pysocket.gethostname()
-    return f"{parts.scheme}://{host}:{port}"
-
-
-def _route_to(toward: str | None) -> str | None:
-    if not toward:
-        return None
-    parts = urlsplit(toward)
-    if not parts.hostname:
-        return None
-    try:
-        # A UDP "connect" sends nothing; it only asks the kernel which interface it would use.
-        with pysocket.socket(pysocket.AF_INET, pysocket.SOCK_DGRAM) as probe:
-            probe.connect((parts.hostname, parts.port or 1))
-            return str(probe.getsockname()[0])
-    except OSError:
-        return None
 
 
 # Plain ints: zmq's constants are enum members, and enum arithmetic costs microseconds on a
@@ -167,37 +117,12 @@ class ZmqTransport(Transport):
         self._keys = keys
         self._hold = hold
         self._peer_keys: dict[int, str] = {}
-        self._auth: PeerGate | None = None
-        self._router = self._ctx.socket(zmq.ROUTER)
-        self._router.setsockopt(zmq.LINGER, 0)
-        self._router.setsockopt(zmq.SNDHWM, _HWM)
-        self._router.setsockopt(zmq.RCVHWM, _HWM)
-        # A colocated peer's DEALER has a routing id of its own making: a new one of the same
-        # node (a move) takes the route over rather than being turned away.
-        self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        if keys is not None:
-            # Before the bind: a CURVE server without its ZAP handler admits any key.
-            # One ZAP handler per context; this server gets a domain (allow-list) of its own.
-            self._auth = PeerAuthenticator.for_context(self._ctx).gate(hold)
-            curve_server(self._router, keys, self._auth.domain)
         try:
-            if bind.startswith("tcp://") and bind.rsplit(":", 1)[-1] in ("0", "*"):
-                host = urlsplit(bind).hostname or "0.0.0.0"
-                port = self._router.bind_to_random_port(f"tcp://{host}")
-                endpoint = f"tcp://{host}:{port}"
-            else:
-                self._router.bind(bind)
-                endpoint = self._router.getsockopt_string(zmq.LAST_ENDPOINT)
-        except zmq.ZMQError as exc:
-            self._router.close(0)
-            if self._auth is not None:
-                self._auth.close()
+            self._router, endpoint, self._auth = server_socket(self._ctx, bind, keys, hold)
+        except ConfigError:
             if self._own_context:
                 self._ctx.term()
-            raise ConfigError(
-                f"cannot bind the node's server to {bind!r}: {exc}; use tcp://HOST:PORT, "
-                "port 0 for any free port"
-            ) from None
+            raise
         self._address = advertised_address(endpoint, advertise, toward)
         self._colocation = colocation
         self._inproc: str | None = None  # our endpoint for colocated peers
@@ -327,20 +252,10 @@ class ZmqTransport(Transport):
         return True
 
     def _dial(self, peer: int, address: str) -> None:
-        dealer = self._ctx.socket(zmq.DEALER)
-        dealer.setsockopt(zmq.LINGER, 0)
-        dealer.setsockopt(zmq.SNDHWM, _HWM)
-        dealer.setsockopt(zmq.RCVHWM, _HWM)
         local = None if self._colocation is None else self._colocation.endpoint(address)
-        if self._keys is not None:
-            key = self._peer_keys.get(peer)
-            if key is None:
-                dealer.close(0)
-                raise ConfigError(f"no public key for peer {peer}: call trust() first")
-            if local is None:
-                curve_client(dealer, self._keys, key)
-            else:
-                dealer.setsockopt(zmq.ROUTING_ID, inproc_routing_id(z85.decode(self._keys.public)))
+        dealer = peer_socket(
+            self._ctx, peer, self._keys, self._peer_keys.get(peer), inproc=local is not None
+        )
         try:
             dealer.connect(address if local is None else local)
         except zmq.ZMQError as exc:

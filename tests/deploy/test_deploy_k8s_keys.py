@@ -255,7 +255,7 @@ def test_each_pod_gets_only_its_own_keys_which_gossip_accepts(
     api: FakeApi, tmp_path: Path, made: Any
 ) -> None:
     from gossip.files.keys import load_allow_list, load_identity
-    from node.keypool import claim_keys
+    from node.transport.keypool import claim_keys
 
     assert upload(made("cycle:4"), api, tmp_path).returncode == 0
     node_src = mount(api.secrets["gossip-node-keys"], tmp_path / "secret-nodes")

@@ -18,8 +18,8 @@ from _nodetest import FakeCoordinator, bootstraps, common_time, kill_all, spawn_
 
 from coordinator.local.broker import RunningBroker
 from gossip.errors import ConfigError
-from node.config import NodeConfig
-from node.host import _node, host_configs
+from node.config import NodeConfig, host_configs
+from node.host import _node
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -11,7 +11,7 @@ from gossip.errors import ConfigError
 from gossip.exchange.vocabulary import Link
 from node import FakeNetwork, FaultSpec, FaultyTransport, NodeConfig, parse_faults, parse_value
 from node.clock import PoissonClock
-from node.transport.zeromq import advertised_address
+from node.transport.addresses import advertised_address
 
 
 def test_fault_specs_parse_and_refuse_nonsense() -> None:

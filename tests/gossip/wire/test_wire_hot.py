@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gossip.errors import ProtocolError
-from gossip.wire import schema as wire
 from gossip.wire.hot import FIELDS
 from gossip.wire.schema import MAX_DIM, MAX_INT, VERSION, Busy, Reply, Request, decode, encode
+from gossip.wire.schema.decoding import checked_message
 
 HOT = {Request.TYPE: Request, Reply.TYPE: Reply, Busy.TYPE: Busy}
 
@@ -37,7 +37,7 @@ values = st.one_of(scalars, vectors)
 
 def _checked(kind: str, body: dict[str, Any]) -> Any:
     try:
-        return wire._checked(kind, dict(body))
+        return checked_message(kind, dict(body))
     except ProtocolError:
         return None
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from gossip.errors import ConfigError
 from gossip.files.keys import init_keys, load_identity
-from node.keypool import claim_keys
+from node.transport.keypool import claim_keys
 
 CLAIM = (
-    "import sys; from pathlib import Path; from node.keypool import claim_keys; "
+    "import sys; from pathlib import Path; from node.transport.keypool import claim_keys; "
     "lease = claim_keys(Path(sys.argv[1]), sys.argv[2:]); "
     "print(' '.join(k.name for k in lease.keys), flush=True); sys.stdin.read()"
 )
