@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.agreement import Band
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
+from continuized.coordinator.figures.agreement import Band
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
 
 Simulate = Callable[[NDArray[np.float64], int, int], NDArray[np.float64]]
 """``(t, runs, seed) -> errors (runs, len(t))``."""
@@ -37,8 +37,8 @@ Simulate = Callable[[NDArray[np.float64], int, int], NDArray[np.float64]]
 
 def gossip_runs(topology: Topology, algorithm: str) -> Simulate:
     """The exact gossip simulator from one-hot values, as the live gossip tests start."""
-    from gossip.model.algorithms import gossip_params
-    from gossip.sim.simulator import simulate
+    from continuized.gossip.model.algorithms import gossip_params
+    from continuized.gossip.sim.simulator import simulate
 
     quantities = graph_quantities(topology)
     params = gossip_params(algorithm, quantities.mu_gossip, quantities.r_max)
@@ -54,8 +54,8 @@ def optimization_runs(
     topology: Topology, problem: str, data: str, split: str, workers: int
 ) -> Simulate:
     """The optimization simulator for the problem the live cluster would load."""
-    from coordinator.figures.optimization import prepare_task
-    from gossip.dual.simulate import simulate_optimization
+    from continuized.coordinator.figures.optimization import prepare_task
+    from continuized.gossip.dual.simulate import simulate_optimization
 
     task = prepare_task(problem, data, split, topology, graph_quantities(topology))
 

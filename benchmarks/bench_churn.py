@@ -26,9 +26,9 @@ import time
 
 import numpy as np
 
-from gossip.exchange.membership import attach_neighbors, first_view, leave_view
-from gossip.graph.topology import parse_topology
-from gossip.sim.churn import Change, run_churn
+from continuized.gossip.exchange.membership import attach_neighbors, first_view, leave_view
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.sim.churn import Change, run_churn
 
 
 def main() -> None:

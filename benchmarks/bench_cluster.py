@@ -41,16 +41,20 @@ import psutil
 from machine import background_cores
 from raw_zmq import REQUEST_FRAME, capacity_samples, echo_dealer
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.agreement import Agreement, band_agreement, optimization_agreement
-from coordinator.figures.records import RunSummary, error_text
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import RunningBroker
-from coordinator.local.launcher import run_up
-from coordinator.local.node_commands import default_metrics_period
-from coordinator.local.settings import UpConfig
-from coordinator.run.service import CoordinatorConfig
-from gossip.graph.topology import parse_topology
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.agreement import (
+    Agreement,
+    band_agreement,
+    optimization_agreement,
+)
+from continuized.coordinator.figures.records import RunSummary, error_text
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.node_commands import default_metrics_period
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.run.service import CoordinatorConfig
+from continuized.gossip.graph.topology import parse_topology
 
 
 @dataclass
@@ -251,7 +255,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         type=float,
         default=None,
         help="seconds between two node state reports (default: gossip up's, "
-        "coordinator.local.node_commands.default_metrics_period)",
+        "continuized.coordinator.local.node_commands.default_metrics_period)",
     )
     parser.add_argument(
         "--repeat",

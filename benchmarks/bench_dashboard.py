@@ -38,11 +38,11 @@ import psutil
 import zmq
 import zmq.asyncio
 
-from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.local.broker import find_mosquitto, mosquitto_broker
-from coordinator.machine.children import spawn, stop_process
-from coordinator.machine.ports import free_port
-from gossip.wire.schema import Bootstrap, Register, decode, encode
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.local.broker import find_mosquitto, mosquitto_broker
+from continuized.coordinator.machine.children import spawn, stop_process
+from continuized.coordinator.machine.ports import free_port
+from continuized.gossip.wire.schema import Bootstrap, Register, decode, encode
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -142,7 +142,7 @@ async def _phase(
     cluster_name = f"bench{free_port()}"
     port = free_port()
     argv = [
-        sys.executable, "-m", "cli.app", "coordinator",
+        sys.executable, "-m", "continuized.cli.app", "coordinator",
         "--graph", args.graph, "--broker", broker.url, "--bind", bind,
         "--rate", str(args.rate), "--values", "onehot", "--cluster", cluster_name,
         "--metrics-period", str(1.0 / args.hz), "--keep-running", "--no-resume",

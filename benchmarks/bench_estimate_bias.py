@@ -21,12 +21,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from coordinator.figures.metrics import estimate
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.jumps import edge_flow
-from gossip.model.mixing import mix
+from continuized.coordinator.figures.metrics import estimate
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.jumps import edge_flow
+from continuized.gossip.model.mixing import mix
 
 Record = list[tuple[float, float, float]]  # one node's (t, x, z) after each of its jumps
 

@@ -36,14 +36,14 @@ import psutil
 import zmq
 import zmq.asyncio
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.ledger import Ledger
-from gossip.wire.schema import Bootstrap, Neighbor, Register, Request, decode, encode
-from node.transport.zeromq import ZmqTransport
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.wire.schema import Bootstrap, Neighbor, Register, Request, decode, encode
+from continuized.node.transport.zeromq import ZmqTransport
 
 _ECHO = """
 import asyncio, sys, zmq, zmq.asyncio
@@ -116,7 +116,7 @@ async def node_round_trips(rounds: int) -> tuple[dict[str, float], dict[str, flo
     port = router.bind_to_random_port("tcp://127.0.0.1")
     client = ZmqTransport("tcp://127.0.0.1:0")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli.app", "node", "--coordinator",
+        sys.executable, "-m", "continuized.cli.app", "node", "--coordinator",
         f"tcp://127.0.0.1:{port}", "--host", "127.0.0.1", "--name", "bench-server",
         "--value", "1.0", "--log-level", "warning",
         stdout=asyncio.subprocess.PIPE,

@@ -26,14 +26,14 @@ import statistics
 import time
 
 try:
-    from gossip.exchange.exchanger import Exchanger
-    from gossip.exchange.vocabulary import Link, TimeBase
-    from gossip.model.ledger import Ledger
+    from continuized.gossip.exchange.exchanger import Exchanger
+    from continuized.gossip.exchange.vocabulary import Link, TimeBase
+    from continuized.gossip.model.ledger import Ledger
 except ImportError:  # a tree from before gossip/ was laid out by concept (scripts/bench-compare)
-    from gossip.ledger import Ledger  # type: ignore[import-not-found,no-redef]
-    from gossip.protocol import Link, TimeBase  # type: ignore[import-not-found,no-redef]
+    from continuized.gossip.ledger import Ledger  # type: ignore[import-not-found,no-redef]
+    from continuized.gossip.protocol import Link, TimeBase  # type: ignore[import-not-found,no-redef]
 
-    from gossip.exchange import Exchanger  # type: ignore[attr-defined,no-redef]
+    from continuized.gossip.exchange import Exchanger  # type: ignore[attr-defined,no-redef]
 
 
 def pair(dim: int) -> tuple[Exchanger, Exchanger]:

@@ -38,9 +38,9 @@ from bench_node_cpu import cluster_cpu, raw_cpu
 from machine import busy_cpu_seconds
 from raw_zmq import REQUEST_FRAME, echo_dealer, in_flight_rate
 
-from coordinator.local.node_commands import default_metrics_period
-from coordinator.machine.ports import free_ports
-from gossip.graph.topology import parse_topology
+from continuized.coordinator.local.node_commands import default_metrics_period
+from continuized.coordinator.machine.ports import free_ports
+from continuized.gossip.graph.topology import parse_topology
 
 SKELETON = Path(__file__).with_name("skeleton_node.py")
 

@@ -39,11 +39,11 @@ from bench_cluster import agreement_of, cluster_run
 from machine import background_cores
 from raw_zmq import REQUEST_FRAME
 
-from coordinator.figures.lanrule import skew_tolerance
-from coordinator.local.node_commands import default_metrics_period
-from gossip.graph.topology import parse_topology
-from node.transport.faults import FaultSpec, FaultyTransport
-from node.transport.zeromq import ZmqTransport
+from continuized.coordinator.figures.lanrule import skew_tolerance
+from continuized.coordinator.local.node_commands import default_metrics_period
+from continuized.gossip.graph.topology import parse_topology
+from continuized.node.transport.faults import FaultSpec, FaultyTransport
+from continuized.node.transport.zeromq import ZmqTransport
 
 ALPHA = 0.005
 """A curve is the model's unless rarer than this among its own runs (as bench_cluster)."""

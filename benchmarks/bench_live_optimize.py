@@ -35,19 +35,19 @@ from typing import Any
 import numpy as np
 from bench_node_cpu import cluster_cpu
 
-from coordinator.figures.agreement import optimization_agreement
-from coordinator.local.node_commands import default_metrics_period
-from gossip.datasets import load_node_shard
-from gossip.dual.experiment import algorithm_params
-from gossip.dual.network import build_network
-from gossip.dual.simulate import simulate_optimization
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.ledger import Ledger
-from gossip.problems import make_local_problem
-from gossip.problems.logistic import newton_conjugate
+from continuized.coordinator.figures.agreement import optimization_agreement
+from continuized.coordinator.local.node_commands import default_metrics_period
+from continuized.gossip.datasets import load_node_shard
+from continuized.gossip.dual.experiment import algorithm_params
+from continuized.gossip.dual.network import build_network
+from continuized.gossip.dual.simulate import simulate_optimization
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.problems import make_local_problem
+from continuized.gossip.problems.logistic import newton_conjugate
 
 
 def _node_ys(graph: str, problem: str, data: str, split: str, node: int, t_end: float) -> Any:

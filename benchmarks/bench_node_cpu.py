@@ -43,15 +43,15 @@ import psutil
 from machine import busy_cpu_seconds
 from raw_zmq import REQUEST_FRAME, echo_dealer
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import RunningBroker
-from coordinator.local.launcher import run_up
-from coordinator.local.node_commands import default_metrics_period
-from coordinator.local.settings import UpConfig
-from coordinator.mqtt.auth import host_sizes
-from coordinator.run.service import CoordinatorConfig
-from gossip.graph.topology import parse_topology
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.node_commands import default_metrics_period
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.mqtt.auth import host_sizes
+from continuized.coordinator.run.service import CoordinatorConfig
+from continuized.gossip.graph.topology import parse_topology
 
 
 def _cpu(proc: psutil.Process) -> float:

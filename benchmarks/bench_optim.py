@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gossip.optim import continuized_nesterov, nesterov, paper_convex
-from gossip.optim.figures import write_optim_figures
+from continuized.gossip.optim import continuized_nesterov, nesterov, paper_convex
+from continuized.gossip.optim.figures import write_optim_figures
 
 
 def _best_of(repeat: int, fn: Callable[[], object]) -> float:

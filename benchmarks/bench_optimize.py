@@ -40,13 +40,13 @@ from typing import Any
 import numpy as np
 from scipy.linalg import eigh
 
-from gossip.dual.experiment import algorithm_params
-from gossip.dual.network import build_network
-from gossip.dual.params import DualParams
-from gossip.dual.result import OptimizationResult, t_eps
-from gossip.dual.simulate import simulate_optimization
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.dual.experiment import algorithm_params
+from continuized.gossip.dual.network import build_network
+from continuized.gossip.dual.params import DualParams
+from continuized.gossip.dual.result import OptimizationResult, t_eps
+from continuized.gossip.dual.simulate import simulate_optimization
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
 
 EPS = 1e-8
 CASES = [

@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from gossip.datasets import load_shards
-from gossip.dual.experiment import algorithm_params
-from gossip.dual.params import dual_params
-from gossip.dual.simulate import simulate_optimization
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.problems import make_problem_set
+from continuized.gossip.datasets import load_shards
+from continuized.gossip.dual.experiment import algorithm_params
+from continuized.gossip.dual.params import dual_params
+from continuized.gossip.dual.simulate import simulate_optimization
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.problems import make_problem_set
 
 
 def _problems(spec: str, n: int) -> Any:

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.datasets import Shard, load_shards
-from gossip.problems import make_problem_set
+from continuized.gossip.datasets import Shard, load_shards
+from continuized.gossip.problems import make_problem_set
 
 
 def _best(fn: Callable[[], object], repeat: int) -> float:

@@ -2,7 +2,7 @@
 same command undisturbed.
 
 Run with ``python benchmarks/bench_restart.py`` (about 2 minutes on two cores). Each repeat
-runs the real command line (``python -m cli.app up ...``) twice: once undisturbed (the
+runs the real command line (``python -m continuized.cli.app up ...``) twice: once undisturbed (the
 baseline), once with the process of ``--victim`` killed with SIGKILL as soon as the coordinator
 has measured ``--after`` errors (the launcher restarts it on its address; it recovers its state
 from its neighbours). With ``--new-address`` a third run per repeat kills it the same way, and
@@ -103,7 +103,7 @@ async def _run(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         out, metrics, logs = Path(tmp, "run.json"), Path(tmp, "run.jsonl"), Path(tmp, "logs")
         env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
         proc = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "cli.app", "up", "--quiet", "--graph", args.graph),
+            *(sys.executable, "-m", "continuized.cli.app", "up", "--quiet", "--graph", args.graph),
             *("--rate", str(args.rate), "--until", str(args.until), "--timeout", "300"),
             *("--json", str(out), "--metrics-file", str(metrics), "--log-dir", str(logs)),
             *("--dashboard-runs-dir", str(Path(tmp, "runs"))),

@@ -2,9 +2,9 @@
 
 Run with ``python benchmarks/bench_scale.py --sizes 32x32 32x64 --rounds 1`` (each case is one
 ``gossip up`` of about a minute). Every case runs the real command line
-(``python -m cli.app up --graph grid:RxC --nodes-per-process K ...``) as a subprocess, secure
-and ``--insecure`` alternating (round by round) so that a machine shared with others loads both
-alike, and prints, per case:
+(``python -m continuized.cli.app up --graph grid:RxC --nodes-per-process K ...``) as a
+subprocess, secure and ``--insecure`` alternating (round by round) so that a machine shared
+with others loads both alike, and prints, per case:
 
 * start: seconds from the command to t = 0 (the epoch the coordinator fixed, from the
   run's metrics file);
@@ -129,7 +129,7 @@ async def run_case(case: Case, tmp: Path) -> Case:
     work.mkdir()
     metrics, out = work / "metrics.jsonl", work / "summary.json"
     args = [
-        sys.executable, "-m", "cli.app", "up",
+        sys.executable, "-m", "continuized.cli.app", "up",
         "--graph", f"grid:{case.size}", "--rate", f"{case.rate:g}", "--until", "1e-30",
         "--timeout", f"{case.timeout:g}", "--nodes-per-process", str(case.per_process),
         "--metrics-file", str(metrics), "--json", str(out), "--log-dir", str(work / "logs"),

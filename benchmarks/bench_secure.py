@@ -31,17 +31,17 @@ import psutil
 import zmq
 import zmq.asyncio
 
-from coordinator.membership.registrar import bound_socket
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.files.keys import COORDINATOR, init_keys
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.ledger import Ledger
-from gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode
-from node.transport.curve import CurveKeys
-from node.transport.zeromq import ZmqTransport
+from continuized.coordinator.membership.registrar import bound_socket
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.files.keys import COORDINATOR, init_keys
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode
+from continuized.node.transport.curve import CurveKeys
+from continuized.node.transport.zeromq import ZmqTransport
 
 _BLOCK = 250
 
@@ -69,7 +69,7 @@ async def start_side(secure: bool, keys: Path, ctx: zmq.asyncio.Context) -> Side
     rate = 1.0  # the served node's own clock ticks about twice a second: no interference
     ids = {}
     if secure:
-        from gossip.files.keys import load_allow_list, load_identity
+        from continuized.gossip.files.keys import load_allow_list, load_identity
 
         coord = load_identity(keys / COORDINATOR)
         allow = load_allow_list(keys / COORDINATOR / "allow.json")
@@ -85,7 +85,7 @@ async def start_side(secure: bool, keys: Path, ctx: zmq.asyncio.Context) -> Side
         address = router.getsockopt_string(zmq.LAST_ENDPOINT)
         extra = ["--keys", str(keys / "node-0")] if secure else ["--name", "plain"]
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "cli.app", "node", "--coordinator", address,
+            sys.executable, "-m", "continuized.cli.app", "node", "--coordinator", address,
             "--host", "127.0.0.1", "--value", "1.0", "--log-level", "error", *extra,
             stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip

@@ -35,14 +35,14 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
-from gossip.model.algorithms import GossipParams, gossip_params
-from gossip.model.jumps import edge_flow
-from gossip.model.mixing import mix
-from gossip.model.values import initial_values
-from gossip.sim.compiled import compile_seconds
-from gossip.sim.simulator import simulate
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.model.algorithms import GossipParams, gossip_params
+from continuized.gossip.model.jumps import edge_flow
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.model.values import initial_values
+from continuized.gossip.sim.compiled import compile_seconds
+from continuized.gossip.sim.simulator import simulate
 
 
 def baseline(
@@ -185,7 +185,15 @@ def figure(runs: int, label: str, cache: str) -> None:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache)
     with tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
-        command = [sys.executable, "-m", "cli.app", "reproduce", "gossip-figure", "--out", out]
+        command = [
+            sys.executable,
+            "-m",
+            "continuized.cli.app",
+            "reproduce",
+            "gossip-figure",
+            "--out",
+            out,
+        ]
         command += ["--runs", str(runs), "--no-progress"]
         subprocess.run(command, check=True, capture_output=True, env=env)
         wall = time.perf_counter() - started

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "coord
 from _chaos import Deployment, Supervised, deploy, running, wait_for_line
 from machine import background_cores
 
-from gossip.files.keys import COORDINATOR, load_mqtt_secret, mqtt_password
+from continuized.gossip.files.keys import COORDINATOR, load_mqtt_secret, mqtt_password
 
 _FIRST_KILLS = ("coordinator", "broker")  # then the nodes in turn
 _SETTLE = 60.0  # seconds a restarted incarnation runs before its figures are judged
@@ -89,7 +89,7 @@ async def _probe(graph: str, rate: float, tmp: Path) -> bool:
     """Whether ``gossip up`` on ``graph`` at ``rate`` reaches 1e-6 and keeps up."""
     out = tmp / f"probe-{rate:g}.json"
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "cli.app", "up", "--quiet", "--graph", graph),
+        *(sys.executable, "-m", "continuized.cli.app", "up", "--quiet", "--graph", graph),
         *("--rate", f"{rate:g}", "--until", "1e-6", "--timeout", "120", "--json", str(out)),
         *("--log-dir", str(tmp / f"probe-{rate:g}")),
         stdout=asyncio.subprocess.DEVNULL,

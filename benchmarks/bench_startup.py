@@ -1,7 +1,7 @@
 """Start-up time and memory per node of ``gossip up``, from the command to t = 0.
 
 Run with ``python benchmarks/bench_startup.py`` (about 2 minutes on two cores). Every case
-runs the real command line (``python -m cli.app up ...``) as a subprocess, and prints:
+runs the real command line (``python -m continuized.cli.app up ...``) as a subprocess, and prints:
 
 1. command to t = 0: from just before the command starts to the epoch the coordinator fixed
    (the last registration plus its start delay), read from the run's metrics file;
@@ -35,12 +35,12 @@ from pathlib import Path
 
 import psutil
 
-from coordinator.figures.agreement import band_agreement
-from coordinator.figures.state import ErrorPoint
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.values import initial_values
+from continuized.coordinator.figures.agreement import band_agreement
+from continuized.coordinator.figures.state import ErrorPoint
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.values import initial_values
 
 MB = 2**20
 
@@ -85,7 +85,7 @@ async def _sample(proc: asyncio.subprocess.Process, case: Case, since: list[floa
     while True:
         with contextlib.suppress(psutil.Error):
             children = parent.children(recursive=True)
-            server = [c for c in children if "cli.forkserver" in " ".join(c.cmdline())]
+            server = [c for c in children if "continuized.cli.forkserver" in " ".join(c.cmdline())]
             if server:
                 nodes = [c for c in children if c.ppid() == server[0].pid]
                 case.baseline_mb = max(case.baseline_mb, _rss(server[0]))
@@ -114,7 +114,7 @@ async def run_case(case: Case, tmp: Path, runs: int) -> Case:
     argv = [
         sys.executable,
         "-m",
-        "cli.app",
+        "continuized.cli.app",
         "up",
         "--graph",
         case.graph,

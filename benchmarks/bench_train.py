@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from gossip.train import Sgd, Workers, make_problem, run_training
+from continuized.gossip.train import Sgd, Workers, make_problem, run_training
 
 
 def _first_below(result: Any, fraction: float) -> list[float | None]:
@@ -143,8 +143,8 @@ proc = psutil.Process()
 def mb(): return proc.memory_info().rss / 2**20
 import numpy as np
 base = mb()
-from gossip.datasets.load import load_node_shard
-from gossip.train import Network, node_stream
+from continuized.gossip.datasets.load import load_node_shard
+from continuized.gossip.train import Network, node_stream
 shard = load_node_shard({data!r}, "iid:0", 16, 3)
 data = mb()
 net = Network(64, (64,), 10, np.dtype(np.{dtype}))

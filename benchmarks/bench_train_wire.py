@@ -45,11 +45,11 @@ from typing import Any
 import numpy as np
 import zmq
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model.parameters import ParameterLedger
-from gossip.wire.schema import Request, encode, frame_size
-from node.transport.zeromq import ZmqTransport
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.model.parameters import ParameterLedger
+from continuized.gossip.wire.schema import Request, encode, frame_size
+from continuized.node.transport.zeromq import ZmqTransport
 
 _ECHO = """
 import sys, zmq
@@ -68,10 +68,10 @@ while True:
 _SERVER = """
 import asyncio, sys, time
 import numpy as np
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model.parameters import ParameterLedger
-from node.transport.zeromq import ZmqTransport
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.model.parameters import ParameterLedger
+from continuized.node.transport.zeromq import ZmqTransport
 
 async def main(dim, epoch, dtype):
     async with ZmqTransport("tcp://127.0.0.1:0") as transport:

@@ -19,7 +19,7 @@ import msgpack
 import zmq
 import zmq.asyncio
 
-from coordinator.machine.ports import free_port
+from continuized.coordinator.machine.ports import free_port
 
 ECHO_SERVER = """
 import sys, zmq

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cli.app import main
+    from continuized.cli.app import main
 
 # Only ``main``: ``cli.app`` is the entry module's own name (the Typer app is ``cli.app.app``).
 __all__ = ["main"]
@@ -19,11 +19,11 @@ __all__ = ["main"]
 def __getattr__(name: str) -> Any:
     """``cli.main``, imported on first use (PEP 562).
 
-    Importing :mod:`cli.app` here eagerly would make ``python -m cli.app`` warn that the module
-    was already imported by its package.
+    Importing :mod:`cli.app` here eagerly would make ``python -m continuized.cli.app`` warn
+    that the module was already imported by its package.
     """
     if name in __all__:
-        import cli.app as entry
+        import continuized.cli.app as entry
 
         return getattr(entry, name)
-    raise AttributeError(f"module 'cli' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

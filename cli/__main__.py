@@ -1,5 +1,5 @@
-"""``python -m cli``: the ``gossip`` command line, for when the console script is not on PATH."""
+"""``python -m continuized.cli``: the ``gossip`` command line, when its script is not on PATH."""
 
-from cli.app import main
+from continuized.cli.app import main
 
 main()

@@ -54,7 +54,7 @@ def check_hold(text: str, seconds: float, dashboard_port: int | None) -> None:
     ConfigError
         ``seconds > 0`` and no ``--dashboard-port``: there would be nothing to hold.
     """
-    from gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError
 
     if seconds > 0 and dashboard_port is None:
         raise ConfigError(
@@ -85,7 +85,7 @@ def recipe(
     """
     if not train:
         return None
-    from gossip.train.recipe import Recipe
+    from continuized.gossip.train.recipe import Recipe
 
     return Recipe(
         train,

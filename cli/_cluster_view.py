@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from cli._errors import plain_console
-from cli._tables import figures_table
+from continuized.cli._errors import plain_console
+from continuized.cli._tables import figures_table
 
 if TYPE_CHECKING:
-    from coordinator.figures.records import RunSummary
-    from coordinator.figures.state import ClusterState
-    from coordinator.local.supervise import Supervision
-    from coordinator.run.service import CoordinatorConfig
+    from continuized.coordinator.figures.records import RunSummary
+    from continuized.coordinator.figures.state import ClusterState
+    from continuized.coordinator.local.supervise import Supervision
+    from continuized.coordinator.run.service import CoordinatorConfig
 
 __all__ = [
     "fell_behind",
@@ -43,8 +43,8 @@ def hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: floa
     import asyncio
     import math
 
-    from coordinator.dashboard import serve
-    from coordinator.run.companions import announce_dashboard
+    from continuized.coordinator.dashboard import serve
+    from continuized.coordinator.run.companions import announce_dashboard
 
     async def serve_for() -> None:
         with contextlib.suppress(TimeoutError):
@@ -68,7 +68,7 @@ async def with_log_lines(main: Any, state: ClusterState) -> Any:
     """Run ``main`` while printing one status line to stderr every few seconds."""
     import asyncio
 
-    from coordinator.figures.records import error_text
+    from continuized.coordinator.figures.records import error_text
 
     async def lines() -> None:
         last = ""
@@ -88,7 +88,7 @@ async def with_log_lines(main: Any, state: ClusterState) -> Any:
                 typer.echo(line, err=True)
                 last = line
 
-    from coordinator.run._groups import single_error
+    from continuized.coordinator.run._groups import single_error
 
     with single_error():
         async with asyncio.TaskGroup() as tg:
@@ -111,7 +111,7 @@ async def progress_bar(holder: dict[str, Any]) -> None:
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from coordinator.figures.records import error_text
+    from continuized.coordinator.figures.records import error_text
 
     while holder.get("state") is None:  # noqa: ASYNC110 -- set by a plain callback, no event
         await asyncio.sleep(0.05)
@@ -201,7 +201,7 @@ def print_failure(sup: Supervision, state: ClusterState, config: CoordinatorConf
 
 def fell_behind(summary: RunSummary, rate: float, nodes: int) -> str:
     """Say that the run's ticks waited too long, by how much, and what to do about it."""
-    from gossip.exchange.lateness import KEEP_UP_GAPS, mean_gap
+    from continuized.gossip.exchange.lateness import KEEP_UP_GAPS, mean_gap
 
     # Nodes older than the wait report only the lag, which was the same figure then.
     p50 = summary.lag_p50 if summary.wait_p50 is None else summary.wait_p50
@@ -310,7 +310,7 @@ def print_summary(
 ) -> None:
     """Print the run's headline figures as a table on stdout (with ``sup``: its restarts)."""
 
-    from coordinator.figures.records import error_text
+    from continuized.coordinator.figures.records import error_text
 
     def num(value: float | None, fmt: str) -> str:
         # A figure the run did not measure is unknown, never a stand-in.

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gossip.errors import GossipError
+from continuized.gossip.errors import GossipError
 
 __all__ = ["fail", "plain_console", "reported_errors", "warn"]
 

@@ -17,7 +17,7 @@ import numpy as np
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from gossip.train import TrainingResult
+    from continuized.gossip.train import TrainingResult
 
 __all__ = [
     "COLORS",
@@ -82,7 +82,7 @@ def training_summary(
 
 def write_training_csv(path: Path, results: Mapping[str, TrainingResult]) -> None:
     """Write ``t`` then, per algorithm and metric, the q05, median and q95 over runs."""
-    from gossip.train import METRICS
+    from continuized.gossip.train import METRICS
 
     first = next(iter(results.values()))
     columns: list[tuple[str, Any]] = [("t", first.t_grid)]

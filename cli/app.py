@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # Importing the command modules registers their commands on the apps.
-from cli import (
+from continuized.cli import (
     cluster_cmd,  # noqa: F401
     graph_cmd,  # noqa: F401
     keys_cmd,  # noqa: F401
@@ -15,7 +15,7 @@ from cli import (
     train_cmd,  # noqa: F401
     up_cmd,  # noqa: F401
 )
-from cli._app import app
+from continuized.cli._app import app
 
 __all__ = ["app", "main"]
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli._app import app
-from cli._cluster_options import (
+from continuized.cli._app import app
+from continuized.cli._cluster_options import (
     Algorithm,
     BatchSize,
     BrokerDeadline,
@@ -46,17 +46,17 @@ from cli._cluster_options import (
     env,
     recipe,
 )
-from cli._cluster_view import (
+from continuized.cli._cluster_view import (
     hold_dashboard,
     print_summary,
     timeout_advice,
     with_log_lines,
 )
-from cli._errors import fail, reported_errors, warn
-from coordinator.machine.ports import check_port_free, check_zmq_bind_free
+from continuized.cli._errors import fail, reported_errors, warn
+from continuized.coordinator.machine.ports import check_port_free, check_zmq_bind_free
 
 if TYPE_CHECKING:
-    from coordinator.run.config import CoordinatorConfig
+    from continuized.coordinator.run.config import CoordinatorConfig
 
 __all__ = ["coordinator"]
 
@@ -172,8 +172,8 @@ def coordinator(
     """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
     import asyncio
 
-    from coordinator.figures.records import error_text
-    from coordinator.run.service import Coordinator, CoordinatorConfig, prepare
+    from continuized.coordinator.figures.records import error_text
+    from continuized.coordinator.run.service import Coordinator, CoordinatorConfig, prepare
 
     config = CoordinatorConfig(
         graph=graph,
@@ -224,7 +224,7 @@ def coordinator(
         check_port_free("--dashboard-port", dashboard_host, dashboard_port)
         check_zmq_bind_free("--bind", bind)
         coord = Coordinator(config, state, plan)
-        from gossip.wire.pubsub import redact_broker
+        from continuized.gossip.wire.pubsub import redact_broker
 
         secured = (
             f"CurveZMQ, {len(plan.security.allowed)} node keys allowed"
@@ -267,9 +267,9 @@ def _standing(config: CoordinatorConfig) -> None:
     import signal
     from typing import Any
 
-    from coordinator.run.service import Coordinator
-    from coordinator.run.standing import StandingCoordinator
-    from gossip.wire.pubsub import Topics
+    from continuized.coordinator.run.service import Coordinator
+    from continuized.coordinator.run.standing import StandingCoordinator
+    from continuized.gossip.wire.pubsub import Topics
 
     check_zmq_bind_free("--bind", config.bind)
 

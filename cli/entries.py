@@ -8,7 +8,7 @@ not put on the import path, so a user's own ``cli/`` package or ``node.py`` cann
 
 from __future__ import annotations
 
-from coordinator.local.node_commands import NodeEntries
+from continuized.coordinator.local.node_commands import NodeEntries
 
 __all__ = ["NODE_ENTRIES"]
 

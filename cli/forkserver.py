@@ -7,11 +7,11 @@ seconds before t = 0. This server pays the imports once; each node process is th
 The children are real, independent processes (their own pid, session, sockets and event
 loop); they share only the server's memory pages until they write to them.
 
-Run as ``python -m cli.forkserver``; it speaks JSON lines (the launcher in
+Run as ``python -m continuized.cli.forkserver``; it speaks JSON lines (the launcher in
 :mod:`coordinator.local.launcher` is the client):
 
-``python -m cli.forkserver --optimization`` also imports what an optimization run's nodes load
-(the data readers, scikit-learn's bundled sets, the problems) and the compiled solver
+``python -m continuized.cli.forkserver --optimization`` also imports what an optimization run's
+nodes load (the data readers, scikit-learn's bundled sets, the problems) and the compiled solver
 (:func:`gossip.problems.compiled_newton.compiled_solver`): about a second of CPU that each of
 30 children paid again, and numba's compilation, which 30 children would do at once on a
 machine where its cache is still empty.
@@ -39,7 +39,7 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from coordinator.machine.children import lower_priority
+from continuized.coordinator.machine.children import lower_priority
 
 if TYPE_CHECKING:
     from typer._click.core import Command
@@ -53,9 +53,9 @@ def _preload_optimization() -> None:
     """Import what an optimization run's node loads, and compile (or load) its solver."""
     import sklearn.datasets  # noqa: F401  # the bundled sets' reader: most of a second
 
-    import gossip.datasets
-    import gossip.problems  # noqa: F401
-    from gossip.problems.compiled_newton import compiled_solver
+    import continuized.gossip.datasets
+    import continuized.gossip.problems  # noqa: F401
+    from continuized.gossip.problems.compiled_newton import compiled_solver
 
     compiled_solver()
 
@@ -68,8 +68,8 @@ def _preload_training() -> None:
     be in every node's memory (about 70 MB of RSS per node for the MLP on digits). A node
     whose data needs it (``svmlight:``, ``breast-cancer``) imports it itself.
     """
-    import gossip.datasets
-    import gossip.train  # noqa: F401
+    import continuized.gossip.datasets
+    import continuized.gossip.train  # noqa: F401
 
 
 def _preload() -> Command:
@@ -88,8 +88,8 @@ def _preload() -> Command:
     import zmq  # noqa: F401
     from pydantic.plugin import _loader
 
-    import cli.app  # the command line the children run
-    import node.host  # noqa: F401
+    import continuized.node.host  # noqa: F401
+    from continuized.cli import app  # the command line the children run
 
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: F401  # type: ignore[import-not-found,unused-ignore]
@@ -98,7 +98,7 @@ def _preload() -> Command:
     # that every child would pay again, paid here once.
     with contextlib.suppress(Exception):
         _loader.get_plugins()
-    return typer.main.get_command(cli.app.app)
+    return typer.main.get_command(app.app)
 
 
 def _die_with_parent() -> None:

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from cli._app import graph_app
-from cli._errors import plain_console, reported_errors
-from cli._tables import figures_table
+from continuized.cli._app import graph_app
+from continuized.cli._errors import plain_console, reported_errors
+from continuized.cli._tables import figures_table
 
 __all__ = ["info"]
 
@@ -32,9 +32,9 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Print n, |E|, mu_gossip, R_max, theta_RG and theta_ARG of a topology."""
-    from gossip.errors import ConfigError
-    from gossip.graph.spectral import graph_quantities
-    from gossip.graph.topology import parse_topology
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.graph.spectral import graph_quantities
+    from continuized.gossip.graph.topology import parse_topology
 
     with reported_errors():
         if method not in ("auto", "dense", "sparse"):

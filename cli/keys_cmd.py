@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from cli._app import app
-from cli._errors import reported_errors
+from continuized.cli._app import app
+from continuized.cli._errors import reported_errors
 
 __all__ = ["init", "keys_app"]
 
@@ -20,7 +20,7 @@ app.add_typer(keys_app, name="keys")
 
 
 def _node_count(nodes: int | None, graph: str | None) -> int:
-    from gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError
 
     if nodes is not None:  # before --graph, which may come from the environment
         if nodes < 1:
@@ -28,7 +28,7 @@ def _node_count(nodes: int | None, graph: str | None) -> int:
         return nodes
     if graph is None:
         raise ConfigError("give the number of nodes: --nodes N, or --graph SPEC (grid:4x4)")
-    from gossip.graph.topology import parse_topology
+    from continuized.gossip.graph.topology import parse_topology
 
     return int(parse_topology(graph).n)
 
@@ -74,9 +74,14 @@ def init(
     """
     import zmq
 
-    from coordinator.mqtt.auth import write_mosquitto_auth
-    from gossip.errors import ConfigError
-    from gossip.files.keys import COORDINATOR, init_keys, load_allow_list, load_mqtt_secret
+    from continuized.coordinator.mqtt.auth import write_mosquitto_auth
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.keys import (
+        COORDINATOR,
+        init_keys,
+        load_allow_list,
+        load_mqtt_secret,
+    )
 
     with reported_errors():
         if spare < 0:

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from cli._app import app
-from cli._errors import reported_errors
-from coordinator.machine.ports import check_zmq_bind_free
+from continuized.cli._app import app
+from continuized.cli._errors import reported_errors
+from continuized.coordinator.machine.ports import check_zmq_bind_free
 
 __all__ = ["node"]
 
@@ -222,10 +222,10 @@ def node(
     import dataclasses
     import logging
 
-    from gossip.errors import ConfigError
-    from node.config import NodeConfig, default_node_name, host_configs, parse_value
-    from node.host import run_host_sync
-    from node.transport.faults import parse_faults
+    from continuized.gossip.errors import ConfigError
+    from continuized.node.config import NodeConfig, default_node_name, host_configs, parse_value
+    from continuized.node.host import run_host_sync
+    from continuized.node.transport.faults import parse_faults
 
     with reported_errors():
         if leave:
@@ -263,7 +263,7 @@ def node(
         if keys_pool is not None:
             if keys:
                 raise ConfigError("give --keys or --keys-pool, not both")
-            from node.transport.keypool import claim_keys
+            from continuized.node.transport.keypool import claim_keys
 
             claimants = (
                 [name]
@@ -319,8 +319,8 @@ def _leave(broker: str | None, cluster: str, name: str | None, ca: Path | None) 
     """Send the leave request of ``gossip node --leave``."""
     import asyncio
 
-    from gossip.errors import ConfigError
-    from node.mqtt import request_leave
+    from continuized.gossip.errors import ConfigError
+    from continuized.node.mqtt import request_leave
 
     if not broker or not name:
         raise ConfigError(
@@ -335,10 +335,10 @@ def _leave_secure(coordinator: str, keys: list[Path], name: str | None) -> None:
     """Send the leave request of ``gossip node --leave --keys DIR``, signed by that key."""
     import asyncio
 
-    from gossip.errors import ConfigError
-    from gossip.files.keys import load_identity
-    from node.registration import request_leave_secure
-    from node.transport.curve import CurveKeys
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.keys import load_identity
+    from continuized.node.registration import request_leave_secure
+    from continuized.node.transport.curve import CurveKeys
 
     if len(keys) != 1:
         raise ConfigError(

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from cli._app import reproduce_app
-from cli._errors import reported_errors
-from cli._tables import figures_table
+from continuized.cli._app import reproduce_app
+from continuized.cli._errors import reported_errors
+from continuized.cli._tables import figures_table
 
 __all__ = ["optim_figure"]
 
@@ -47,7 +47,7 @@ def optim_figure(
     """
     from rich.console import Console
 
-    from gossip.optim.figures import write_optim_figures
+    from continuized.gossip.optim.figures import write_optim_figures
 
     with reported_errors():
         summary = write_optim_figures(out, runs=runs, noise_runs=noise_runs, seed=seed)

@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from cli._app import app, reproduce_app
-from cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
-from cli._errors import reported_errors
-from cli._tables import figures_table
+from continuized.cli._app import app, reproduce_app
+from continuized.cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
+from continuized.cli._errors import reported_errors
+from continuized.cli._tables import figures_table
 
 if TYPE_CHECKING:
-    from gossip.dual.experiment import Experiment, Progress
+    from continuized.gossip.dual.experiment import Experiment, Progress
 
 __all__ = ["optimization_figure", "optimize_cmd"]
 
@@ -99,13 +99,17 @@ def optimize_cmd(
     import numpy as np
     from rich.console import Console
 
-    from gossip.dual.experiment import algorithm_params, parse_algorithms, run_experiment
-    from gossip.dual.network import build_network
-    from gossip.dual.report import plot_optimization, write_curves
-    from gossip.errors import ConfigError
-    from gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, write_json
-    from gossip.graph.spectral import graph_quantities
-    from gossip.graph.topology import parse_topology
+    from continuized.gossip.dual.experiment import (
+        algorithm_params,
+        parse_algorithms,
+        run_experiment,
+    )
+    from continuized.gossip.dual.network import build_network
+    from continuized.gossip.dual.report import plot_optimization, write_curves
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, write_json
+    from continuized.gossip.graph.spectral import graph_quantities
+    from continuized.gossip.graph.topology import parse_topology
 
     started = time.perf_counter()
     console = Console()
@@ -194,7 +198,7 @@ def optimization_figure(
     and the DADAO synthetic setting on six 10-node graphs; acd against cd and dgd."""
     from rich.console import Console
 
-    from gossip.dual.figure import write_optimization_figures
+    from continuized.gossip.dual.figure import write_optimization_figures
 
     started = time.perf_counter()
     with reported_errors():
@@ -244,7 +248,7 @@ def _cell(value: Any, fmt: str = ".4g") -> str:
 
 
 def _check_count(option: str, value: int, minimum: int) -> None:
-    from gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError
 
     if value < minimum:
         raise ConfigError(f"{option} must be an integer >= {minimum}, got {value}")

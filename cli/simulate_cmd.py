@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli._app import app, reproduce_app
-from cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
-from cli._errors import plain_console, reported_errors
-from cli._tables import figures_table
+from continuized.cli._app import app, reproduce_app
+from continuized.cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
+from continuized.cli._errors import plain_console, reported_errors
+from continuized.cli._tables import figures_table
 
 if TYPE_CHECKING:
-    from gossip.graph.spectral import GraphQuantities
-    from gossip.graph.topology import Topology
-    from gossip.sim.simulator import SimulationResult
+    from continuized.gossip.graph.spectral import GraphQuantities
+    from continuized.gossip.graph.topology import Topology
+    from continuized.gossip.sim.simulator import SimulationResult
 
 __all__ = ["PAPER_GRAPHS", "gossip_figure", "simulate_cmd"]
 
@@ -107,9 +107,13 @@ def simulate_cmd(
     progress: ShowProgress = True,
 ) -> None:
     """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
-    from gossip.errors import ConfigError
-    from gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, prepare_plotting
-    from gossip.model.algorithms import check_algorithm
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.outputs import (
+        FIGURE_SUFFIXES,
+        check_output_path,
+        prepare_plotting,
+    )
+    from continuized.gossip.model.algorithms import check_algorithm
 
     started = time.perf_counter()
     with reported_errors():
@@ -161,8 +165,13 @@ def gossip_figure(
     progress: ShowProgress = True,
 ) -> None:
     """Reproduce the paper's gossip figure: line 30, grid 15x15, complete 10; RG vs ARG."""
-    from gossip.errors import ConfigError
-    from gossip.files.outputs import plot_gossip_figure, prepare_plotting, write_csv, write_json
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.outputs import (
+        plot_gossip_figure,
+        prepare_plotting,
+        write_csv,
+        write_json,
+    )
 
     started = time.perf_counter()
     with reported_errors():
@@ -214,7 +223,7 @@ def gossip_figure(
 
 
 def _check_count(option: str, value: int, minimum: int) -> None:
-    from gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError
 
     if value < minimum:
         raise ConfigError(f"{option} must be an integer >= {minimum}, got {value}")
@@ -247,11 +256,11 @@ def _simulate_graph(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from gossip.graph.spectral import graph_quantities
-    from gossip.graph.topology import parse_topology
-    from gossip.model.algorithms import gossip_params
-    from gossip.model.values import initial_values
-    from gossip.sim.simulator import simulate
+    from continuized.gossip.graph.spectral import graph_quantities
+    from continuized.gossip.graph.topology import parse_topology
+    from continuized.gossip.model.algorithms import gossip_params
+    from continuized.gossip.model.values import initial_values
+    from continuized.gossip.sim.simulator import simulate
 
     topo = parse_topology(spec, weighted=weighted)
     q = graph_quantities(topo)
@@ -285,7 +294,7 @@ def _simulate_graph(
 def _summary(
     run: _GraphRun, eps: float, values_spec: str, dim: int, grid_points: int
 ) -> dict[str, Any]:
-    from gossip.files.outputs import algorithm_summary
+    from continuized.gossip.files.outputs import algorithm_summary
 
     algos = {name: algorithm_summary(r, eps) for name, r in run.results.items()}
     summary: dict[str, Any] = {
@@ -312,7 +321,7 @@ def _write_outputs(
     json_path: Path | None,
     label: str,
 ) -> None:
-    from gossip.files.outputs import plot_gossip_figure, write_csv, write_json
+    from continuized.gossip.files.outputs import plot_gossip_figure, write_csv, write_json
 
     if plot is not None:
         plot_gossip_figure(plot, [(label, run.results)])

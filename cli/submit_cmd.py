@@ -12,10 +12,10 @@ from typing import Annotated, Any
 
 import typer
 
-from cli._app import app
-from cli._cluster_options import env
-from cli._errors import fail, plain_console, reported_errors
-from cli._tables import figures_table
+from continuized.cli._app import app
+from continuized.cli._cluster_options import env
+from continuized.cli._errors import fail, plain_console, reported_errors
+from continuized.cli._tables import figures_table
 
 __all__ = ["submit"]
 
@@ -79,8 +79,8 @@ def submit(
     summary; exit 1 if it did not reach eps, 2 if it was refused or failed."""
     import asyncio
 
-    from coordinator.run.standing import submit_run
-    from gossip.wire.pubsub import redact_broker
+    from continuized.coordinator.run.standing import submit_run
+    from continuized.gossip.wire.pubsub import redact_broker
 
     changes: dict[str, Any] = {
         name: value
@@ -132,9 +132,9 @@ def _operator_url(broker: str, keys: Path | None) -> str:
         return broker
     from urllib.parse import urlsplit
 
-    from coordinator.membership.security import with_credentials
-    from gossip.errors import ConfigError
-    from gossip.files.keys import OPERATOR, load_mqtt_secret, mqtt_password
+    from continuized.coordinator.membership.security import with_credentials
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.keys import OPERATOR, load_mqtt_secret, mqtt_password
 
     if urlsplit(broker).username:
         raise ConfigError(

@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from cli._app import app, reproduce_app
-from cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
-from cli._errors import reported_errors
+from continuized.cli._app import app, reproduce_app
+from continuized.cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
+from continuized.cli._errors import reported_errors
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gossip.train import TrainingProblem, TrainingResult
+    from continuized.gossip.train import TrainingProblem, TrainingResult
 
 __all__ = ["train_cmd", "training_figure"]
 
@@ -105,10 +105,10 @@ def train_cmd(
     import numpy as np
     from rich.console import Console
 
-    from cli._train_output import plot_training, training_summary, write_training_csv
-    from gossip.errors import ConfigError
-    from gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, write_json
-    from gossip.train import ALGORITHMS, make_problem, run_training
+    from continuized.cli._train_output import plot_training, training_summary, write_training_csv
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, write_json
+    from continuized.gossip.train import ALGORITHMS, make_problem, run_training
 
     started = time.perf_counter()
     console = Console()
@@ -190,10 +190,15 @@ def training_figure(
     import numpy as np
     from rich.console import Console
 
-    from cli._train_output import TITLES, plot_training, training_summary, write_training_csv
-    from gossip.errors import ConfigError
-    from gossip.files.outputs import check_output_path, write_json
-    from gossip.train import make_problem, run_training
+    from continuized.cli._train_output import (
+        TITLES,
+        plot_training,
+        training_summary,
+        write_training_csv,
+    )
+    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.outputs import check_output_path, write_json
+    from continuized.gossip.train import make_problem, run_training
 
     started = time.perf_counter()
     console = Console()
@@ -253,7 +258,7 @@ def training_figure(
 
 
 def _algorithms(names: list[str], valid: tuple[str, ...]) -> list[str]:
-    from gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError
 
     out: list[str] = []
     for name in names:
@@ -267,7 +272,7 @@ def _algorithms(names: list[str], valid: tuple[str, ...]) -> list[str]:
 
 
 def _count(option: str, value: int, minimum: int) -> None:
-    from gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError
 
     if value < minimum:
         raise ConfigError(f"{option} must be an integer >= {minimum}, got {value}")

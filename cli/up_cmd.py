@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli._app import app
-from cli._cluster_options import (
+from continuized.cli._app import app
+from continuized.cli._cluster_options import (
     Algorithm,
     BatchSize,
     Cluster,
@@ -42,7 +42,7 @@ from cli._cluster_options import (
     env,
     recipe,
 )
-from cli._cluster_view import (
+from continuized.cli._cluster_view import (
     fell_behind,
     hold_dashboard,
     print_failure,
@@ -50,13 +50,13 @@ from cli._cluster_view import (
     progress_bar,
     timeout_advice,
 )
-from cli._errors import fail, reported_errors, warn
-from cli.entries import NODE_ENTRIES
-from coordinator.machine.ports import check_port_free
+from continuized.cli._errors import fail, reported_errors, warn
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.machine.ports import check_port_free
 
 if TYPE_CHECKING:
-    from coordinator.figures.records import RunSummary
-    from coordinator.figures.state import ClusterState
+    from continuized.coordinator.figures.records import RunSummary
+    from continuized.coordinator.figures.state import ClusterState
 
 __all__ = ["parse_hold", "up"]
 
@@ -196,16 +196,16 @@ def up(
     import shutil
     import tempfile
 
-    from coordinator.figures.records import error_text
-    from coordinator.local.launcher import NodeCrashError
-    from coordinator.local.settings import UpConfig, check_up
-    from coordinator.local.supervise import Supervision
-    from coordinator.run.service import CoordinatorConfig
+    from continuized.coordinator.figures.records import error_text
+    from continuized.coordinator.local.launcher import NodeCrashError
+    from continuized.coordinator.local.settings import UpConfig, check_up
+    from continuized.coordinator.local.supervise import Supervision
+    from continuized.coordinator.run.service import CoordinatorConfig
 
     with reported_errors():
         if metrics_period is None:
-            from coordinator.local.node_commands import default_metrics_period
-            from gossip.graph.topology import parse_topology
+            from continuized.coordinator.local.node_commands import default_metrics_period
+            from continuized.gossip.graph.topology import parse_topology
 
             metrics_period = default_metrics_period(parse_topology(graph).n, nodes_per_process)
         coord = CoordinatorConfig(
@@ -318,7 +318,7 @@ def _logs_say_something(logs: Path) -> bool:
 
 def _warn_below_float_floor(until: float, values: Any) -> None:
     """Warn when ``--until`` is below what float64 can hold near the mean of ``values``."""
-    from gossip.model.values import error_floor
+    from continuized.gossip.model.values import error_floor
 
     if values is None:  # the nodes bring their own values (or an optimization run)
         return
@@ -341,7 +341,7 @@ def parse_hold(text: str) -> float:
     """
     import math
 
-    from gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError
 
     if text.strip().lower() in ("forever", "inf", "infinity"):
         return math.inf
@@ -362,7 +362,7 @@ def _check_node_args(node_args: tuple[str, ...]) -> None:
     ConfigError
         An argument ``gossip node`` would refuse, with its own message.
     """
-    from gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError
 
     if not node_args:
         return
@@ -376,7 +376,7 @@ def _check_node_args(node_args: tuple[str, ...]) -> None:
         raise ConfigError(f"--node-arg {' '.join(node_args)!r}: {detail}") from None
     fault = ctx.params.get("fault")
     if fault:
-        from node.transport.faults import parse_faults
+        from continuized.node.transport.faults import parse_faults
 
         parse_faults(fault)
 
@@ -392,9 +392,9 @@ async def _up(
     import asyncio
     import signal
 
-    from coordinator.local.launcher import run_up
-    from coordinator.run._groups import single_error
-    from gossip.wire.pubsub import redact_broker
+    from continuized.coordinator.local.launcher import run_up
+    from continuized.coordinator.run._groups import single_error
+    from continuized.gossip.wire.pubsub import redact_broker
 
     # SIGTERM gets the same orderly shutdown as Ctrl-C: cancel, stop every child, exit.
     main = asyncio.current_task()

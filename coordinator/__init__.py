@@ -24,13 +24,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from coordinator.dashboard import serve
-    from coordinator.figures.records import ErrorPoint, FinalResult, NodeView, RunSummary
-    from coordinator.figures.state import ClusterState
-    from coordinator.local.launcher import run_up
-    from coordinator.local.settings import UpConfig
-    from coordinator.run.config import CoordinatorConfig, prepare
-    from coordinator.run.service import Coordinator
+    from continuized.coordinator.dashboard import serve
+    from continuized.coordinator.figures.records import (
+        ErrorPoint,
+        FinalResult,
+        NodeView,
+        RunSummary,
+    )
+    from continuized.coordinator.figures.state import ClusterState
+    from continuized.coordinator.local.launcher import run_up
+    from continuized.coordinator.local.settings import UpConfig
+    from continuized.coordinator.run.config import CoordinatorConfig, prepare
+    from continuized.coordinator.run.service import Coordinator
 
 __all__ = [
     "ClusterState",
@@ -49,17 +54,17 @@ __all__ = [
 # The public names, imported on first use: ``import coordinator.figures.state`` (the dashboard, the
 # tests) must not pull in ZeroMQ, MQTT and aiohttp.
 _HOMES = {
-    "ClusterState": "coordinator.figures.state",
-    "Coordinator": "coordinator.run.service",
-    "CoordinatorConfig": "coordinator.run.config",
-    "ErrorPoint": "coordinator.figures.records",
-    "FinalResult": "coordinator.figures.records",
-    "NodeView": "coordinator.figures.records",
-    "RunSummary": "coordinator.figures.records",
-    "UpConfig": "coordinator.local.settings",
-    "prepare": "coordinator.run.config",
-    "run_up": "coordinator.local.launcher",
-    "serve": "coordinator.dashboard",
+    "ClusterState": "continuized.coordinator.figures.state",
+    "Coordinator": "continuized.coordinator.run.service",
+    "CoordinatorConfig": "continuized.coordinator.run.config",
+    "ErrorPoint": "continuized.coordinator.figures.records",
+    "FinalResult": "continuized.coordinator.figures.records",
+    "NodeView": "continuized.coordinator.figures.records",
+    "RunSummary": "continuized.coordinator.figures.records",
+    "UpConfig": "continuized.coordinator.local.settings",
+    "prepare": "continuized.coordinator.run.config",
+    "run_up": "continuized.coordinator.local.launcher",
+    "serve": "continuized.coordinator.dashboard",
 }
 
 
@@ -67,5 +72,5 @@ def __getattr__(name: str) -> Any:
     """Import a public name from its module on first use (PEP 562)."""
     home = _HOMES.get(name)
     if home is None:
-        raise AttributeError(f"module 'coordinator' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(home), name)

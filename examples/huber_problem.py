@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from gossip.datasets import Shard
-from gossip.errors import ConfigError
-from gossip.problems import FloatArray
+from continuized.gossip.datasets import Shard
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.problems import FloatArray
 
 __all__ = ["PseudoHuber", "make"]
 

@@ -30,7 +30,7 @@ The command line (the ``cli`` package) sits above the core, the node and the coo
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from gossip.errors import (
+from continuized.gossip.errors import (
     ConfigError,
     GossipError,
     LocalError,
@@ -39,30 +39,35 @@ from gossip.errors import (
     TopologyError,
     TransportError,
 )
-from gossip.model.algorithms import Algorithm, GossipParams, gossip_params, parse_algorithm
-from gossip.model.jumps import Flow, apply_flow, edge_flow, jump, late_flow
-from gossip.model.mixing import decay, mix, mix_convex
+from continuized.gossip.model.algorithms import (
+    Algorithm,
+    GossipParams,
+    gossip_params,
+    parse_algorithm,
+)
+from continuized.gossip.model.jumps import Flow, apply_flow, edge_flow, jump, late_flow
+from continuized.gossip.model.mixing import decay, mix, mix_convex
 
 if TYPE_CHECKING:
-    from gossip.graph.spectral import GraphQuantities, graph_quantities, laplacian
-    from gossip.graph.topology import Topology, parse_topology, topology_from_graph
+    from continuized.gossip.graph.spectral import GraphQuantities, graph_quantities, laplacian
+    from continuized.gossip.graph.topology import Topology, parse_topology, topology_from_graph
 
 # networkx and scipy cost ~40 MB of memory and ~0.4 s: they load on first use, so that a node
 # process (which never needs them) stays small and `gossip --help` stays fast.
 _LAZY = {
-    "GraphQuantities": "gossip.graph.spectral",
-    "graph_quantities": "gossip.graph.spectral",
-    "laplacian": "gossip.graph.spectral",
-    "Topology": "gossip.graph.topology",
-    "parse_topology": "gossip.graph.topology",
-    "topology_from_graph": "gossip.graph.topology",
+    "GraphQuantities": "continuized.gossip.graph.spectral",
+    "graph_quantities": "continuized.gossip.graph.spectral",
+    "laplacian": "continuized.gossip.graph.spectral",
+    "Topology": "continuized.gossip.graph.topology",
+    "parse_topology": "continuized.gossip.graph.topology",
+    "topology_from_graph": "continuized.gossip.graph.topology",
 }
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'gossip' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
 
 

@@ -13,13 +13,13 @@ Public API (for the launcher and for tests):
   :class:`FakeTransport`, and :class:`FaultyTransport` with :func:`parse_faults`.
 """
 
-from node.config import NodeConfig, host_configs, parse_value
-from node.daemon import Node
-from node.host import run_host, run_host_sync, run_node, run_node_sync
-from node.transport.fake import FakeNetwork, FakeTransport
-from node.transport.faults import FaultSpec, FaultyTransport, parse_faults
-from node.transport.interface import Incoming, Transport, TransportStats
-from node.transport.zeromq import ZmqTransport
+from continuized.node.config import NodeConfig, host_configs, parse_value
+from continuized.node.daemon import Node
+from continuized.node.host import run_host, run_host_sync, run_node, run_node_sync
+from continuized.node.transport.fake import FakeNetwork, FakeTransport
+from continuized.node.transport.faults import FaultSpec, FaultyTransport, parse_faults
+from continuized.node.transport.interface import Incoming, Transport, TransportStats
+from continuized.node.transport.zeromq import ZmqTransport
 
 __all__ = [
     "FakeNetwork",

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gossip.errors import ConfigError
-from gossip.exchange.vocabulary import Link
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.exchange.vocabulary import Link
 
 __all__ = ["PoissonClock"]
 
@@ -37,7 +37,7 @@ class PoissonClock:
 
     Examples
     --------
-    >>> from gossip.exchange.vocabulary import Link
+    >>> from continuized.gossip.exchange.vocabulary import Link
     >>> clock = PoissonClock([Link(0, 1, 0.5), Link(1, 2, 0.5)], np.random.default_rng(0))
     >>> clock.rate  # ticks per unit of t
     0.5

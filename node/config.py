@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from gossip.errors import ConfigError
-from gossip.files.keys import load_identity
-from node.transport.faults import FaultSpec
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.keys import load_identity
+from continuized.node.transport.faults import FaultSpec
 
 __all__ = ["NodeConfig", "default_node_name", "host_configs", "parse_value"]
 

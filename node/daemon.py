@@ -44,25 +44,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gossip.errors import GossipError
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.trace import Trace, trace_step
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model.ledger import Ledger
-from gossip.model.parameters import ParameterLedger
-from gossip.wire.checks import pack
-from gossip.wire.schema import Bootstrap, Frame
-from node.clock import PoissonClock
-from node.learner import initial_model, learn
-from node.mqtt import NodeMqtt
-from node.problem import exchange_value
-from node.reports import Reports
-from node.switchover import NodeMembership
-from node.transport.interface import Transport
-from node.waits import Alarm, wait_at_most
+from continuized.gossip.errors import GossipError
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.trace import Trace, trace_step
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.parameters import ParameterLedger
+from continuized.gossip.wire.checks import pack
+from continuized.gossip.wire.schema import Bootstrap, Frame
+from continuized.node.clock import PoissonClock
+from continuized.node.learner import initial_model, learn
+from continuized.node.mqtt import NodeMqtt
+from continuized.node.problem import exchange_value
+from continuized.node.reports import Reports
+from continuized.node.switchover import NodeMembership
+from continuized.node.transport.interface import Transport
+from continuized.node.waits import Alarm, wait_at_most
 
 if TYPE_CHECKING:  # the trainer's imports take seconds: only a training node pays them
-    from gossip.train.minibatch import LocalSgd
+    from continuized.gossip.train.minibatch import LocalSgd
 
 __all__ = ["Node"]
 

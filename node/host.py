@@ -57,23 +57,23 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from gossip.errors import ConfigError, GossipError
-from gossip.files.keys import Identity, load_identity
-from gossip.wire.pubsub import parse_broker
-from gossip.wire.schema import Bootstrap
-from node.config import NodeConfig, host_configs
-from node.daemon import Node
-from node.learner import load_learner
-from node.lifeline import Lifeline, LifelineGroup
-from node.mqtt import NodeMqtt
-from node.problem import load_problem, preload
-from node.registration import register_nodes
-from node.transport.colocation import Colocation
-from node.transport.curve import CurveKeys, PeerAuthenticator
-from node.transport.faults import FaultyTransport
-from node.transport.interface import Transport
-from node.transport.zeromq import ZmqTransport
-from node.warmup import warm_up
+from continuized.gossip.errors import ConfigError, GossipError
+from continuized.gossip.files.keys import Identity, load_identity
+from continuized.gossip.wire.pubsub import parse_broker
+from continuized.gossip.wire.schema import Bootstrap
+from continuized.node.config import NodeConfig, host_configs
+from continuized.node.daemon import Node
+from continuized.node.learner import load_learner
+from continuized.node.lifeline import Lifeline, LifelineGroup
+from continuized.node.mqtt import NodeMqtt
+from continuized.node.problem import load_problem, preload
+from continuized.node.registration import register_nodes
+from continuized.node.transport.colocation import Colocation
+from continuized.node.transport.curve import CurveKeys, PeerAuthenticator
+from continuized.node.transport.faults import FaultyTransport
+from continuized.node.transport.interface import Transport
+from continuized.node.transport.zeromq import ZmqTransport
+from continuized.node.warmup import warm_up
 
 __all__ = ["host_configs", "run_host", "run_host_sync", "run_node", "run_node_sync"]
 

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import TimeBase
-from gossip.model.parameters import ParameterLedger
-from gossip.wire.schema import Bootstrap
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import TimeBase
+from continuized.gossip.model.parameters import ParameterLedger
+from continuized.gossip.wire.schema import Bootstrap
 
 if TYPE_CHECKING:  # the trainer's imports take seconds: only a training node pays them
-    from gossip.train.minibatch import LocalSgd
+    from continuized.gossip.train.minibatch import LocalSgd
 
 __all__ = ["Learning", "initial_model", "learn", "load_learner"]
 
@@ -66,11 +66,11 @@ def load_learner(boot: Bootstrap, data: str | None = None) -> LocalSgd:
     """
     if not boot.train:
         raise ConfigError("this cluster does not train a model (no --train)")
-    from gossip.train.clocks import node_stream
-    from gossip.train.minibatch import LocalSgd
-    from gossip.train.models import parse_model
-    from gossip.train.trainset import load_trainset
-    from gossip.train.workers import Sgd
+    from continuized.gossip.train.clocks import node_stream
+    from continuized.gossip.train.minibatch import LocalSgd
+    from continuized.gossip.train.models import parse_model
+    from continuized.gossip.train.trainset import load_trainset
+    from continuized.gossip.train.workers import Sgd
 
     source = data or boot.data
     # Cut exactly as the coordinator and the simulator do (same test rows, same split); keep
@@ -106,7 +106,7 @@ def initial_model(boot: Bootstrap, learner: LocalSgd) -> NDArray[Any]:
     """
     if boot.initial_value:
         return np.asarray(boot.initial_value, dtype=np.float64)
-    from gossip.train.trainer import node_initial
+    from continuized.gossip.train.trainer import node_initial
 
     start = node_initial(learner.model, boot.seed, 0, boot.node_id, boot.init == "per-node")
     if start.size != boot.dim:  # load_learner checked the model: this is a user model's
@@ -126,7 +126,7 @@ async def learn(node: Learning, learner: LocalSgd) -> None:
     exchange ticks, a late step is taken late, never dropped: the node's stream of
     mini-batches stays the simulator's.
     """
-    from gossip.train.minibatch import gradient_times
+    from continuized.gossip.train.minibatch import gradient_times
 
     ledger = node.exchanger.ledger
     assert isinstance(ledger, ParameterLedger)

@@ -40,8 +40,8 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from gossip.errors import ProtocolError
-from gossip.wire.schema import (
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.wire.schema import (
     MAX_FRAME,
     Beat,
     BeatBatch,
@@ -51,8 +51,8 @@ from gossip.wire.schema import (
     decode,
     encode_bytes,
 )
-from node.transport.curve import CurveKeys, curve_client
-from node.waits import wait_at_most
+from continuized.node.transport.curve import CurveKeys, curve_client
+from continuized.node.waits import wait_at_most
 
 __all__ = ["BEAT_EVERY", "FINAL_ROOM", "TAKEN", "Lifeline", "LifelineGroup"]
 

@@ -38,8 +38,8 @@ from typing import Any
 
 import aiomqtt
 
-from gossip.errors import TransportError
-from gossip.wire.pubsub import BrokerAddress, Topics, parse_broker
+from continuized.gossip.errors import TransportError
+from continuized.gossip.wire.pubsub import BrokerAddress, Topics, parse_broker
 
 __all__ = ["ENDED_PHASES", "RESEND_WINDOW", "NodeMqtt", "ends_run", "request_leave"]
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from gossip.errors import ConfigError
-from gossip.model.mixing import Values
-from gossip.wire.schema import Bootstrap
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.mixing import Values
+from continuized.gossip.wire.schema import Bootstrap
 
 __all__ = ["exchange_value", "load_problem", "preload", "primal_report"]
 
@@ -39,8 +39,8 @@ def preload(data: str) -> None:
     ConfigError
         An unknown or unreadable data source (named).
     """
-    from gossip.datasets.sources import node_file, read_rows
-    from gossip.problems.compiled_newton import compiled_solver
+    from continuized.gossip.datasets.sources import node_file, read_rows
+    from continuized.gossip.problems.compiled_newton import compiled_solver
 
     if node_file(data) is None:  # csv:DIR holds one file per node: read only ours, later
         read_rows(data)
@@ -65,8 +65,8 @@ def load_problem(boot: Bootstrap, data: str | None = None) -> Any:
     """
     if not boot.problem:
         raise ConfigError("this cluster runs gossip, not an optimization problem")
-    from gossip.datasets import load_node_shard
-    from gossip.problems import make_local_problem, make_problem_set
+    from continuized.gossip.datasets import load_node_shard
+    from continuized.gossip.problems import make_local_problem, make_problem_set
 
     source = data or boot.data
     if boot.problem.strip().lower() == "quadratic" or not source:

@@ -31,9 +31,9 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from gossip.errors import ProtocolError, RemoteError, TransportError
-from gossip.files.keys import Identity
-from gossip.wire.schema import (
+from continuized.gossip.errors import ProtocolError, RemoteError, TransportError
+from continuized.gossip.files.keys import Identity
+from continuized.gossip.wire.schema import (
     Bootstrap,
     BootstrapBatch,
     Leave,
@@ -44,8 +44,8 @@ from gossip.wire.schema import (
     decode,
     encode_bytes,
 )
-from node.config import NodeConfig
-from node.transport.curve import CurveKeys, curve_client
+from continuized.node.config import NodeConfig
+from continuized.node.transport.curve import CurveKeys, curve_client
 
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 

@@ -21,12 +21,12 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from gossip.exchange.clockskew import SKEW_SAMPLES, skew_tolerance
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Counters, TimeBase
-from gossip.wire.checks import pack
-from gossip.wire.schema import Bootstrap
-from node.transport.interface import Transport
+from continuized.gossip.exchange.clockskew import SKEW_SAMPLES, skew_tolerance
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Counters, TimeBase
+from continuized.gossip.wire.checks import pack
+from continuized.gossip.wire.schema import Bootstrap
+from continuized.node.transport.interface import Transport
 
 __all__ = ["RTT_EVERY", "Reports"]
 

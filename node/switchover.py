@@ -37,13 +37,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gossip.errors import GossipError
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.membership import View, carry_to, view_from_dict
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.wire.schema import Bootstrap
-from node.clock import PoissonClock
-from node.transport.interface import Transport
+from continuized.gossip.errors import GossipError
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.membership import View, carry_to, view_from_dict
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.wire.schema import Bootstrap
+from continuized.node.clock import PoissonClock
+from continuized.node.transport.interface import Transport
 
 __all__ = ["MemberNode", "NodeMembership"]
 

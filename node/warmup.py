@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.trace import Trace
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model.ledger import Ledger
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.trace import Trace
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.model.ledger import Ledger
 
 __all__ = ["WARM_UP_EXCHANGES", "warm_up"]
 

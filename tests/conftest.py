@@ -12,7 +12,7 @@ import aiomqtt
 import pytest
 from system_tools import require_mosquitto
 
-from coordinator.local.broker import RunningBroker, amqtt_broker, mosquitto_broker
+from continuized.coordinator.local.broker import RunningBroker, amqtt_broker, mosquitto_broker
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from coordinator.local.broker import find_mosquitto
+from continuized.coordinator.local.broker import find_mosquitto
 
 __all__ = ["require_mosquitto"]
 

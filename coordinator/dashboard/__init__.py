@@ -22,6 +22,6 @@ views
     Compact rows and counters for the page, and the header's figures.
 """
 
-from coordinator.dashboard.server import Dashboard, serve
+from continuized.coordinator.dashboard.server import Dashboard, serve
 
 __all__ = ["Dashboard", "serve"]

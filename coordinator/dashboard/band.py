@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.dashboard.runs import Band, RunArchive, RunRecord
-from coordinator.figures.state import ClusterState
-from coordinator.machine.offload import offload
-from gossip.errors import ConfigError, GossipError
-from gossip.graph.topology import Topology
-from gossip.model.algorithms import GossipParams
+from continuized.coordinator.dashboard.runs import Band, RunArchive, RunRecord
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.machine.offload import offload
+from continuized.gossip.errors import ConfigError, GossipError
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.model.algorithms import GossipParams
 
 __all__ = [
     "BAND_EVENT_BUDGET",
@@ -83,7 +83,7 @@ def simulate_band(
     Blocking and CPU-bound: call it through :func:`compute_band`, which runs it in a child.
     This is the one place the dashboard calls the simulator (contract C1).
     """
-    from gossip.sim.simulator import simulate
+    from continuized.gossip.sim.simulator import simulate
 
     # One process: the band is background work and must stay on one core.
     result = simulate(topology, params, initial, t_grid, runs, seed, workers=1)
@@ -110,7 +110,7 @@ def simulate_opt_band(
     are those of the optimization simulator (``gossip.dual.simulate.simulate_optimization``,
     the same event streams as the gossip simulator's). Blocking: see :func:`compute_band`.
     """
-    from gossip.dual.simulate import simulate_optimization
+    from continuized.gossip.dual.simulate import simulate_optimization
 
     result = simulate_optimization(topology, problems, params, t_grid, runs, seed, workers=1)
     return Band(

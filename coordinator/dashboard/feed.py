@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.dashboard.runs import RunArchive
-from coordinator.dashboard.views import cluster_counters, headline, node_row
-from coordinator.figures.state import ClusterState
+from continuized.coordinator.dashboard.runs import RunArchive
+from continuized.coordinator.dashboard.views import cluster_counters, headline, node_row
+from continuized.coordinator.figures.state import ClusterState
 
 __all__ = [
     "ACTIVITY_TAU",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from gossip.graph.topology import Topology
+from continuized.gossip.graph.topology import Topology
 
 __all__ = ["GraphLayout", "graph_layout"]
 
@@ -54,7 +54,7 @@ def graph_layout(topology: Topology, seed: int = 0) -> GraphLayout:
 
     Examples
     --------
-    >>> from gossip.graph.topology import parse_topology
+    >>> from continuized.gossip.graph.topology import parse_topology
     >>> lay = graph_layout(parse_topology("grid:2x3"))
     >>> len(lay.x), lay.edges[0]
     (6, (0, 1))

@@ -55,9 +55,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from coordinator.dashboard.views import display_value, exact_drift
-from coordinator.figures.records import COUNTER_NAMES
-from coordinator.figures.state import PHASES, ClusterState
+from continuized.coordinator.dashboard.views import display_value, exact_drift
+from continuized.coordinator.figures.records import COUNTER_NAMES
+from continuized.coordinator.figures.state import PHASES, ClusterState
 
 __all__ = ["ClusterCollector", "make_registry"]
 
@@ -179,7 +179,7 @@ class ClusterCollector(Collector):
         lag = GaugeMetricFamily(
             "gossip_node_jump_lag",
             "Percentile of the lag of the node's jumps behind their ticks, in units of t "
-            "(gossip.exchange.lateness).",
+            "(continuized.gossip.exchange.lateness).",
             labels=[*labels, "quantile"],
         )
         for node_id in sorted(state.nodes):

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordinator.dashboard.views import initial_error
-from coordinator.figures.state import ClusterState
-from coordinator.figures.thinning import since, thin
+from continuized.coordinator.dashboard.views import initial_error
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.thinning import since, thin
 
 __all__ = ["Band", "Point", "RunArchive", "RunRecord", "parse_jsonl"]
 

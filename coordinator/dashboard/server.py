@@ -42,26 +42,26 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from coordinator.dashboard.band import BandKeeper
-from coordinator.dashboard.feed import (
+from continuized.coordinator.dashboard.band import BandKeeper
+from continuized.coordinator.dashboard.feed import (
     Client,
     Feed,
     membership_events,
     opt_view,
     training_view,
 )
-from coordinator.dashboard.layout import GraphLayout, graph_layout
-from coordinator.dashboard.prometheus import make_registry
-from coordinator.dashboard.runs import RunArchive, RunRecord
-from coordinator.dashboard.views import (
+from continuized.coordinator.dashboard.layout import GraphLayout, graph_layout
+from continuized.coordinator.dashboard.prometheus import make_registry
+from continuized.coordinator.dashboard.runs import RunArchive, RunRecord
+from continuized.coordinator.dashboard.views import (
     NODE_FIELDS,
     cluster_counters,
     headline,
     node_row,
     stale_after,
 )
-from coordinator.figures.state import ClusterState
-from gossip.errors import ConfigError
+from continuized.coordinator.figures.state import ClusterState
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["STATIC_DIR", "Dashboard", "plotly_js_path", "serve"]
 

@@ -7,7 +7,7 @@ into a :class:`~coordinator.figures.state.ClusterState` (:meth:`SyntheticCluster
 contract-C3 JSON report of each node (:meth:`SyntheticCluster.report`) for a publisher that
 sends them over MQTT. Counters and round trips are made up but plausible.
 
-Try it: ``python -m coordinator.dashboard.synthetic --graph grid:15x15 --port 8080``.
+Try it: ``python -m continuized.coordinator.dashboard.synthetic --graph grid:15x15 --port 8080``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.records import ErrorPoint, NodeView
-from coordinator.figures.state import BrokerStatus, ClusterState
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.jumps import jump
-from gossip.model.mixing import mix
+from continuized.coordinator.figures.records import ErrorPoint, NodeView
+from continuized.coordinator.figures.state import BrokerStatus, ClusterState
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.jumps import jump
+from continuized.gossip.model.mixing import mix
 
 __all__ = ["SyntheticCluster", "main"]
 
@@ -180,7 +180,7 @@ class SyntheticCluster:
 
 
 async def _demo(graph: str, algorithm: str, rate: float, host: str, port: int) -> None:
-    from coordinator.dashboard import serve
+    from continuized.coordinator.dashboard import serve
 
     cluster = SyntheticCluster(graph, algorithm, rate)
     state = cluster.new_state()

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from coordinator.figures.records import NodeView, RunSummary
-from coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.records import NodeView, RunSummary
+from continuized.coordinator.figures.state import ClusterState
 
 __all__ = [
     "DRIFT_SOURCES",

@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.records import ErrorPoint
-from gossip.errors import ConfigError
-from gossip.graph.topology import Topology
-from gossip.model.algorithms import GossipParams
+from continuized.coordinator.figures.records import ErrorPoint
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.model.algorithms import GossipParams
 
 __all__ = [
     "Agreement",
@@ -147,7 +147,7 @@ def band_agreement(
     t_arr, err = _measured(history, t_min, floor)
     if not t_arr.size:
         return _empty()
-    from gossip.sim.simulator import simulate
+    from continuized.gossip.sim.simulator import simulate
 
     values = np.asarray(initial, dtype=np.float64)
     band = simulate(topology, params, values, t_arr, runs, seed).errors
@@ -178,7 +178,7 @@ def optimization_agreement(
     t_arr, err = _measured(history, t_min, floor)
     if not t_arr.size:
         return _empty()
-    from gossip.dual.simulate import simulate_optimization
+    from continuized.gossip.dual.simulate import simulate_optimization
 
     band = simulate_optimization(
         topology, problems, dual, t_arr, runs, seed, workers=workers
@@ -221,7 +221,7 @@ def training_agreement(
 
     Examples
     --------
-    >>> from gossip.train.scores import TrainingResult
+    >>> from continuized.gossip.train.scores import TrainingResult
     >>> t = np.arange(0.0, 50.0, 10.0)
     >>> runs = np.array([0.9 - 0.8 * np.exp(-t / s) for s in np.linspace(8, 12, 21)])
     >>> sims = TrainingResult("a2cid2", t, {"accuracy": runs})

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.metrics import estimate
-from coordinator.figures.records import ErrorPoint
+from continuized.coordinator.figures.metrics import estimate
+from continuized.coordinator.figures.records import ErrorPoint
 
 __all__ = ["MAX_OPEN", "ExactCurve", "Measure"]
 

@@ -42,8 +42,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from coordinator.figures.records import NodeView, PeerClock
-from gossip.exchange.clockskew import (  # one rule, the nodes' too
+from continuized.coordinator.figures.records import NodeView, PeerClock
+from continuized.gossip.exchange.clockskew import (  # one rule, the nodes' too
     SKEW_SAMPLES,
     SKEW_SHARE,
     OffsetEstimate,

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.records import COUNTER_NAMES, NodeView, PeerClock
-from gossip.errors import ProtocolError
-from gossip.model.mixing import mix
-from gossip.wire.checks import unpacked
-from gossip.wire.pubsub import Topics
+from continuized.coordinator.figures.records import COUNTER_NAMES, NodeView, PeerClock
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.wire.checks import unpacked
+from continuized.gossip.wire.pubsub import Topics
 
 __all__ = ["Estimate", "Snapshot", "consistent_cut", "estimate", "parse_report", "update_view"]
 

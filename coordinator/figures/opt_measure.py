@@ -18,10 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.exact_curve import Measure
-from coordinator.figures.metrics import Estimate, Snapshot
-from coordinator.figures.optimization import OptPoint, OptTracker
-from coordinator.figures.records import FinalResult
+from continuized.coordinator.figures.exact_curve import Measure
+from continuized.coordinator.figures.metrics import Estimate, Snapshot
+from continuized.coordinator.figures.optimization import OptPoint, OptTracker
+from continuized.coordinator.figures.records import FinalResult
 
 __all__ = ["exact_measure", "finish_optimization", "measure_optimization"]
 

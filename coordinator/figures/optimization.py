@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError, GossipError
-from gossip.graph.spectral import GraphQuantities
-from gossip.graph.topology import Topology
-from gossip.model.mixing import mix
+from continuized.gossip.errors import ConfigError, GossipError
+from continuized.gossip.graph.spectral import GraphQuantities
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.model.mixing import mix
 
 __all__ = ["OptPoint", "OptTask", "OptTracker", "prepare_task"]
 
@@ -132,9 +132,9 @@ def prepare_task(
     """
     if not problem:
         raise ConfigError("--problem is empty; e.g. logistic:0.01, ridge:0.1 or quadratic")
-    from gossip.dual.network import build_network
-    from gossip.dual.params import dual_params
-    from gossip.dual.result import bound_constant
+    from continuized.gossip.dual.network import build_network
+    from continuized.gossip.dual.params import dual_params
+    from continuized.gossip.dual.result import bound_constant
 
     # The same network the optimization simulator builds from these specs (the band), and the
     # nodes from theirs: so they get the split it used, not an empty one they cannot read.

@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.figures.optimization import OptTracker
-from coordinator.figures.records import (
+from continuized.coordinator.figures.optimization import OptTracker
+from continuized.coordinator.figures.records import (
     ErrorPoint,
     FinalResult,
     NodeView,
@@ -35,12 +35,12 @@ from coordinator.figures.records import (
     json_num,
     json_nums,
 )
-from coordinator.figures.thinning import thin
-from coordinator.figures.train_measure import TrainTracker
-from gossip.exchange.membership import View
-from gossip.graph.spectral import GraphQuantities
-from gossip.graph.topology import Topology
-from gossip.model.algorithms import GossipParams
+from continuized.coordinator.figures.thinning import thin
+from continuized.coordinator.figures.train_measure import TrainTracker
+from continuized.gossip.exchange.membership import View
+from continuized.gossip.graph.spectral import GraphQuantities
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.model.algorithms import GossipParams
 
 __all__ = ["PHASES", "BrokerStatus", "ClusterState", "Phase"]
 

@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.exact_curve import Measure
-from coordinator.figures.metrics import estimate
-from gossip.errors import ConfigError, GossipError
+from continuized.coordinator.figures.exact_curve import Measure
+from continuized.coordinator.figures.metrics import estimate
+from continuized.gossip.errors import ConfigError, GossipError
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
-    from coordinator.figures.agreement import Agreement
-    from gossip.train.recipe import Recipe
-    from gossip.train.scores import TrainingResult
-    from gossip.train.trainer import TrainingProblem
+    from continuized.coordinator.figures.agreement import Agreement
+    from continuized.gossip.train.recipe import Recipe
+    from continuized.gossip.train.scores import TrainingResult
+    from continuized.gossip.train.trainer import TrainingProblem
 
 __all__ = [
     "BAND_METRICS",
@@ -158,7 +158,7 @@ class TrainTracker:
     def __init__(
         self, recipe: Recipe, problem: TrainingProblem, target: float | None = None
     ) -> None:
-        from gossip.train.trainer import node_initial
+        from continuized.gossip.train.trainer import node_initial
 
         self.recipe, self.problem, self.target = recipe, problem, target
         self.dim = int(node_initial(problem.model, recipe.seed, 0, 0, per_node=False).size)
@@ -178,7 +178,7 @@ class TrainTracker:
         """
         if self.band is None:
             return None
-        from coordinator.figures.agreement import training_agreement
+        from continuized.coordinator.figures.agreement import training_agreement
 
         live = [(p.t, p.accuracy) for p in self.points]
         self.agreement = training_agreement(live, self.band.band, self.band.null)
@@ -210,7 +210,7 @@ class TrainTracker:
 
     def score(self, t: float, xs: NDArray[np.float64]) -> TrainPoint:
         """Score every node's parameters ``xs`` (shape ``(n, d)``) at ``t``."""
-        from gossip.train.scores import evaluate
+        from continuized.gossip.train.scores import evaluate
 
         with np.errstate(over="ignore", invalid="ignore"):
             loss, accuracy, node_accuracy, consensus = evaluate(
@@ -392,7 +392,7 @@ async def simulate_in_child(tracker: TrainTracker, step: float, runs: int, t_end
     :data:`TRAIN_BAND_LIMIT` seconds. Failures are the band's status (``unavailable: <why>``),
     never an exception.
     """
-    from coordinator.machine.offload import offload
+    from continuized.coordinator.machine.offload import offload
 
     tracker.band_status = "pending"
     started = time.monotonic()
@@ -453,8 +453,8 @@ def simulate_train_band(
     Blocking and CPU-bound (about 0.3 ms per node and unit of t for the MLP on digits): the
     coordinator runs it in a child process (:func:`coordinator.machine.offload.offload`).
     """
-    from gossip.train.scores import METRICS, TrainingResult
-    from gossip.train.trainer import run_once
+    from continuized.gossip.train.scores import METRICS, TrainingResult
+    from continuized.gossip.train.trainer import run_once
 
     grid = np.asarray(t_grid, dtype=np.float64)
 

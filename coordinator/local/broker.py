@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from coordinator.machine.children import spawn, stop_process
-from coordinator.machine.ports import free_port, wait_for_port
-from gossip.errors import ConfigError, TransportError
-from gossip.wire.pubsub import parse_broker, redact_broker
+from continuized.coordinator.machine.children import spawn, stop_process
+from continuized.coordinator.machine.ports import free_port, wait_for_port
+from continuized.gossip.errors import ConfigError, TransportError
+from continuized.gossip.wire.pubsub import parse_broker, redact_broker
 
 __all__ = [
     "BrokerAuth",
@@ -288,7 +288,7 @@ async def amqtt_broker(
     TransportError
         It did not start (a port taken three times, or an unreadable ``auth`` file).
     """
-    from coordinator.mqtt.amqtt_access import AccessBroker
+    from continuized.coordinator.mqtt.amqtt_access import AccessBroker
 
     # amqtt logs every connection at INFO; a run of many nodes would drown the console.
     logging.getLogger("amqtt").setLevel(logging.WARNING)
@@ -296,8 +296,10 @@ async def amqtt_broker(
         {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
         if auth is None
         else {
-            "coordinator.mqtt.amqtt_access.PasswordFilePlugin": {"password_file": str(auth.passwd)},
-            "coordinator.mqtt.amqtt_access.AclFilePlugin": {"acl_file": str(auth.acl)},
+            "continuized.coordinator.mqtt.amqtt_access.PasswordFilePlugin": {
+                "password_file": str(auth.passwd)
+            },
+            "continuized.coordinator.mqtt.amqtt_access.AclFilePlugin": {"acl_file": str(auth.acl)},
         }
     )
     last: BaseException | None = None
@@ -334,7 +336,7 @@ async def amqtt_broker(
 def _amqtt_keeper(live: list[Any], config: dict[str, Any], where: str) -> Keeper:
     """The supervisor of the in-process broker ``live[0]`` (:attr:`RunningBroker.keep`),
     which replaces ``live[0]`` by each fresh broker started with ``config``."""
-    from coordinator.mqtt.amqtt_access import AccessBroker
+    from continuized.coordinator.mqtt.amqtt_access import AccessBroker
 
     async def keep(may_restart: Callable[[int | None], bool]) -> None:
         # An in-process broker cannot be killed apart from this process: supervising it

@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from coordinator.machine.children import python_module, spawn, stop_process
-from gossip.errors import LocalError
+from continuized.coordinator.machine.children import python_module, spawn, stop_process
+from continuized.gossip.errors import LocalError
 
 __all__ = ["ForkServer", "ForkedProcess", "node_environment"]
 

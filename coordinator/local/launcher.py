@@ -49,29 +49,35 @@ from typing import Any
 
 import zmq
 
-from coordinator.figures.records import RunSummary, error_text
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import (
+from continuized.coordinator.figures.records import RunSummary, error_text
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import (
     BrokerAuth,
     RunningBroker,
     broker_for,
     reach_external,
 )
-from coordinator.local.forking import ForkServer, node_environment
-from coordinator.local.node_commands import node_command
-from coordinator.local.settings import UpConfig, check_up
-from coordinator.local.supervise import Supervision, run_record, write_record
-from coordinator.machine.children import Child, node_niceness, python_module, spawn, stop_all
-from coordinator.machine.ports import free_port, free_port_block
-from coordinator.membership.plan import Plan
-from coordinator.membership.security import load_security
-from coordinator.mqtt.auth import host_sizes, write_broker_auth
-from coordinator.run._groups import single_error
-from coordinator.run.config import secured
-from coordinator.run.service import Coordinator
-from gossip.errors import GossipError
-from gossip.files.keys import COORDINATOR, init_keys
-from gossip.wire.pubsub import redact_broker
+from continuized.coordinator.local.forking import ForkServer, node_environment
+from continuized.coordinator.local.node_commands import node_command
+from continuized.coordinator.local.settings import UpConfig, check_up
+from continuized.coordinator.local.supervise import Supervision, run_record, write_record
+from continuized.coordinator.machine.children import (
+    Child,
+    node_niceness,
+    python_module,
+    spawn,
+    stop_all,
+)
+from continuized.coordinator.machine.ports import free_port, free_port_block
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.membership.security import load_security
+from continuized.coordinator.mqtt.auth import host_sizes, write_broker_auth
+from continuized.coordinator.run._groups import single_error
+from continuized.coordinator.run.config import secured
+from continuized.coordinator.run.service import Coordinator
+from continuized.gossip.errors import GossipError
+from continuized.gossip.files.keys import COORDINATOR, init_keys
+from continuized.gossip.wire.pubsub import redact_broker
 
 __all__ = [
     "NodeCrashError",

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from coordinator.machine.children import python_module
-from coordinator.mqtt.auth import host_sizes
+from continuized.coordinator.machine.children import python_module
+from continuized.coordinator.mqtt.auth import host_sizes
 
 __all__ = ["NodeEntries", "default_metrics_period", "node_argv", "node_command"]
 

@@ -11,13 +11,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import BrokerKind, embedded_binary
-from coordinator.local.node_commands import NodeEntries
-from coordinator.membership.plan import Plan
-from coordinator.run.config import CoordinatorConfig, prepare
-from gossip.errors import ConfigError
-from gossip.wire.pubsub import parse_broker
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import BrokerKind, embedded_binary
+from continuized.coordinator.local.node_commands import NodeEntries
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.wire.pubsub import parse_broker
 
 __all__ = ["UpConfig", "check_up"]
 

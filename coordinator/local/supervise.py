@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordinator.figures.records import RunSummary
-from coordinator.figures.state import ClusterState
-from coordinator.machine.ports import free_port_block
-from coordinator.run.runlog import write_json
-from gossip.errors import ConfigError
+from continuized.coordinator.figures.records import RunSummary
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.machine.ports import free_port_block
+from continuized.coordinator.run.runlog import write_json
+from continuized.gossip.errors import ConfigError
 
 __all__ = [
     "Supervision",

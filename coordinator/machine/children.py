@@ -58,8 +58,8 @@ def python_module(module: str, *args: str) -> list[str]:
 
     Examples
     --------
-    >>> python_module("coordinator.machine.offload", "-v")[1:]
-    ['-P', '-m', 'coordinator.machine.offload', '-v']
+    >>> python_module("continuized.coordinator.machine.offload", "-v")[1:]
+    ['-P', '-m', 'continuized.coordinator.machine.offload', '-v']
     """
     return [sys.executable, "-P", "-m", module, *args]
 

@@ -2,10 +2,10 @@
 
 The simulator is Python and numpy: run in a thread it would hold the GIL and stall the
 coordinator's event loop (registration, the MQTT link, the dashboard). :func:`offload` runs
-it in a plain subprocess (``python -m coordinator.machine.offload``) instead: the function is
-named by its module and name, its arguments and result travel pickled over the child's pipes, the
-child runs at a lower priority so that on a small machine it takes little time from the
-nodes, and cancelling the call kills it, so the coordinator never leaves one behind.
+it in a plain subprocess (``python -m continuized.coordinator.machine.offload``) instead: the
+function is named by its module and name, its arguments and result travel pickled over the
+child's pipes, the child runs at a lower priority so that on a small machine it takes little
+time from the nodes, and cancelling the call kills it, so the coordinator never leaves one behind.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.machine.children import python_module
-from gossip.errors import ConfigError
+from continuized.coordinator.machine.children import python_module
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["offload"]
 
@@ -42,7 +42,7 @@ async def offload(nice: int, func: Callable[..., Any], *args: Any) -> Any:
     """
     payload = pickle.dumps((nice, func.__module__, func.__qualname__, args))
     proc = await asyncio.create_subprocess_exec(
-        *python_module("coordinator.machine.offload"),
+        *python_module("continuized.coordinator.machine.offload"),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from gossip.errors import ConfigError, TransportError
+from continuized.gossip.errors import ConfigError, TransportError
 
 __all__ = [
     "check_port_free",

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.optimization import OptTask
-from coordinator.membership.security import Security
-from gossip.errors import ConfigError
-from gossip.graph.topology import Topology
-from gossip.model.algorithms import GossipParams
-from gossip.wire.schema import Bootstrap, Neighbor
+from continuized.coordinator.figures.optimization import OptTask
+from continuized.coordinator.membership.security import Security
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.model.algorithms import GossipParams
+from continuized.gossip.wire.schema import Bootstrap, Neighbor
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
-    from gossip.train.recipe import Recipe
+    from continuized.gossip.train.recipe import Recipe
 
 __all__ = ["Assignment", "Plan", "build_bootstraps", "natural_key"]
 

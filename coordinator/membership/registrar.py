@@ -49,9 +49,16 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 from zmq.utils import z85
 
-from coordinator.membership.registry import Known, Readdressed, Ready, Refused, Registry, Waiting
-from gossip.errors import ProtocolError, TransportError
-from gossip.wire.schema import (
+from continuized.coordinator.membership.registry import (
+    Known,
+    Readdressed,
+    Ready,
+    Refused,
+    Registry,
+    Waiting,
+)
+from continuized.gossip.errors import ProtocolError, TransportError
+from continuized.gossip.wire.schema import (
     MAX_FRAME,
     Beat,
     BeatBatch,

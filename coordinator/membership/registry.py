@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from coordinator.membership.handshakes import handshake_wait, process_of
-from coordinator.membership.plan import Assignment, Plan, build_bootstraps, natural_key
-from gossip.errors import ConfigError
-from gossip.wire.schema import Bootstrap, Register
+from continuized.coordinator.membership.handshakes import handshake_wait, process_of
+from continuized.coordinator.membership.plan import Assignment, Plan, build_bootstraps, natural_key
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.wire.schema import Bootstrap, Register
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
     pass

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from coordinator.mqtt.auth import account_of
-from gossip.files.keys import (
+from continuized.coordinator.mqtt.auth import account_of
+from continuized.gossip.files.keys import (
     COORDINATOR,
     load_allow_list,
     load_identity,

@@ -26,7 +26,7 @@ from amqtt.broker import Broker
 from amqtt.contexts import Action
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 
-from coordinator.mqtt.auth import may, parse_acl, parse_password_file, verify_password
+from continuized.coordinator.mqtt.auth import may, parse_acl, parse_password_file, verify_password
 
 __all__ = ["AccessBroker", "AclFilePlugin", "PasswordFilePlugin"]
 

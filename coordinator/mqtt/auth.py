@@ -44,9 +44,9 @@ from typing import Literal
 
 from aiomqtt import Topic
 
-from gossip.errors import ConfigError
-from gossip.files.keys import COORDINATOR, OPERATOR, mqtt_password, node_username
-from gossip.wire.pubsub import ALL, ANY, Topics
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.keys import COORDINATOR, OPERATOR, mqtt_password, node_username
+from continuized.gossip.wire.pubsub import ALL, ANY, Topics
 
 __all__ = [
     "Grant",
@@ -239,7 +239,8 @@ def parse_acl(text: str) -> dict[str, tuple[Grant, ...]]:
                 continue
         raise ConfigError(
             f"ACL line {number} {raw!r} is not 'user NAME' or 'topic [read|write|readwrite] "
-            "PATTERN' under a user; write the file with coordinator.mqtt.auth.mosquitto_acl"
+            "PATTERN' under a user; write the file with "
+            "continuized.coordinator.mqtt.auth.mosquitto_acl"
         )
     return {name: tuple(lines) for name, lines in grants.items()}
 
@@ -348,7 +349,8 @@ def parse_password_file(text: str) -> dict[str, str]:
         if not (sep and user and hashed.startswith("$7$") and hashed.count("$") == 4):
             raise ConfigError(
                 f"password file line {number} of user {user!r} is not 'user:$7$...' (a "
-                "PBKDF2-SHA512 hash); write it with coordinator.mqtt.auth.mosquitto_password_line"
+                "PBKDF2-SHA512 hash); write it with "
+                "continuized.coordinator.mqtt.auth.mosquitto_password_line"
             )
         hashes[user] = hashed
     return hashes

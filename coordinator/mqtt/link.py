@@ -35,8 +35,8 @@ from typing import Any
 
 import aiomqtt
 
-from coordinator.figures.state import BrokerStatus
-from gossip.wire.pubsub import Topics, parse_broker
+from continuized.coordinator.figures.state import BrokerStatus
+from continuized.gossip.wire.pubsub import Topics, parse_broker
 
 __all__ = ["READS_PER_WAKE", "MqttLink", "drain_reads"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from gossip.errors import GossipError
+from continuized.gossip.errors import GossipError
 
 __all__ = ["leaves", "single_error"]
 

@@ -11,10 +11,10 @@ import asyncio
 import math
 import sys
 
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Plan
-from coordinator.run.config import CoordinatorConfig
-from gossip.errors import ConfigError
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.run.config import CoordinatorConfig
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["announce_dashboard", "serve_dashboard", "simulate_training_band"]
 
@@ -24,7 +24,7 @@ async def simulate_training_band(
 ) -> None:
     """The simulator's runs of the training run's settings, computed while the nodes train;
     ``done`` is set when they end, either way (the summary's verdict waits for it)."""
-    from coordinator.figures.train_measure import simulate_in_child
+    from continuized.coordinator.figures.train_measure import simulate_in_child
 
     assert state.training is not None
     timeout = config.run_timeout
@@ -50,10 +50,10 @@ async def serve_dashboard(state: ClusterState, config: CoordinatorConfig) -> Non
         The dashboard cannot be imported (its message says what is missing).
     """
     try:
-        from coordinator.dashboard import serve
+        from continuized.coordinator.dashboard import serve
     except ImportError as exc:
         raise ConfigError(
-            f"--dashboard-port needs the dashboard (coordinator.dashboard): {exc}"
+            f"--dashboard-port needs the dashboard (continuized.coordinator.dashboard): {exc}"
         ) from None
     await serve(
         state,

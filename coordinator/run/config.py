@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from coordinator.figures.optimization import OptTracker, prepare_task
-from coordinator.figures.state import ClusterState
-from coordinator.figures.train_measure import LIVE_MAX_DIM, TrainTracker, report_period
-from coordinator.membership.plan import Plan
-from gossip.errors import ConfigError
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import (
+from continuized.coordinator.figures.optimization import OptTracker, prepare_task
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.train_measure import LIVE_MAX_DIM, TrainTracker, report_period
+from continuized.coordinator.membership.plan import Plan
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import (
     AVERAGING,
     Algorithm,
     GossipParams,
@@ -26,12 +26,12 @@ from gossip.model.algorithms import (
     gossip_params,
     parse_algorithm,
 )
-from gossip.wire.checks import MAX_RAW_DIM
-from gossip.wire.pubsub import parse_broker, redact_broker
+from continuized.gossip.wire.checks import MAX_RAW_DIM
+from continuized.gossip.wire.pubsub import parse_broker, redact_broker
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
-    from coordinator.membership.security import Security
-    from gossip.train.recipe import Recipe
+    from continuized.coordinator.membership.security import Security
+    from continuized.gossip.train.recipe import Recipe
 
 __all__ = [
     "START_PER_NODE",
@@ -280,13 +280,13 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
             "--problem logistic:0.01"
         )
     elif config.values:
-        from gossip.model.values import initial_values
+        from continuized.gossip.model.values import initial_values
 
         raw = initial_values(config.values, topology.n, dim=config.dim)
         values = np.asarray(raw, dtype=np.float64).reshape(topology.n, config.dim)
     security = None
     if config.keys is not None:
-        from coordinator.membership.security import load_security
+        from continuized.coordinator.membership.security import load_security
 
         security = load_security(config.keys)
     # A training node's report carries its parameters (d floats, several times): one every

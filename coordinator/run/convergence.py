@@ -28,9 +28,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from coordinator.figures.records import ErrorPoint
-from coordinator.run.evaluation import CONFIRM, EpsRule, Evaluation
-from gossip.errors import ConfigError
+from continuized.coordinator.figures.records import ErrorPoint
+from continuized.coordinator.run.evaluation import CONFIRM, EpsRule, Evaluation
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["Convergence", "ExactRule"]
 

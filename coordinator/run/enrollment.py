@@ -32,19 +32,19 @@ from typing import Any
 
 import zmq.asyncio
 
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Assignment, Plan, natural_key
-from coordinator.membership.registrar import RegistrarStats, serve_registrations
-from coordinator.membership.registry import Readdressed, Ready, Registry
-from coordinator.membership.security import Security
-from coordinator.mqtt.auth import account_of
-from coordinator.run.config import CoordinatorConfig
-from coordinator.run.evaluation import ReportBook
-from coordinator.run.roster import Churn
-from coordinator.run.runlog import RunLog
-from coordinator.run.status import restore_progress, resumable
-from gossip.errors import TransportError
-from gossip.wire.schema import Beat, Message, RegisterError, Stop
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Assignment, Plan, natural_key
+from continuized.coordinator.membership.registrar import RegistrarStats, serve_registrations
+from continuized.coordinator.membership.registry import Readdressed, Ready, Registry
+from continuized.coordinator.membership.security import Security
+from continuized.coordinator.mqtt.auth import account_of
+from continuized.coordinator.run.config import CoordinatorConfig
+from continuized.coordinator.run.evaluation import ReportBook
+from continuized.coordinator.run.roster import Churn
+from continuized.coordinator.run.runlog import RunLog
+from continuized.coordinator.run.status import restore_progress, resumable
+from continuized.gossip.errors import TransportError
+from continuized.gossip.wire.schema import Beat, Message, RegisterError, Stop
 
 __all__ = ["Enrollment", "batch_rule"]
 

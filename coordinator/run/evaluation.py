@@ -51,21 +51,21 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.figures.exact_curve import ExactCurve
-from coordinator.figures.metrics import (
+from continuized.coordinator.figures.exact_curve import ExactCurve
+from continuized.coordinator.figures.metrics import (
     Snapshot,
     consistent_cut,
     estimate,
     parse_report,
     update_view,
 )
-from coordinator.figures.opt_measure import exact_measure, measure_optimization
-from coordinator.figures.records import ErrorPoint, NodeView
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Plan
-from gossip.errors import ConfigError, ProtocolError
-from gossip.model.values import error_floor
-from gossip.wire.pubsub import Topics
+from continuized.coordinator.figures.opt_measure import exact_measure, measure_optimization
+from continuized.coordinator.figures.records import ErrorPoint, NodeView
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Plan
+from continuized.gossip.errors import ConfigError, ProtocolError
+from continuized.gossip.model.values import error_floor
+from continuized.gossip.wire.pubsub import Topics
 
 __all__ = [
     "CONFIRM",

@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.state import ClusterState
 
 __all__ = ["NODE_SETTLE", "FinalsWait"]
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.figures.metrics import estimate
-from coordinator.figures.records import FinalResult, NodeView, RunSummary
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Plan
-from coordinator.run.config import CoordinatorConfig
-from gossip.exchange.lateness import keeps_up
-from gossip.graph.topology import Topology
-from gossip.wire.pubsub import redact_broker
+from continuized.coordinator.figures.metrics import estimate
+from continuized.coordinator.figures.records import FinalResult, NodeView, RunSummary
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.run.config import CoordinatorConfig
+from continuized.gossip.exchange.lateness import keeps_up
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.wire.pubsub import redact_broker
 
 __all__ = [
     "MAX_BACK",

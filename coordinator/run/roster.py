@@ -31,14 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Assignment, Plan
-from coordinator.membership.registry import Known, Outcome, Refused
-from coordinator.mqtt.link import MqttLink
-from coordinator.run.status import restore_membership
-from gossip.errors import GossipError, ProtocolError
-from gossip.exchange.membership import View, attach_neighbors, join_view, leave_view, make_view
-from gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode_bytes
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Assignment, Plan
+from continuized.coordinator.membership.registry import Known, Outcome, Refused
+from continuized.coordinator.mqtt.link import MqttLink
+from continuized.coordinator.run.status import restore_membership
+from continuized.gossip.errors import GossipError, ProtocolError
+from continuized.gossip.exchange.membership import (
+    View,
+    attach_neighbors,
+    join_view,
+    leave_view,
+    make_view,
+)
+from continuized.gossip.wire.schema import Bootstrap, Neighbor, Register, decode, encode_bytes
 
 __all__ = ["ATTACH", "LEAD", "RESEND", "Churn"]
 

@@ -46,26 +46,32 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
-from coordinator.figures.lanrule import LanRule
-from coordinator.figures.opt_measure import finish_optimization
-from coordinator.figures.records import ErrorPoint, RunSummary, error_text, missing_text
-from coordinator.figures.state import ClusterState
-from coordinator.figures.thinning import since
-from coordinator.membership.plan import Plan
-from coordinator.membership.registrar import bound_socket
-from coordinator.mqtt.link import MqttLink
-from coordinator.run._groups import single_error
-from coordinator.run.companions import serve_dashboard, simulate_training_band
-from coordinator.run.config import CoordinatorConfig, prepare
-from coordinator.run.convergence import Convergence
-from coordinator.run.enrollment import Enrollment
-from coordinator.run.evaluation import DIVERGED, ReportBook, run_diverged
-from coordinator.run.finals import FinalsWait
-from coordinator.run.outcome import final_result, node_shares, pace_of, run_summary, summary_record
-from coordinator.run.runlog import RunLog, write_json
-from coordinator.run.status import run_header, status_record
-from gossip.errors import GossipError
-from gossip.wire.pubsub import Topics
+from continuized.coordinator.figures.lanrule import LanRule
+from continuized.coordinator.figures.opt_measure import finish_optimization
+from continuized.coordinator.figures.records import ErrorPoint, RunSummary, error_text, missing_text
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.thinning import since
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.membership.registrar import bound_socket
+from continuized.coordinator.mqtt.link import MqttLink
+from continuized.coordinator.run._groups import single_error
+from continuized.coordinator.run.companions import serve_dashboard, simulate_training_band
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.coordinator.run.convergence import Convergence
+from continuized.coordinator.run.enrollment import Enrollment
+from continuized.coordinator.run.evaluation import DIVERGED, ReportBook, run_diverged
+from continuized.coordinator.run.finals import FinalsWait
+from continuized.coordinator.run.outcome import (
+    final_result,
+    node_shares,
+    pace_of,
+    run_summary,
+    summary_record,
+)
+from continuized.coordinator.run.runlog import RunLog, write_json
+from continuized.coordinator.run.status import run_header, status_record
+from continuized.gossip.errors import GossipError
+from continuized.gossip.wire.pubsub import Topics
 
 __all__ = [
     "Coordinator",

@@ -40,12 +40,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.figures.state import BrokerStatus
-from coordinator.mqtt.link import MqttLink
-from coordinator.run.config import CoordinatorConfig, prepare
-from gossip.errors import ConfigError, GossipError
-from gossip.graph.topology import parse_topology
-from gossip.wire.pubsub import Topics, parse_broker
+from continuized.coordinator.figures.state import BrokerStatus
+from continuized.coordinator.mqtt.link import MqttLink
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.gossip.errors import ConfigError, GossipError
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.wire.pubsub import Topics, parse_broker
 
 __all__ = [
     "SUBMIT_FIELDS",
@@ -286,7 +286,7 @@ async def submit_run(
 
     import aiomqtt
 
-    from gossip.errors import TransportError
+    from continuized.gossip.errors import TransportError
 
     address = parse_broker(broker)
     host, port = address.host, address.port

@@ -17,13 +17,13 @@ import os
 import time
 from typing import Any
 
-from coordinator.figures.records import RunSummary
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Assignment, Plan
-from coordinator.run.config import CoordinatorConfig
-from gossip.errors import GossipError, ProtocolError
-from gossip.exchange.membership import view_from_dict
-from gossip.wire.pubsub import redact_broker
+from continuized.coordinator.figures.records import RunSummary
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Assignment, Plan
+from continuized.coordinator.run.config import CoordinatorConfig
+from continuized.gossip.errors import GossipError, ProtocolError
+from continuized.gossip.exchange.membership import view_from_dict
+from continuized.gossip.wire.pubsub import redact_broker
 
 __all__ = [
     "membership_record",

@@ -245,7 +245,7 @@ fingerprint() {
   if [ -f "$1" ]; then
     sha256sum "$1"
   else
-    (cd "$1" && find pyproject.toml gossip node coordinator cli deploy/requirements.txt \
+    (cd "$1" && find pyproject.toml continuized gossip node coordinator cli deploy/requirements.txt \
        -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 2>/dev/null \
        | sort -z | xargs -0 sha256sum)
   fi | sha256sum | cut -d' ' -f1
@@ -286,11 +286,11 @@ if [ -n "$keys" ]; then
   done
   # Load them as the service will, as its user: a bad key fails the install, not the boot.
   key_name=$(runuser -u gossip -- "$prefix/bin/python" -c \
-    'import sys, pathlib; from gossip.files.keys import load_identity
+    'import sys, pathlib; from continuized.gossip.files.keys import load_identity
 print(load_identity(pathlib.Path(sys.argv[1])).name)' "$key_dir")
   if [ "$role" = coordinator ]; then
     runuser -u gossip -- "$prefix/bin/python" -c \
-      'import sys, pathlib; from coordinator.membership.security import load_security
+      'import sys, pathlib; from continuized.coordinator.membership.security import load_security
 load_security(pathlib.Path(sys.argv[1]))' "$key_dir"
   fi
   say "keys of $key_name in $key_dir"

@@ -4,9 +4,9 @@ See :mod:`gossip.datasets.sources` for the data specs and :mod:`gossip.datasets.
 splits.
 """
 
-from gossip.datasets.load import dadao_shards, load_node_shard, load_shards
-from gossip.datasets.shard import Shard
-from gossip.datasets.sources import DATA_KINDS
-from gossip.datasets.splits import SPLIT_KINDS
+from continuized.gossip.datasets.load import dadao_shards, load_node_shard, load_shards
+from continuized.gossip.datasets.shard import Shard
+from continuized.gossip.datasets.sources import DATA_KINDS
+from continuized.gossip.datasets.splits import SPLIT_KINDS
 
 __all__ = ["DATA_KINDS", "SPLIT_KINDS", "Shard", "dadao_shards", "load_node_shard", "load_shards"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gossip.datasets.shard import Shard
-from gossip.datasets.sources import Rows, node_file, read_node_file, read_rows
-from gossip.datasets.splits import split_rows
-from gossip.errors import ConfigError
+from continuized.gossip.datasets.shard import Shard
+from continuized.gossip.datasets.sources import Rows, node_file, read_node_file, read_rows
+from continuized.gossip.datasets.splits import split_rows
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["dadao_shards", "load_node_shard", "load_shards"]
 

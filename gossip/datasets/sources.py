@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gossip.datasets.shard import FloatArray, Shard
-from gossip.errors import ConfigError
+from continuized.gossip.datasets.shard import FloatArray, Shard
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["DATA_KINDS", "Rows", "node_file", "read_node_file", "read_rows"]
 

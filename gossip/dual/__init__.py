@@ -11,10 +11,15 @@ Node v holds a private, mu-strongly convex and L-smooth ``f_v``; the nodes minim
 * :mod:`gossip.dual.result` -- their curves and the theorem's bound
 """
 
-from gossip.dual.params import DualAlgorithm, DualParams, dual_params, parse_dual_algorithm
-from gossip.dual.result import OptimizationResult, bound_constant, t_eps
-from gossip.dual.simulate import simulate_optimization
-from gossip.dual.steps import dgd_average, dgd_step
+from continuized.gossip.dual.params import (
+    DualAlgorithm,
+    DualParams,
+    dual_params,
+    parse_dual_algorithm,
+)
+from continuized.gossip.dual.result import OptimizationResult, bound_constant, t_eps
+from continuized.gossip.dual.simulate import simulate_optimization
+from continuized.gossip.dual.steps import dgd_average, dgd_step
 
 __all__ = [
     "DualAlgorithm",

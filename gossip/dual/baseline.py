@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.dual.compiled import run_dual_block_compiled
-from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
-from gossip.dual.params import DualAlgorithm, DualParams, dual_params
-from gossip.dual.simulate import sweep_grid, uses_compiled
-from gossip.errors import ConfigError
-from gossip.graph.topology import Topology
+from continuized.gossip.dual.compiled import run_dual_block_compiled
+from continuized.gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
+from continuized.gossip.dual.params import DualAlgorithm, DualParams, dual_params
+from continuized.gossip.dual.simulate import sweep_grid, uses_compiled
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import Topology
 
 __all__ = ["SEARCH_RUNS", "SEARCH_SEED_OFFSET", "STEP_CANDIDATES", "best_dgd_params"]
 

@@ -54,16 +54,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.dual.engine import BlockCurves, DualBlockSpec, run_dual_block
-from gossip.dual.params import DualAlgorithm
-from gossip.problems.arrays import (
+from continuized.gossip.dual.engine import BlockCurves, DualBlockSpec, run_dual_block
+from continuized.gossip.dual.params import DualAlgorithm
+from continuized.gossip.problems.arrays import (
     AffineConjugate,
     AffineGradient,
     ConjugateArrays,
     GradientArrays,
 )
-from gossip.sim.compiled import kernel_available
-from gossip.sim.events import EdgeSampler, chunk_bounds
+from continuized.gossip.sim.compiled import kernel_available
+from continuized.gossip.sim.events import EdgeSampler, chunk_bounds
 
 __all__ = ["compiled_form", "dual_kernel_available", "run_dual_block_compiled"]
 
@@ -89,7 +89,7 @@ def _load() -> Callable[..., int] | None:
         return None
     with _lock:
         if not _kernel:
-            from gossip.dual.kernel import sweep_dual_runs
+            from continuized.gossip.dual.kernel import sweep_dual_runs
 
             _kernel.append(sweep_dual_runs)
     return _kernel[0]
@@ -123,7 +123,7 @@ def run_dual_block_compiled(
     form = compiled_form(spec.params.algorithm, spec.problems)
     if kernel is None or form is None:
         raise RuntimeError("the compiled optimization sweep needs numba and the problems' arrays")
-    from gossip.sim.streams import seed_words  # numba imports: _load succeeded
+    from continuized.gossip.sim.streams import seed_words  # numba imports: _load succeeded
 
     problems, p = spec.problems, spec.params
     n, d = problems.n, problems.dim

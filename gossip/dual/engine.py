@@ -36,11 +36,11 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.dual.params import DualAlgorithm, DualParams
-from gossip.dual.steps import dgd_average, dgd_step
-from gossip.model.jumps import edge_flow
-from gossip.model.mixing import mix
-from gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
+from continuized.gossip.dual.params import DualAlgorithm, DualParams
+from continuized.gossip.dual.steps import dgd_average, dgd_step
+from continuized.gossip.model.jumps import edge_flow
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
 
 __all__ = [
     "BatchProblems",

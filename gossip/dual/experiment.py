@@ -12,16 +12,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.dual.baseline import best_dgd_params
-from gossip.dual.engine import BatchProblems
-from gossip.dual.params import DualAlgorithm, DualParams, dual_params
-from gossip.dual.report import algorithm_summary
-from gossip.dual.result import OptimizationResult
-from gossip.dual.simulate import simulate_optimization
-from gossip.errors import ConfigError
-from gossip.graph.spectral import GraphQuantities, graph_quantities
-from gossip.graph.topology import Topology
-from gossip.model.algorithms import check_algorithm
+from continuized.gossip.dual.baseline import best_dgd_params
+from continuized.gossip.dual.engine import BatchProblems
+from continuized.gossip.dual.params import DualAlgorithm, DualParams, dual_params
+from continuized.gossip.dual.report import algorithm_summary
+from continuized.gossip.dual.result import OptimizationResult
+from continuized.gossip.dual.simulate import simulate_optimization
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import GraphQuantities, graph_quantities
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.model.algorithms import check_algorithm
 
 __all__ = ["Experiment", "algorithm_params", "parse_algorithms", "run_experiment"]
 

@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from gossip.dual.experiment import Experiment, run_experiment
-from gossip.dual.network import build_network, dadao_network
-from gossip.dual.report import plot_optimization, write_curves
-from gossip.dual.result import t_eps
-from gossip.errors import ConfigError
-from gossip.graph.topology import Topology, parse_topology, topology_from_graph
+from continuized.gossip.dual.experiment import Experiment, run_experiment
+from continuized.gossip.dual.network import build_network, dadao_network
+from continuized.gossip.dual.report import plot_optimization, write_curves
+from continuized.gossip.dual.result import t_eps
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import Topology, parse_topology, topology_from_graph
 
 __all__ = ["PANELS", "Panel", "run_panel", "write_optimization_figures"]
 

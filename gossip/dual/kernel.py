@@ -12,9 +12,13 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from gossip.problems.newton_kernel import careful_answer, logistic_gradient, newton_answer
-from gossip.sim.kernel import draw_window
-from gossip.sim.streams import pcg_seed, seed_state
+from continuized.gossip.problems.newton_kernel import (
+    careful_answer,
+    logistic_gradient,
+    newton_answer,
+)
+from continuized.gossip.sim.kernel import draw_window
+from continuized.gossip.sim.streams import pcg_seed, seed_state
 
 __all__ = ["sweep_dual_runs"]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gossip.datasets import dadao_shards, load_shards
-from gossip.dual.engine import BatchProblems
-from gossip.problems import make_problem_set
+from continuized.gossip.datasets import dadao_shards, load_shards
+from continuized.gossip.dual.engine import BatchProblems
+from continuized.gossip.problems import make_problem_set
 
 __all__ = ["Network", "build_network", "dadao_network"]
 

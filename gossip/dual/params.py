@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["DualAlgorithm", "DualParams", "dual_params", "parse_dual_algorithm"]
 

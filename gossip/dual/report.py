@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.dual.result import OptimizationResult, t_eps
-from gossip.errors import ConfigError
+from continuized.gossip.dual.result import OptimizationResult, t_eps
+from continuized.gossip.errors import ConfigError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

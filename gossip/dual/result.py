@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.dual.engine import BatchProblems
-from gossip.dual.params import DualAlgorithm, DualParams
-from gossip.graph.spectral import DENSE_LIMIT, dense_laplacian
-from gossip.graph.topology import Topology
-from gossip.sim.statistics import ErrorsOverRuns
+from continuized.gossip.dual.engine import BatchProblems
+from continuized.gossip.dual.params import DualAlgorithm, DualParams
+from continuized.gossip.graph.spectral import DENSE_LIMIT, dense_laplacian
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.sim.statistics import ErrorsOverRuns
 
 __all__ = ["OptimizationResult", "bound_constant", "t_eps"]
 

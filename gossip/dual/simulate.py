@@ -18,15 +18,15 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.dual.compiled import compiled_form, run_dual_block_compiled
-from gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
-from gossip.dual.params import DualParams
-from gossip.dual.result import OptimizationResult, bound_constant
-from gossip.errors import ConfigError
-from gossip.graph.topology import Topology
-from gossip.sim.compiled import ENGINES, resolve_engine
-from gossip.sim.events import windows
-from gossip.sim.sweep import (
+from continuized.gossip.dual.compiled import compiled_form, run_dual_block_compiled
+from continuized.gossip.dual.engine import BatchProblems, DualBlockSpec, run_dual_block
+from continuized.gossip.dual.params import DualParams
+from continuized.gossip.dual.result import OptimizationResult, bound_constant
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.sim.compiled import ENGINES, resolve_engine
+from continuized.gossip.sim.events import windows
+from continuized.gossip.sim.sweep import (
     auto_workers,
     run_blocks_in_processes,
     run_blocks_in_threads,

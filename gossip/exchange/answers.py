@@ -12,14 +12,14 @@ import math
 
 import numpy as np
 
-from gossip.errors import ConfigError, ProtocolError
-from gossip.exchange.clockskew import ClockOffsets
-from gossip.exchange.crossing import remember_applied
-from gossip.exchange.initiating import Initiator
-from gossip.exchange.lateness import LagRecord
-from gossip.exchange.rto import RetryTimer
-from gossip.exchange.switching import Views
-from gossip.exchange.vocabulary import (
+from continuized.gossip.errors import ConfigError, ProtocolError
+from continuized.gossip.exchange.clockskew import ClockOffsets
+from continuized.gossip.exchange.crossing import remember_applied
+from continuized.gossip.exchange.initiating import Initiator
+from continuized.gossip.exchange.lateness import LagRecord
+from continuized.gossip.exchange.rto import RetryTimer
+from continuized.gossip.exchange.switching import Views
+from continuized.gossip.exchange.vocabulary import (
     INITIATOR_TRANSITIONS,
     Action,
     EdgeState,
@@ -28,8 +28,8 @@ from gossip.exchange.vocabulary import (
     Pending,
     Phase,
 )
-from gossip.exchange.waiting import Activation, backoff_delay
-from gossip.wire.schema import Busy, Nack, Reply
+from continuized.gossip.exchange.waiting import Activation, backoff_delay
+from continuized.gossip.wire.schema import Busy, Nack, Reply
 
 __all__ = ["Answers"]
 

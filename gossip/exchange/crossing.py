@@ -53,10 +53,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gossip.errors import LocalError
-from gossip.exchange.vocabulary import EdgeState, Pending, Standing
-from gossip.model.mixing import Values, mix_values
-from gossip.wire.schema import Request
+from continuized.gossip.errors import LocalError
+from continuized.gossip.exchange.vocabulary import EdgeState, Pending, Standing
+from continuized.gossip.model.mixing import Values, mix_values
+from continuized.gossip.wire.schema import Request
 
 __all__ = [
     "catchable",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gossip.wire.schema import Request
+from continuized.gossip.wire.schema import Request
 
 __all__ = ["Deferred", "Waiter"]
 

@@ -82,17 +82,17 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError, GossipError, LocalError, ProtocolError
-from gossip.exchange.answers import Answers
-from gossip.exchange.clockskew import ClockOffsets
-from gossip.exchange.initiating import ExchangeValue, Initiator
-from gossip.exchange.parting import Parting
-from gossip.exchange.recovery import Recovery
-from gossip.exchange.rto import RetryTimer
-from gossip.exchange.serving import DEFERRED, Server
-from gossip.exchange.switching import Views
-from gossip.exchange.trace import Trace
-from gossip.exchange.vocabulary import (
+from continuized.gossip.errors import ConfigError, GossipError, LocalError, ProtocolError
+from continuized.gossip.exchange.answers import Answers
+from continuized.gossip.exchange.clockskew import ClockOffsets
+from continuized.gossip.exchange.initiating import ExchangeValue, Initiator
+from continuized.gossip.exchange.parting import Parting
+from continuized.gossip.exchange.recovery import Recovery
+from continuized.gossip.exchange.rto import RetryTimer
+from continuized.gossip.exchange.serving import DEFERRED, Server
+from continuized.gossip.exchange.switching import Views
+from continuized.gossip.exchange.trace import Trace
+from continuized.gossip.exchange.vocabulary import (
     Counters,
     EdgeState,
     Event,
@@ -101,8 +101,8 @@ from gossip.exchange.vocabulary import (
     Outgoing,
     TimeBase,
 )
-from gossip.model.ledger import Ledger
-from gossip.wire.schema import (
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.wire.schema import (
     Busy,
     Done,
     Frame,

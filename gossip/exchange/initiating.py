@@ -16,9 +16,9 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.errors import ConfigError, LocalError
-from gossip.exchange.rto import RetrySchedule, RetryTimer
-from gossip.exchange.vocabulary import (
+from continuized.gossip.errors import ConfigError, LocalError
+from continuized.gossip.exchange.rto import RetrySchedule, RetryTimer
+from continuized.gossip.exchange.vocabulary import (
     INITIATOR_TRANSITIONS,
     SEQ_WINDOW,
     STUCK_RETRIES,
@@ -29,10 +29,10 @@ from gossip.exchange.vocabulary import (
     Outgoing,
     Pending,
 )
-from gossip.exchange.waiting import Activation, Waiting
-from gossip.model.mixing import Values
-from gossip.wire.checks import Vector
-from gossip.wire.schema import Request, encode
+from continuized.gossip.exchange.waiting import Activation, Waiting
+from continuized.gossip.model.mixing import Values
+from continuized.gossip.wire.checks import Vector
+from continuized.gossip.wire.schema import Request, encode
 
 __all__ = ["ExchangeValue", "Initiator"]
 
@@ -65,8 +65,8 @@ class Initiator:
 
     Examples
     --------
-    >>> from gossip.model.ledger import Ledger
-    >>> from gossip.exchange.vocabulary import Link, TimeBase
+    >>> from continuized.gossip.model.ledger import Ledger
+    >>> from continuized.gossip.exchange.vocabulary import Link, TimeBase
     >>> state = ExchangeState(0, TimeBase(0.0, 1.0), Ledger([1.0], [0], eta=0.1),
     ...                       {0: EdgeState(Link(0, 1, 1.0))}, max_skew_t=60.0, exclusive=True)
     >>> starter = Initiator(state, RetryTimer(0.2, 0.01, 2.0), max_timeout=2.0,

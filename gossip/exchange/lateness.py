@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from gossip.exchange.recent import RecentSamples
+from continuized.gossip.exchange.recent import RecentSamples
 
 __all__ = ["KEEP_UP_GAPS", "LagRecord", "curve_shift", "keeps_up", "mean_gap"]
 

@@ -63,10 +63,10 @@ from enum import StrEnum
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError, ProtocolError, TopologyError
-from gossip.model.algorithms import Algorithm, parse_algorithm
-from gossip.model.jumps import Flow, late_flow
-from gossip.model.ledger import Ledger
+from continuized.gossip.errors import ConfigError, ProtocolError, TopologyError
+from continuized.gossip.model.algorithms import Algorithm, parse_algorithm
+from continuized.gossip.model.jumps import Flow, late_flow
+from continuized.gossip.model.ledger import Ledger
 
 __all__ = [
     "ADMISSION",
@@ -237,9 +237,9 @@ def make_view(
     """
     import networkx as nx  # lazy: a node process only carries views, never builds them
 
-    from gossip.graph.spectral import graph_quantities
-    from gossip.graph.topology import topology_from_graph
-    from gossip.model.algorithms import gossip_params
+    from continuized.gossip.graph.spectral import graph_quantities
+    from continuized.gossip.graph.topology import topology_from_graph
+    from continuized.gossip.model.algorithms import gossip_params
 
     algo = algorithm if isinstance(algorithm, Algorithm) else parse_algorithm(algorithm)
     ids = tuple(sorted({int(m) for m in members}))

@@ -25,8 +25,8 @@ be off, as before this rule.
 
 from __future__ import annotations
 
-from gossip.exchange.vocabulary import ExchangeState, Outgoing
-from gossip.wire.schema import Done, Frame, encode
+from continuized.gossip.exchange.vocabulary import ExchangeState, Outgoing
+from continuized.gossip.wire.schema import Done, Frame, encode
 
 __all__ = ["Parting"]
 
@@ -37,8 +37,8 @@ class Parting:
 
     Examples
     --------
-    >>> from gossip.model.ledger import Ledger
-    >>> from gossip.exchange.vocabulary import EdgeState, Link, TimeBase
+    >>> from continuized.gossip.model.ledger import Ledger
+    >>> from continuized.gossip.exchange.vocabulary import EdgeState, Link, TimeBase
     >>> state = ExchangeState(0, TimeBase(0.0, 1.0), Ledger([0.0], [0], eta=0.1),
     ...                       {0: EdgeState(Link(0, 1, 1.0))}, max_skew_t=60.0, exclusive=True)
     >>> parting = Parting(state)

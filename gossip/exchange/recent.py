@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["RecentSamples"]
 

@@ -30,11 +30,11 @@ import re
 
 import numpy as np
 
-from gossip.errors import ProtocolError
-from gossip.exchange.vocabulary import EdgeState, ExchangeState, Outgoing
-from gossip.model.jumps import Flow
-from gossip.model.ledger import Ledger
-from gossip.wire.schema import Frame, LedgerReply, LedgerRequest, Moved, encode
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.exchange.vocabulary import EdgeState, ExchangeState, Outgoing
+from continuized.gossip.model.jumps import Flow
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.wire.schema import Frame, LedgerReply, LedgerRequest, Moved, encode
 
 __all__ = ["Recovery", "apply_ledger_reply", "check_moved", "ledger_reply"]
 
@@ -110,8 +110,8 @@ class Recovery:
 
     Examples
     --------
-    >>> from gossip.exchange.vocabulary import Link, TimeBase
-    >>> from gossip.wire.schema import decode
+    >>> from continuized.gossip.exchange.vocabulary import Link, TimeBase
+    >>> from continuized.gossip.wire.schema import decode
     >>> state = ExchangeState(0, TimeBase(0.0, 1.0), Ledger([0.0], [0], eta=0.1),
     ...                       {0: EdgeState(Link(0, 1, 1.0))}, max_skew_t=60.0, exclusive=True)
     >>> recovery = Recovery(state, recover=True)

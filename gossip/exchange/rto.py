@@ -6,8 +6,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from gossip.exchange.recent import RecentSamples
-from gossip.exchange.vocabulary import Pending
+from continuized.gossip.exchange.recent import RecentSamples
+from continuized.gossip.exchange.vocabulary import Pending
 
 __all__ = ["RetrySchedule", "RetryTimer"]
 

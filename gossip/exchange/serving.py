@@ -12,28 +12,28 @@ import math
 
 import numpy as np
 
-from gossip.errors import ConfigError, GossipError, ProtocolError
-from gossip.exchange.answers import Answers
-from gossip.exchange.crossing import (
+from continuized.gossip.errors import ConfigError, GossipError, ProtocolError
+from continuized.gossip.exchange.answers import Answers
+from continuized.gossip.exchange.crossing import (
     catchable,
     caught_up,
     crosses_pending,
     lacks_jump,
     standing_toward_peer,
 )
-from gossip.exchange.deferral import Deferred
-from gossip.exchange.initiating import Initiator
-from gossip.exchange.recovery import Recovery
-from gossip.exchange.vocabulary import (
+from continuized.gossip.exchange.deferral import Deferred
+from continuized.gossip.exchange.initiating import Initiator
+from continuized.gossip.exchange.recovery import Recovery
+from continuized.gossip.exchange.vocabulary import (
     SEQ_WINDOW,
     SERVER_ACTIONS,
     EdgeState,
     ExchangeState,
     Standing,
 )
-from gossip.model.mixing import Values, mix_values
-from gossip.wire.checks import Vector
-from gossip.wire.schema import Busy, Frame, Nack, Reply, Request, encode
+from continuized.gossip.model.mixing import Values, mix_values
+from continuized.gossip.wire.checks import Vector
+from continuized.gossip.wire.schema import Busy, Frame, Nack, Reply, Request, encode
 
 __all__ = ["DEFERRED", "Server"]
 

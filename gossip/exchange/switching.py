@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from gossip.errors import LocalError, ProtocolError
-from gossip.exchange.vocabulary import EdgeState, ExchangeState, Link
-from gossip.model.ledger import Ledger
-from gossip.model.mixing import Values, mix_values
-from gossip.wire.schema import Reply
+from continuized.gossip.errors import LocalError, ProtocolError
+from continuized.gossip.exchange.vocabulary import EdgeState, ExchangeState, Link
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.mixing import Values, mix_values
+from continuized.gossip.wire.schema import Reply
 
 __all__ = ["Views"]
 
@@ -27,7 +27,7 @@ class Views:
 
     Examples
     --------
-    >>> from gossip.exchange.vocabulary import TimeBase
+    >>> from continuized.gossip.exchange.vocabulary import TimeBase
     >>> state = ExchangeState(0, TimeBase(0.0, 1.0), Ledger([1.0], [0], eta=0.1),
     ...                       {0: EdgeState(Link(0, 1, 1.0))}, max_skew_t=60.0, exclusive=True)
     >>> gone = Views(state).switch(Ledger([1.0], [1], eta=0.2), [Link(1, 2, 1.0)], start=5.0)

@@ -31,8 +31,8 @@ from collections import deque
 
 import numpy as np
 
-from gossip.errors import ConfigError
-from gossip.model.ledger import Ledger
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.ledger import Ledger
 
 __all__ = [
     "GRID_SECONDS",
@@ -101,7 +101,7 @@ class Trace:
 
     Examples
     --------
-    >>> from gossip.model.ledger import Ledger
+    >>> from continuized.gossip.model.ledger import Ledger
     >>> ledger = Ledger([1.0], [0], eta=0.0)
     >>> trace = Trace(step=1.0)
     >>> trace.before_jump(ledger, 2.5)  # reads g = 0, 1, 2: no jump before them

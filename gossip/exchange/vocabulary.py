@@ -14,13 +14,13 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from gossip.errors import ProtocolError
+from continuized.gossip.errors import ProtocolError
 
 if TYPE_CHECKING:
-    from gossip.exchange.trace import Trace
-    from gossip.model.ledger import Ledger
-    from gossip.model.mixing import Values
-    from gossip.wire.schema import Frame
+    from continuized.gossip.exchange.trace import Trace
+    from continuized.gossip.model.ledger import Ledger
+    from continuized.gossip.model.mixing import Values
+    from continuized.gossip.wire.schema import Frame
 
 __all__ = [
     "INITIATOR_TRANSITIONS",

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.sim.simulator import SimulationResult
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.sim.simulator import SimulationResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -55,8 +55,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.graph.topology import Topology
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import Topology
 
 if TYPE_CHECKING:
     import scipy.sparse
@@ -223,7 +223,7 @@ def graph_quantities(
 
     Examples
     --------
-    >>> from gossip.graph.topology import parse_topology
+    >>> from continuized.gossip.graph.topology import parse_topology
     >>> q = graph_quantities(parse_topology("line:30"))
     >>> round(q.mu_gossip, 7), round(q.r_max, 6), round(q.theta_arg, 6)
     (0.0003778, 29.0, 0.002552)

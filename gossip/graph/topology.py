@@ -29,7 +29,7 @@ import networkx as nx
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import TopologyError
+from continuized.gossip.errors import TopologyError
 
 __all__ = ["KINDS", "Topology", "parse_topology", "topology_from_graph"]
 

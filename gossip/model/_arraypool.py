@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["ArrayPool"]
 

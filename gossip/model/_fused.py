@@ -72,7 +72,7 @@ def compiled(dim: int) -> ModuleType | None:
         return None
     if not _loaded:
         try:
-            from gossip.model import _loops as loops
+            from continuized.gossip.model import _loops as loops
         except ImportError:  # numba is optional: the NumPy blocks compute the same
             _loaded.append(None)
         else:

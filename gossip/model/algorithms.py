@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = [
     "AVERAGING",

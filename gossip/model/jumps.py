@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.model.mixing import Values, mix
+from continuized.gossip.model.mixing import Values, mix
 
 __all__ = ["Flow", "apply_flow", "edge_flow", "edge_flow_values", "jump", "late_flow"]
 

@@ -44,9 +44,9 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.errors import ConfigError, LocalError
-from gossip.model.jumps import Flow, edge_flow_values
-from gossip.model.mixing import Values, decay_value
+from continuized.gossip.errors import ConfigError, LocalError
+from continuized.gossip.model.jumps import Flow, edge_flow_values
+from continuized.gossip.model.mixing import Values, decay_value
 
 __all__ = ["REBASE_SPAN", "Ledger"]
 
@@ -72,7 +72,7 @@ class Ledger:
 
     Examples
     --------
-    >>> from gossip.model.jumps import edge_flow
+    >>> from continuized.gossip.model.jumps import edge_flow
     >>> a, b = Ledger([1.0], [0], eta=0.0), Ledger([0.0], [0], eta=0.0)
     >>> f = edge_flow(a.state(1.0)[0], b.state(1.0)[0], c=0.0)   # flow into a
     >>> a.add(0, f, 1.0); b.add(0, f, 1.0, sign=-1.0)

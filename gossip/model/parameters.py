@@ -56,12 +56,12 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.errors import ConfigError
-from gossip.model import _fused as fused
-from gossip.model._arraypool import ArrayPool
-from gossip.model.jumps import Flow
-from gossip.model.ledger import REBASE_SPAN, Ledger
-from gossip.model.mixing import Values, decay_value
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model import _fused as fused
+from continuized.gossip.model._arraypool import ArrayPool
+from continuized.gossip.model.jumps import Flow
+from continuized.gossip.model.ledger import REBASE_SPAN, Ledger
+from continuized.gossip.model.mixing import Values, decay_value
 
 __all__ = ["ParameterLedger", "all_finite"]
 

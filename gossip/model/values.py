@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["VALUE_KINDS", "error_floor", "initial_values"]
 

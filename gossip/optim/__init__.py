@@ -14,22 +14,27 @@ mixing (:mod:`gossip.model.mixing`), the same functions accelerated gossip uses.
 Examples
 --------
 >>> import numpy as np
->>> from gossip.optim import continuized_nesterov
+>>> from continuized.gossip.optim import continuized_nesterov
 >>> res = continuized_nesterov(lambda x: x, np.ones(3), L=1.0, mu=1e-2, n_steps=100, seed=0)
 >>> res.history["T"].shape, res.history["x"].shape
 ((101,), (101, 3))
 """
 
-from gossip.optim.least_squares import (
+from continuized.gossip.optim.least_squares import (
     LeastSquares,
     NoiseConstants,
     noise_constants,
     noiseless_regression,
 )
-from gossip.optim.methods import continuized_nesterov, gradient_descent, nesterov, nesterov_sequence
-from gossip.optim.noise import AdditiveNoise, CoordinateSampling, StochasticGradient
-from gossip.optim.problems import DiagonalQuadratic, paper_convex, paper_strongly_convex
-from gossip.optim.result import OptimResult
+from continuized.gossip.optim.methods import (
+    continuized_nesterov,
+    gradient_descent,
+    nesterov,
+    nesterov_sequence,
+)
+from continuized.gossip.optim.noise import AdditiveNoise, CoordinateSampling, StochasticGradient
+from continuized.gossip.optim.problems import DiagonalQuadratic, paper_convex, paper_strongly_convex
+from continuized.gossip.optim.result import OptimResult
 
 __all__ = [
     "AdditiveNoise",

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = [
     "FloatArray",

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gossip.optim._checks import FloatArray, check_count
-from gossip.optim.methods import continuized_nesterov, gradient_descent, nesterov
-from gossip.optim.noise import AdditiveNoise, GradientFn, StochasticGradient
-from gossip.optim.problems import DiagonalQuadratic, paper_convex, paper_strongly_convex
+from continuized.gossip.optim._checks import FloatArray, check_count
+from continuized.gossip.optim.methods import continuized_nesterov, gradient_descent, nesterov
+from continuized.gossip.optim.noise import AdditiveNoise, GradientFn, StochasticGradient
+from continuized.gossip.optim.problems import DiagonalQuadratic, paper_convex, paper_strongly_convex
 
 __all__ = [
     "METHODS",

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gossip.errors import ConfigError
-from gossip.optim._checks import check_count
-from gossip.optim.experiments import METHODS, Panel, comparison_panels, noise_panels
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.optim._checks import check_count
+from continuized.gossip.optim.experiments import METHODS, Panel, comparison_panels, noise_panels
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

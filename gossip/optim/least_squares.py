@@ -16,7 +16,7 @@ and converges like ``exp(-t / sqrt(kappa kappa~))``, against ``exp(-t / kappa)``
 
 Example on a noiseless regression::
 
-    >>> from gossip.optim import continuized_nesterov
+    >>> from continuized.gossip.optim import continuized_nesterov
     >>> problem = noiseless_regression(n_samples=200, dim=5, seed=0)
     >>> c = problem.constants()
     >>> res = continuized_nesterov(problem.oracle(), np.zeros(5), L=c.R2, mu=c.mu,
@@ -34,9 +34,9 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import ArrayLike
 
-from gossip.errors import ConfigError
-from gossip.optim._checks import FloatArray, Seed, as_rng, check_count
-from gossip.optim.noise import StochasticGradient
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.optim._checks import FloatArray, Seed, as_rng, check_count
+from continuized.gossip.optim.noise import StochasticGradient
 
 __all__ = ["LeastSquares", "NoiseConstants", "noise_constants", "noiseless_regression"]
 

@@ -26,9 +26,9 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gossip.errors import ConfigError
-from gossip.model.mixing import mix, mix_convex
-from gossip.optim._checks import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.mixing import mix, mix_convex
+from continuized.gossip.optim._checks import (
     FloatArray,
     Seed,
     as_rng,
@@ -37,8 +37,8 @@ from gossip.optim._checks import (
     check_point,
     check_same_shape,
 )
-from gossip.optim.noise import GradientFn, StochasticGradient
-from gossip.optim.result import OptimResult
+from continuized.gossip.optim.noise import GradientFn, StochasticGradient
+from continuized.gossip.optim.result import OptimResult
 
 __all__ = ["continuized_nesterov", "gradient_descent", "nesterov", "nesterov_sequence"]
 

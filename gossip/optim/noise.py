@@ -21,8 +21,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gossip.errors import ConfigError
-from gossip.optim._checks import FloatArray
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.optim._checks import FloatArray
 
 __all__ = ["AdditiveNoise", "CoordinateSampling", "GradientFn", "StochasticGradient"]
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gossip.errors import ConfigError
-from gossip.optim._checks import FloatArray
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.optim._checks import FloatArray
 
 __all__ = ["DiagonalQuadratic", "paper_convex", "paper_strongly_convex"]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gossip.errors import ConfigError
-from gossip.model.mixing import mix, mix_convex
-from gossip.optim._checks import FloatArray
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.mixing import mix, mix_convex
+from continuized.gossip.optim._checks import FloatArray
 
 __all__ = ["OptimResult"]
 

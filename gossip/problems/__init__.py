@@ -4,11 +4,11 @@ See :mod:`gossip.problems.base` for the interface and :mod:`gossip.problems.spec
 specs.
 """
 
-from gossip.problems.base import FloatArray, ListProblemSet, LocalProblem, ProblemSet
-from gossip.problems.logistic import DEFAULT_TOL, Logistic, LogisticSet
-from gossip.problems.quadratic import Quadratic, QuadraticSet
-from gossip.problems.ridge import Ridge, RidgeSet
-from gossip.problems.specs import PROBLEM_KINDS, make_local_problem, make_problem_set
+from continuized.gossip.problems.base import FloatArray, ListProblemSet, LocalProblem, ProblemSet
+from continuized.gossip.problems.logistic import DEFAULT_TOL, Logistic, LogisticSet
+from continuized.gossip.problems.quadratic import Quadratic, QuadraticSet
+from continuized.gossip.problems.ridge import Ridge, RidgeSet
+from continuized.gossip.problems.specs import PROBLEM_KINDS, make_local_problem, make_problem_set
 
 __all__ = [
     "DEFAULT_TOL",

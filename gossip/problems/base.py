@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gossip.problems.arrays import ConjugateArrays, GradientArrays
+    from continuized.gossip.problems.arrays import ConjugateArrays, GradientArrays
 
 __all__ = ["FloatArray", "ListProblemSet", "LocalProblem", "ProblemSet"]
 

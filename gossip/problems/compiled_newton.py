@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gossip.problems.base import FloatArray
+from continuized.gossip.problems.base import FloatArray
 
 __all__ = ["CompiledNewton", "compiled_solver"]
 
@@ -37,7 +37,7 @@ def compiled_solver() -> Callable[..., int] | None:
     with _kernel_lock:
         if not _kernel:
             try:
-                from gossip.problems.newton_kernel import newton_answer
+                from continuized.gossip.problems.newton_kernel import newton_answer
             except ImportError:
                 _kernel.append(None)
             else:

@@ -46,11 +46,11 @@ from numpy.typing import NDArray
 from scipy.linalg import lapack
 from scipy.special import expit
 
-from gossip.datasets.shard import Shard
-from gossip.errors import ConfigError, LocalError
-from gossip.problems.arrays import NewtonConjugate
-from gossip.problems.base import FloatArray, ProblemSet
-from gossip.problems.compiled_newton import CompiledNewton, compiled_solver
+from continuized.gossip.datasets.shard import Shard
+from continuized.gossip.errors import ConfigError, LocalError
+from continuized.gossip.problems.arrays import NewtonConjugate
+from continuized.gossip.problems.base import FloatArray, ProblemSet
+from continuized.gossip.problems.compiled_newton import CompiledNewton, compiled_solver
 
 __all__ = ["DEFAULT_TOL", "Logistic", "LogisticSet", "labels", "newton_conjugate"]
 

@@ -9,9 +9,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.errors import ConfigError
-from gossip.problems.arrays import AffineConjugate, AffineGradient, affine, affine_gradient
-from gossip.problems.base import FloatArray, ProblemSet
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.problems.arrays import (
+    AffineConjugate,
+    AffineGradient,
+    affine,
+    affine_gradient,
+)
+from continuized.gossip.problems.base import FloatArray, ProblemSet
 
 __all__ = ["Quadratic", "QuadraticSet"]
 

@@ -18,10 +18,15 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import cho_factor, cho_solve
 
-from gossip.datasets.shard import Shard
-from gossip.errors import ConfigError
-from gossip.problems.arrays import AffineConjugate, AffineGradient, affine, affine_gradient
-from gossip.problems.base import FloatArray, ProblemSet
+from continuized.gossip.datasets.shard import Shard
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.problems.arrays import (
+    AffineConjugate,
+    AffineGradient,
+    affine,
+    affine_gradient,
+)
+from continuized.gossip.problems.base import FloatArray, ProblemSet
 
 __all__ = ["Ridge", "RidgeSet"]
 

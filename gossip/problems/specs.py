@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gossip.datasets.shard import Shard
-from gossip.errors import ConfigError
-from gossip.problems.base import ListProblemSet, LocalProblem, ProblemSet
-from gossip.problems.logistic import DEFAULT_TOL, Logistic, LogisticSet
-from gossip.problems.quadratic import Quadratic, QuadraticSet
-from gossip.problems.ridge import Ridge, RidgeSet
+from continuized.gossip.datasets.shard import Shard
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.problems.base import ListProblemSet, LocalProblem, ProblemSet
+from continuized.gossip.problems.logistic import DEFAULT_TOL, Logistic, LogisticSet
+from continuized.gossip.problems.quadratic import Quadratic, QuadraticSet
+from continuized.gossip.problems.ridge import Ridge, RidgeSet
 
 __all__ = ["PROBLEM_KINDS", "make_local_problem", "make_problem_set"]
 
@@ -78,7 +78,8 @@ def _custom(factory: Factory, spec: str, shard: Shard | None, node: int) -> Loca
     if not isinstance(problem, LocalProblem):
         raise ConfigError(
             f"problem {spec!r}: the factory returned {type(problem).__name__}, which lacks "
-            "dim, mu, L, value, grad or grad_conjugate (see gossip.problems.LocalProblem)"
+            "dim, mu, L, value, grad or grad_conjugate "
+            "(see continuized.gossip.problems.LocalProblem)"
         )
     return problem
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gossip.errors import ConfigError
-from gossip.exchange.membership import View, carry_ledger, join_view, leave_view
-from gossip.model.jumps import edge_flow_values
-from gossip.model.ledger import Ledger
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.exchange.membership import View, carry_ledger, join_view, leave_view
+from continuized.gossip.model.jumps import edge_flow_values
+from continuized.gossip.model.ledger import Ledger
 
 __all__ = ["Change", "ChurnRun", "run_churn"]
 
@@ -130,7 +130,7 @@ def run_churn(
     Examples
     --------
     >>> import numpy as np
-    >>> from gossip.exchange.membership import first_view
+    >>> from continuized.gossip.exchange.membership import first_view
     >>> v0 = first_view(4, [(0, 1), (1, 2), (2, 3)])
     >>> run = run_churn(v0, [4.0, 0.0, 0.0, 0.0], [Change("leave", 5.0, 3)], 50.0,
     ...                 np.random.default_rng(0), [49.0])

@@ -53,9 +53,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.sim.engine import BlockSpec
-from gossip.sim.events import EdgeSampler, chunk_bounds
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.sim.engine import BlockSpec
+from continuized.gossip.sim.events import EdgeSampler, chunk_bounds
 
 __all__ = [
     "ENGINES",
@@ -93,7 +93,7 @@ def _load() -> Callable[..., int] | None:
     with _compile_lock:
         if _kernel is None:
             try:
-                from gossip.sim.kernel import sweep_runs
+                from continuized.gossip.sim.kernel import sweep_runs
             except ImportError:
                 return None
             _kernel = sweep_runs
@@ -146,7 +146,7 @@ def run_block_compiled(spec: BlockSpec, report: Callable[[int], None] | None = N
     kernel = _load()
     if kernel is None:
         raise RuntimeError("the compiled kernel needs numba, which is not available")
-    from gossip.sim.streams import seed_words  # numba imports: _load succeeded
+    from continuized.gossip.sim.streams import seed_words  # numba imports: _load succeeded
 
     values = spec.initial.reshape(spec.n, -1)
     sampler = EdgeSampler.from_probs(spec.probs)

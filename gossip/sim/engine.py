@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.model.jumps import apply_flow, edge_flow
-from gossip.model.mixing import mix
-from gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
+from continuized.gossip.model.jumps import apply_flow, edge_flow
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.sim.events import EdgeSampler, chunk_bounds, draw_chunk, run_generator
 
 __all__ = ["BlockSpec", "run_block"]
 

@@ -12,8 +12,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from gossip.sim.events import _SPARE_SD, CHUNK_T
-from gossip.sim.streams import next_double, pcg_seed, seed_state, standard_exponential
+from continuized.gossip.sim.events import _SPARE_SD, CHUNK_T
+from continuized.gossip.sim.streams import next_double, pcg_seed, seed_state, standard_exponential
 
 __all__ = ["BATCH", "draw_window", "sweep_runs"]
 

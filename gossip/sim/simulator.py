@@ -1,10 +1,10 @@
 """Exact, event-driven Monte Carlo simulation of the continuized gossip process.
 
 >>> import numpy as np
->>> from gossip.model.algorithms import gossip_params
->>> from gossip.graph.spectral import graph_quantities
->>> from gossip.graph.topology import parse_topology
->>> from gossip.model.values import initial_values
+>>> from continuized.gossip.model.algorithms import gossip_params
+>>> from continuized.gossip.graph.spectral import graph_quantities
+>>> from continuized.gossip.graph.topology import parse_topology
+>>> from continuized.gossip.model.values import initial_values
 >>> topo = parse_topology("line:10")
 >>> q = graph_quantities(topo)
 >>> params = gossip_params("arg", q.mu_gossip, q.r_max)
@@ -29,14 +29,14 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.errors import ConfigError
-from gossip.graph.topology import Topology
-from gossip.model.algorithms import GossipParams
-from gossip.sim.compiled import ENGINES, resolve_engine, run_block_compiled
-from gossip.sim.engine import BlockSpec, run_block
-from gossip.sim.events import windows
-from gossip.sim.statistics import ErrorsOverRuns
-from gossip.sim.sweep import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import Topology
+from continuized.gossip.model.algorithms import GossipParams
+from continuized.gossip.sim.compiled import ENGINES, resolve_engine, run_block_compiled
+from continuized.gossip.sim.engine import BlockSpec, run_block
+from continuized.gossip.sim.events import windows
+from continuized.gossip.sim.statistics import ErrorsOverRuns
+from continuized.gossip.sim.sweep import (
     auto_workers,
     run_blocks_in_processes,
     run_blocks_in_threads,

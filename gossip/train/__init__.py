@@ -9,11 +9,11 @@ Parts: :mod:`~gossip.train.constants` (the A²CiD² ``eta`` and ``alpha~`` of a 
 :mod:`~gossip.train.scores` (the metrics and the curves of many runs).
 """
 
-from gossip.train.clocks import EventClock, node_stream
-from gossip.train.constants import AcidConstants, acid_constants
-from gossip.train.models import MODEL_KINDS, Model, Network, parse_model
-from gossip.train.scores import METRICS, TrainingResult
-from gossip.train.trainer import (
+from continuized.gossip.train.clocks import EventClock, node_stream
+from continuized.gossip.train.constants import AcidConstants, acid_constants
+from continuized.gossip.train.models import MODEL_KINDS, Model, Network, parse_model
+from continuized.gossip.train.scores import METRICS, TrainingResult
+from continuized.gossip.train.trainer import (
     TrainingProblem,
     initial_models,
     make_problem,
@@ -21,8 +21,8 @@ from gossip.train.trainer import (
     run_once,
     run_training,
 )
-from gossip.train.trainset import TrainSet, load_trainset
-from gossip.train.workers import ALGORITHMS, Sgd, Workers
+from continuized.gossip.train.trainset import TrainSet, load_trainset
+from continuized.gossip.train.workers import ALGORITHMS, Sgd, Workers
 
 __all__ = [
     "ALGORITHMS",

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gossip.errors import ConfigError
-from gossip.graph.spectral import GraphQuantities, graph_quantities
-from gossip.graph.topology import Topology
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import GraphQuantities, graph_quantities
+from continuized.gossip.graph.topology import Topology
 
 __all__ = ["AcidConstants", "acid_constants"]
 
@@ -70,7 +70,7 @@ def acid_constants(
 
     Examples
     --------
-    >>> from gossip.graph.topology import parse_topology
+    >>> from continuized.gossip.graph.topology import parse_topology
     >>> c = acid_constants(parse_topology("cycle:32"), 1.0)
     >>> round(c.chi1, 2), round(c.chi2, 4), round(c.eta, 4), round(c.alpha_tilde, 3)
     (52.04, 0.9688, 0.0704, 3.665)

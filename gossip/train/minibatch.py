@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.train.models import Model
-from gossip.train.trainset import Labelled
-from gossip.train.workers import Sgd
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train.models import Model
+from continuized.gossip.train.trainset import Labelled
+from continuized.gossip.train.workers import Sgd
 
 __all__ = ["LocalSgd", "gradient_times"]
 
@@ -45,7 +45,7 @@ class LocalSgd:
 
     Examples
     --------
-    >>> from gossip.train import make_problem, node_stream
+    >>> from continuized.gossip.train import make_problem, node_stream
     >>> p = make_problem("cycle:3", "softmax", "iris", "iid:0", lr=0.5, momentum=0.0)
     >>> sgd = LocalSgd(p.model, p.data.shards[0], node_stream(0, 0), p.sgd, batch_size=8)
     >>> x = p.initial(0, 0)[0]

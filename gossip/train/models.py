@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["MODEL_KINDS", "Model", "Network", "UserModel", "parse_model"]
 

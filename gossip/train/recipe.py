@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.train.trainer import TrainingProblem, initial_models, make_problem
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train.trainer import TrainingProblem, initial_models, make_problem
 
 __all__ = ["INITS", "LIVE_ALGORITHMS", "Recipe"]
 

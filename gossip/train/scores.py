@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.train.models import Model
-from gossip.train.trainset import TrainSet
+from continuized.gossip.train.models import Model
+from continuized.gossip.train.trainset import TrainSet
 
 __all__ = ["METRICS", "TrainingResult", "evaluate"]
 

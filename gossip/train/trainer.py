@@ -18,14 +18,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.graph.topology import Topology, parse_topology
-from gossip.train.clocks import GRADIENT, EventClock, clock_stream, init_stream, node_stream
-from gossip.train.constants import AcidConstants, acid_constants
-from gossip.train.models import Model, parse_model
-from gossip.train.scores import METRICS, TrainingResult, evaluate
-from gossip.train.trainset import TrainSet, load_trainset
-from gossip.train.workers import Sgd, Workers
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.train.clocks import (
+    GRADIENT,
+    EventClock,
+    clock_stream,
+    init_stream,
+    node_stream,
+)
+from continuized.gossip.train.constants import AcidConstants, acid_constants
+from continuized.gossip.train.models import Model, parse_model
+from continuized.gossip.train.scores import METRICS, TrainingResult, evaluate
+from continuized.gossip.train.trainset import TrainSet, load_trainset
+from continuized.gossip.train.workers import Sgd, Workers
 
 __all__ = [
     "TrainingProblem",
@@ -78,7 +84,7 @@ def initial_models(model: Model, seed: int, run: int, per_node: bool) -> Iterato
 
     Examples
     --------
-    >>> from gossip.train.models import Network
+    >>> from continuized.gossip.train.models import Network
     >>> net = Network(4, (), 3, np.dtype(np.float64))
     >>> a, b = itertools.islice(initial_models(net, 0, 0, per_node=True), 2)
     >>> bool((a == b).all())

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.datasets.sources import node_file, read_rows
-from gossip.datasets.splits import holdout_rows, split_rows
-from gossip.errors import ConfigError
+from continuized.gossip.datasets.sources import node_file, read_rows
+from continuized.gossip.datasets.splits import holdout_rows, split_rows
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["Labelled", "TrainSet", "load_trainset"]
 

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.model.mixing import mix
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.mixing import mix
 
 __all__ = ["ALGORITHMS", "Sgd", "Workers"]
 

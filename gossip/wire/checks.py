@@ -24,7 +24,7 @@ from typing import Any, TypeAlias
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gossip.errors import ProtocolError
+from continuized.gossip.errors import ProtocolError
 
 __all__ = [
     "BYTES_PER_PACKED",

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from gossip.model.parameters import all_finite
-from gossip.wire.checks import MAX_DIM, MAX_INT, MAX_RAW_DIM, RAW_DTYPES, Vector
+from continuized.gossip.model.parameters import all_finite
+from continuized.gossip.wire.checks import MAX_DIM, MAX_INT, MAX_RAW_DIM, RAW_DTYPES, Vector
 
 __all__ = ["FIELDS", "body_builders"]
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["ALL", "ANY", "ROOT", "BrokerAddress", "Topics", "parse_broker", "redact_broker"]
 

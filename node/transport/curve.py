@@ -43,7 +43,7 @@ import zmq
 import zmq.asyncio
 from zmq.utils import z85
 
-from gossip.files.keys import Identity
+from continuized.gossip.files.keys import Identity
 
 __all__ = [
     "HOLD_LISTED",

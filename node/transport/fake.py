@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from gossip.errors import ConfigError
-from gossip.wire.schema import Frame
-from node.transport.interface import Incoming, Transport, TransportStats
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.wire.schema import Frame
+from continuized.node.transport.interface import Incoming, Transport, TransportStats
 
 __all__ = ["FakeNetwork", "FakeTransport"]
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gossip.errors import ConfigError
-from gossip.wire.schema import Frame
-from node.transport.interface import FrameHandler, Incoming, Transport
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.wire.schema import Frame
+from continuized.node.transport.interface import FrameHandler, Incoming, Transport
 
 __all__ = ["FaultSpec", "FaultyTransport", "parse_faults"]
 

@@ -21,8 +21,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from gossip.errors import ConfigError
-from gossip.wire.schema import Frame
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.wire.schema import Frame
 
 __all__ = ["FrameHandler", "Incoming", "Transport", "TransportStats"]
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError
 
 __all__ = ["KeyLease", "claim_keys", "pool_ready"]
 

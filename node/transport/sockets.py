@@ -14,9 +14,15 @@ from urllib.parse import urlsplit
 import zmq
 from zmq.utils import z85
 
-from gossip.errors import ConfigError
-from node.transport.colocation import inproc_routing_id
-from node.transport.curve import CurveKeys, PeerAuthenticator, PeerGate, curve_client, curve_server
+from continuized.gossip.errors import ConfigError
+from continuized.node.transport.colocation import inproc_routing_id
+from continuized.node.transport.curve import (
+    CurveKeys,
+    PeerAuthenticator,
+    PeerGate,
+    curve_client,
+    curve_server,
+)
 
 __all__ = ["HWM", "peer_socket", "server_socket"]
 

@@ -30,17 +30,17 @@ from typing import cast
 
 import zmq
 
-from gossip.errors import ConfigError, TransportError
-from gossip.wire.schema import Buffer, Frame
-from node.transport.addresses import advertised_address
-from node.transport.colocation import INPROC_PREFIX, Colocation
-from node.transport.curve import (
+from continuized.gossip.errors import ConfigError, TransportError
+from continuized.gossip.wire.schema import Buffer, Frame
+from continuized.node.transport.addresses import advertised_address
+from continuized.node.transport.colocation import INPROC_PREFIX, Colocation
+from continuized.node.transport.curve import (
     HOLD_UNTRUSTED,
     CurveKeys,
 )
-from node.transport.departures import Departures
-from node.transport.interface import FrameHandler, Incoming, Transport, TransportStats
-from node.transport.sockets import peer_socket, server_socket
+from continuized.node.transport.departures import Departures
+from continuized.node.transport.interface import FrameHandler, Incoming, Transport, TransportStats
+from continuized.node.transport.sockets import peer_socket, server_socket
 
 __all__ = ["ZmqTransport"]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
+from continuized.cli.app import app
 
-GOSSIP = [sys.executable, "-m", "cli.app"]
+GOSSIP = [sys.executable, "-m", "continuized.cli.app"]
 
 
 def _subprocess(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,7 @@ from importlib.metadata import version
 
 from typer.testing import CliRunner
 
-from cli.app import app
+from continuized.cli.app import app
 
 runner = CliRunner()
 
@@ -22,7 +22,7 @@ def test_version_is_the_installed_distributions() -> None:
 def test_help_lists_every_subcommand() -> None:
     # A fresh interpreter, as a user's shell runs it: every command module registers itself.
     out = subprocess.run(
-        [sys.executable, "-m", "cli.app", "--help"],
+        [sys.executable, "-m", "continuized.cli.app", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -19,8 +19,8 @@ import pytest
 from system_tools import require_mosquitto
 from test_cli_supervise import _up, _wait_mid_run
 
-from coordinator.machine.children import spawn, stop_process
-from coordinator.machine.ports import free_port
+from continuized.coordinator.machine.children import spawn, stop_process
+from continuized.coordinator.machine.ports import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(240)]
 

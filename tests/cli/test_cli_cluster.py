@@ -21,12 +21,12 @@ import aiomqtt
 import psutil
 import pytest
 
-from coordinator.local.broker import RunningBroker
-from coordinator.machine.ports import free_port
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.machine.ports import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(180)]
 
-GOSSIP = [sys.executable, "-m", "cli.app"]
+GOSSIP = [sys.executable, "-m", "continuized.cli.app"]
 
 
 def _env() -> dict[str, str]:
@@ -261,7 +261,7 @@ async def test_ctrl_c_on_gossip_up_leaves_no_process_and_no_port(tmp_path: Path)
     while time.monotonic() < deadline:
         children = parent.children(recursive=True)
         # The node processes are forked by the fork server, so they carry its command line.
-        forked = [c for c in children if "cli.forkserver" in _cmdline(c)]
+        forked = [c for c in children if "continuized.cli.forkserver" in _cmdline(c)]
         if len(forked) == 5 and all((logs / f"node-{k}.log").exists() for k in range(4)):
             texts = [(logs / f"node-{k}.log").read_text() for k in range(4)]
             if all("neighbours" in t for t in texts):  # bootstrapped: gossiping

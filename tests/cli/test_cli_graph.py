@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
+from continuized.cli.app import app
 
 runner = CliRunner()
 

@@ -21,17 +21,18 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import aiomqtt
 import pytest
 
-from gossip.files.keys import COORDINATOR, load_mqtt_secret, mqtt_password
+from continuized.gossip.files.keys import COORDINATOR, load_mqtt_secret, mqtt_password
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "cli", "coordinator", "gossip", "node")
+SOURCES = ("pyproject.toml", "README.md", "continuized", "cli", "coordinator", "gossip", "node")
 BUILD_REQUIRES = ("setuptools>=68", "wheel")
 
 
@@ -107,7 +108,9 @@ def _install(tmp_path: Path, house: Path, took: dict[str, float]) -> Path:
     for name in SOURCES:
         origin = ROOT / name
         if origin.is_dir():
-            shutil.copytree(origin, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                origin, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+            )
         else:
             shutil.copy2(origin, src / name)
     dist = tmp_path / "dist"
@@ -119,6 +122,9 @@ def _install(tmp_path: Path, house: Path, took: dict[str, float]) -> Path:
         list(BUILD_REQUIRES),
     )
     (wheel,) = dist.glob("continuized_gossip-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {n.split("/")[0] for n in archive.namelist() if ".dist-info/" not in n}
+    assert tops == {"continuized"}, f"the wheel installs {sorted(tops)}, not one name"
     took["wheel"] = time.monotonic() - began
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)

@@ -13,10 +13,14 @@ import pytest
 import zmq.asyncio
 from typer.testing import CliRunner
 
-from cli.app import app
-from coordinator.membership.registrar import RegistrarStats, bound_socket, serve_registrations
-from coordinator.membership.registry import Registry
-from coordinator.run.config import CoordinatorConfig, prepare
+from continuized.cli.app import app
+from continuized.coordinator.membership.registrar import (
+    RegistrarStats,
+    bound_socket,
+    serve_registrations,
+)
+from continuized.coordinator.membership.registry import Registry
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
 
 
 def test_keys_init_writes_every_role_and_refuses_to_overwrite(tmp_path: Path) -> None:
@@ -47,7 +51,7 @@ def test_a_missing_or_too_open_key_is_a_clear_error(tmp_path: Path) -> None:
 
 async def run_node(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli.app", "node", "--host", "127.0.0.1", "--value", "1",
+        sys.executable, "-m", "continuized.cli.app", "node", "--host", "127.0.0.1", "--value", "1",
         "--register-timeout", "30", *args,
         stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -107,7 +111,7 @@ async def test_gossip_up_insecure_still_works_and_says_so(tmp_path: Path) -> Non
     out, logs = tmp_path / "run.json", tmp_path / "logs"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli.app", "up", "--insecure", "--graph", "line:3",
+        sys.executable, "-m", "continuized.cli.app", "up", "--insecure", "--graph", "line:3",
         "--rate", "100", "--until", "1e-6", "--json", str(out), "--log-dir", str(logs),
         "--metrics-file", str(tmp_path / "run.jsonl"), "--quiet",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path,
@@ -148,7 +152,7 @@ def test_keys_init_pool_for_a_graph_kept_if_present_and_claimed_by_nodes(tmp_pat
 
 
 def test_spare_keys_are_in_the_allow_list_and_the_acl(tmp_path: Path) -> None:
-    from gossip.files.keys import load_allow_list
+    from continuized.gossip.files.keys import load_allow_list
 
     keys, runner = tmp_path / "keys", CliRunner()
     bad = runner.invoke(app, ["keys", "init", "--dir", str(keys), "--nodes", "3", "--spare", "-1"])

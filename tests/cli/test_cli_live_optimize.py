@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
-from gossip.errors import ConfigError
-from gossip.wire.schema import Bootstrap
+from continuized.cli.app import app
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.wire.schema import Bootstrap
 
-pytest.importorskip("gossip.problems", reason="needs the optimization core (branch opt)")
+pytest.importorskip(
+    "continuized.gossip.problems", reason="needs the optimization core (branch opt)"
+)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +66,7 @@ def _boot(dim: int, data: str = "breast-cancer") -> Bootstrap:
 
 
 def test_a_node_builds_its_problem_from_its_own_shard() -> None:
-    from node.problem import load_problem
+    from continuized.node.problem import load_problem
 
     problem = load_problem(_boot(30))
     assert problem.dim == 30
@@ -72,7 +74,7 @@ def test_a_node_builds_its_problem_from_its_own_shard() -> None:
 
 
 def test_a_shard_of_the_wrong_width_is_refused_naming_both_widths() -> None:
-    from node.problem import load_problem
+    from continuized.node.problem import load_problem
 
     # breast-cancer has 30 features; this cluster's problem says d = 5.
     with pytest.raises(ConfigError, match=r"has 30 features.*d = 5") as info:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
+from continuized.cli.app import app
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_gossip_up_refuses_bad_training_input_before_starting_anything(
 
 
 def test_the_summary_table_says_the_accuracy_verdict_or_why_it_is_unknown() -> None:
-    from cli._cluster_view import _training_verdict
+    from continuized.cli._cluster_view import _training_verdict
 
     judged = {
         "typical": False,

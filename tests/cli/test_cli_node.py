@@ -10,8 +10,8 @@ import zmq
 import zmq.asyncio
 from typer.testing import CliRunner
 
-from cli.app import app
-from gossip.wire.schema import Register, RegisterError, decode, encode
+from continuized.cli.app import app
+from continuized.gossip.wire.schema import Register, RegisterError, decode, encode
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_retired_fidelity_options_are_accepted_with_one_warning(old: list[str]) 
 
 async def run_node(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli.app", "node", "--host", "127.0.0.1", *args,
+        sys.executable, "-m", "continuized.cli.app", "node", "--host", "127.0.0.1", *args,
         stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     async with asyncio.timeout(60):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-GOSSIP = [sys.executable, "-c", "from cli.app import main; main()"]
+GOSSIP = [sys.executable, "-c", "from continuized.cli.app import main; main()"]
 
 
 def _gossip(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

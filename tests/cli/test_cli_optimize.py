@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
-from gossip.dual.network import build_network
+from continuized.cli.app import app
+from continuized.gossip.dual.network import build_network
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-GOSSIP = [sys.executable, "-m", "cli.app"]
+GOSSIP = [sys.executable, "-m", "continuized.cli.app"]
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_up_refuses_hold_without_a_dashboard(tmp_path: Path) -> None:
 
 
 def test_up_accepts_hold_zero_without_a_dashboard() -> None:
-    from cli._cluster_options import check_hold
+    from continuized.cli._cluster_options import check_hold
 
     check_hold("0", 0.0, None)  # the default: nothing to hold, nothing to refuse
     check_hold("40", 40.0, 8080)
@@ -110,7 +110,7 @@ def test_node_refuses_a_busy_port_of_its_host_mode_range(busy_port: int, tmp_pat
 
 
 def test_a_free_port_and_port_zero_pass() -> None:
-    from coordinator.machine.ports import check_port_free, check_zmq_bind_free
+    from continuized.coordinator.machine.ports import check_port_free, check_zmq_bind_free
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

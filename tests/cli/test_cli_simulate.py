@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
+from continuized.cli.app import app
 
 runner = CliRunner()
 
@@ -188,7 +188,7 @@ def test_reproduce_gossip_figure_small(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "cli.app",
+            "continuized.cli.app",
             "reproduce",
             "gossip-figure",
             "--out",

@@ -21,9 +21,9 @@ import pytest
 import zmq
 from system_tools import require_mosquitto
 
-from coordinator.local.broker import BrokerAuth, RunningBroker, mosquitto_broker
-from coordinator.mqtt.auth import write_broker_auth
-from gossip.files.keys import COORDINATOR, init_keys, load_mqtt_secret
+from continuized.coordinator.local.broker import BrokerAuth, RunningBroker, mosquitto_broker
+from continuized.coordinator.mqtt.auth import write_broker_auth
+from continuized.gossip.files.keys import COORDINATOR, init_keys, load_mqtt_secret
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]
 
@@ -62,7 +62,7 @@ async def _gossip(*args: str, cwd: Path) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cli.app",
+        "continuized.cli.app",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

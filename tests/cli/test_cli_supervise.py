@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
-GOSSIP = [sys.executable, "-m", "cli.app"]
+GOSSIP = [sys.executable, "-m", "continuized.cli.app"]
 
 
 def _env() -> dict[str, str]:

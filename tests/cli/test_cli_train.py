@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
+from continuized.cli.app import app
 
 runner = CliRunner()
 

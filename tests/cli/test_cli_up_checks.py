@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-GOSSIP = [sys.executable, "-m", "cli.app"]
+GOSSIP = [sys.executable, "-m", "continuized.cli.app"]
 
 # A bad line that rich markup would eat ([bold]) and emoji codes would turn into a cross (:x:).
 BAD_LINE = "root:x:0:0:[bold]root[/bold]:/root"
@@ -181,8 +181,8 @@ def test_a_graph_spec_in_a_table_title_is_printed_verbatim(tmp_path: Path) -> No
 def test_an_eps_below_the_float_floor_of_the_values_is_warned_about(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from cli.up_cmd import _warn_below_float_floor
-    from gossip.model.values import error_floor, initial_values
+    from continuized.cli.up_cmd import _warn_below_float_floor
+    from continuized.gossip.model.values import error_floor, initial_values
 
     onehot = initial_values("onehot", 9)
     floor = error_floor(onehot)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from cli._cluster_view import fell_behind, print_summary, timeout_advice
-from coordinator.figures.records import ErrorPoint, RunSummary
-from coordinator.figures.state import ClusterState
-from coordinator.run.config import CoordinatorConfig, prepare
+from continuized.cli._cluster_view import fell_behind, print_summary, timeout_advice
+from continuized.coordinator.figures.records import ErrorPoint, RunSummary
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
 
 BASE = RunSummary("run-a", True, 1.0, 0.5, 100, 390.0, 400.0, 1e-7, 0.0, 0.3, 1.2)
 
@@ -79,7 +79,7 @@ def test_gossip_up_that_times_out_at_a_low_rate_advises_a_higher_one(tmp_path: P
         "--quiet", "--insecure", "--metrics-file", "m.jsonl",
     ]  # fmt: skip
     result = subprocess.run(
-        [sys.executable, "-m", "cli.app", *args],
+        [sys.executable, "-m", "continuized.cli.app", *args],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cli._tables import figures_table
-from cli.app import app
+from continuized.cli._tables import figures_table
+from continuized.cli.app import app
 
 ELLIPSIS = "\N{HORIZONTAL ELLIPSIS}"
 
@@ -65,10 +65,10 @@ def test_graph_info_table_fits_80_columns() -> None:
 def test_up_summary_fits_80_columns(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cli._cluster_view import print_failure, print_summary
-    from coordinator.figures.records import RunSummary
-    from coordinator.local.supervise import Supervision
-    from coordinator.run.config import CoordinatorConfig, prepare
+    from continuized.cli._cluster_view import print_failure, print_summary
+    from continuized.coordinator.figures.records import RunSummary
+    from continuized.coordinator.local.supervise import Supervision
+    from continuized.coordinator.run.config import CoordinatorConfig, prepare
 
     monkeypatch.setenv("COLUMNS", "80")
     config = CoordinatorConfig(graph="grid:4x4", values="onehot", rate=20.0)

@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 import psutil
 
-from coordinator.figures.metrics import estimate
-from coordinator.local.broker import find_mosquitto
-from coordinator.machine.children import spawn
-from coordinator.machine.ports import free_port, wait_for_port
-from gossip.graph.topology import parse_topology
+from continuized.coordinator.figures.metrics import estimate
+from continuized.coordinator.local.broker import find_mosquitto
+from continuized.coordinator.machine.children import spawn
+from continuized.coordinator.machine.ports import free_port, wait_for_port
+from continuized.gossip.graph.topology import parse_topology
 
 SEED_ENV = "GOSSIP_CHAOS_SEED"
 _RESTART_SEC = 0.5  # systemd's RestartSec: a crash loop does not spin
@@ -287,7 +287,7 @@ def _make_dir(path: Path) -> None:
 
 
 def _gossip(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.app", *args]
+    return [sys.executable, "-m", "continuized.cli.app", *args]
 
 
 async def _keys(workdir: Path, nodes: int, env: dict[str, str]) -> Path:

@@ -13,10 +13,10 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from coordinator.figures.records import RunSummary
-from coordinator.local.broker import RunningBroker
-from coordinator.machine.ports import free_port
-from coordinator.run.service import Coordinator, CoordinatorConfig
+from continuized.coordinator.figures.records import RunSummary
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.machine.ports import free_port
+from continuized.coordinator.run.service import Coordinator, CoordinatorConfig
 
 
 def churn_config(broker: RunningBroker, tmp_path: Path, **over: object) -> CoordinatorConfig:

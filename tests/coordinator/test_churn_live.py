@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from _churn import churn_config, exit_codes, kill_left, stop_once_reached, until
 
-from coordinator.local.broker import RunningBroker
-from coordinator.run.service import Coordinator
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.run.service import Coordinator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -31,7 +31,7 @@ async def spawn_node(
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "cli.app",
+            "continuized.cli.app",
             "node",
             "--coordinator",
             coordinator,
@@ -49,7 +49,7 @@ async def _leave(broker: RunningBroker, cluster: str, name: str) -> int:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cli.app",
+        "continuized.cli.app",
         "node",
         "--coordinator",
         "tcp://127.0.0.1:1",  # unused with --leave

@@ -25,10 +25,20 @@ import zmq.asyncio
 from _churn import churn_config, exit_codes, kill_left, stop_once_reached, until
 from zmq.utils.monitor import recv_monitor_message
 
-from coordinator.local.broker import MosquittoAuth, RunningBroker, find_mosquitto, mosquitto_broker
-from coordinator.machine.ports import free_port
-from coordinator.run.service import Coordinator, CoordinatorConfig
-from gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret, mqtt_password
+from continuized.coordinator.local.broker import (
+    MosquittoAuth,
+    RunningBroker,
+    find_mosquitto,
+    mosquitto_broker,
+)
+from continuized.coordinator.machine.ports import free_port
+from continuized.coordinator.run.service import Coordinator, CoordinatorConfig
+from continuized.gossip.files.keys import (
+    COORDINATOR,
+    load_identity,
+    load_mqtt_secret,
+    mqtt_password,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -40,7 +50,7 @@ def keys(tmp_path: Path) -> Path:
     """``gossip keys init --nodes 8 --spare 1``: node-0..7 and a spare node-8."""
     from typer.testing import CliRunner
 
-    from cli.app import app
+    from continuized.cli.app import app
 
     directory = tmp_path / "keys"
     result = CliRunner().invoke(
@@ -71,7 +81,7 @@ async def _gossip(log: Path, *args: str) -> asyncio.subprocess.Process:
     """A real ``gossip node ...`` process; its stderr goes to ``log``."""
     with log.open("ab") as err:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "cli.app", "node", *args, stdout=err, stderr=err
+            sys.executable, "-m", "continuized.cli.app", "node", *args, stdout=err, stderr=err
         )
 
 

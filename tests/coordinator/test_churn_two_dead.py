@@ -20,8 +20,8 @@ import pytest
 from _churn import churn_config, kill_left, stop_once_reached, until
 from test_churn_live import spawn_node
 
-from coordinator.local.broker import RunningBroker
-from coordinator.run.service import Coordinator
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.run.service import Coordinator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.agreement import band_agreement
-from coordinator.figures.records import RunSummary
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import RunningBroker
-from coordinator.local.launcher import run_up
-from coordinator.local.settings import UpConfig
-from coordinator.run.service import CoordinatorConfig
-from gossip.exchange.trace import trace_step
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.agreement import band_agreement
+from continuized.coordinator.figures.records import RunSummary
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.run.service import CoordinatorConfig
+from continuized.gossip.exchange.trace import trace_step
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 from system_tools import require_mosquitto
 
-from coordinator.machine.children import spawn, stop_process
-from coordinator.machine.ports import free_port
+from continuized.coordinator.machine.children import spawn, stop_process
+from continuized.coordinator.machine.ports import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(400)]
 
-GOSSIP = [sys.executable, "-m", "cli.app"]
+GOSSIP = [sys.executable, "-m", "continuized.cli.app"]
 EPS = 1e-12
 
 

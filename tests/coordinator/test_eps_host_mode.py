@@ -27,7 +27,7 @@ async def test_host_mode_run_reaches_eps_and_the_exact_final_error_confirms_it(
     out, metrics = tmp_path / "run.json", tmp_path / "m.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "cli.app", "up", "--graph", "grid:6x6"),
+        *(sys.executable, "-m", "continuized.cli.app", "up", "--graph", "grid:6x6"),
         *("--nodes-per-process", "12", "--rate", "600", "--until", str(EPS), "--quiet"),
         *("--timeout", "150", "--json", str(out), "--metrics-file", str(metrics)),
         stdout=asyncio.subprocess.PIPE,

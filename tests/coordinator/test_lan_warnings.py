@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.figures.lanrule import RATE_K, rate_ceiling, skew_tolerance
-from node.transport.faults import FaultSpec
+from continuized.coordinator.figures.lanrule import RATE_K, rate_ceiling, skew_tolerance
+from continuized.node.transport.faults import FaultSpec
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -40,7 +40,16 @@ async def gossip_up(tmp_path: Path, rate: float, fault: str, give_up: float) -> 
     """Run ``gossip up`` to eps; return its exit code and its stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "cli.app", "up", "--graph", GRAPH, "--nodes-per-process", "3"),
+        *(
+            sys.executable,
+            "-m",
+            "continuized.cli.app",
+            "up",
+            "--graph",
+            GRAPH,
+            "--nodes-per-process",
+            "3",
+        ),
         *("--rate", str(rate), "--until", str(EPS), "--quiet", "--timeout", str(give_up)),
         *("--json", str(tmp_path / "run.json"), "--node-arg=--fault", f"--node-arg={fault}"),
         *("--log-dir", str(tmp_path / "logs")),

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.entries import NODE_ENTRIES
-from coordinator.local.launcher import run_up
-from coordinator.local.settings import UpConfig
-from coordinator.run.service import CoordinatorConfig
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.run.service import CoordinatorConfig
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(240)]
 

@@ -16,19 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.agreement import optimization_agreement
-from coordinator.figures.records import RunSummary
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import RunningBroker
-from coordinator.local.launcher import run_up
-from coordinator.local.node_commands import node_argv
-from coordinator.local.settings import UpConfig
-from coordinator.machine.children import spawn, stop_all
-from coordinator.machine.ports import free_ports
-from coordinator.run.service import Coordinator, CoordinatorConfig, prepare
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.agreement import optimization_agreement
+from continuized.coordinator.figures.records import RunSummary
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.node_commands import node_argv
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.machine.children import spawn, stop_all
+from continuized.coordinator.machine.ports import free_ports
+from continuized.coordinator.run.service import Coordinator, CoordinatorConfig, prepare
 
-pytest.importorskip("gossip.problems", reason="needs the optimization core (branch opt)")
+pytest.importorskip(
+    "continuized.gossip.problems", reason="needs the optimization core (branch opt)"
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 

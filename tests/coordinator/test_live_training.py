@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.records import RunSummary
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import RunningBroker
-from coordinator.local.launcher import run_up
-from coordinator.local.settings import UpConfig
-from coordinator.run.service import CoordinatorConfig
-from gossip.train.recipe import Recipe
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.records import RunSummary
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.run.service import CoordinatorConfig
+from continuized.gossip.train.recipe import Recipe
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -9,13 +9,13 @@ import sys
 import pytest
 
 PACKAGES = [
-    "gossip",
-    "gossip.optim",
-    "gossip.sim",
-    "node",
-    "coordinator",
-    "coordinator.dashboard",
-    "cli",
+    "continuized.gossip",
+    "continuized.gossip.optim",
+    "continuized.gossip.sim",
+    "continuized.node",
+    "continuized.coordinator",
+    "continuized.coordinator.dashboard",
+    "continuized.cli",
 ]
 
 
@@ -30,9 +30,9 @@ def test_all_names_the_public_api_and_each_resolves(name: str) -> None:
 
 
 def test_coordinator_exports_its_entry_points() -> None:
-    import coordinator
-    from coordinator.figures.state import ClusterState
-    from coordinator.run.service import Coordinator
+    from continuized import coordinator
+    from continuized.coordinator.figures.state import ClusterState
+    from continuized.coordinator.run.service import Coordinator
 
     assert coordinator.Coordinator is Coordinator
     assert coordinator.ClusterState is ClusterState
@@ -44,7 +44,7 @@ def test_importing_the_coordinators_state_stays_light() -> None:
     # The dashboard and the tests import coordinator.figures.state: the package must not pull in the
     # sockets and the broker client with it (its public names are imported on first use).
     code = (
-        "import sys, coordinator.figures.state; "
+        "import sys, continuized.coordinator.figures.state; "
         "print('zmq' in sys.modules, 'aiomqtt' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

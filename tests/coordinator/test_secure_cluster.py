@@ -22,15 +22,20 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import recv_monitor_message
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import BrokerKind, RunningBroker, find_mosquitto
-from coordinator.local.launcher import run_up
-from coordinator.local.settings import UpConfig
-from coordinator.run.service import CoordinatorConfig
-from gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret, mqtt_password
-from gossip.graph.topology import parse_topology
-from gossip.wire.schema import Request, encode
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import BrokerKind, RunningBroker, find_mosquitto
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.run.service import CoordinatorConfig
+from continuized.gossip.files.keys import (
+    COORDINATOR,
+    load_identity,
+    load_mqtt_secret,
+    mqtt_password,
+)
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.wire.schema import Request, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

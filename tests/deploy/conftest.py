@@ -110,9 +110,13 @@ def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("project-source")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    for package in ("gossip", "node", "coordinator", "cli"):
+    # continuized/ links to the four folders: copied as links, they point into the copy.
+    for package in ("continuized", "gossip", "node", "coordinator", "cli"):
         shutil.copytree(
-            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            ROOT / package,
+            source / package,
+            symlinks=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
     out = tmp_path_factory.mktemp("project-wheel")
     run(

@@ -93,7 +93,7 @@ def test_arm64_image_runs_a_gossip_cluster_under_emulation(
     assert "machine: aarch64" in output, output[-3000:]
     assert "python: aarch64" in output, output[-3000:]
     # The graph quantities come from numpy's aarch64 build: the same as this host's.
-    host = run([sys.executable, "-m", "cli.app", "graph", "info", "cycle:8"]).stdout
+    host = run([sys.executable, "-m", "continuized.cli.app", "graph", "info", "cycle:8"]).stdout
     assert _row(output, "mu_gossip") == _row(host, "mu_gossip")
     assert _row(output, "theta_arg") == _row(host, "theta_arg")
     summary = json.loads(output.partition("--- summary")[2])

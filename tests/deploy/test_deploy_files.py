@@ -56,7 +56,7 @@ import sys
 for name in {left_out!r}:
     sys.modules[name] = None  # 'import name' now raises ImportError, as in the image
 sys.argv = ["gossip", *{argv!r}]
-from cli.app import main
+from continuized.cli.app import main
 main()
 """
 
@@ -74,8 +74,9 @@ def test_the_image_roles_run_without_the_left_out_dependencies(argv: list[str]) 
 def test_the_coordinator_and_dashboard_modules_import_without_them() -> None:
     code = (
         f"import sys\nfor n in {LEFT_OUT!r}: sys.modules[n] = None\n"
-        "import coordinator.run.service, coordinator.dashboard.server as s\n"
-        "import node.transport.zeromq\n"
+        "import continuized.coordinator.run.service\n"
+        "import continuized.coordinator.dashboard.server as s\n"
+        "import continuized.node.transport.zeromq\n"
         "assert s.plotly_js_path().is_file()\n"
     )
     done = subprocess.run(

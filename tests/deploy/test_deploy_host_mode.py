@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from cli.app import app
+from continuized.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 

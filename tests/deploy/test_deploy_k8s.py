@@ -190,7 +190,7 @@ def test_nodes_have_stable_names_behind_a_headless_service() -> None:
 
 
 def test_the_node_count_is_set_in_one_place_and_matches_the_graph() -> None:
-    from gossip.graph.topology import parse_topology
+    from continuized.gossip.graph.topology import parse_topology
 
     (entry,) = kustomization()["replicas"]
     graph = config_maps()["gossip-graph"]["GOSSIP_GRAPH"]

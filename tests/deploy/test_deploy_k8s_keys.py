@@ -115,7 +115,7 @@ def keys_init(where: Path, graph: str) -> Path:
     done = subprocess.run(
         [
             sys.executable,
-            *["-m", "cli.app", "keys", "init", "--pool", "--if-missing"],
+            *["-m", "continuized.cli.app", "keys", "init", "--pool", "--if-missing"],
             "--dir",
             str(where),
             "--graph",
@@ -254,8 +254,8 @@ def test_a_wrong_token_is_refused_by_the_api_and_the_job_says_so(
 def test_each_pod_gets_only_its_own_keys_which_gossip_accepts(
     api: FakeApi, tmp_path: Path, made: Any
 ) -> None:
-    from gossip.files.keys import load_allow_list, load_identity
-    from node.transport.keypool import claim_keys
+    from continuized.gossip.files.keys import load_allow_list, load_identity
+    from continuized.node.transport.keypool import claim_keys
 
     assert upload(made("cycle:4"), api, tmp_path).returncode == 0
     node_src = mount(api.secrets["gossip-node-keys"], tmp_path / "secret-nodes")
@@ -376,8 +376,8 @@ async def test_a_secure_run_reaches_eps_with_the_keys_of_the_kubernetes_path(
     """The whole keys path, then a run: keys Job -> Secrets -> init containers -> a real
     mosquitto with the Secret's node accounts, the coordinator and one process per node pod
     (through the image's entrypoint), each with deploy/k8s's environment, on loopback."""
-    from coordinator.local.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
-    from coordinator.machine.ports import free_ports
+    from continuized.coordinator.local.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
+    from continuized.coordinator.machine.ports import free_ports
 
     nodes = 3
     assert upload(made(f"cycle:{nodes}"), api, tmp_path).returncode == 0
@@ -406,7 +406,9 @@ async def test_a_secure_run_reaches_eps_with_the_keys_of_the_kubernetes_path(
     # `gossip` on the PATH of the image's entrypoint: this checkout's.
     stand_in = tmp_path / "bin"
     stand_in.mkdir()
-    (stand_in / "gossip").write_text(f'#!/bin/sh\nexec {sys.executable} -m cli.app "$@"\n')
+    (stand_in / "gossip").write_text(
+        f'#!/bin/sh\nexec {sys.executable} -m continuized.cli.app "$@"\n'
+    )
     (stand_in / "gossip").chmod(0o755)
     path = f"{stand_in}:{os.environ['PATH']}"
     register, dashboard = free_ports(2)

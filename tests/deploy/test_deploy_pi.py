@@ -110,7 +110,7 @@ CHECKOUT = r"""
 set -eu
 mkdir -p /tmp/src
 cd /src
-cp -r pyproject.toml README.md gossip node coordinator cli deploy /tmp/src/
+cp -r pyproject.toml README.md continuized gossip node coordinator cli deploy /tmp/src/
 install=/tmp/src/deploy/raspberry-pi/install.sh
 flags="--no-apt --no-systemctl --no-chrony --coordinator 127.0.0.1 --keys /keys/node-0"
 # --no-compile: the bytecode of the dependencies is not what this checks.
@@ -126,7 +126,17 @@ def cluster_keys(tmp_path: Path) -> Path:
     """The keys of a 3-node cluster, made on the host as the playbook's controller makes them."""
     keys = tmp_path / "keys"
     subprocess.run(
-        [sys.executable, "-m", "cli.app", "keys", "init", "--dir", str(keys), "--nodes", "3"],
+        [
+            sys.executable,
+            "-m",
+            "continuized.cli.app",
+            "keys",
+            "init",
+            "--dir",
+            str(keys),
+            "--nodes",
+            "3",
+        ],
         cwd=ROOT,
         check=True,
         capture_output=True,

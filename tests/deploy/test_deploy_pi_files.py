@@ -313,7 +313,7 @@ def _controller_play(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess
     local = f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
     inventory.write_text(local + INVENTORY.read_text())
     cli = tmp_path / "gossip"
-    cli.write_text(f'#!/bin/sh\nexec {sys.executable} -m cli.app "$@"\n')
+    cli.write_text(f'#!/bin/sh\nexec {sys.executable} -m continuized.cli.app "$@"\n')
     cli.chmod(0o755)
     env = {**_ansible_env(), "PYTHONPATH": str(ROOT)}
     return subprocess.run(
@@ -419,8 +419,8 @@ def test_the_whole_playbook_in_check_mode_gives_each_pi_its_own_keys(tmp_path: P
     inventory.write_text(f"localhost ansible_connection=local\n{text}")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run(
-        [sys.executable, "-m", "cli.app", "keys", "init", "--dir", str(tmp_path / "keys"),
-         "--nodes", "8"],
+        [sys.executable, "-m", "continuized.cli.app", "keys", "init",
+         "--dir", str(tmp_path / "keys"), "--nodes", "8"],
         check=True, capture_output=True, timeout=120, env=env, cwd=ROOT,
     )  # fmt: skip
     wheel = tmp_path / "continuized_gossip-0.1.0-py3-none-any.whl"

@@ -117,19 +117,40 @@ def test_no_package_starts_a_process_of_a_layer_above_it_or_beside_it() -> None:
     """A started module belongs to the starter's layer or one below: never above, never the
     independent neighbour (the node starts no coordinator module, nor the reverse)."""
     starts = _process_starts()
-    assert any(module == "coordinator.machine.offload" for _, module in starts), starts
+    assert any(module == "continuized.coordinator.machine.offload" for _, module in starts), starts
     wrong = []
     for file, module in starts:
         if module is None:
             continue  # a module passed in from the layer above (cli/entries.py)
-        starter, started = file.split("/")[0], module.split(".")[0]
-        if started not in _LAYER:
+        installed, _, inside = module.partition(".")
+        starter, started = file.split("/")[0], inside.split(".")[0]
+        if installed != "continuized" or started not in _LAYER:
             wrong.append((file, module))  # a module of no package of ours
         elif _LAYER[started] > _LAYER[starter] or (
             _LAYER[started] == _LAYER[starter] and started != starter
         ):
             wrong.append((file, module))
     assert not wrong, f"process starts of a layer above or beside the starter: {wrong}"
+
+
+_OLD_IMPORT = re.compile(r"^\s*(?:>>> )?(?:from|import) (?:gossip|node|coordinator|cli)\b", re.M)
+
+
+def test_the_code_imports_the_one_installed_name() -> None:
+    """The four folders are importable only as ``continuized.<folder>``: an import of a bare
+    ``gossip`` or ``node`` would work from the checkout and fail from the wheel."""
+    sources = [p for top in (*PACKAGES, "tests", "benchmarks", "scripts", "examples")
+               for p in sorted((ROOT / top).rglob("*.py"))]  # fmt: skip
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    assert len(sources) > 300, len(sources)
+    bare = [
+        f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}"
+        for path in (*sources, *pages)
+        if path.name != "changelog.md"
+        for text in [path.read_text()]
+        for m in _OLD_IMPORT.finditer(text)
+    ]
+    assert not bare, f"imports of a top-level name the wheel does not install: {bare}"
 
 
 def test_every_child_python_is_started_without_the_current_folder_on_its_path() -> None:

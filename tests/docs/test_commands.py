@@ -1,8 +1,8 @@
 """Every runnable block of the guide runs as written (docs/contributing.md: the convention).
 
 The blocks of a page run in order in one fresh directory, with ``gossip`` resolved as
-``python -m cli.app`` of this checkout, so a block may use what an earlier block of its page
-wrote. A block that exits non-zero, or outlives its time limit, fails with its output.
+``python -m continuized.cli.app`` of this checkout, so a block may use what an earlier block of
+its page wrote. A block that exits non-zero, or outlives its time limit, fails with its output.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from _doc_blocks import PAGES, ROOT, Block, MarkerError, all_blocks, blocks_of
 
 # A shell function, not an installed script: the blocks must test this tree.
-_PREAMBLE = 'gossip() { "$GOSSIP_DOCS_PYTHON" -m cli.app "$@"; }\n'
+_PREAMBLE = 'gossip() { "$GOSSIP_DOCS_PYTHON" -m continuized.cli.app "$@"; }\n'
 _LIMIT_S = {False: 240.0, True: 600.0}
 
 

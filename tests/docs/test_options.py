@@ -45,7 +45,7 @@ def _help(command: str) -> str:
     env = dict(os.environ, COLUMNS="300", NO_COLOR="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     done = subprocess.run(
-        [sys.executable, "-m", "cli.app", *command.split(), "--help"],
+        [sys.executable, "-m", "continuized.cli.app", *command.split(), "--help"],
         cwd=ROOT,
         env=env,
         capture_output=True,

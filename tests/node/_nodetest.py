@@ -15,11 +15,11 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.mixing import mix
-from gossip.wire.schema import (
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.wire.schema import (
     Beat,
     BeatBatch,
     Bootstrap,
@@ -32,7 +32,7 @@ from gossip.wire.schema import (
 )
 
 if TYPE_CHECKING:
-    from node import Node
+    from continuized.node import Node
 
 
 def bootstraps(
@@ -186,7 +186,7 @@ async def spawn_node(
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "cli.app",
+            "continuized.cli.app",
             "node",
             "--coordinator",
             coordinator,

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from _nodetest import bootstraps
 
-from gossip.errors import TransportError
-from gossip.exchange.vocabulary import Link
-from node import FakeNetwork, Node
-from node.clock import PoissonClock
+from continuized.gossip.errors import TransportError
+from continuized.gossip.exchange.vocabulary import Link
+from continuized.node import FakeNetwork, Node
+from continuized.node.clock import PoissonClock
 
 
 def _node(epoch: float, rate: float = 400.0) -> Node:
@@ -75,7 +75,7 @@ async def test_an_exchange_started_while_the_retry_task_sleeps_idle_wakes_it(
     """With nothing pending the retry task sleeps long (node.daemon, _IDLE_WAKE); a request
     sent meanwhile must still be re-sent at its timeout. Here the idle sleep never ends by
     itself and the neighbour never answers: only the wake-up the tick gives makes the retry."""
-    monkeypatch.setattr("node.daemon._IDLE_WAKE", 1e6)
+    monkeypatch.setattr("continuized.node.daemon._IDLE_WAKE", 1e6)
     node = _node(epoch=time.time())
     await node.transport.connect({1: "mem://node-1"})  # nobody there: the request is lost
     retrying = asyncio.create_task(node._retry())

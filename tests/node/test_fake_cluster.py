@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from _nodetest import bootstraps, common_time, gossip_then_stop
 
-from node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
+from continuized.node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
 
 
 async def run_cluster(

@@ -16,10 +16,10 @@ import pytest
 import zmq
 from _nodetest import FakeCoordinator, bootstraps, common_time, kill_all, spawn_node
 
-from coordinator.local.broker import RunningBroker
-from gossip.errors import ConfigError
-from node.config import NodeConfig, host_configs
-from node.host import _node
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.gossip.errors import ConfigError
+from continuized.node.config import NodeConfig, host_configs
+from continuized.node.host import _node
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -19,13 +19,13 @@ from typing import Any
 import psutil
 import pytest
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import RunningBroker
-from coordinator.local.launcher import run_up
-from coordinator.local.settings import UpConfig
-from coordinator.machine.children import NODE_NICENESS
-from coordinator.run.service import CoordinatorConfig
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.machine.children import NODE_NICENESS
+from continuized.coordinator.run.service import CoordinatorConfig
 from tests.system_tools import require_mosquitto
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]

@@ -20,11 +20,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.state import ClusterState
-from coordinator.local.launcher import run_up
-from coordinator.local.settings import UpConfig
-from coordinator.run.service import CoordinatorConfig
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.run.service import CoordinatorConfig
 from tests.system_tools import require_mosquitto
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(180)]

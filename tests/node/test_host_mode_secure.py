@@ -22,15 +22,15 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import recv_monitor_message
 
-from cli.entries import NODE_ENTRIES
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import RunningBroker
-from coordinator.local.launcher import run_up
-from coordinator.local.settings import UpConfig
-from coordinator.run.service import CoordinatorConfig
-from gossip.files.keys import Identity, load_identity
-from gossip.graph.topology import parse_topology
-from gossip.wire.schema import Request, encode
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.local.launcher import run_up
+from continuized.coordinator.local.settings import UpConfig
+from continuized.coordinator.run.service import CoordinatorConfig
+from continuized.gossip.files.keys import Identity, load_identity
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.wire.schema import Request, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(240)]
 

@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.train.recipe import Recipe
-from gossip.wire.schema import Bootstrap, decode, encode
-from node.learner import initial_model, load_learner
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train.recipe import Recipe
+from continuized.gossip.wire.schema import Bootstrap, decode, encode
+from continuized.node.learner import initial_model, load_learner
 
 
 def _boot(recipe: Recipe, node: int, dim: int) -> Bootstrap:

@@ -13,10 +13,18 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from coordinator.machine.ports import free_port
-from gossip.wire.schema import MAX_FRAME, Beat, BeatBatch, RegisterError, Stop, decode, encode
-from node.host import _delivered
-from node.lifeline import FINAL_ROOM, Lifeline, LifelineGroup
+from continuized.coordinator.machine.ports import free_port
+from continuized.gossip.wire.schema import (
+    MAX_FRAME,
+    Beat,
+    BeatBatch,
+    RegisterError,
+    Stop,
+    decode,
+    encode,
+)
+from continuized.node.host import _delivered
+from continuized.node.lifeline import FINAL_ROOM, Lifeline, LifelineGroup
 
 EPOCH = 1_700_000_000.0
 

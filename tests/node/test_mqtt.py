@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import aiomqtt
 import pytest
 
-from coordinator.local.broker import RunningBroker
-from gossip.wire.pubsub import parse_broker
-from node.mqtt import NodeMqtt
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.gossip.wire.pubsub import parse_broker
+from continuized.node.mqtt import NodeMqtt
 
 if TYPE_CHECKING:  # the fixture lives in tests/conftest.py
     from conftest import LostCancels
@@ -118,8 +118,8 @@ async def test_trace_samples_lost_with_a_killed_broker_are_sent_again_after_it_i
 
     import psutil
 
-    from coordinator.figures.state import BrokerStatus
-    from coordinator.mqtt.link import MqttLink
+    from continuized.coordinator.figures.state import BrokerStatus
+    from continuized.coordinator.mqtt.link import MqttLink
 
     address = parse_broker(mosquitto.url)
     assert address is not None

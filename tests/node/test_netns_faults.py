@@ -34,16 +34,16 @@ import pytest
 import zmq
 from _netns import NetLab, netns_unavailable
 
-from coordinator.figures.state import ClusterState
-from coordinator.local.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
-from coordinator.machine.children import Child, spawn, stop_all
-from coordinator.machine.ports import free_port
-from coordinator.membership.security import load_security
-from coordinator.mqtt.auth import write_mosquitto_auth
-from coordinator.run.service import Coordinator, CoordinatorConfig, prepare
-from gossip.files.keys import COORDINATOR, init_keys
-from gossip.graph.topology import parse_topology
-from gossip.model.values import initial_values
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.broker import MosquittoAuth, find_mosquitto, mosquitto_broker
+from continuized.coordinator.machine.children import Child, spawn, stop_all
+from continuized.coordinator.machine.ports import free_port
+from continuized.coordinator.membership.security import load_security
+from continuized.coordinator.mqtt.auth import write_mosquitto_auth
+from continuized.coordinator.run.service import Coordinator, CoordinatorConfig, prepare
+from continuized.gossip.files.keys import COORDINATOR, init_keys
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.values import initial_values
 
 pytestmark = [
     pytest.mark.cluster,
@@ -202,8 +202,9 @@ async def test_random_drop_and_a_partition_that_heals(lab: NetLab, tmp_path: Pat
             async with asyncio.timeout(GIVE_UP):
                 await until(coordinator.bound.is_set, "the coordinator bound its socket", run)
                 for k, name in enumerate(names):
-                    argv = [sys.executable, "-m", "cli.app", "node", "--coordinator", bind,
-                            "--name", name, "--host", lab.ip(k), "--keys", str(keys / name),
+                    argv = [sys.executable, "-m", "continuized.cli.app", "node",
+                            "--coordinator", bind, "--name", name, "--host", lab.ip(k),
+                            "--keys", str(keys / name),
                             "--seed", str(k)]  # fmt: skip
                     procs.append(
                         await spawn(lab.exec_argv(k, argv), log=tmp_path / f"{name}.log", env=env)

@@ -28,15 +28,15 @@ import zmq
 from _netns import NetLab
 from test_netns_faults import require_mosquitto, require_netns, until
 
-from coordinator.figures.lanrule import skew_tolerance
-from coordinator.local.broker import MosquittoAuth, mosquitto_broker
-from coordinator.machine.children import Child, spawn, stop_all
-from coordinator.machine.ports import free_port
-from coordinator.membership.security import load_security
-from coordinator.mqtt.auth import write_mosquitto_auth
-from coordinator.run.service import Coordinator, CoordinatorConfig, prepare
-from gossip.files.keys import COORDINATOR, init_keys
-from gossip.graph.topology import parse_topology
+from continuized.coordinator.figures.lanrule import skew_tolerance
+from continuized.coordinator.local.broker import MosquittoAuth, mosquitto_broker
+from continuized.coordinator.machine.children import Child, spawn, stop_all
+from continuized.coordinator.machine.ports import free_port
+from continuized.coordinator.membership.security import load_security
+from continuized.coordinator.mqtt.auth import write_mosquitto_auth
+from continuized.coordinator.run.service import Coordinator, CoordinatorConfig, prepare
+from continuized.gossip.files.keys import COORDINATOR, init_keys
+from continuized.gossip.graph.topology import parse_topology
 
 pytestmark = [
     pytest.mark.cluster,
@@ -105,8 +105,9 @@ async def test_a_skewed_lan_ends_exact_and_the_skew_is_seen(lab: NetLab, tmp_pat
                 await until(coordinator.bound.is_set, "the coordinator bound its socket", run)
                 for k, name in enumerate(names):
                     fault = f"latency_ms=1,jitter_ms=0.2,drop=0.001,offset_ms={offsets_ms[k]:.3f}"
-                    argv = [sys.executable, "-m", "cli.app", "node", "--coordinator", bind,
-                            "--name", name, "--host", lab.ip(k), "--keys", str(keys / name),
+                    argv = [sys.executable, "-m", "continuized.cli.app", "node",
+                            "--coordinator", bind, "--name", name, "--host", lab.ip(k),
+                            "--keys", str(keys / name),
                             "--seed", str(k), "--fault", fault]  # fmt: skip
                     procs.append(
                         await spawn(lab.exec_argv(k, argv), log=tmp_path / f"{name}.log", env=env)

@@ -7,11 +7,18 @@ import asyncio
 import numpy as np
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.exchange.vocabulary import Link
-from node import FakeNetwork, FaultSpec, FaultyTransport, NodeConfig, parse_faults, parse_value
-from node.clock import PoissonClock
-from node.transport.addresses import advertised_address
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.exchange.vocabulary import Link
+from continuized.node import (
+    FakeNetwork,
+    FaultSpec,
+    FaultyTransport,
+    NodeConfig,
+    parse_faults,
+    parse_value,
+)
+from continuized.node.clock import PoissonClock
+from continuized.node.transport.addresses import advertised_address
 
 
 def test_fault_specs_parse_and_refuse_nonsense() -> None:

@@ -19,7 +19,7 @@ import zmq
 import zmq.asyncio
 from _nodetest import FakeCoordinator, common_time, final_report, kill_all, spawn_node
 
-from gossip.wire.schema import Request, encode
+from continuized.gossip.wire.schema import Request, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -104,7 +104,7 @@ def require_mosquitto() -> str:
 async def test_reports_on_mqtt_and_stop_on_the_control_topic(tmp_path: Path) -> None:
     import aiomqtt
 
-    from coordinator.local.broker import mosquitto_broker
+    from continuized.coordinator.local.broker import mosquitto_broker
 
     async with mosquitto_broker(require_mosquitto()) as broker:
         coordinator = FakeCoordinator(
@@ -257,7 +257,7 @@ async def test_a_killed_node_restarts_and_recovers_its_state_exactly(tmp_path: P
 async def test_a_node_that_missed_the_stop_stops_on_the_retained_status(tmp_path: Path) -> None:
     import aiomqtt
 
-    from coordinator.local.broker import mosquitto_broker
+    from continuized.coordinator.local.broker import mosquitto_broker
 
     async with mosquitto_broker(require_mosquitto()) as broker:
         coordinator = FakeCoordinator(

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import numpy as np
 from _nodetest import bootstraps, common_time
 
-from gossip.wire.schema import Bootstrap
-from node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
+from continuized.gossip.wire.schema import Bootstrap
+from continuized.node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
 
 FAULTS = FaultSpec(drop=0.05, dup=0.05, delay=0.05, delay_ms=2.0)
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import zmq
 
-from coordinator.local.broker import RunningBroker
-from gossip.exchange.clockskew import skew_tolerance
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.gossip.exchange.clockskew import skew_tolerance
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]
 
@@ -45,7 +45,7 @@ _CLUSTER_WARNING = re.compile(  # the coordinator's
 async def _gossip(*args: str, cwd: Path) -> asyncio.subprocess.Process:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
     return await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "cli.app", *args),
+        *(sys.executable, "-m", "continuized.cli.app", *args),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=env,

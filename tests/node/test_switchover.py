@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from _nodetest import bootstraps, common_time
 
-from gossip.exchange.membership import first_view, leave_view
-from gossip.graph.topology import parse_topology
-from node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
+from continuized.gossip.exchange.membership import first_view, leave_view
+from continuized.gossip.graph.topology import parse_topology
+from continuized.node import FakeNetwork, FaultSpec, FaultyTransport, Node, Transport
 
 
 async def _served_at_least(nodes: list[Node], count: int, within: float) -> None:

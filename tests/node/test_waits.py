@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 import uvloop
 
-from node.waits import Alarm, wait_at_most
+from continuized.node.waits import Alarm, wait_at_most
 
 Waits = tuple[Callable[[], Awaitable[object]], Callable[[], None]]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Counters, Link, TimeBase
-from gossip.model.ledger import Ledger
-from node.warmup import WARM_UP_EXCHANGES, warm_up
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Counters, Link, TimeBase
+from continuized.gossip.model.ledger import Ledger
+from continuized.node.warmup import WARM_UP_EXCHANGES, warm_up
 
 
 @pytest.mark.parametrize("dim", [1, 4])
@@ -62,8 +62,8 @@ def test_an_optimization_node_answers_its_first_y_before_t_0() -> None:
     # answer (Newton from no previous one), and the answer is the one a node would compute.
     import numpy as np
 
-    from gossip.datasets import load_node_shard
-    from gossip.problems import make_local_problem
+    from continuized.gossip.datasets import load_node_shard
+    from continuized.gossip.problems import make_local_problem
 
     shard = load_node_shard("breast-cancer", "iid:0", 8, 3)
     warmed, cold = (make_local_problem("logistic:0.01", shard) for _ in range(2))

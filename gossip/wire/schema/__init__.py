@@ -41,8 +41,8 @@ True
 
 from __future__ import annotations
 
-from gossip.wire.checks import MAX_DIM, MAX_INT, MAX_RAW_DIM
-from gossip.wire.schema.between_nodes import (
+from continuized.gossip.wire.checks import MAX_DIM, MAX_INT, MAX_RAW_DIM
+from continuized.gossip.wire.schema.between_nodes import (
     Busy,
     Done,
     LedgerReply,
@@ -52,9 +52,9 @@ from gossip.wire.schema.between_nodes import (
     Reply,
     Request,
 )
-from gossip.wire.schema.decoding import decode
-from gossip.wire.schema.encoding import encode, encode_bytes, frame_size
-from gossip.wire.schema.frames import (
+from continuized.gossip.wire.schema.decoding import decode
+from continuized.gossip.wire.schema.encoding import encode, encode_bytes, frame_size
+from continuized.gossip.wire.schema.frames import (
     MAX_FRAME,
     MESSAGE_TYPES,
     RAW32_EXT,
@@ -64,7 +64,7 @@ from gossip.wire.schema.frames import (
     Frame,
     Message,
 )
-from gossip.wire.schema.with_coordinator import (
+from continuized.gossip.wire.schema.with_coordinator import (
     Beat,
     BeatBatch,
     Bootstrap,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gossip.wire.checks import (
+from continuized.gossip.wire.checks import (
     Floats,
     Vector,
 )

@@ -9,8 +9,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from gossip.errors import ProtocolError
-from gossip.wire.checks import (
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.wire.checks import (
     MAX_RAW_DIM,
     Checker,
     Floats,
@@ -24,12 +24,12 @@ from gossip.wire.checks import (
     string,
     vector,
 )
-from gossip.wire.hot import FIELDS as _HOT_FIELDS
-from gossip.wire.schema.between_nodes import (
+from continuized.gossip.wire.hot import FIELDS as _HOT_FIELDS
+from continuized.gossip.wire.schema.between_nodes import (
     LedgerReply,
     Reply,
 )
-from gossip.wire.schema.frames import (
+from continuized.gossip.wire.schema.frames import (
     MAX_FRAME,
     MESSAGE_CLASSES,
     MESSAGE_TYPES,
@@ -43,7 +43,7 @@ from gossip.wire.schema.frames import (
     Frame,
     Message,
 )
-from gossip.wire.schema.with_coordinator import (
+from continuized.gossip.wire.schema.with_coordinator import (
     Beat,
     Bootstrap,
     BootstrapBatch,

@@ -8,9 +8,9 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from gossip.errors import LocalError
-from gossip.wire.hot import body_builders
-from gossip.wire.schema.frames import (
+from continuized.gossip.errors import LocalError
+from continuized.gossip.wire.hot import body_builders
+from continuized.gossip.wire.schema.frames import (
     OPTIONAL_FIELDS,
     RAW_CODE,
     RAW_DTYPE,
@@ -21,7 +21,7 @@ from gossip.wire.schema.frames import (
     Frame,
     Message,
 )
-from gossip.wire.schema.with_coordinator import Beat, Bootstrap, Neighbor, Register
+from continuized.gossip.wire.schema.with_coordinator import Beat, Bootstrap, Neighbor, Register
 
 __all__ = ["encode", "encode_bytes", "frame_size", "without_defaults"]
 

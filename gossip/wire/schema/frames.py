@@ -6,7 +6,7 @@ from typing import Any, TypeAlias, get_args
 
 import numpy as np
 
-from gossip.wire.schema.between_nodes import (
+from continuized.gossip.wire.schema.between_nodes import (
     Busy,
     Done,
     LedgerReply,
@@ -16,7 +16,7 @@ from gossip.wire.schema.between_nodes import (
     Reply,
     Request,
 )
-from gossip.wire.schema.with_coordinator import (
+from continuized.gossip.wire.schema.with_coordinator import (
     Beat,
     BeatBatch,
     Bootstrap,

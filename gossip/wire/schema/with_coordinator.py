@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gossip.errors import ConfigError, ProtocolError
-from gossip.model.algorithms import check_algorithm
-from gossip.wire.checks import (
+from continuized.gossip.errors import ConfigError, ProtocolError
+from continuized.gossip.model.algorithms import check_algorithm
+from continuized.gossip.wire.checks import (
     MAX_RAW_DIM,
     Floats,
 )

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.dashboard import serve
-from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.figures.state import ClusterState
+from continuized.coordinator.dashboard import serve
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.figures.state import ClusterState
 
 
 class Served:

@@ -9,11 +9,11 @@ import numpy as np
 import psutil
 import pytest
 
-from coordinator.dashboard.band import band_grid, compute_band, simulate_band
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.values import initial_values
+from continuized.coordinator.dashboard.band import band_grid, compute_band, simulate_band
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.values import initial_values
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,7 +49,7 @@ async def test_cancelling_the_band_kills_its_child() -> None:
         found = []
         for child in me.children():
             with contextlib.suppress(psutil.Error):
-                if "coordinator.machine.offload" in " ".join(child.cmdline()):
+                if "continuized.coordinator.machine.offload" in " ".join(child.cmdline()):
                     found.append(child)
         return found
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 
-from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.figures.state import ClusterState
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.figures.state import ClusterState
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

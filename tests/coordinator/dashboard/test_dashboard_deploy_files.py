@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.dashboard.prometheus import make_registry
-from coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.dashboard.prometheus import make_registry
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
 
 yaml = pytest.importorskip("yaml")
 

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from coordinator.dashboard.feed import Client, Feed, activity_levels
-from coordinator.dashboard.layout import graph_layout
-from coordinator.dashboard.runs import RunArchive
-from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.dashboard.views import NODE_FIELDS
-from gossip.graph.topology import parse_topology
+from continuized.coordinator.dashboard.feed import Client, Feed, activity_levels
+from continuized.coordinator.dashboard.layout import graph_layout
+from continuized.coordinator.dashboard.runs import RunArchive
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.dashboard.views import NODE_FIELDS
+from continuized.gossip.graph.topology import parse_topology
 
 
 def test_a_batch_holds_only_new_points_and_changed_nodes(cluster: SyntheticCluster) -> None:

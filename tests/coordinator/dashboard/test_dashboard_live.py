@@ -16,8 +16,8 @@ from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.machine.children import spawn, stop_process
-from coordinator.machine.ports import free_port
+from continuized.coordinator.machine.children import spawn, stop_process
+from continuized.coordinator.machine.ports import free_port
 
 pytestmark = [
     pytest.mark.cluster,
@@ -68,7 +68,7 @@ async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
     port = free_port()
     token = "live-test"
     argv = [
-        sys.executable, "-m", "cli.app", "up",
+        sys.executable, "-m", "continuized.cli.app", "up",
         # The run must outlast the test: ARG on grid:3x3 reaches the float floor (every x equal
         # to the mean, error exactly 0, which is <= any eps) near t = 700-900, so at rate 10 it
         # lasts over a minute of wall time from t = 0, whatever the machine's load.

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 
-from coordinator.dashboard.feed import membership_events
-from coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.dashboard.feed import membership_events
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.dashboard.runs import RunArchive, parse_jsonl
-from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.figures.records import ErrorPoint, RunSummary
-from coordinator.figures.thinning import CURVE_LIMIT
+from continuized.coordinator.dashboard.runs import RunArchive, parse_jsonl
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.figures.records import ErrorPoint, RunSummary
+from continuized.coordinator.figures.thinning import CURVE_LIMIT
 
 
 def test_follow_returns_only_new_points_then_resets_on_a_new_run(

@@ -17,11 +17,11 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.dashboard.runs import RunRecord, parse_jsonl
-from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.figures.records import ErrorPoint
-from coordinator.figures.state import ClusterState
-from gossip.errors import ConfigError
+from continuized.coordinator.dashboard.runs import RunRecord, parse_jsonl
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.figures.records import ErrorPoint
+from continuized.coordinator.figures.state import ClusterState
+from continuized.gossip.errors import ConfigError
 
 
 async def _get(url: str, **kwargs: Any) -> tuple[int, bytes, dict[str, str]]:
@@ -235,7 +235,7 @@ async def test_a_busy_port_is_a_clear_config_error(
 ) -> None:
     served = await start_dashboard(cluster.new_state())
     port = int(served.url.rsplit(":", 1)[1].strip("/"))
-    from coordinator.dashboard import serve
+    from continuized.coordinator.dashboard import serve
 
     with pytest.raises(ConfigError, match=f"127.0.0.1:{port}"):
         await serve(ClusterState(graph="line:2"), "127.0.0.1", port, None)

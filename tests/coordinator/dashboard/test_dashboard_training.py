@@ -18,21 +18,21 @@ import numpy as np
 import pytest
 from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 
-from coordinator.dashboard.band import BandKeeper
-from coordinator.dashboard.feed import Client, Feed, training_view
-from coordinator.dashboard.runs import RunArchive
-from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.figures.state import ClusterState
-from coordinator.figures.train_measure import (
+from continuized.coordinator.dashboard.band import BandKeeper
+from continuized.coordinator.dashboard.feed import Client, Feed, training_view
+from continuized.coordinator.dashboard.runs import RunArchive
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.train_measure import (
     TrainBand,
     TrainPoint,
     TrainTracker,
     simulate_train_band,
 )
-from coordinator.run.config import CoordinatorConfig, prepare
-from gossip.errors import ConfigError
-from gossip.train.recipe import Recipe
-from gossip.train.trainer import run_once
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train.recipe import Recipe
+from continuized.gossip.train.trainer import run_once
 
 RECIPE = Recipe("softmax", "digits", "iid:0", lr=0.2)
 GRID = np.arange(0.0, 44.0, 4.0)

@@ -22,9 +22,9 @@ import pytest
 from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from coordinator.dashboard.runs import RunRecord
-from coordinator.machine.children import spawn, stop_process
-from coordinator.machine.ports import free_port
+from continuized.coordinator.dashboard.runs import RunRecord
+from continuized.coordinator.machine.children import spawn, stop_process
+from continuized.coordinator.machine.ports import free_port
 
 pytestmark = [
     pytest.mark.cluster,
@@ -217,7 +217,7 @@ async def test_the_page_agrees_with_the_runs_summary(kind: str, tmp_path: Path) 
     port = free_port()
     other = _earlier_run_of_the_other_kind(tmp_path / "runs", kind)
     argv = [
-        sys.executable, "-m", "cli.app", "up", "--graph", GRAPH, *RUNS[kind],
+        sys.executable, "-m", "continuized.cli.app", "up", "--graph", GRAPH, *RUNS[kind],
         "--json", str(tmp_path / "run.json"), "--metrics-file", str(tmp_path / "run.jsonl"),
         "--log-dir", str(tmp_path / "logs"), "--quiet",
         "--dashboard-port", str(port), "--dashboard-runs-dir", str(tmp_path / "runs"),

@@ -11,15 +11,15 @@ import numpy as np
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.dashboard.feed import OPT_ROWS, Feed, opt_view
-from coordinator.dashboard.prometheus import make_registry
-from coordinator.dashboard.runs import RunArchive, RunRecord
-from coordinator.dashboard.server import Dashboard
-from coordinator.dashboard.synthetic import SyntheticCluster
-from coordinator.dashboard.views import headline
-from coordinator.figures.optimization import OptPoint, OptTask, OptTracker
-from coordinator.figures.records import ErrorPoint, FinalResult, RunSummary
-from coordinator.figures.state import ClusterState
+from continuized.coordinator.dashboard.feed import OPT_ROWS, Feed, opt_view
+from continuized.coordinator.dashboard.prometheus import make_registry
+from continuized.coordinator.dashboard.runs import RunArchive, RunRecord
+from continuized.coordinator.dashboard.server import Dashboard
+from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.dashboard.views import headline
+from continuized.coordinator.figures.optimization import OptPoint, OptTask, OptTracker
+from continuized.coordinator.figures.records import ErrorPoint, FinalResult, RunSummary
+from continuized.coordinator.figures.state import ClusterState
 
 
 def _tracker() -> OptTracker:

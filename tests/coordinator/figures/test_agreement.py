@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coordinator.figures.agreement import band_agreement
-from coordinator.figures.records import ErrorPoint
-from gossip.errors import ConfigError
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.sim.simulator import simulate
+from continuized.coordinator.figures.agreement import band_agreement
+from continuized.coordinator.figures.records import ErrorPoint
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.sim.simulator import simulate
 
 TOPOLOGY = parse_topology("grid:4x4")
 QUANTITIES = graph_quantities(TOPOLOGY)

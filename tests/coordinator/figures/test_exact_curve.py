@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from coordinator.figures.exact_curve import MAX_OPEN, ExactCurve
-from coordinator.figures.metrics import parse_report
-from coordinator.figures.opt_measure import exact_measure
-from coordinator.figures.optimization import OptTask, OptTracker
-from gossip.errors import ProtocolError
-from gossip.wire.checks import pack
-from gossip.wire.pubsub import Topics
+from continuized.coordinator.figures.exact_curve import MAX_OPEN, ExactCurve
+from continuized.coordinator.figures.metrics import parse_report
+from continuized.coordinator.figures.opt_measure import exact_measure
+from continuized.coordinator.figures.optimization import OptTask, OptTracker
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.wire.checks import pack
+from continuized.gossip.wire.pubsub import Topics
 
 INITIAL = np.array([[1.0], [0.0], [0.0]])
 

@@ -9,8 +9,14 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from coordinator.figures.lanrule import RATE_K, SKEW_SAMPLES, LanRule, rate_ceiling, skew_tolerance
-from coordinator.figures.records import NodeView, PeerClock
+from continuized.coordinator.figures.lanrule import (
+    RATE_K,
+    SKEW_SAMPLES,
+    LanRule,
+    rate_ceiling,
+    skew_tolerance,
+)
+from continuized.coordinator.figures.records import NodeView, PeerClock
 
 # n = 4 at 300/s: the shared t tolerates 33.3 ms.
 N, RATE = 4, 300.0

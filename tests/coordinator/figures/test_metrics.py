@@ -10,18 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.figures.metrics import (
+from continuized.coordinator.figures.metrics import (
     Snapshot,
     consistent_cut,
     estimate,
     parse_report,
     update_view,
 )
-from coordinator.figures.records import NodeView, PeerClock
-from gossip.errors import ProtocolError
-from gossip.model.jumps import jump
-from gossip.model.mixing import mix
-from gossip.wire.pubsub import Topics
+from continuized.coordinator.figures.records import NodeView, PeerClock
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.model.jumps import jump
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.wire.pubsub import Topics
 
 
 def test_error_against_the_true_mean_and_exact_mass_after_mixing() -> None:

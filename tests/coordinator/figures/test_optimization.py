@@ -8,13 +8,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.figures.optimization import OptTask, OptTracker, prepare_task
-from coordinator.membership.plan import Assignment, Plan, build_bootstraps
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import Algorithm, GossipParams
-from gossip.model.mixing import mix
-from gossip.wire.schema import Bootstrap, decode, encode
+from continuized.coordinator.figures.optimization import OptTask, OptTracker, prepare_task
+from continuized.coordinator.membership.plan import Assignment, Plan, build_bootstraps
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import Algorithm, GossipParams
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.wire.schema import Bootstrap, decode, encode
 
 
 class _Sum:
@@ -86,7 +86,7 @@ def test_a_bootstrap_with_a_bad_step_is_refused_naming_the_field() -> None:
     import msgpack
     import pytest
 
-    from gossip.errors import ProtocolError
+    from continuized.gossip.errors import ProtocolError
 
     boot = Bootstrap(0, "c", "acd", 0.1, 2.0, 0.05, 1.0, 10.0, (), (0.0,), "", 0.1, 1)
     body = msgpack.unpackb(encode(boot))
@@ -145,10 +145,10 @@ def test_zero_dual_sums_mixed_from_different_report_times_stay_zero(
 def test_the_dashboard_gets_the_optimization_figures_and_the_rate_line() -> None:
     from dataclasses import replace
 
-    from coordinator.dashboard.runs import RunArchive
-    from coordinator.figures.optimization import OptPoint
-    from coordinator.figures.records import ErrorPoint
-    from coordinator.figures.state import ClusterState
+    from continuized.coordinator.dashboard.runs import RunArchive
+    from continuized.coordinator.figures.optimization import OptPoint
+    from continuized.coordinator.figures.records import ErrorPoint
+    from continuized.coordinator.figures.state import ClusterState
 
     topo = parse_topology("line:2")
     tracker = OptTracker(replace(_task(), bound_c=3.0))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import math
 
-from coordinator.figures.records import ErrorPoint, NodeView
-from coordinator.figures.state import ClusterState
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
+from continuized.coordinator.figures.records import ErrorPoint, NodeView
+from continuized.coordinator.figures.state import ClusterState
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
 
 
 def _state() -> ClusterState:

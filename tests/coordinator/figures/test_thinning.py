@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.figures.thinning import since, thin
+from continuized.coordinator.figures.thinning import since, thin
 
 
 @given(n=st.integers(0, 400), limit=st.integers(4, 100))

@@ -7,8 +7,8 @@ import copy
 import numpy as np
 import pytest
 
-from coordinator.figures.exact_curve import ExactCurve
-from coordinator.figures.train_measure import (
+from continuized.coordinator.figures.exact_curve import ExactCurve
+from continuized.coordinator.figures.train_measure import (
     MIN_BAND_RUNS,
     TRAIN_BAND_BUDGET,
     TrainBand,
@@ -22,10 +22,10 @@ from coordinator.figures.train_measure import (
     train_grid,
     verdict_alpha,
 )
-from gossip.errors import ConfigError
-from gossip.train.recipe import Recipe
-from gossip.train.scores import evaluate
-from gossip.train.trainer import run_once
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train.recipe import Recipe
+from continuized.gossip.train.scores import evaluate
+from continuized.gossip.train.trainer import run_once
 
 
 def test_each_exact_point_is_scored_as_the_simulator_scores_it_and_the_target_is_timed() -> None:

@@ -13,11 +13,11 @@ from typing import Any
 import psutil
 import pytest
 
-from coordinator.figures.state import BrokerStatus
-from coordinator.local.broker import RunningBroker
-from coordinator.mqtt.amqtt_access import AccessBroker
-from coordinator.mqtt.link import MqttLink
-from gossip.errors import TransportError
+from continuized.coordinator.figures.state import BrokerStatus
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.mqtt.amqtt_access import AccessBroker
+from continuized.coordinator.mqtt.link import MqttLink
+from continuized.gossip.errors import TransportError
 
 pytestmark = pytest.mark.timeout(60)
 

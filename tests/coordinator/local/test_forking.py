@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cli.entries import NODE_ENTRIES
-from coordinator.local.forking import ForkServer
-from coordinator.machine.children import stop_process
+from continuized.cli.entries import NODE_ENTRIES
+from continuized.coordinator.local.forking import ForkServer
+from continuized.coordinator.machine.children import stop_process
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -73,7 +73,7 @@ async def test_forked_nodes_report_exit_codes_and_die_with_the_server(tmp_path: 
 def test_the_nodes_get_no_gossip_variable_but_the_shared_ones(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from coordinator.local.forking import node_environment
+    from continuized.coordinator.local.forking import node_environment
 
     monkeypatch.setenv("GOSSIP_TIMEOUT", "5")
     monkeypatch.setenv("GOSSIP_SOLVER", "numpy")

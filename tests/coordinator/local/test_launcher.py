@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import coordinator.local.launcher as launcher
-from coordinator.figures.state import ClusterState
-from coordinator.local.launcher import _said_if_slow, _Slot
+import continuized.coordinator.local.launcher as launcher
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.launcher import _said_if_slow, _Slot
 
 
 async def test_a_stalled_start_says_what_it_waits_for_and_can_be_cancelled(

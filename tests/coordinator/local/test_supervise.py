@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.figures.records import RunSummary
-from coordinator.figures.state import ClusterState
-from coordinator.local.supervise import Supervision, moved_command, run_record
-from coordinator.machine.ports import free_port_block
-from gossip.errors import ConfigError
+from continuized.coordinator.figures.records import RunSummary
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.local.supervise import Supervision, moved_command, run_record
+from continuized.coordinator.machine.ports import free_port_block
+from continuized.gossip.errors import ConfigError
 
 
 @given(limit=st.integers(0, 5), crashes=st.integers(0, 8))

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.machine import ports
-from coordinator.machine.ports import ephemeral_ports, free_port, free_port_block, free_ports
+from continuized.coordinator.machine import ports
+from continuized.coordinator.machine.ports import (
+    ephemeral_ports,
+    free_port,
+    free_port_block,
+    free_ports,
+)
 
 
 def test_free_ports_are_distinct_bindable_and_avoid_the_taken_ones() -> None:

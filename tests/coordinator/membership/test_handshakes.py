@@ -7,8 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.membership.handshakes import HANDSHAKE_SECONDS, handshake_wait, process_of
-from gossip.graph.topology import parse_topology
+from continuized.coordinator.membership.handshakes import (
+    HANDSHAKE_SECONDS,
+    handshake_wait,
+    process_of,
+)
+from continuized.gossip.graph.topology import parse_topology
 
 
 def test_a_process_is_its_address_host_and_its_pid() -> None:

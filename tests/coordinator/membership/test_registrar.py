@@ -18,16 +18,27 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from coordinator.membership.plan import Plan
-from coordinator.membership.registrar import RegistrarStats, bound_socket, serve_registrations
-from coordinator.membership.registry import Ready, Registry
-from coordinator.run.config import CoordinatorConfig, prepare
-from coordinator.run.enrollment import batch_rule
-from gossip.errors import RemoteError
-from gossip.files.keys import COORDINATOR, Identity, init_keys, load_identity
-from gossip.wire.schema import Beat, BeatBatch, Register, RegisterError, decode, encode_bytes
-from node.registration import register_batch
-from node.transport.curve import CurveKeys, curve_client
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.membership.registrar import (
+    RegistrarStats,
+    bound_socket,
+    serve_registrations,
+)
+from continuized.coordinator.membership.registry import Ready, Registry
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.coordinator.run.enrollment import batch_rule
+from continuized.gossip.errors import RemoteError
+from continuized.gossip.files.keys import COORDINATOR, Identity, init_keys, load_identity
+from continuized.gossip.wire.schema import (
+    Beat,
+    BeatBatch,
+    Register,
+    RegisterError,
+    decode,
+    encode_bytes,
+)
+from continuized.node.registration import register_batch
+from continuized.node.transport.curve import CurveKeys, curve_client
 
 NODES, PER_PROCESS = 8, 4
 

@@ -9,14 +9,21 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from coordinator.membership.handshakes import HANDSHAKE_SECONDS
-from coordinator.membership.plan import Assignment, Plan, build_bootstraps, natural_key
-from coordinator.membership.registry import Known, Readdressed, Ready, Refused, Registry, Waiting
-from coordinator.membership.security import Security
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.wire.schema import Register, decode, encode
+from continuized.coordinator.membership.handshakes import HANDSHAKE_SECONDS
+from continuized.coordinator.membership.plan import Assignment, Plan, build_bootstraps, natural_key
+from continuized.coordinator.membership.registry import (
+    Known,
+    Readdressed,
+    Ready,
+    Refused,
+    Registry,
+    Waiting,
+)
+from continuized.coordinator.membership.security import Security
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.wire.schema import Register, decode, encode
 
 
 def _plan(spec: str = "line:3", values: np.ndarray | None = None, dim: int = 1) -> Plan:

@@ -16,19 +16,25 @@ import aiomqtt
 import pytest
 import zmq
 
-from coordinator.local.broker import (
+from continuized.coordinator.local.broker import (
     BrokerAuth,
     RunningBroker,
     amqtt_broker,
     find_mosquitto,
     mosquitto_broker,
 )
-from coordinator.membership.registry import Ready, Registry
-from coordinator.membership.security import Security
-from coordinator.mqtt.auth import write_broker_auth
-from coordinator.run.config import CoordinatorConfig, prepare
-from gossip.files.keys import COORDINATOR, OPERATOR, init_keys, load_mqtt_secret, mqtt_password
-from gossip.wire.schema import Bootstrap, Register, decode, encode
+from continuized.coordinator.membership.registry import Ready, Registry
+from continuized.coordinator.membership.security import Security
+from continuized.coordinator.mqtt.auth import write_broker_auth
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.gossip.files.keys import (
+    COORDINATOR,
+    OPERATOR,
+    init_keys,
+    load_mqtt_secret,
+    mqtt_password,
+)
+from continuized.gossip.wire.schema import Bootstrap, Register, decode, encode
 
 
 def require_mosquitto() -> str:

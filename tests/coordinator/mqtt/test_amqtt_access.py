@@ -5,7 +5,7 @@ The access control itself is tested against both brokers in test_security.py.
 
 from __future__ import annotations
 
-from coordinator.mqtt.amqtt_access import _Subscriptions
+from continuized.coordinator.mqtt.amqtt_access import _Subscriptions
 
 
 def test_the_subscription_table_can_change_while_it_is_iterated() -> None:

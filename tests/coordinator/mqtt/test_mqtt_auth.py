@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.mqtt.auth import (
+from continuized.coordinator.mqtt.auth import (
     account_of,
     acl_grants,
     filter_within,
@@ -20,8 +20,8 @@ from coordinator.mqtt.auth import (
     topic_matches,
     verify_password,
 )
-from gossip.errors import ConfigError
-from gossip.files.keys import mqtt_password
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.keys import mqtt_password
 
 NAMES = st.sampled_from(["gossip", "c", "node", "1", "2", "state", "control"])
 TOPICS = st.lists(NAMES, min_size=1, max_size=5).map("/".join)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import paho.mqtt.client as paho
 import pytest
 
-from coordinator.figures.state import BrokerStatus
-from coordinator.local.broker import RunningBroker
-from coordinator.mqtt.link import MqttLink
+from continuized.coordinator.figures.state import BrokerStatus
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.mqtt.link import MqttLink
 
 if TYPE_CHECKING:  # the fixture lives in tests/conftest.py
     from conftest import LostCancels

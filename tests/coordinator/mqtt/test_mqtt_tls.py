@@ -18,15 +18,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from coordinator.figures.state import BrokerStatus
-from coordinator.local.broker import find_mosquitto
-from coordinator.machine.children import spawn, stop_process
-from coordinator.machine.ports import free_port, wait_for_port
-from coordinator.mqtt.auth import write_mosquitto_auth
-from coordinator.mqtt.link import MqttLink
-from gossip.files.keys import COORDINATOR, mqtt_password
-from gossip.wire.pubsub import parse_broker
-from node.mqtt import NodeMqtt
+from continuized.coordinator.figures.state import BrokerStatus
+from continuized.coordinator.local.broker import find_mosquitto
+from continuized.coordinator.machine.children import spawn, stop_process
+from continuized.coordinator.machine.ports import free_port, wait_for_port
+from continuized.coordinator.mqtt.auth import write_mosquitto_auth
+from continuized.coordinator.mqtt.link import MqttLink
+from continuized.gossip.files.keys import COORDINATOR, mqtt_password
+from continuized.gossip.wire.pubsub import parse_broker
+from continuized.node.mqtt import NodeMqtt
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 

@@ -19,9 +19,9 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
-from gossip.model.jumps import jump
-from gossip.model.mixing import mix
-from gossip.wire.schema import Bootstrap, Register, RegisterError, decode, encode
+from continuized.gossip.model.jumps import jump
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.wire.schema import Bootstrap, Register, RegisterError, decode, encode
 
 
 async def register(

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.figures.train_measure import LIVE_MAX_DIM
-from coordinator.membership.plan import build_bootstraps
-from coordinator.membership.registry import Registry
-from coordinator.run.config import CoordinatorConfig, prepare
-from gossip.errors import ConfigError
-from gossip.train.recipe import Recipe
-from gossip.wire.checks import MAX_DIM, MAX_RAW_DIM
-from gossip.wire.schema import Register, decode, encode
+from continuized.coordinator.figures.train_measure import LIVE_MAX_DIM
+from continuized.coordinator.membership.plan import build_bootstraps
+from continuized.coordinator.membership.registry import Registry
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train.recipe import Recipe
+from continuized.gossip.wire.checks import MAX_DIM, MAX_RAW_DIM
+from continuized.gossip.wire.schema import Register, decode, encode
 
 
 def _training(model: str, init: str = "common") -> CoordinatorConfig:

@@ -20,19 +20,19 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from coordinator.figures.records import ErrorPoint
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Plan
-from coordinator.run.convergence import Convergence, ExactRule
-from coordinator.run.evaluation import Evaluation, ReportBook
-from gossip.errors import ConfigError
-from gossip.exchange.trace import trace_step
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.jumps import jump
-from gossip.model.mixing import mix
-from gossip.wire.pubsub import Topics
+from continuized.coordinator.figures.records import ErrorPoint
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.run.convergence import Convergence, ExactRule
+from continuized.coordinator.run.evaluation import Evaluation, ReportBook
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.exchange.trace import trace_step
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.jumps import jump
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.wire.pubsub import Topics
 
 EPS = 1e-6
 PERIOD = 0.1

@@ -12,10 +12,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from coordinator.figures.records import NodeView
-from coordinator.run.config import CoordinatorConfig
-from coordinator.run.service import Coordinator
-from gossip.wire.schema import Beat, RegisterError, Stop
+from continuized.coordinator.figures.records import NodeView
+from continuized.coordinator.run.config import CoordinatorConfig
+from continuized.coordinator.run.service import Coordinator
+from continuized.gossip.wire.schema import Beat, RegisterError, Stop
 
 
 def _coordinator(tmp_path: Path) -> Coordinator:

@@ -21,18 +21,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.figures.records import ErrorPoint
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Plan
-from coordinator.run.evaluation import DIVERGED, EpsRule, Evaluation, ReportBook, diverged
-from gossip.errors import ConfigError
-from gossip.exchange.membership import make_view
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.jumps import jump
-from gossip.model.mixing import mix
-from gossip.wire.pubsub import Topics
+from continuized.coordinator.figures.records import ErrorPoint
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.run.evaluation import (
+    DIVERGED,
+    EpsRule,
+    Evaluation,
+    ReportBook,
+    diverged,
+)
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.exchange.membership import make_view
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.jumps import jump
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.wire.pubsub import Topics
 
 EPS = 1e-6
 RATE = 100.0  # activations per second: one report period is RATE * PERIOD = 10 units of t

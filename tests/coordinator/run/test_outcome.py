@@ -6,13 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coordinator.figures.records import ErrorPoint, NodeView
-from coordinator.figures.state import ClusterState
-from coordinator.membership.plan import Plan
-from coordinator.run.outcome import final_result, node_shares, pace_of, rate_achieved, run_summary
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
-from gossip.model.algorithms import gossip_params
+from continuized.coordinator.figures.records import ErrorPoint, NodeView
+from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.membership.plan import Plan
+from continuized.coordinator.run.outcome import (
+    final_result,
+    node_shares,
+    pace_of,
+    rate_achieved,
+    run_summary,
+)
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.model.algorithms import gossip_params
 
 
 def reports(topo: Topology, times: np.ndarray, achieved: float, seed: int = 0) -> list[NodeView]:

@@ -7,17 +7,17 @@ import json
 
 import pytest
 
-from coordinator.figures.records import NodeView
-from coordinator.membership.plan import Assignment
-from coordinator.membership.registry import Known, Refused
-from coordinator.run.config import CoordinatorConfig, prepare
-from coordinator.run.roster import Churn
-from coordinator.run.status import membership_record
-from gossip.errors import ProtocolError
-from gossip.exchange.membership import view_from_dict
-from gossip.exchange.trace import trace_step
-from gossip.wire.pubsub import Topics
-from gossip.wire.schema import Register
+from continuized.coordinator.figures.records import NodeView
+from continuized.coordinator.membership.plan import Assignment
+from continuized.coordinator.membership.registry import Known, Refused
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.coordinator.run.roster import Churn
+from continuized.coordinator.run.status import membership_record
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.exchange.membership import view_from_dict
+from continuized.gossip.exchange.trace import trace_step
+from continuized.gossip.wire.pubsub import Topics
+from continuized.gossip.wire.schema import Register
 
 
 class Outbox:
@@ -233,7 +233,7 @@ def test_a_leave_over_curve_is_taken_only_from_the_leaving_nodes_own_key() -> No
 def test_a_secured_join_carries_the_keys_both_ways() -> None:
     import dataclasses
 
-    from coordinator.membership.security import Security
+    from continuized.coordinator.membership.security import Security
 
     churn, out = _churn()
     churn.state.initial = [(1.0,), (0.0,), (0.0,), (0.0,), (0.0,)]

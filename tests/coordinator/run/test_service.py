@@ -20,13 +20,20 @@ import zmq
 import zmq.asyncio
 from coordinator_fake_nodes import FakeCluster, register
 
-from coordinator.figures.records import ErrorPoint, RunSummary
-from coordinator.local.broker import RunningBroker
-from coordinator.machine.ports import free_port
-from coordinator.run.evaluation import run_diverged
-from coordinator.run.service import Coordinator, CoordinatorConfig
-from gossip.errors import ConfigError, TransportError
-from gossip.wire.schema import Bootstrap, Register, RegisterError, Request, decode, encode
+from continuized.coordinator.figures.records import ErrorPoint, RunSummary
+from continuized.coordinator.local.broker import RunningBroker
+from continuized.coordinator.machine.ports import free_port
+from continuized.coordinator.run.evaluation import run_diverged
+from continuized.coordinator.run.service import Coordinator, CoordinatorConfig
+from continuized.gossip.errors import ConfigError, TransportError
+from continuized.gossip.wire.schema import (
+    Bootstrap,
+    Register,
+    RegisterError,
+    Request,
+    decode,
+    encode,
+)
 
 pytestmark = pytest.mark.timeout(90)
 

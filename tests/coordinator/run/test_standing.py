@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.mqtt.auth import acl_grants, may
-from coordinator.run.config import CoordinatorConfig
-from coordinator.run.standing import SUBMIT_FIELDS, parse_submission, submitted_config
-from gossip.errors import ConfigError
-from gossip.files.keys import OPERATOR
+from continuized.coordinator.mqtt.auth import acl_grants, may
+from continuized.coordinator.run.config import CoordinatorConfig
+from continuized.coordinator.run.standing import SUBMIT_FIELDS, parse_submission, submitted_config
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.keys import OPERATOR
 
 BASE = CoordinatorConfig(graph="cycle:6", values="onehot", broker="mqtt://127.0.0.1:1883")
 

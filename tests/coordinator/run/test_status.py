@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from coordinator.figures.records import NodeView
-from coordinator.run.config import CoordinatorConfig, prepare
-from coordinator.run.roster import Churn
-from coordinator.run.status import (
+from continuized.coordinator.figures.records import NodeView
+from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.coordinator.run.roster import Churn
+from continuized.coordinator.run.status import (
     membership_record,
     progress_record,
     restore_membership,
     restore_progress,
 )
-from gossip.errors import ProtocolError
+from continuized.gossip.errors import ProtocolError
 
 
 def _running(dead_after: float | None = None) -> Churn:

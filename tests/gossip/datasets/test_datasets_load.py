@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file
 
-from gossip.datasets import dadao_shards, load_node_shard, load_shards
-from gossip.datasets.splits import holdout_rows, split_rows
-from gossip.errors import ConfigError
-from gossip.problems import make_problem_set
+from continuized.gossip.datasets import dadao_shards, load_node_shard, load_shards
+from continuized.gossip.datasets.splits import holdout_rows, split_rows
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.problems import make_problem_set
 
 
 def test_bundled_sets_are_standardised() -> None:

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from gossip.datasets.sources import _standardise, read_rows
+from continuized.gossip.datasets.sources import _standardise, read_rows
 
 
 @pytest.mark.parametrize("kind", ["digits", "wine", "iris"])
@@ -26,7 +26,7 @@ def test_reading_digits_does_not_import_scikit_learn() -> None:
     import alone would be most of a small node's memory)."""
     code = (
         "import sys\n"
-        "from gossip.datasets.sources import read_rows\n"
+        "from continuized.gossip.datasets.sources import read_rows\n"
         "rows = read_rows('digits')\n"
         "print(rows.A.shape, 'sklearn' in sys.modules)\n"
     )

@@ -9,19 +9,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gossip.dual.compiled as compiled
-from gossip.datasets import load_shards
-from gossip.dual.baseline import best_dgd_params
-from gossip.dual.experiment import algorithm_params
-from gossip.dual.params import dual_params
-from gossip.dual.simulate import simulate_optimization
-from gossip.errors import ConfigError
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.problems import ListProblemSet, LogisticSet, make_problem_set
-from gossip.problems.arrays import NewtonConjugate
-from gossip.sim.simulator import simulate
+import continuized.gossip.dual.compiled as compiled
+from continuized.gossip.datasets import load_shards
+from continuized.gossip.dual.baseline import best_dgd_params
+from continuized.gossip.dual.experiment import algorithm_params
+from continuized.gossip.dual.params import dual_params
+from continuized.gossip.dual.simulate import simulate_optimization
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.problems import ListProblemSet, LogisticSet, make_problem_set
+from continuized.gossip.problems.arrays import NewtonConjugate
+from continuized.gossip.sim.simulator import simulate
 
 pytestmark = pytest.mark.skipif(
     not compiled.dual_kernel_available(), reason="numba is not installed (numpy engine only)"

@@ -10,13 +10,13 @@ from _quadratics import QuadraticNet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.dual.params import DualAlgorithm, dual_params, parse_dual_algorithm
-from gossip.dual.steps import dgd_average, dgd_step
-from gossip.errors import ConfigError
-from gossip.graph.spectral import dense_laplacian, graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.jumps import edge_flow
+from continuized.gossip.dual.params import DualAlgorithm, dual_params, parse_dual_algorithm
+from continuized.gossip.dual.steps import dgd_average, dgd_step
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import dense_laplacian, graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.jumps import edge_flow
 
 
 @pytest.mark.parametrize("spec", ["line:12", "cycle:9", "complete:7"])

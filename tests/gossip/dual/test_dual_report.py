@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from gossip.dual.experiment import run_experiment
-from gossip.dual.network import build_network
-from gossip.dual.report import optimization_figure
-from gossip.graph.topology import parse_topology
+from continuized.gossip.dual.experiment import run_experiment
+from continuized.gossip.dual.network import build_network
+from continuized.gossip.dual.report import optimization_figure
+from continuized.gossip.graph.topology import parse_topology
 
 
 def _inside(fig: Figure) -> None:

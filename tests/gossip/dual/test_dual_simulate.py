@@ -10,21 +10,21 @@ import pytest
 from _quadratics import QuadraticNet
 from numpy.typing import NDArray
 
-import gossip.dual.simulate as simulate_module
-from gossip.dual.baseline import SEARCH_RUNS, SEARCH_SEED_OFFSET, best_dgd_params
-from gossip.dual.compiled import dual_kernel_available
-from gossip.dual.engine import DualBlockSpec, run_dual_block
-from gossip.dual.experiment import algorithm_params
-from gossip.dual.params import DualParams, dual_params
-from gossip.dual.result import t_eps
-from gossip.dual.simulate import simulate_optimization, sweep_grid
-from gossip.errors import ConfigError
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.problems import make_problem_set
-from gossip.sim.simulator import simulate
-from gossip.sim.sweep import THREADED_EVENTS
+import continuized.gossip.dual.simulate as simulate_module
+from continuized.gossip.dual.baseline import SEARCH_RUNS, SEARCH_SEED_OFFSET, best_dgd_params
+from continuized.gossip.dual.compiled import dual_kernel_available
+from continuized.gossip.dual.engine import DualBlockSpec, run_dual_block
+from continuized.gossip.dual.experiment import algorithm_params
+from continuized.gossip.dual.params import DualParams, dual_params
+from continuized.gossip.dual.result import t_eps
+from continuized.gossip.dual.simulate import simulate_optimization, sweep_grid
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.problems import make_problem_set
+from continuized.gossip.sim.simulator import simulate
+from continuized.gossip.sim.sweep import THREADED_EVENTS
 
 
 def _params(topo: Topology, algorithm: str, net: QuadraticNet) -> DualParams:

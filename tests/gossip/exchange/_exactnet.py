@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gossip.exchange.exchanger import DEFERRED, Exchanger
-from gossip.exchange.trace import Trace
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.jumps import edge_flow
-from gossip.model.ledger import Ledger
-from gossip.model.mixing import mix
-from gossip.wire.schema import Reply, decode
+from continuized.gossip.exchange.exchanger import DEFERRED, Exchanger
+from continuized.gossip.exchange.trace import Trace
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.jumps import edge_flow
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.wire.schema import Reply, decode
 
 Value = Callable[[np.ndarray], np.ndarray]
 

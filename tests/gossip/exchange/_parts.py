@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gossip.exchange.answers import Answers
-from gossip.exchange.initiating import ExchangeValue, Initiator
-from gossip.exchange.rto import RetryTimer
-from gossip.exchange.switching import Views
-from gossip.exchange.vocabulary import EdgeState, ExchangeState, Link, TimeBase
-from gossip.model.ledger import Ledger
+from continuized.gossip.exchange.answers import Answers
+from continuized.gossip.exchange.initiating import ExchangeValue, Initiator
+from continuized.gossip.exchange.rto import RetryTimer
+from continuized.gossip.exchange.switching import Views
+from continuized.gossip.exchange.vocabulary import EdgeState, ExchangeState, Link, TimeBase
+from continuized.gossip.model.ledger import Ledger
 
 TIMEBASE = TimeBase(epoch=100.0, rate=2.0)  # t = 2 (now - 100)
 

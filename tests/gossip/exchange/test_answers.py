@@ -9,15 +9,15 @@ from dataclasses import dataclass
 import pytest
 from _parts import Freed, answers, initiator, shared
 
-from gossip.errors import ProtocolError
-from gossip.exchange.answers import Answers
-from gossip.exchange.initiating import ExchangeValue, Initiator
-from gossip.exchange.rto import RetryTimer
-from gossip.exchange.switching import Views
-from gossip.exchange.vocabulary import Event, ExchangeState, Link
-from gossip.model.ledger import Ledger
-from gossip.model.mixing import mix_values
-from gossip.wire.schema import Busy, Nack, Reply, Request, decode
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.exchange.answers import Answers
+from continuized.gossip.exchange.initiating import ExchangeValue, Initiator
+from continuized.gossip.exchange.rto import RetryTimer
+from continuized.gossip.exchange.switching import Views
+from continuized.gossip.exchange.vocabulary import Event, ExchangeState, Link
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.mixing import mix_values
+from continuized.gossip.wire.schema import Busy, Nack, Reply, Request, decode
 
 
 @dataclass

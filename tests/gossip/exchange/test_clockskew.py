@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.exchange.clockskew import ClockOffsets, skew_tolerance
+from continuized.gossip.exchange.clockskew import ClockOffsets, skew_tolerance
 
 OFFSETS = st.floats(-5.0, 5.0)  # the peer's clock minus ours, seconds
 DELAYS = st.floats(0.0, 0.05)  # one way, seconds: asymmetric and jittered at will

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from gossip.exchange.deferral import Deferred
-from gossip.wire.schema import Request
+from continuized.gossip.exchange.deferral import Deferred
+from continuized.gossip.wire.schema import Request
 
 
 def ask(edge: int, seq: int) -> Request:

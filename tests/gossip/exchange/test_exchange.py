@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.exchange.exchanger import DEFERRED, Exchanger
-from gossip.exchange.vocabulary import (
+from continuized.gossip.exchange.exchanger import DEFERRED, Exchanger
+from continuized.gossip.exchange.vocabulary import (
     INITIATOR_TRANSITIONS,
     SERVER_ACTIONS,
     Event,
@@ -25,13 +25,22 @@ from gossip.exchange.vocabulary import (
     Standing,
     TimeBase,
 )
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.jumps import edge_flow_values
-from gossip.model.ledger import Ledger
-from gossip.model.mixing import mix_values
-from gossip.wire.schema import Busy, LedgerRequest, Nack, Register, Reply, Request, decode, encode
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.jumps import edge_flow_values
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.mixing import mix_values
+from continuized.gossip.wire.schema import (
+    Busy,
+    LedgerRequest,
+    Nack,
+    Register,
+    Reply,
+    Request,
+    decode,
+    encode,
+)
 
 
 @dataclass

@@ -25,10 +25,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from gossip.exchange.exchanger import DEFERRED, Exchanger
-from gossip.exchange.vocabulary import SEQ_WINDOW, Link, TimeBase
-from gossip.model.ledger import Ledger
-from gossip.wire.schema import (
+from continuized.gossip.exchange.exchanger import DEFERRED, Exchanger
+from continuized.gossip.exchange.vocabulary import SEQ_WINDOW, Link, TimeBase
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.wire.schema import (
     MAX_INT,
     Busy,
     LedgerReply,

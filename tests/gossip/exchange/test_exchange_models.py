@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model import _fused as fused
-from gossip.model.parameters import ParameterLedger
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.model import _fused as fused
+from continuized.gossip.model.parameters import ParameterLedger
 
 
 def _run(dtype: type, settle: bool) -> tuple[list[np.ndarray], int]:

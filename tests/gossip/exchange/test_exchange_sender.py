@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model.ledger import Ledger
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.model.ledger import Ledger
 
 
 def line3_middle() -> tuple[Exchanger, Exchanger]:

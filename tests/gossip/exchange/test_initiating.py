@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from _parts import Freed, initiator, shared
 
-from gossip.errors import ConfigError, LocalError
-from gossip.exchange.initiating import Initiator
-from gossip.exchange.rto import RetryTimer
-from gossip.exchange.vocabulary import STUCK_RETRIES, Phase
-from gossip.exchange.waiting import Activation
-from gossip.wire.schema import Request, decode
+from continuized.gossip.errors import ConfigError, LocalError
+from continuized.gossip.exchange.initiating import Initiator
+from continuized.gossip.exchange.rto import RetryTimer
+from continuized.gossip.exchange.vocabulary import STUCK_RETRIES, Phase
+from continuized.gossip.exchange.waiting import Activation
+from continuized.gossip.wire.schema import Request, decode
 
 
 def request_of(frame: bytes) -> Request:
@@ -205,7 +205,7 @@ def test_bad_settings_are_refused_by_name() -> None:
 
 
 def _exchanging(value: object, dim: int = 3) -> Initiator:
-    from gossip.model.ledger import Ledger
+    from continuized.gossip.model.ledger import Ledger
 
     state = shared()
     state.ledger = Ledger([0.5] * dim, [0], eta=0.01)

@@ -11,14 +11,20 @@ import math
 import numpy as np
 import pytest
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.lateness import KEEP_UP_GAPS, LagRecord, curve_shift, keeps_up, mean_gap
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.ledger import Ledger
-from gossip.wire.schema import Request, decode
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.lateness import (
+    KEEP_UP_GAPS,
+    LagRecord,
+    curve_shift,
+    keeps_up,
+    mean_gap,
+)
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.wire.schema import Request, decode
 
 
 def _line3() -> dict[int, Exchanger]:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError, ProtocolError, TopologyError
-from gossip.exchange.membership import (
+from continuized.gossip.errors import ConfigError, ProtocolError, TopologyError
+from continuized.gossip.exchange.membership import (
     Admission,
     View,
     admit,
@@ -27,9 +27,9 @@ from gossip.exchange.membership import (
     leave_view,
     make_view,
 )
-from gossip.model.jumps import Flow
-from gossip.model.ledger import Ledger
-from gossip.sim.churn import Change, ChurnRun, run_churn
+from continuized.gossip.model.jumps import Flow
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.sim.churn import Change, ChurnRun, run_churn
 
 
 def line(n: int) -> View:
@@ -241,7 +241,7 @@ def test_edges_keep_their_ids_across_views_and_new_ones_are_never_reused() -> No
 
 
 def test_a_view_goes_through_its_dict_and_a_bad_one_is_refused() -> None:
-    from gossip.exchange.membership import view_from_dict
+    from continuized.gossip.exchange.membership import view_from_dict
 
     v1 = join_view(leave_view(line(5), 4, 1.0), 9, [0, 3], 2.0)
     assert view_from_dict(v1.as_dict()) == v1

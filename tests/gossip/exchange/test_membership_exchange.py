@@ -17,11 +17,17 @@ import numpy as np
 import pytest
 from _exactnet import ExactNet, Frame
 
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.membership import View, carry_ledger, first_view, join_view, leave_view
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model.jumps import edge_flow_values
-from gossip.model.ledger import Ledger
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.membership import (
+    View,
+    carry_ledger,
+    first_view,
+    join_view,
+    leave_view,
+)
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.model.jumps import edge_flow_values
+from continuized.gossip.model.ledger import Ledger
 
 TIMEBASE_RATE = 1.0  # ExactNet's: t = now
 

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ProtocolError
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.parting import Parting
-from gossip.exchange.vocabulary import EdgeState, ExchangeState, Link, Pending, TimeBase
-from gossip.model.ledger import Ledger
-from gossip.wire.schema import Done, Reply, decode, encode
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.parting import Parting
+from continuized.gossip.exchange.vocabulary import EdgeState, ExchangeState, Link, Pending, TimeBase
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.wire.schema import Done, Reply, decode, encode
 
 _T = 50.0  # a common time after every jump: rate 2, Unix 125
 

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.errors import ProtocolError
-from gossip.exchange.exchanger import Exchanger
-from gossip.exchange.recovery import check_moved
-from gossip.exchange.vocabulary import Link, TimeBase
-from gossip.model.ledger import Ledger
-from gossip.wire.schema import LedgerReply, LedgerRequest, Moved, decode, encode
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.exchange.exchanger import Exchanger
+from continuized.gossip.exchange.recovery import check_moved
+from continuized.gossip.exchange.vocabulary import Link, TimeBase
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.wire.schema import LedgerReply, LedgerRequest, Moved, decode, encode
 
 ADDRESS = "tcp://127.0.0.1:41000"
 

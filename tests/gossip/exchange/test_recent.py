@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.exchange.recent import RecentSamples
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.exchange.recent import RecentSamples
 
 samples = st.lists(
     st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from _parts import shared
 
-from gossip.errors import ProtocolError
-from gossip.exchange.recovery import Recovery, ledger_reply
-from gossip.wire.schema import LedgerReply, LedgerRequest, Moved, decode
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.exchange.recovery import Recovery, ledger_reply
+from continuized.gossip.wire.schema import LedgerReply, LedgerRequest, Moved, decode
 
 ADDRESS = "tcp://10.0.0.9:7100"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gossip.exchange.rto import RetrySchedule, RetryTimer
-from gossip.exchange.vocabulary import Pending
+from continuized.gossip.exchange.rto import RetrySchedule, RetryTimer
+from continuized.gossip.exchange.vocabulary import Pending
 
 
 def test_the_timeout_is_the_initial_one_until_a_round_trip_is_measured() -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from _parts import answers, initiator, shared
 
-from gossip.errors import ConfigError, ProtocolError
-from gossip.exchange.initiating import Initiator
-from gossip.exchange.recovery import Recovery
-from gossip.exchange.serving import DEFERRED, Server
-from gossip.exchange.vocabulary import ExchangeState
-from gossip.wire.schema import Busy, Nack, Reply, Request, decode
+from continuized.gossip.errors import ConfigError, ProtocolError
+from continuized.gossip.exchange.initiating import Initiator
+from continuized.gossip.exchange.recovery import Recovery
+from continuized.gossip.exchange.serving import DEFERRED, Server
+from continuized.gossip.exchange.vocabulary import ExchangeState
+from continuized.gossip.wire.schema import Busy, Nack, Reply, Request, decode
 
 
 def server(

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.exchange.trace import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.exchange.trace import (
     GRID_SECONDS,
     MAX_CLUSTER_SAMPLES,
     MAX_SAMPLES,
@@ -23,8 +23,8 @@ from gossip.exchange.trace import (
     Trace,
     trace_step,
 )
-from gossip.model.ledger import Ledger
-from gossip.model.mixing import mix_values
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.mixing import mix_values
 
 
 @settings(max_examples=60, deadline=None)

@@ -8,12 +8,12 @@ import math
 import pytest
 from _parts import shared
 
-from gossip.errors import LocalError
-from gossip.exchange.switching import Views
-from gossip.exchange.vocabulary import Link
-from gossip.model.ledger import Ledger
-from gossip.model.mixing import mix_values
-from gossip.wire.schema import Reply
+from continuized.gossip.errors import LocalError
+from continuized.gossip.exchange.switching import Views
+from continuized.gossip.exchange.vocabulary import Link
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.mixing import mix_values
+from continuized.gossip.wire.schema import Reply
 
 
 def test_kept_edges_keep_their_numbering_new_ones_start_afresh_settled_ones_are_returned() -> None:

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.exchange.waiting import MAX_BACKOFF_DOUBLINGS, Activation, Waiting, backoff_delay
+from continuized.gossip.exchange.waiting import (
+    MAX_BACKOFF_DOUBLINGS,
+    Activation,
+    Waiting,
+    backoff_delay,
+)
 
 
 def test_activations_start_in_arrival_order_and_a_refused_one_first() -> None:

@@ -11,8 +11,8 @@ import zmq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.files.keys import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.keys import (
     COORDINATOR,
     init_keys,
     load_allow_list,

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.files.outputs import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.outputs import (
     algorithm_summary,
     check_output_path,
     plot_gossip_figure,
@@ -18,8 +18,8 @@ from gossip.files.outputs import (
     write_csv,
     write_json,
 )
-from gossip.model.algorithms import gossip_params
-from gossip.sim.simulator import SimulationResult
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.sim.simulator import SimulationResult
 
 
 def _result(errors: list[list[float]], algorithm: str = "arg") -> SimulationResult:

@@ -5,9 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.graph.spectral import SPARSE_DEGREE, SPARSE_FROM, graph_quantities, laplacian
-from gossip.graph.topology import parse_topology
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import (
+    SPARSE_DEGREE,
+    SPARSE_FROM,
+    graph_quantities,
+    laplacian,
+)
+from continuized.gossip.graph.topology import parse_topology
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.graph import spectral
-from gossip.graph.spectral import graph_quantities, jl_dimension
-from gossip.graph.topology import parse_topology
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph import spectral
+from continuized.gossip.graph.spectral import graph_quantities, jl_dimension
+from continuized.gossip.graph.topology import parse_topology
 
 
 @pytest.mark.parametrize("spec", ["grid:20x25", "rgg:300:0.12:2", "line:40", "torus:9x11"])

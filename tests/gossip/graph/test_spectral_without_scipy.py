@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -43,9 +43,9 @@ class NoScipy(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, NoScipy())
-from gossip.errors import ConfigError
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
 
 out = {}
 for spec in sys.argv[1:]:

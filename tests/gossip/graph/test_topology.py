@@ -8,8 +8,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from gossip.errors import TopologyError
-from gossip.graph.topology import parse_topology, topology_from_graph
+from continuized.gossip.errors import TopologyError
+from continuized.gossip.graph.topology import parse_topology, topology_from_graph
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gossip.model._arraypool import ArrayPool
+from continuized.gossip.model._arraypool import ArrayPool
 
 
 def test_an_array_comes_back_only_when_unshared() -> None:

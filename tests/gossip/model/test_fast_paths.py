@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.model.jumps import Flow, edge_flow, edge_flow_values
-from gossip.model.ledger import Ledger
-from gossip.model.mixing import decay, decay_value, mix, mix_values
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.jumps import Flow, edge_flow, edge_flow_values
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.mixing import decay, decay_value, mix, mix_values
 
 values = st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=4)
 etas = st.floats(0.0, 2.0)

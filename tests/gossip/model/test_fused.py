@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gossip.model import _fused as fused
+from continuized.gossip.model import _fused as fused
 
 # Sizes around a block's edge, and one of several blocks.
 DIMS = st.sampled_from([1, 7, fused.BLOCK - 1, fused.BLOCK + 5, 3 * fused.BLOCK + 1])

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import parse_topology
-from gossip.model.algorithms import gossip_params
-from gossip.model.jumps import apply_flow, edge_flow, jump, late_flow
-from gossip.model.mixing import mix
-from gossip.model.values import initial_values
-from gossip.sim.simulator import simulate
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.model.jumps import apply_flow, edge_flow, jump, late_flow
+from continuized.gossip.model.mixing import mix
+from continuized.gossip.model.values import initial_values
+from continuized.gossip.sim.simulator import simulate
 
 finite = st.floats(-100.0, 100.0, allow_nan=False)
 

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError, LocalError
-from gossip.model.jumps import Flow, edge_flow, jump
-from gossip.model.ledger import Ledger
-from gossip.model.mixing import mix
+from continuized.gossip.errors import ConfigError, LocalError
+from continuized.gossip.model.jumps import Flow, edge_flow, jump
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.mixing import mix
 
 values = st.floats(-10, 10, allow_nan=False)
 times = st.floats(0, 200, allow_nan=False)

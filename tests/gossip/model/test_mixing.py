@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
-from gossip.model.mixing import decay, mix
+from continuized.gossip.model.mixing import decay, mix
 
 values = st.floats(-1e3, 1e3, allow_nan=False)
 rates = st.floats(0.0, 2.0)

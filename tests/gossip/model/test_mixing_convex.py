@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
-from gossip.model.mixing import mix_convex
+from continuized.gossip.model.mixing import mix_convex
 
 finite = st.floats(-10.0, 10.0, allow_nan=False)
 times = st.floats(0.05, 50.0, allow_nan=False)

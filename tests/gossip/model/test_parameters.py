@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.model.jumps import edge_flow_values
-from gossip.model.ledger import Ledger
-from gossip.model.parameters import ParameterLedger
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.jumps import edge_flow_values
+from continuized.gossip.model.ledger import Ledger
+from continuized.gossip.model.parameters import ParameterLedger
 
 
 @settings(max_examples=40, deadline=None)
@@ -87,7 +87,7 @@ def test_float32_frames_keep_the_sum_of_x_as_exactly_as_float64_ones(
 @pytest.fixture
 def compiled(monkeypatch: pytest.MonkeyPatch) -> None:
     """The numba loops at every size, so a small ledger books lazily as a model's does."""
-    from gossip.model import _fused as fused
+    from continuized.gossip.model import _fused as fused
 
     pytest.importorskip("numba")
     monkeypatch.setattr(fused, "COMPILED_MIN_DIM", 1)

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.model.algorithms import Algorithm, gossip_params, parse_algorithm
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.algorithms import Algorithm, gossip_params, parse_algorithm
 
 
 def test_arg_parameters_use_the_corrected_mixing_rate() -> None:
@@ -54,8 +54,8 @@ def test_bad_parameters(args: tuple[str, float, float], needle: str) -> None:
 
 
 def test_the_algorithm_rule_names_only_real_algorithms() -> None:
-    from gossip.dual.params import DualAlgorithm
-    from gossip.model.algorithms import AVERAGING, OPTIMIZING
+    from continuized.gossip.dual.params import DualAlgorithm
+    from continuized.gossip.model.algorithms import AVERAGING, OPTIMIZING
 
     assert set(AVERAGING) == {a.value for a in Algorithm}
     assert set(OPTIMIZING) == {a.value for a in DualAlgorithm}
@@ -73,7 +73,7 @@ def test_the_algorithm_rule_names_only_real_algorithms() -> None:
 def test_every_task_runs_its_algorithms_and_refuses_the_others(
     problem: bool, live: bool, valid: list[str]
 ) -> None:
-    from gossip.model.algorithms import AVERAGING, OPTIMIZING, check_algorithm
+    from continuized.gossip.model.algorithms import AVERAGING, OPTIMIZING, check_algorithm
 
     assert check_algorithm("", problem=problem, live=live) == valid[0]
     for name in (*AVERAGING, *OPTIMIZING):

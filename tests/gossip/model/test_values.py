@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.model.values import initial_values
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.values import initial_values
 
 
 def test_onehot_default_puts_one_at_node_zero() -> None:

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.optim import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.optim import (
     AdditiveNoise,
     DiagonalQuadratic,
     continuized_nesterov,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gossip.optim.experiments import comparison_panels, noise_panels
-from gossip.optim.figures import optim_figure
+from continuized.gossip.optim.experiments import comparison_panels, noise_panels
+from continuized.gossip.optim.figures import optim_figure
 
 
 @pytest.mark.parametrize("which", ["comparison", "noise"])

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from gossip.errors import ConfigError
-from gossip.model.mixing import mix, mix_convex
-from gossip.optim import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.mixing import mix, mix_convex
+from continuized.gossip.optim import (
     DiagonalQuadratic,
     StochasticGradient,
     continuized_nesterov,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from gossip.errors import ConfigError
-from gossip.optim import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.optim import (
     AdditiveNoise,
     CoordinateSampling,
     continuized_nesterov,
@@ -144,9 +144,9 @@ def test_gossip_is_least_squares_with_multiplicative_noise(spec: str) -> None:
     # Randomized gossip is SGD on f(x) = E[<x, e_v - e_w>^2] / 2, edges drawn with P_e (paper,
     # section 6): H = L_P, R^2 = 2, kappa~ <= R_max, mu = mu_gossip on the complement of the
     # constants. Theorem 4's parameters then are ARG's: eta = theta_ARG and gamma' = c.
-    from gossip.graph.spectral import graph_quantities
-    from gossip.graph.topology import parse_topology
-    from gossip.model.algorithms import gossip_params
+    from continuized.gossip.graph.spectral import graph_quantities
+    from continuized.gossip.graph.topology import parse_topology
+    from continuized.gossip.model.algorithms import gossip_params
 
     topo = parse_topology(spec, weighted=False)
     q = graph_quantities(topo)

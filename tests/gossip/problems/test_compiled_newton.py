@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import gossip.problems.logistic as logistic
-from gossip.datasets import load_node_shard
-from gossip.problems import make_local_problem
-from gossip.problems.compiled_newton import compiled_solver
+import continuized.gossip.problems.logistic as logistic
+from continuized.gossip.datasets import load_node_shard
+from continuized.gossip.problems import make_local_problem
+from continuized.gossip.problems.compiled_newton import compiled_solver
 
 pytestmark = pytest.mark.skipif(
     compiled_solver() is None, reason="numba is not installed (the numpy path is tested alone)"
@@ -47,7 +47,7 @@ def test_the_switch_turns_the_compiled_solver_off(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_hessian_that_is_not_positive_definite_is_refused() -> None:
-    from gossip.problems.newton_kernel import _cholesky
+    from continuized.gossip.problems.newton_kernel import _cholesky
 
     good = np.array([[4.0, 2.0], [2.0, 3.0]])
     assert _cholesky(good)
@@ -99,7 +99,7 @@ def test_an_answer_that_took_no_step_keeps_no_factor_it_never_had() -> None:
 def test_the_careful_answer_converges_where_full_steps_stall(scale: float) -> None:
     # From 0 to a y far away, full Newton steps overshoot (-1 beyond the smallest scale); with
     # its line search the careful answer reaches tol, and leaves the factor and y for the next.
-    from gossip.problems.newton_kernel import careful_answer, newton_answer
+    from continuized.gossip.problems.newton_kernel import careful_answer, newton_answer
 
     shard = load_node_shard("breast-cancer", "label:1", 16, 5)
     f = make_local_problem("logistic:0.01", shard)

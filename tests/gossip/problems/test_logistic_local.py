@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gossip.problems.logistic as logistic
-from gossip.datasets import Shard, load_node_shard
-from gossip.errors import ConfigError
-from gossip.problems import make_local_problem
-from gossip.problems.compiled_newton import compiled_solver
+import continuized.gossip.problems.logistic as logistic
+from continuized.gossip.datasets import Shard, load_node_shard
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.problems import make_local_problem
+from continuized.gossip.problems.compiled_newton import compiled_solver
 
 
 @pytest.fixture(autouse=True, params=["compiled", "numpy"])

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gossip.datasets import load_node_shard, load_shards
-from gossip.problems import ListProblemSet, LocalProblem, make_local_problem, make_problem_set
+from continuized.gossip.datasets import load_node_shard, load_shards
+from continuized.gossip.problems import (
+    ListProblemSet,
+    LocalProblem,
+    make_local_problem,
+    make_problem_set,
+)
 
 SPEC = "examples.huber_problem:make"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gossip.datasets import Shard
-from gossip.errors import ConfigError
-from gossip.problems import make_local_problem, make_problem_set
+from continuized.gossip.datasets import Shard
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.problems import make_local_problem, make_problem_set
 
 
 def _shard(m: int = 5, d: int = 2, seed: int = 0) -> Shard:

@@ -8,9 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from gossip.datasets import Shard, load_shards
-from gossip.problems import LocalProblem, ProblemSet, make_local_problem, make_problem_set
-from gossip.problems.base import FloatArray
+from continuized.gossip.datasets import Shard, load_shards
+from continuized.gossip.problems import (
+    LocalProblem,
+    ProblemSet,
+    make_local_problem,
+    make_problem_set,
+)
+from continuized.gossip.problems.base import FloatArray
 
 SPECS = ["quadratic", "ridge:0.3", "ridge:0", "logistic:0.05"]
 

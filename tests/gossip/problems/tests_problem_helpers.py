@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gossip.datasets import Shard
+from continuized.gossip.datasets import Shard
 
 
 def not_a_problem(shard: Shard | None, node: int) -> object:

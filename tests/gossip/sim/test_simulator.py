@@ -14,14 +14,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.graph.spectral import graph_quantities
-from gossip.graph.topology import Topology, parse_topology
-from gossip.model.algorithms import GossipParams, gossip_params
-from gossip.model.values import initial_values
-from gossip.sim import events
-from gossip.sim.events import CHUNK_T, EdgeSampler, chunk_bounds, draw_chunk, run_generator
-from gossip.sim.simulator import SimulationResult, simulate
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.spectral import graph_quantities
+from continuized.gossip.graph.topology import Topology, parse_topology
+from continuized.gossip.model.algorithms import GossipParams, gossip_params
+from continuized.gossip.model.values import initial_values
+from continuized.gossip.sim import events
+from continuized.gossip.sim.events import (
+    CHUNK_T,
+    EdgeSampler,
+    chunk_bounds,
+    draw_chunk,
+    run_generator,
+)
+from continuized.gossip.sim.simulator import SimulationResult, simulate
 
 
 def _params(topo: Topology, algorithm: str) -> GossipParams:
@@ -417,11 +423,11 @@ class NoNumba(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NoNumba())
 import numpy as np
-from gossip.errors import ConfigError
-from gossip.model.algorithms import gossip_params
-from gossip.sim.simulator import simulate
-from gossip.graph.topology import parse_topology
-from gossip.model.values import initial_values
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.sim.simulator import simulate
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.values import initial_values
 
 topo = parse_topology("grid:3x4")
 params = gossip_params("arg", 0.01, 12.0)

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from gossip.files import outputs as report
-from gossip.model.algorithms import gossip_params
-from gossip.sim.simulator import SimulationResult
+from continuized.gossip.files import outputs as report
+from continuized.gossip.model.algorithms import gossip_params
+from continuized.gossip.sim.simulator import SimulationResult
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

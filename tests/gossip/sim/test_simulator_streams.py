@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.sim.events import run_generator
+from continuized.gossip.sim.events import run_generator
 
 pytest.importorskip("numba")
 
 from numba import njit
 
-from gossip.sim.streams import (
+from continuized.gossip.sim.streams import (
     next_double,
     pcg_seed,
     seed_state,

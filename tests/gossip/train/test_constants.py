@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.graph.topology import parse_topology
-from gossip.train import acid_constants
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.train import acid_constants
 
 
 @pytest.mark.parametrize(

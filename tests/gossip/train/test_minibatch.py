@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gossip.errors import ConfigError
-from gossip.train import Workers, make_problem, node_stream
-from gossip.train.minibatch import LocalSgd, gradient_times
-from gossip.train.recipe import Recipe
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train import Workers, make_problem, node_stream
+from continuized.gossip.train.minibatch import LocalSgd, gradient_times
+from continuized.gossip.train.recipe import Recipe
 
 
 def test_the_kth_step_of_a_live_node_is_the_simulators_kth_step_of_that_node() -> None:

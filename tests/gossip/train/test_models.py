@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from gossip.errors import ConfigError
-from gossip.train import Model, parse_model
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train import Model, parse_model
 
 
 def params_size(model: Model) -> int:

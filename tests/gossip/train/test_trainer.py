@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.graph.topology import parse_topology
-from gossip.train import (
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.train import (
     METRICS,
     EventClock,
     TrainingProblem,
@@ -19,7 +19,7 @@ from gossip.train import (
     run_once,
     run_training,
 )
-from gossip.train.clocks import GRADIENT, clock_stream, init_stream
+from continuized.gossip.train.clocks import GRADIENT, clock_stream, init_stream
 
 
 def test_event_rates_follow_the_model() -> None:

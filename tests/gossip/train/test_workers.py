@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.train import Sgd, Workers
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.train import Sgd, Workers
 
 
 def _start(n: int = 4, d: int = 3, seed: int = 0) -> np.ndarray:

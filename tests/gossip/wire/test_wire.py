@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.errors import ProtocolError
-from gossip.wire.schema import (
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.wire.schema import (
     MAX_DIM,
     MAX_FRAME,
     MAX_RAW_DIM,

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ProtocolError
-from gossip.wire.schema import (
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.wire.schema import (
     MAX_DIM,
     MAX_INT,
     VERSION,

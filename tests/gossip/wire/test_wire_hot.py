@@ -10,10 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ProtocolError
-from gossip.wire.hot import FIELDS
-from gossip.wire.schema import MAX_DIM, MAX_INT, VERSION, Busy, Reply, Request, decode, encode
-from gossip.wire.schema.decoding import checked_message
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.wire.hot import FIELDS
+from continuized.gossip.wire.schema import (
+    MAX_DIM,
+    MAX_INT,
+    VERSION,
+    Busy,
+    Reply,
+    Request,
+    decode,
+    encode,
+)
+from continuized.gossip.wire.schema.decoding import checked_message
 
 HOT = {Request.TYPE: Request, Reply.TYPE: Reply, Busy.TYPE: Busy}
 

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gossip.errors import ProtocolError
-from gossip.wire.checks import BYTES_PER_PACKED, pack, unpacked
+from continuized.gossip.errors import ProtocolError
+from continuized.gossip.wire.checks import BYTES_PER_PACKED, pack, unpacked
 
 finite64 = arrays(
     np.float64, st.integers(1, 64), elements=st.floats(allow_nan=False, allow_infinity=False)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gossip.errors import LocalError, ProtocolError
-from gossip.wire.schema import (
+from continuized.gossip.errors import LocalError, ProtocolError
+from continuized.gossip.wire.schema import (
     MAX_RAW_DIM,
     RAW_EXT,
     Reply,

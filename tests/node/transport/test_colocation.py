@@ -10,9 +10,9 @@ import zmq
 import zmq.asyncio
 from zmq.utils import z85
 
-from node.transport.colocation import Colocation, inproc_routing_id
-from node.transport.curve import CurveKeys
-from node.transport.zeromq import ZmqTransport
+from continuized.node.transport.colocation import Colocation, inproc_routing_id
+from continuized.node.transport.curve import CurveKeys
+from continuized.node.transport.zeromq import ZmqTransport
 
 UNREACHABLE = "tcp://192.0.2.1:9"  # TEST-NET-1: nothing answers there
 

@@ -9,8 +9,8 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import recv_monitor_message
 
-from node.transport.curve import CurveKeys
-from node.transport.zeromq import ZmqTransport
+from continuized.node.transport.curve import CurveKeys
+from continuized.node.transport.zeromq import ZmqTransport
 
 
 def keypair() -> CurveKeys:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import zmq
 
-from coordinator.machine.ports import free_port
-from node.transport import departures
-from node.transport.departures import Departures
-from node.transport.zeromq import ZmqTransport
+from continuized.coordinator.machine.ports import free_port
+from continuized.node.transport import departures
+from continuized.node.transport.departures import Departures
+from continuized.node.transport.zeromq import ZmqTransport
 
 _PART = np.ones(1 << 20)  # 8 MB: far above pyzmq's copy threshold, so sent without a copy
 

@@ -12,12 +12,13 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip.errors import ConfigError
-from gossip.files.keys import init_keys, load_identity
-from node.transport.keypool import claim_keys
+from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.keys import init_keys, load_identity
+from continuized.node.transport.keypool import claim_keys
 
 CLAIM = (
-    "import sys; from pathlib import Path; from node.transport.keypool import claim_keys; "
+    "import sys; from pathlib import Path; "
+    "from continuized.node.transport.keypool import claim_keys; "
     "lease = claim_keys(Path(sys.argv[1]), sys.argv[2:]); "
     "print(' '.join(k.name for k in lease.keys), flush=True); sys.stdin.read()"
 )

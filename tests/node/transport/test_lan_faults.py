@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from gossip.errors import ConfigError
-from node import FakeNetwork, FaultSpec, FaultyTransport, parse_faults
+from continuized.gossip.errors import ConfigError
+from continuized.node import FakeNetwork, FaultSpec, FaultyTransport, parse_faults
 
 FRAMES = 300
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from node.transport.zeromq import ZmqTransport
+from continuized.node.transport.zeromq import ZmqTransport
 
 
 async def test_requests_and_answers_arrive_in_order_even_before_anyone_receives() -> None:
@@ -88,7 +88,7 @@ async def test_a_socket_with_work_pending_does_not_spin_the_event_loop(
 async def test_multipart_frames_of_a_model_go_both_ways_without_copies_on_receive() -> None:
     import numpy as np
 
-    from gossip.wire.schema import Reply, Request, decode, encode
+    from continuized.gossip.wire.schema import Reply, Request, decode, encode
 
     u = np.random.default_rng(0).standard_normal(100_000)  # 800 kB: zero-copy sizes
     async with (
