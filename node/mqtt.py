@@ -11,7 +11,8 @@ The topics are the run's (:class:`gossip.wire.pubsub.Topics`):
   the stop commands still stops once the status says its run is over.
 
 The broker is optional for gossip: the connection lives in its own task, reconnects with
-jittered exponential backoff, and the node's exchanges never wait for it.
+jittered exponential backoff (:func:`gossip.wire.reconnect.reconnecting`, the coordinator's
+loop too), and the node's exchanges never wait for it.
 
 Ending the connection: call :meth:`NodeMqtt.stop`, then cancel the task of :meth:`NodeMqtt.run`.
 A cancel alone is not enough on Python 3.11: aiomqtt waits for its publish, subscribe and
@@ -40,13 +41,12 @@ import aiomqtt
 
 from continuized.gossip.errors import TransportError
 from continuized.gossip.wire.pubsub import BrokerAddress, Topics, parse_broker
+from continuized.gossip.wire.reconnect import NODE_BACKOFF, Attempt, reconnecting
 
 __all__ = ["ENDED_PHASES", "RESEND_WINDOW", "NodeMqtt", "ends_run", "request_leave"]
 
 log = logging.getLogger(__name__)
 
-_BACKOFF_FIRST = 0.5
-_BACKOFF_MAX = 10.0
 RESEND_WINDOW = 10.0
 """Seconds of exact-curve samples re-sent after a reconnection (this node's, or the
 coordinator's: it asks with ``{"cmd": "resend"}``): reports are QoS 0, and a broker that dies
@@ -209,50 +209,50 @@ class NodeMqtt:
         return client
 
     async def run(self) -> None:
-        """Stay connected (reporting, listening) until stopped; reconnect with backoff."""
-        backoff = _BACKOFF_FIRST
-        connected_before = False
-        while not self._ending():
-            try:
-                async with self._client_for() as client:
-                    if self._listening:
-                        await client.subscribe(self.control, qos=1)
-                        if self._epoch is not None:
-                            await client.subscribe(self.status, qos=1)
-                    self._client = client
-                    self._lost_since = None
-                    if connected_before:
-                        self.reconnects += 1
-                        self._resend = {member[0] for member in self._members}
-                    connected_before = True
-                    backoff = _BACKOFF_FIRST
-                    async with asyncio.TaskGroup() as tg:
-                        listen = (
-                            tg.create_task(self._listen(client), name="mqtt-control")
-                            if self._listening
-                            else None
-                        )
-                        # Reporting returns only once stopped, even if a cancel was lost
-                        # (on connect, say): the listener, which waits for messages, goes too.
-                        await self._report(client)
-                        if listen is not None:
-                            listen.cancel()
-            except* aiomqtt.MqttError as group:
-                log.info(
-                    "MQTT broker %s:%s unavailable: %s",
-                    self.broker.host,
-                    self.broker.port,
-                    group.exceptions[0],
-                )
-            finally:
-                self._client = None
-                if self._lost_since is None:
-                    self._lost_since = time.monotonic()
-            if self._ending():
-                return
-            # Jitter spreads the reconnections of many nodes after a broker restart.
-            await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
-            backoff = min(2 * backoff, _BACKOFF_MAX)
+        """Stay connected (reporting, listening) until stopped; reconnect with backoff
+        (:data:`~gossip.wire.reconnect.NODE_BACKOFF`)."""
+        await reconnecting(
+            self._session,
+            retry_on=aiomqtt.MqttError,
+            backoff=NODE_BACKOFF,
+            rng=random.Random(),
+            sleep=asyncio.sleep,
+            ending=self._ending,
+            on_lost=self._on_lost,
+        )
+
+    async def _session(self, attempt: Attempt) -> None:
+        """One connection: subscribe, then report and listen until stopped or lost."""
+        try:
+            async with self._client_for() as client:
+                if self._listening:
+                    await client.subscribe(self.control, qos=1)
+                    if self._epoch is not None:
+                        await client.subscribe(self.status, qos=1)
+                self._client = client
+                self._lost_since = None
+                if attempt.again:
+                    self.reconnects += 1
+                    self._resend = {member[0] for member in self._members}
+                attempt.connected()
+                async with asyncio.TaskGroup() as tg:
+                    listen = (
+                        tg.create_task(self._listen(client), name="mqtt-control")
+                        if self._listening
+                        else None
+                    )
+                    # Reporting returns only once stopped, even if a cancel was lost
+                    # (on connect, say): the listener, which waits for messages, goes too.
+                    await self._report(client)
+                    if listen is not None:
+                        listen.cancel()
+        finally:
+            self._client = None
+            if self._lost_since is None:
+                self._lost_since = time.monotonic()
+
+    def _on_lost(self, error: BaseException) -> None:
+        log.info("MQTT broker %s:%s unavailable: %s", self.broker.host, self.broker.port, error)
 
     async def _report(self, client: aiomqtt.Client) -> None:
         while not self._ending():

@@ -11,8 +11,9 @@ The cluster's topics (:class:`gossip.wire.pubsub.Topics`):
 
 :meth:`MqttLink.run` keeps one connection up until stopped: it connects, subscribes, sends
 whatever is queued (the latest status first), and hands every incoming message to a callback.
-When the broker goes away it reconnects with jittered exponential backoff (0.1 s doubling up to
-5 s), so a broker restart costs a few reports and nothing else. Outgoing messages wait in a
+When the broker goes away it reconnects with jittered exponential backoff
+(:data:`gossip.wire.reconnect.COORDINATOR_BACKOFF`, quicker than the nodes', in the loop they
+use too), so a broker restart costs a few reports and nothing else. Outgoing messages wait in a
 queue while disconnected; the status is kept apart (only the latest matters) and re-sent on
 every reconnect.
 
@@ -23,6 +24,7 @@ aiomqtt on Python 3.11 (the rule and its reason are in :mod:`node.mqtt`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -37,6 +39,7 @@ import aiomqtt
 
 from continuized.coordinator.figures.state import BrokerStatus
 from continuized.gossip.wire.pubsub import Topics, parse_broker
+from continuized.gossip.wire.reconnect import COORDINATOR_BACKOFF, Attempt, reconnecting
 
 __all__ = ["READS_PER_WAKE", "MqttLink", "drain_reads"]
 
@@ -50,9 +53,6 @@ coordinator took one report every turn or two of its event loop. With
 500 sent: it was 20 s behind at the stop, and the run lost its exact curve."""
 
 log = logging.getLogger(__name__)
-
-_BACKOFF_FIRST = 0.1
-_BACKOFF_MAX = 5.0
 
 
 class MqttLink:
@@ -198,56 +198,61 @@ class MqttLink:
         return self._closing or (task is not None and task.cancelling() > 0)
 
     async def run(self) -> None:
-        """Stay connected until stopped, reconnecting with jittered backoff."""
-        backoff = _BACKOFF_FIRST
-        first = True
+        """Stay connected until stopped, reconnecting with jittered backoff
+        (:data:`~gossip.wire.reconnect.COORDINATOR_BACKOFF`)."""
         identifier = f"gossip-coordinator-{os.getpid()}-{random.getrandbits(32):08x}"
-        while not self._ending():
-            try:
-                client = aiomqtt.Client(
-                    self.host,
-                    self.port,
-                    identifier=identifier,
-                    username=self._username,
-                    password=self._password,
-                    tls_params=self._tls,
-                    keepalive=10,
-                    timeout=5.0,
-                    queue_type=_hand_over(self._take),
-                )
-                drain_reads(client)
-                async with client:
-                    for topic, qos in self._subscriptions:
-                        await client.subscribe(topic, qos=qos)
-                    if not first and self._resends:
-                        self._status.reconnects += 1
-                        # Reports sent while we were away went nowhere: ask for the
-                        # nodes' recent exact-curve samples again (node.mqtt.RESEND_WINDOW).
-                        self.publish(self.topics.control, {"cmd": "resend"})
-                    first = False
-                    self._status.connected = True
-                    self.connected_since = time.time()
-                    self._status.last_error = ""
-                    self.connected.set()
-                    backoff = _BACKOFF_FIRST
-                    if self._latest_status is not None:
-                        self._status_dirty.set()
-                    if self._ending():  # asked while connecting, and the cancel was lost
-                        return
-                    await self._serve(client)
-            except* aiomqtt.MqttError as group:
-                self._status.last_error = str(group.exceptions[0])
-                log.info("MQTT broker %s:%s unavailable: %s", self.host, self.port, group)
-            finally:
-                if self.connected.is_set():
-                    self.disconnected_since = time.time()
-                self._status.connected = False
-                self.connected.clear()
-            if self._ending():
-                return
-            # Jitter spreads the reconnections of many clients after a broker restart.
-            await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
-            backoff = min(backoff * 2, _BACKOFF_MAX)
+        await reconnecting(
+            functools.partial(self._session, identifier=identifier),
+            retry_on=aiomqtt.MqttError,
+            backoff=COORDINATOR_BACKOFF,
+            rng=random.Random(),
+            sleep=asyncio.sleep,
+            ending=self._ending,
+            on_lost=self._on_lost,
+        )
+
+    async def _session(self, attempt: Attempt, *, identifier: str) -> None:
+        """One connection: subscribe, then read and write until stopped or lost."""
+        try:
+            client = aiomqtt.Client(
+                self.host,
+                self.port,
+                identifier=identifier,
+                username=self._username,
+                password=self._password,
+                tls_params=self._tls,
+                keepalive=10,
+                timeout=5.0,
+                queue_type=_hand_over(self._take),
+            )
+            drain_reads(client)
+            async with client:
+                for topic, qos in self._subscriptions:
+                    await client.subscribe(topic, qos=qos)
+                if attempt.again and self._resends:
+                    self._status.reconnects += 1
+                    # Reports sent while we were away went nowhere: ask for the
+                    # nodes' recent exact-curve samples again (node.mqtt.RESEND_WINDOW).
+                    self.publish(self.topics.control, {"cmd": "resend"})
+                attempt.connected()
+                self._status.connected = True
+                self.connected_since = time.time()
+                self._status.last_error = ""
+                self.connected.set()
+                if self._latest_status is not None:
+                    self._status_dirty.set()
+                if self._ending():  # asked while connecting, and the cancel was lost
+                    return
+                await self._serve(client)
+        finally:
+            if self.connected.is_set():
+                self.disconnected_since = time.time()
+            self._status.connected = False
+            self.connected.clear()
+
+    def _on_lost(self, error: BaseException) -> None:
+        self._status.last_error = str(error)
+        log.info("MQTT broker %s:%s unavailable: %s", self.host, self.port, error)
 
     async def _serve(self, client: aiomqtt.Client) -> None:
         """Read and write on ``client`` until one side ends; raise the first side's error.

@@ -8,4 +8,6 @@
   hot path without the schema's generic machinery (same bytes, same checks);
 * :mod:`gossip.wire.pubsub` -- broker URLs and the MQTT topics' layout: the one place the
   nodes and the coordinator take them from.
+* :mod:`gossip.wire.reconnect` -- how both sides stay connected to the broker: the jittered
+  backoff and the reconnect loop, with the session, the sleep and the rng as arguments.
 """
