@@ -4,8 +4,8 @@
 * :mod:`gossip.model.jumps` -- the RG and ARG jumps as antisymmetric flows;
 * :mod:`gossip.model.ledger` -- a node's state as its initial value plus a flow per edge;
 * :mod:`gossip.model.parameters` -- the same ledger on arrays, for a model's parameters, with
-  its vector arithmetic in :mod:`gossip.model._fused` (NumPy blocks, or the numba loops of
-  :mod:`gossip.model._loops` for large models) and its frames' arrays from
+  its vector arithmetic from :mod:`gossip.model.arithmetic` (one API, two backends: NumPy
+  blocks, or numba loops for large models) and its frames' arrays from
   :mod:`gossip.model._arraypool`;
 * :mod:`gossip.model.algorithms` -- the algorithms (rg, arg) and their parameters
   (eta, c, theta) from the graph's quantities;

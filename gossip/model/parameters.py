@@ -5,8 +5,9 @@ held in numpy arrays, plus the node's own gradient steps.
 one or few components of a gossiped value and hopeless for the thousands of a model. This
 variant keeps the same rows (half-sums ``a`` and half-differences ``d`` at ``t_ref``, one row
 per edge and row 0 for the node's own part) as one ``(edges + 1, dim)`` array each, so every
-operation is a few vector operations (:mod:`gossip.model._fused`, block by block: each reads
-its arrays once); the exchanger sees the same methods, given and returning arrays.
+operation is a few vector operations (:mod:`gossip.model.arithmetic`: NumPy blocks, or numba
+loops for a large model, chosen once when the ledger is built); the exchanger sees the same
+methods, given and returning arrays.
 
 A gradient step moves ``x`` and ``z`` (A²CiD²'s ``x~``) by the same ``-step``
 (:meth:`ParameterLedger.add_local`). Its half-difference is 0, which the mixing flow leaves
@@ -15,20 +16,21 @@ sums over the edges, hence the conservation of ``x`` over the network by the jum
 untouched. Recovery from the neighbours' ledgers restores the jumps, never the local steps.
 
 Lazy booking. At a million parameters, booking a flow (its row and the running sums: four
-float64 arrays read and written) costs more than the rest of an exchange's arithmetic. Only
-the sums are needed soon, by the node's next state or flow; the row only by recovery. So
-:meth:`ParameterLedger.add_values` checks a flow and keeps it (:func:`_fused.one_pass
-<gossip.model._fused.one_pass>`), and adds it later: a server, after it has sent the Reply;
-an initiator builds its next ``x`` and ``z`` from its sums and the Reply's flow in one pass
-that only reads them (:func:`~gossip.model._loops.pending_state`), and adds the flow to its
-sums and its row after that request has left (:meth:`ParameterLedger.settle`, which the node
-runs once the frame is gone: :mod:`node.transport.departures`), so that writing the sums is off the
-exchange's path. Every method that reads the ledger adds what is pending first, in
-the order the flows came, with the same operations, so results are the same to the bit
-whenever the work is done. Only arrays that nobody can change in the meantime are kept: the
-read-only ones a received frame holds (:func:`gossip.wire.schema.decode`) and the flows this
-ledger computed (read-only until its pool hands them out again); any other is booked at
-once, as is every flow of a model below :data:`~gossip.model._fused.COMPILED_MIN_DIM`.
+float64 arrays read and written) costs more than the rest of an exchange's arithmetic. Only the
+sums are needed soon, by the node's next state or flow; the row only by recovery. So
+:meth:`ParameterLedger.add_values` checks a flow and keeps it (the backend's
+:meth:`~gossip.model.arithmetic.Backend.one_pass`), and adds it later: a server, after it has
+sent the Reply; an initiator builds its next ``x`` and ``z`` from its sums and the Reply's flow
+in one pass that only reads them (:meth:`~gossip.model.arithmetic.Backend.pending_state`), and
+adds the flow to its sums and its row after that request has left
+(:meth:`ParameterLedger.settle`, which the node runs once the frame is gone:
+:mod:`node.transport.departures`), so that writing the sums is off the exchange's path. Every
+method that reads the ledger adds what is pending first, in the order the flows came, with the
+same operations, so results are the same to the bit whenever the work is done. Only arrays that
+nobody can change in the meantime are kept: the read-only ones a received frame holds
+(:func:`gossip.wire.schema.decode`) and the flows this ledger computed (read-only until its pool
+hands them out again); any other is booked at once, as is every flow of a model below
+:data:`~gossip.model.arithmetic.COMPILED_MIN_DIM` (the NumPy blocks have no one-pass booking).
 
 float32 models. The rows and their running sums are float64 whatever the model's dtype: they
 add up every flow of the run, and the network's sum of ``x`` is conserved only as exactly as
@@ -50,14 +52,13 @@ exchanged, at the precision the model itself computes with.
 from __future__ import annotations
 
 import math
-from types import ModuleType
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from continuized.gossip.errors import ConfigError
-from continuized.gossip.model import _fused as fused
+from continuized.gossip.model import arithmetic
 from continuized.gossip.model._arraypool import ArrayPool
 from continuized.gossip.model.jumps import Flow
 from continuized.gossip.model.ledger import REBASE_SPAN, Ledger
@@ -65,14 +66,14 @@ from continuized.gossip.model.mixing import Values, decay_value
 
 __all__ = ["ParameterLedger", "all_finite"]
 
-all_finite = fused.all_finite
+all_finite = arithmetic.all_finite
 """Whether every value of a 1-d float array is finite, in one read: the check of a ledger's
 flows, and of the arrays a frame carries (:mod:`gossip.wire.hot`)."""
 
 FloatArray = NDArray[np.float64]
 WireArray = NDArray[np.float64] | NDArray[np.float32]
-_Booking = tuple[int, WireArray, WireArray, float, float, ModuleType]
-"""A deferred flow: the row's slot, ``dx``, ``dz``, ``k_a``, ``k_d`` and the loops that add it."""
+_Booking = tuple[int, WireArray, WireArray, float, float]
+"""A deferred flow: the row's slot, ``dx``, ``dz``, ``k_a`` and ``k_d``."""
 _WIRE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
@@ -100,6 +101,8 @@ class ParameterLedger(Ledger):
         if x0.ndim != 1 or not np.all(np.isfinite(x0)):
             raise ConfigError(f"initial parameters must be a finite vector, got shape {x0.shape}")
         self._dim = int(x0.size)
+        # The arithmetic's backend, chosen once for this size: every operation calls it.
+        self._ops = arithmetic.for_size(self._dim)
         rows = len(self.edges) + 1
         self._rows_a = np.zeros((rows, self._dim))
         self._rows_d = np.zeros((rows, self._dim))
@@ -127,12 +130,12 @@ class ParameterLedger(Ledger):
         if booking is None:
             return
         self._deferred = None
-        slot, fx, fz, k_a, k_d, loops = booking
+        slot, fx, fz, k_a, k_d = booking
         row_a, row_d = self._rows_a[slot], self._rows_d[slot]
         if self._sums_booked:
-            loops.add_sums(fx, fz, k_a, k_d, row_a, row_d)
+            self._ops.add_sums(fx, fz, k_a, k_d, row_a, row_d)
         else:
-            loops.add_halves(fx, fz, k_a, k_d, row_a, self._sum_a, row_d, self._sum_d)
+            self._ops.add_halves(fx, fz, k_a, k_d, row_a, self._sum_a, row_d, self._sum_d)
 
     def _book_sums(self) -> _Booking | None:
         """Add a deferred flow to the running sums (not yet to its row); return the booking
@@ -146,8 +149,8 @@ class ParameterLedger(Ledger):
     def _add_sums(self) -> None:
         booking = self._book_sums()
         if booking is not None:
-            _, fx, fz, k_a, k_d, loops = booking
-            loops.add_sums(fx, fz, k_a, k_d, self._sum_a, self._sum_d)
+            _, fx, fz, k_a, k_d = booking
+            self._ops.add_sums(fx, fz, k_a, k_d, self._sum_a, self._sum_d)
 
     def _rebase(self, t: float) -> None:
         if self.eta > 0 and 2.0 * self.eta * abs(t - self._t_ref) > REBASE_SPAN:
@@ -171,7 +174,7 @@ class ParameterLedger(Ledger):
         self._rebase(t)
         self._add_sums()
         x: FloatArray = self._pool.take()
-        fused.state(self._sum_a, self._sum_d, decay_value(self.eta, t - self._t_ref), x)
+        self._ops.state_x(self._sum_a, self._sum_d, decay_value(self.eta, t - self._t_ref), x)
         return x
 
     def wire_state(self, t: float) -> tuple[WireArray, WireArray]:
@@ -187,10 +190,10 @@ class ParameterLedger(Ledger):
         factor = decay_value(self.eta, t - self._t_ref)
         booking = self._deferred
         if booking is None or self._sums_booked:
-            fused.state(self._sum_a, self._sum_d, factor, x, z)
+            self._ops.state(self._sum_a, self._sum_d, factor, x, z)
         else:  # the client's next request: x and z with the reply's flow, the sums only read
-            _, fx, fz, k_a, k_d, loops = booking
-            loops.pending_state(fx, fz, k_a, k_d, self._sum_a, self._sum_d, factor, x, z)
+            _, fx, fz, k_a, k_d = booking
+            self._ops.pending_state(fx, fz, k_a, k_d, self._sum_a, self._sum_d, factor, x, z)
         return x, z
 
     def flow_values(
@@ -211,7 +214,7 @@ class ParameterLedger(Ledger):
                 f"values have {v.size} and {w.size} components; this ledger's dim is {self._dim}"
             )
         dx, dz = self._wire_pool.take(), self._wire_pool.take()
-        if not fused.flow(v, w, c, step, dx, dz):
+        if not self._ops.flow(v, w, c, step, dx, dz):
             raise ConfigError(f"the flow between these values is not finite (c={c!r}); refused")
         return _read_only(dx), _read_only(dz)
 
@@ -219,7 +222,8 @@ class ParameterLedger(Ledger):
         self, x_v: Values, t: float, c: float, step: float = 0.5
     ) -> tuple[WireArray, WireArray]:
         """Return :meth:`flow_values` from ``x_v`` to this node's ``x`` at time ``t``, the same
-        numbers, without building ``x`` (one pass: :func:`gossip.model._fused.state_flow`).
+        numbers, without building ``x`` (one pass for the numba loops:
+        :meth:`~gossip.model.arithmetic.Backend.state_flow`).
 
         Raises
         ------
@@ -236,7 +240,7 @@ class ParameterLedger(Ledger):
         self._add_sums()
         dx, dz = self._wire_pool.take(), self._wire_pool.take()
         factor = decay_value(self.eta, t - self._t_ref)
-        if not fused.state_flow((self._sum_a, self._sum_d), factor, v, c, step, dx, dz):
+        if not self._ops.state_flow((self._sum_a, self._sum_d), factor, v, c, step, dx, dz):
             raise ConfigError(f"the flow at t={t!r} is not finite (c={c!r}); refused")
         return _read_only(dx), _read_only(dz)
 
@@ -266,7 +270,7 @@ class ParameterLedger(Ledger):
         A float32 flow the caller knows is ``finite`` (a decoded frame's, or one this ledger
         computed) is booked without a read to check it: every finite float32 stays finite in
         the float64 booking, whatever the mixing factor short of overflow
-        (:func:`~gossip.model._fused.one_pass`).
+        (:meth:`~gossip.model.arithmetic.Backend.one_pass`).
 
         Raises
         ------
@@ -280,13 +284,12 @@ class ParameterLedger(Ledger):
         fx, fz = self._flow_arrays(dx, dz, t)
         self.settle()
         k_a, k_d = 0.5 * sign, 0.5 * sign * decay_value(self.eta, self._t_ref - t)
-        if not (fx.flags.writeable or fz.flags.writeable):  # nobody can change them: defer
-            loops = fused.one_pass(fx, fz, k_a, k_d, finite)
-            if loops is not None:
-                self._deferred, self._sums_booked = (slot, fx, fz, k_a, k_d, loops), False
-                return
+        frozen = not (fx.flags.writeable or fz.flags.writeable)  # nobody can change them
+        if frozen and self._ops.one_pass(fx, fz, k_a, k_d, finite):  # so it may wait
+            self._deferred, self._sums_booked = (slot, fx, fz, k_a, k_d), False
+            return
         rows = (self._rows_a[slot], self._sum_a, self._rows_d[slot], self._sum_d)
-        if not (math.isfinite(k_d) and fused.book(fx, fz, k_a, k_d, rows, self._scratch)):
+        if not (math.isfinite(k_d) and self._ops.book(fx, fz, k_a, k_d, rows, self._scratch)):
             raise ConfigError(
                 f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
             )
@@ -346,7 +349,7 @@ class ParameterLedger(Ledger):
         # operation costs more in page faults than the arithmetic.
         a, d = self._scratch
         k_d = 0.5 * sign * decay_value(self.eta, self._t_ref - t)
-        if not (math.isfinite(k_d) and fused.half_parts(fx, fz, 0.5 * sign, k_d, a, d)):
+        if not (math.isfinite(k_d) and self._ops.half_parts(fx, fz, 0.5 * sign, k_d, a, d)):
             raise ConfigError(
                 f"flow at t={t!r} is not finite once mixed to t_ref={self._t_ref!r}; refused"
             )

@@ -8,7 +8,7 @@ import pytest
 
 from continuized.gossip.exchange.exchanger import Exchanger
 from continuized.gossip.exchange.vocabulary import Link, TimeBase
-from continuized.gossip.model import _fused as fused
+from continuized.gossip.model import arithmetic
 from continuized.gossip.model.parameters import ParameterLedger
 
 
@@ -52,10 +52,10 @@ def test_a_lazily_booked_exchange_leaves_the_ledgers_of_one_booked_at_once(
     monkeypatch: pytest.MonkeyPatch, dtype: type, settle: bool
 ) -> None:
     pytest.importorskip("numba")
-    monkeypatch.setattr(fused, "COMPILED_MIN_DIM", 1 << 62)  # the NumPy blocks, at once
+    monkeypatch.setattr(arithmetic, "COMPILED_MIN_DIM", 1 << 62)  # the NumPy blocks, at once
     at_once, none = _run(dtype, settle)
     assert none == 0
-    monkeypatch.setattr(fused, "COMPILED_MIN_DIM", 1)  # the numba loops: lazily
+    monkeypatch.setattr(arithmetic, "COMPILED_MIN_DIM", 1)  # the numba loops: lazily
     lazily, deferred = _run(dtype, settle)
     assert deferred > 0
     for got, want in zip(lazily, at_once, strict=True):

@@ -87,11 +87,11 @@ def test_float32_frames_keep_the_sum_of_x_as_exactly_as_float64_ones(
 @pytest.fixture
 def compiled(monkeypatch: pytest.MonkeyPatch) -> None:
     """The numba loops at every size, so a small ledger books lazily as a model's does."""
-    from continuized.gossip.model import _fused as fused
+    from continuized.gossip.model import arithmetic
 
     pytest.importorskip("numba")
-    monkeypatch.setattr(fused, "COMPILED_MIN_DIM", 1)
-    assert fused.compiled(1) is not None
+    monkeypatch.setattr(arithmetic, "COMPILED_MIN_DIM", 1)
+    assert arithmetic.for_size(1) is not arithmetic.numpy_blocks
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

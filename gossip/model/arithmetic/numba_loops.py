@@ -1,40 +1,45 @@
-"""The formulas of :mod:`gossip.model._fused` as numba loops: one pass over memory each.
+"""The numba backend of :mod:`gossip.model.arithmetic`: each formula one loop, one pass over memory.
 
-Imported only by :func:`gossip.model._fused.compiled` for a model large enough to pay for
+Imported only by :func:`gossip.model.arithmetic.for_size` for a model large enough to pay for
 numba (its import is 60 MB of a process's memory and half a second). Each loop computes,
-element by element, the same floating-point operations as the NumPy version in
-:mod:`gossip.model._fused` (no fast-math: no reassociation, no fused multiply-add), so the two
-agree to the bit; the tests check it. The one exception is :func:`finite`, a check whose
-answer no order of its additions can change.
+element by element, the same floating-point operations as the NumPy blocks
+(:mod:`gossip.model.arithmetic.numpy_blocks`), with no fast-math (no reassociation, no fused
+multiply-add), so the two agree to the bit; the tests check it. The one exception is
+:func:`all_finite`, a check whose answer no order of its additions can change. Each public
+function is the API's (:class:`~gossip.model.arithmetic.Backend`), whose docstrings give the
+formulas; most are the compiled loops themselves, with no Python in between.
 """
 
 from __future__ import annotations
 
-import sys
+import math
 from typing import Any
 
 import numpy as np
 from numba import njit
-from numpy.typing import NDArray
+
+from continuized.gossip.model.arithmetic.floats import (
+    F64,
+    FLOAT32_MAX,
+    LARGEST,
+    Floats,
+    stored_below,
+)
 
 __all__ = [
     "add_flow",
     "add_halves",
     "add_sums",
-    "bounded",
-    "finite",
+    "all_finite",
+    "book",
     "flow",
     "half_parts",
+    "one_pass",
     "pending_state",
     "state",
     "state_flow",
     "state_x",
 ]
-
-_LARGEST = sys.float_info.max
-
-F64 = NDArray[np.float64]
-Floats = NDArray[np.floating]
 
 
 @njit(cache=True, nogil=True)
@@ -58,7 +63,8 @@ def _put_flow(
     gap: float, c: float, step: float, dx: Floats, dz: Floats, i: int, below: float
 ) -> bool:  # pragma: no cover
     """Store ``dz[i] = c gap`` and ``dx[i] = step gap``; whether both are below ``below`` in
-    magnitude (NaN compares false), so finite once stored (:func:`stored_below`)."""
+    magnitude (NaN compares false), so finite once stored
+    (:func:`~gossip.model.arithmetic.floats.stored_below`)."""
     vz = gap * c
     vx = gap * step
     dz[i] = vz
@@ -67,7 +73,7 @@ def _put_flow(
 
 
 @njit(cache=True, nogil=True)
-def flow(
+def _flow(
     x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats, below: float
 ) -> bool:  # pragma: no cover
     """``dx = step (x_w - x_v)``, ``dz = c (x_w - x_v)``, the gap in float64; whether every
@@ -80,8 +86,14 @@ def flow(
     return bool(ok)
 
 
+def flow(x_v: Floats, x_w: Floats, c: float, step: float, dx: Floats, dz: Floats) -> bool:
+    """``dx = step (x_w - x_v)``, ``dz = c (x_w - x_v)``; whether all are finite, checked as
+    each value is stored: no second read."""
+    return bool(_flow(x_v, x_w, c, step, dx, dz, stored_below(dx.dtype)))
+
+
 @njit(cache=True, nogil=True)
-def state_flow(
+def _state_flow(
     sum_a: F64,
     sum_d: F64,
     factor: float,
@@ -92,13 +104,22 @@ def state_flow(
     dz: Floats,
     below: float,
 ) -> bool:  # pragma: no cover
-    """:func:`flow` from ``x_v`` to ``x_w = a + f d`` (:func:`state_x`), ``x_w`` never stored;
-    whether every value is below ``below``, as :func:`flow` says."""
+    """:func:`_flow` from ``x_v`` to ``x_w = a + f d`` (:func:`state_x`), ``x_w`` never stored;
+    whether every value is below ``below``, as :func:`_flow` says."""
     ok: Any = True
     for i in range(sum_a.size):
         gap = (sum_a[i] + sum_d[i] * factor) - np.float64(x_v[i])
         ok = ok & _put_flow(gap, c, step, dx, dz, i, below)
     return bool(ok)
+
+
+def state_flow(
+    sums: tuple[F64, F64], factor: float, x_v: Floats, c: float, step: float, dx: Floats, dz: Floats
+) -> bool:
+    """:func:`flow` from ``x_v`` to ``x_w = a + f d``, ``x_w`` never stored; checked as
+    :func:`flow` is."""
+    sum_a, sum_d = sums
+    return bool(_state_flow(sum_a, sum_d, factor, x_v, c, step, dx, dz, stored_below(dx.dtype)))
 
 
 @njit(cache=True, nogil=True)
@@ -115,7 +136,7 @@ def half_parts(
         di = (x - z) * k_d
         a[i] = ai
         d[i] = di
-        finite &= (abs(ai) <= _LARGEST) & (abs(di) <= _LARGEST)
+        finite &= (abs(ai) <= LARGEST) & (abs(di) <= LARGEST)
     return bool(finite == 1)
 
 
@@ -132,7 +153,7 @@ def add_flow(
 
 
 @njit(cache=True, nogil=True)
-def bounded(dx: Floats, dz: Floats, limit: float) -> bool:  # pragma: no cover
+def _bounded(dx: Floats, dz: Floats, limit: float) -> bool:  # pragma: no cover
     """Whether every ``|dx|`` and ``|dz|`` is at most ``limit`` (NaN is not)."""
     ok: Any = 1
     for i in range(dx.size):
@@ -141,7 +162,7 @@ def bounded(dx: Floats, dz: Floats, limit: float) -> bool:  # pragma: no cover
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc"})
-def finite(x: Floats) -> bool:  # pragma: no cover
+def all_finite(x: Floats) -> bool:  # pragma: no cover
     """Whether every value of ``x`` is finite: ``v * 0`` is 0 for a finite ``v`` and nan for an
     inf or a nan, so the sum is 0 exactly when all are finite, in whatever order it is added
     (which lets the loop run on the vector units: 2.5x NumPy's sum of float32 here)."""
@@ -149,6 +170,42 @@ def finite(x: Floats) -> bool:  # pragma: no cover
     for i in range(x.size):
         total += x[i] * 0.0
     return total == 0.0
+
+
+def one_pass(dx: Floats, dz: Floats, k_a: float, k_d: float, finite: bool = False) -> bool:
+    """Whether every value is far below overflow, so that no half-part can overflow: one read
+    of ``dx`` and ``dz``, none for float32 arrays the caller knows are ``finite``."""
+    if not math.isfinite(k_d):
+        return False
+    # |x|, |z| <= limit keeps x + z, x - z and their products by k_a, k_d finite.
+    limit = LARGEST / (4.0 * max(1.0, abs(k_a), abs(k_d)))
+    # Every finite float32 is within the limit: finite is enough (a check that runs at the
+    # speed of memory; the bounds' per-value compare does not).
+    within = dx.dtype == dz.dtype == np.float32 and limit >= FLOAT32_MAX
+    if within and (finite or (all_finite(dx) and all_finite(dz))):
+        return True
+    return bool(_bounded(dx, dz, limit))
+
+
+def book(
+    dx: Floats,
+    dz: Floats,
+    k_a: float,
+    k_d: float,
+    rows: tuple[F64, F64, F64, F64],
+    scratch: tuple[F64, F64],
+) -> bool:
+    """A flow :func:`one_pass` takes is added by :func:`add_halves`, its half-parts never
+    written; any other by :func:`half_parts` into ``scratch`` and :func:`add_flow`, which
+    changes nothing if a half-part is not finite (then False)."""
+    if one_pass(dx, dz, k_a, k_d):
+        add_halves(dx, dz, k_a, k_d, *rows)
+        return True
+    a, d = scratch
+    if not half_parts(dx, dz, k_a, k_d, a, d):
+        return False
+    add_flow(a, d, *rows)
+    return True
 
 
 @njit(cache=True, nogil=True)
