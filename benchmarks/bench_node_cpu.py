@@ -49,9 +49,9 @@ from continuized.coordinator.local.broker import RunningBroker
 from continuized.coordinator.local.launcher import run_up
 from continuized.coordinator.local.node_commands import default_metrics_period
 from continuized.coordinator.local.settings import UpConfig
-from continuized.coordinator.mqtt.auth import host_sizes
 from continuized.coordinator.run.service import CoordinatorConfig
 from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.wire.access import host_sizes
 
 
 def _cpu(proc: psutil.Process) -> float:

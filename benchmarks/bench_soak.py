@@ -49,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "coord
 from _chaos import Deployment, Supervised, deploy, running, wait_for_line
 from machine import background_cores
 
-from continuized.gossip.files.keys import COORDINATOR, load_mqtt_secret, mqtt_password
+from continuized.gossip.files.keys import load_mqtt_secret
+from continuized.gossip.wire.access import COORDINATOR, mqtt_password
 
 _FIRST_KILLS = ("coordinator", "broker")  # then the nodes in turn
 _SETTLE = 60.0  # seconds a restarted incarnation runs before its figures are judged

@@ -134,7 +134,8 @@ def _operator_url(broker: str, keys: Path | None) -> str:
 
     from continuized.coordinator.membership.security import with_credentials
     from continuized.gossip.errors import ConfigError
-    from continuized.gossip.files.keys import OPERATOR, load_mqtt_secret, mqtt_password
+    from continuized.gossip.files.keys import load_mqtt_secret
+    from continuized.gossip.wire.access import OPERATOR, mqtt_password
 
     if urlsplit(broker).username:
         raise ConfigError(

@@ -9,7 +9,7 @@ start-up time per process rather than per node: the Python interpreter and its i
 ZeroMQ context (one I/O thread), one event loop and one MQTT connection per broker account that
 carries its nodes' reports (:class:`node.mqtt.NodeMqtt` with several members). Insecure, and
 secure under ``gossip up`` (whose host process has one account, allowed to publish exactly its
-own nodes' state: :func:`coordinator.mqtt.auth.acl_grants`), that is one connection per
+own nodes' state: :func:`gossip.wire.access.acl_grants`), that is one connection per
 process. Nodes that got accounts of their own (``node-<id>``: a host of hand-made keys) keep a
 connection each, and only the first of them subscribes to the control and status topics.
 

@@ -26,7 +26,7 @@ Theory of operation
   restarts, an error, Ctrl-C), with ``failure``, ``restarts`` and ``events``.
 * Secure by default: fresh keys in ``<log_dir>/keys`` (:func:`gossip.files.keys.init_keys`),
   CurveZMQ on every ZeroMQ socket, and, with the embedded broker (mosquitto or amqtt alike), a
-  password per role and an ACL (:mod:`coordinator.mqtt.auth`); host mode too (each node of a process
+  password per role and an ACL (:mod:`gossip.wire.access`); host mode too (each node of a process
   has its own key and ZAP domain: :mod:`node.transport.curve`; the process has one broker account,
   which may publish only its own nodes' state). ``secure=False`` (``gossip up --insecure``)
   turns it all off.
@@ -71,12 +71,13 @@ from continuized.coordinator.machine.children import (
 from continuized.coordinator.machine.ports import free_port, free_port_block
 from continuized.coordinator.membership.plan import Plan
 from continuized.coordinator.membership.security import load_security
-from continuized.coordinator.mqtt.auth import host_sizes, write_broker_auth
+from continuized.coordinator.mqtt.auth import write_broker_auth
 from continuized.coordinator.run._groups import single_error
 from continuized.coordinator.run.config import secured
 from continuized.coordinator.run.service import Coordinator
 from continuized.gossip.errors import GossipError
 from continuized.gossip.files.keys import COORDINATOR, init_keys
+from continuized.gossip.wire.access import host_sizes
 from continuized.gossip.wire.pubsub import redact_broker
 
 __all__ = [

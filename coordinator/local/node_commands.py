@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from continuized.coordinator.machine.children import python_module
-from continuized.coordinator.mqtt.auth import host_sizes
+from continuized.gossip.wire.access import host_sizes
 
 __all__ = ["NodeEntries", "default_metrics_period", "node_argv", "node_command"]
 
@@ -82,7 +82,7 @@ def default_metrics_period(nodes: int, nodes_per_process: int = 1) -> float:
     a second in all to report, and send about 500 reports a second in all at most. Reports
     further apart carry more exact samples each
     (:func:`gossip.exchange.trace.trace_step`). The processes are
-    :func:`~coordinator.mqtt.auth.host_sizes`'.
+    :func:`~gossip.wire.access.host_sizes`'.
 
     Examples
     --------

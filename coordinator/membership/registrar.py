@@ -27,7 +27,7 @@ registrations of its nodes in one message, answered with
 connection, per process instead of per node. Each registration in it is taken as a lone one
 would be; secured, a batch is taken only if ``may_batch(key_name, name)`` allows the key it
 came with to register every name in it (``gossip up``'s host process holds the keys of its
-block of nodes, :func:`coordinator.mqtt.auth.host_blocks`); otherwise it is refused as a whole
+block of nodes, :func:`gossip.wire.access.host_blocks`); otherwise it is refused as a whole
 (counted in ``impostors``), and the host registers its nodes one by one, each on its own key.
 
 A :class:`~gossip.wire.schema.Beat` (a bootstrapped node's lifeline, :mod:`node.lifeline`) goes

@@ -17,14 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from continuized.coordinator.mqtt.auth import account_of
-from continuized.gossip.files.keys import (
-    COORDINATOR,
-    load_allow_list,
-    load_identity,
-    load_mqtt_secret,
-    mqtt_password,
-)
+from continuized.gossip.files.keys import load_allow_list, load_identity, load_mqtt_secret
+from continuized.gossip.wire.access import COORDINATOR, account_of, mqtt_password
 
 __all__ = ["Security", "load_security", "with_credentials"]
 
@@ -58,7 +52,7 @@ class Security:
     nodes, per_process : int
         Host mode (``per_process > 1``, set by ``gossip up --nodes-per-process``): the run's
         ``nodes`` nodes connect with their host process's account
-        (:func:`coordinator.mqtt.auth.account_of`), so the nodes of a process share its one
+        (:func:`gossip.wire.access.account_of`), so the nodes of a process share its one
         connection. ``1``: each node has its own.
     """
 

@@ -1,9 +1,10 @@
 """amqtt plugins that enforce a run's MQTT passwords and ACL, from mosquitto's own files.
 
-The embedded amqtt broker of :mod:`coordinator.local.broker` (an :class:`AccessBroker`) loads both
-plugins by their dotted paths, each given one file that
-:func:`coordinator.mqtt.auth.write_broker_auth` wrote for mosquitto: so one ACL and one set of
-password hashes serve both brokers.
+The rules are :mod:`gossip.wire.access`'s: the plugins read them back from the files that
+:func:`coordinator.mqtt.auth.write_broker_auth` wrote for mosquitto, and decide with
+:func:`gossip.wire.access.may`, so one ACL and one set of password hashes serve both brokers.
+The embedded amqtt broker of :mod:`coordinator.local.broker` (an :class:`AccessBroker`) loads
+both plugins by their dotted paths, each given one of the files.
 
 * :class:`PasswordFilePlugin` admits a client only with a username in ``password_file`` and
   the password its PBKDF2 hash was made from; an anonymous client is refused (CONNACK 5).
@@ -26,7 +27,8 @@ from amqtt.broker import Broker
 from amqtt.contexts import Action
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 
-from continuized.coordinator.mqtt.auth import may, parse_acl, parse_password_file, verify_password
+from continuized.coordinator.mqtt.auth import parse_acl, parse_password_file, verify_password
+from continuized.gossip.wire.access import may
 
 __all__ = ["AccessBroker", "AclFilePlugin", "PasswordFilePlugin"]
 

@@ -37,13 +37,13 @@ from continuized.coordinator.membership.plan import Assignment, Plan, natural_ke
 from continuized.coordinator.membership.registrar import RegistrarStats, serve_registrations
 from continuized.coordinator.membership.registry import Readdressed, Ready, Registry
 from continuized.coordinator.membership.security import Security
-from continuized.coordinator.mqtt.auth import account_of
 from continuized.coordinator.run.config import CoordinatorConfig
 from continuized.coordinator.run.evaluation import ReportBook
 from continuized.coordinator.run.roster import Churn
 from continuized.coordinator.run.runlog import RunLog
 from continuized.coordinator.run.status import restore_progress, resumable
 from continuized.gossip.errors import TransportError
+from continuized.gossip.wire.access import account_of
 from continuized.gossip.wire.schema import Beat, Message, RegisterError, Stop
 
 __all__ = ["Enrollment", "batch_rule"]
@@ -273,7 +273,7 @@ class Enrollment:
 def batch_rule(security: Security | None) -> Callable[[str, str], bool] | None:
     """Who may register whom in one batch: the key of a node of a host process (``gossip up
     --nodes-per-process``, secure) may register the nodes of that process, whose keys the
-    process holds. Host j holds the j-th block of ids (:func:`coordinator.mqtt.auth.host_blocks`,
+    process holds. Host j holds the j-th block of ids (:func:`gossip.wire.access.host_blocks`,
     as for its MQTT account), and the ids go to the allow-list's names in natural order, as
     :class:`~coordinator.membership.registry.Registry` assigns them. ``None``: no batches (no host
     mode).

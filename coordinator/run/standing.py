@@ -4,7 +4,7 @@
 ``gossip node --standing`` keeps the node processes between runs (:mod:`node.host`);
 ``gossip submit`` sends a run and waits for its summary (:mod:`cli.submit_cmd`).
 
-Topics (JSON; the ``operator`` account of :func:`coordinator.mqtt.auth.acl_grants` may write
+Topics (JSON; the ``operator`` account of :func:`gossip.wire.access.acl_grants` may write
 the first and read the others, so both brokers enforce who submits):
 
 * the submit topic of run ``<id>`` (:meth:`gossip.wire.pubsub.Topics.submit`) -- a run's

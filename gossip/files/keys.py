@@ -8,20 +8,17 @@ Layout written by ``gossip keys init --dir DIR --nodes N`` (directories 0700, se
     DIR/coordinator/mqtt.secret     the secret every MQTT password is derived from
     DIR/node-K/identity.json        {"name": "node-K", "public": Z85, "coordinator": Z85}
     DIR/node-K/secret.key           node K's CURVE secret key
-    DIR/mqtt/passwd, DIR/mqtt/acl   for mosquitto (see :mod:`coordinator.mqtt.auth`)
+    DIR/mqtt/passwd, DIR/mqtt/acl   for the broker (see :mod:`coordinator.mqtt.auth`)
 
 A node's *name* is bound to its key: the coordinator only accepts a registration under the name
-the allow-list gives the key it was authenticated with. MQTT passwords are derived from one
-secret, ``HMAC-SHA256(secret, username)``, so the coordinator can hand each node the password
-of its own username (``node-<id>``) in the bootstrap, which travels over CURVE.
+the allow-list gives the key it was authenticated with. Every MQTT password derives from the one
+secret in ``mqtt.secret`` (the rule, and who may do what: :mod:`gossip.wire.access`).
 
 Pure file handling: no sockets, no clock. Key pairs are made by the caller (``zmq.curve_keypair``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import re
@@ -32,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from continuized.gossip.errors import ConfigError
+from continuized.gossip.wire.access import COORDINATOR
 
 __all__ = [
     "COORDINATOR",
-    "OPERATOR",
     "Identity",
     "KeyPair",
     "check_key",
@@ -43,16 +40,8 @@ __all__ = [
     "load_allow_list",
     "load_identity",
     "load_mqtt_secret",
-    "mqtt_password",
-    "node_username",
     "write_identity",
 ]
-
-COORDINATOR = "coordinator"
-"""Name (and MQTT username) of the coordinator."""
-
-OPERATOR = "operator"
-"""MQTT username of whoever submits runs to a standing coordinator (``gossip submit``)."""
 
 KeyPair = Callable[[], tuple[bytes, bytes]]
 """Makes one ``(public, secret)`` CURVE key pair, Z85-encoded (``zmq.curve_keypair``)."""
@@ -93,22 +82,6 @@ def check_key(key: object, where: str) -> str:
     if not isinstance(key, str) or not _Z85.match(key):
         raise ConfigError(f"{where} is not a CURVE key (40 Z85 characters), got {key!r}")
     return key
-
-
-def node_username(node_id: int) -> str:
-    """Return the MQTT username of node ``node_id``: ``node-<id>``."""
-    return f"node-{node_id}"
-
-
-def mqtt_password(secret: str, username: str) -> str:
-    """Return the MQTT password of ``username``: ``HMAC-SHA256(secret, username)`` in hex.
-
-    Examples
-    --------
-    >>> len(mqtt_password("s3cret", "node-3"))
-    64
-    """
-    return hmac.new(secret.encode(), username.encode(), hashlib.sha256).hexdigest()
 
 
 def _private_dir(path: Path) -> None:
@@ -258,7 +231,8 @@ def load_allow_list(path: Path) -> dict[str, str]:
 
 
 def load_mqtt_secret(path: Path) -> str:
-    """Load the secret MQTT passwords derive from (0600, see :func:`mqtt_password`)."""
+    """Load the secret MQTT passwords derive from (0600, see
+    :func:`gossip.wire.access.mqtt_password`)."""
     secret = _read_secret(path, "MQTT secret")
     if len(secret) < 16:
         raise ConfigError(f"the MQTT secret {path} is too short (at least 16 characters)")

@@ -21,8 +21,9 @@ topic                              what it carries                              
 =================================  ===========================================  ===============
 
 :class:`Topics` builds them for one cluster; ``Topics("+")`` gives the same layout for every
-cluster, as the broker's access rules name them. Matching a topic against a filter is
-aiomqtt's (:meth:`aiomqtt.Topic.matches`); this module only spells the names.
+cluster, as the broker's access rules name them. Who may read or write which of them, and
+matching a topic against a filter, is :mod:`gossip.wire.access`; this module only spells the
+names.
 
 Examples
 --------

@@ -27,7 +27,8 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from continuized.gossip.files.keys import COORDINATOR, load_mqtt_secret, mqtt_password
+from continuized.gossip.files.keys import COORDINATOR, load_mqtt_secret
+from continuized.gossip.wire.access import mqtt_password
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(1200)]
 

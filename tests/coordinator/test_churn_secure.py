@@ -33,12 +33,8 @@ from continuized.coordinator.local.broker import (
 )
 from continuized.coordinator.machine.ports import free_port
 from continuized.coordinator.run.service import Coordinator, CoordinatorConfig
-from continuized.gossip.files.keys import (
-    COORDINATOR,
-    load_identity,
-    load_mqtt_secret,
-    mqtt_password,
-)
+from continuized.gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret
+from continuized.gossip.wire.access import mqtt_password
 
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]
 

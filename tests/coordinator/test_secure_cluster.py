@@ -28,13 +28,9 @@ from continuized.coordinator.local.broker import BrokerKind, RunningBroker, find
 from continuized.coordinator.local.launcher import run_up
 from continuized.coordinator.local.settings import UpConfig
 from continuized.coordinator.run.service import CoordinatorConfig
-from continuized.gossip.files.keys import (
-    COORDINATOR,
-    load_identity,
-    load_mqtt_secret,
-    mqtt_password,
-)
+from continuized.gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret
 from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.wire.access import mqtt_password
 from continuized.gossip.wire.schema import Request, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]

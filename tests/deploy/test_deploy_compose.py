@@ -125,8 +125,8 @@ def _rogue_state(project: ComposeProject, broker: Any) -> None:
     """Node 1's own MQTT account publishes a state for node 2: a watcher never sees it."""
     (coordinator,) = project.containers("coordinator")
     password = coordinator.exec_run(
-        ["python", "-c", "from continuized.gossip.files.keys import "
-         "load_mqtt_secret as s, mqtt_password as p; "
+        ["python", "-c", "from continuized.gossip.files.keys import load_mqtt_secret as s; "
+         "from continuized.gossip.wire.access import mqtt_password as p; "
          "print(p(s(__import__('pathlib').Path('/keys/coordinator/mqtt.secret')), 'node-1'))"]
     )  # fmt: skip
     assert password.exit_code == 0, password.output

@@ -27,13 +27,8 @@ from continuized.coordinator.membership.registry import Ready, Registry
 from continuized.coordinator.membership.security import Security
 from continuized.coordinator.mqtt.auth import write_broker_auth
 from continuized.coordinator.run.config import CoordinatorConfig, prepare
-from continuized.gossip.files.keys import (
-    COORDINATOR,
-    OPERATOR,
-    init_keys,
-    load_mqtt_secret,
-    mqtt_password,
-)
+from continuized.gossip.files.keys import COORDINATOR, init_keys, load_mqtt_secret
+from continuized.gossip.wire.access import OPERATOR, mqtt_password
 from continuized.gossip.wire.schema import Bootstrap, Register, decode, encode
 
 

@@ -24,7 +24,7 @@ from continuized.coordinator.machine.children import spawn, stop_process
 from continuized.coordinator.machine.ports import free_port, wait_for_port
 from continuized.coordinator.mqtt.auth import write_mosquitto_auth
 from continuized.coordinator.mqtt.link import MqttLink
-from continuized.gossip.files.keys import COORDINATOR, mqtt_password
+from continuized.gossip.wire.access import COORDINATOR, mqtt_password
 from continuized.gossip.wire.pubsub import parse_broker
 from continuized.node.mqtt import NodeMqtt
 

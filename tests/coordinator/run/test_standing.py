@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from continuized.coordinator.mqtt.auth import acl_grants, may
 from continuized.coordinator.run.config import CoordinatorConfig
 from continuized.coordinator.run.standing import SUBMIT_FIELDS, parse_submission, submitted_config
 from continuized.gossip.errors import ConfigError
-from continuized.gossip.files.keys import OPERATOR
+from continuized.gossip.wire.access import OPERATOR, acl_grants, may
 
 BASE = CoordinatorConfig(graph="cycle:6", values="onehot", broker="mqtt://127.0.0.1:1883")
 

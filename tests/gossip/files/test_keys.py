@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 import zmq
-from hypothesis import given
-from hypothesis import strategies as st
 
 from continuized.gossip.errors import ConfigError
 from continuized.gossip.files.keys import (
@@ -18,7 +16,6 @@ from continuized.gossip.files.keys import (
     load_allow_list,
     load_identity,
     load_mqtt_secret,
-    mqtt_password,
 )
 
 
@@ -82,11 +79,3 @@ def test_bad_names_are_refused(tmp_path: Path) -> None:
     for names in (["node 0"], [COORDINATOR], ["a", "a"]):
         with pytest.raises(ConfigError):
             init_keys(tmp_path / "k", names, zmq.curve_keypair)
-
-
-@given(st.text(min_size=16, max_size=40), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_mqtt_passwords_differ_per_user_and_are_reproducible(secret: str, a: int, b: int) -> None:
-    pa, pb = mqtt_password(secret, f"node-{a}"), mqtt_password(secret, f"node-{b}")
-    assert pa == mqtt_password(secret, f"node-{a}")
-    assert (pa == pb) == (a == b)
-    assert pa != mqtt_password(secret + "x", f"node-{a}")
