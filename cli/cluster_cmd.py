@@ -13,39 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from continuized.cli._app import app
-from continuized.cli._cluster_options import (
-    Algorithm,
-    BatchSize,
-    BrokerDeadline,
-    Cluster,
-    DashHost,
-    DashPort,
-    DashRuns,
-    DashToken,
-    Data,
-    DeadAfter,
-    Dim,
-    Graph,
-    Init,
-    JsonOut,
-    Lr,
-    MetricsFile,
-    MetricsPeriod,
-    Momentum,
-    Problem,
-    Rate,
-    RateCom,
-    Split,
-    Timeout,
-    Train,
-    TrainingRuns,
-    TrainSeed,
-    Until,
-    UntilAccuracy,
-    check_hold,
-    env,
-    recipe,
-)
 from continuized.cli._cluster_view import (
     hold_dashboard,
     print_summary,
@@ -53,6 +20,38 @@ from continuized.cli._cluster_view import (
     with_log_lines,
 )
 from continuized.cli._errors import fail, reported_errors, warn
+from continuized.cli.options.cluster import (
+    Algorithm,
+    BrokerDeadline,
+    Cluster,
+    DashHost,
+    DashPort,
+    DashRuns,
+    DashToken,
+    DeadAfter,
+    Graph,
+    MetricsFile,
+    MetricsPeriod,
+    MqttCa,
+    Rate,
+    Timeout,
+    Until,
+    check_hold,
+)
+from continuized.cli.options.envvars import env
+from continuized.cli.options.objective import Data, Dim, Problem, Split, live_objective
+from continuized.cli.options.output import JsonOut
+from continuized.cli.options.training import (
+    BatchSize,
+    Init,
+    Lr,
+    Momentum,
+    RateCom,
+    Train,
+    TrainingRuns,
+    TrainSeed,
+    UntilAccuracy,
+)
 from continuized.coordinator.machine.ports import check_port_free, check_zmq_bind_free
 
 if TYPE_CHECKING:
@@ -135,10 +134,7 @@ def coordinator(
             "the nodes' allow-list, MQTT passwords per role. Without it: insecure.",
         ),
     ] = None,
-    mqtt_ca: Annotated[
-        Path | None,
-        typer.Option(envvar=env("mqtt_ca"), help="CA (PEM) of an mqtts:// broker."),
-    ] = None,
+    mqtt_ca: MqttCa = None,
     hold: Annotated[
         float,
         typer.Option(
@@ -175,6 +171,20 @@ def coordinator(
     from continuized.coordinator.figures.records import error_text
     from continuized.coordinator.run.service import Coordinator, CoordinatorConfig, prepare
 
+    with reported_errors():
+        objective = live_objective(
+            problem=problem,
+            data=data,
+            split=split,
+            train=train,
+            algorithm=algorithm,
+            rate_com=rate_com,
+            lr=lr,
+            momentum=momentum,
+            batch_size=batch_size,
+            init=init,
+            train_seed=train_seed,
+        )
     config = CoordinatorConfig(
         graph=graph,
         expect=expect,
@@ -204,12 +214,10 @@ def coordinator(
         dashboard_runs_dir=dashboard_runs_dir,
         keys=keys,
         mqtt_ca=mqtt_ca,
-        problem=problem,
-        data=(data or "breast-cancer") if problem else "" if train else data,
-        split=(split or "iid:0") if problem else "" if train else split,
-        training=recipe(
-            train, algorithm, data, split, rate_com, lr, momentum, batch_size, init, train_seed
-        ),
+        problem=objective.problem,
+        data=objective.data,
+        split=objective.split,
+        training=objective.training,
         until_accuracy=until_accuracy,
         training_runs=training_runs,
     )

@@ -9,6 +9,7 @@ import typer
 
 from continuized.cli._app import app
 from continuized.cli._errors import reported_errors
+from continuized.cli.options.cluster import MqttCa
 from continuized.coordinator.machine.ports import check_zmq_bind_free
 
 __all__ = ["node"]
@@ -180,10 +181,7 @@ def node(
             "the same keys back. For identical replicas (docker compose --scale).",
         ),
     ] = None,
-    mqtt_ca: Annotated[
-        Path | None,
-        typer.Option(envvar="GOSSIP_MQTT_CA", help="CA (PEM) of an mqtts:// broker."),
-    ] = None,
+    mqtt_ca: MqttCa = None,
     leave: Annotated[
         bool,
         typer.Option(

@@ -10,16 +10,14 @@ import typer
 from continuized.cli._app import reproduce_app
 from continuized.cli._errors import reported_errors
 from continuized.cli._tables import figures_table
+from continuized.cli.options.output import FigureDir
 
 __all__ = ["optim_figure"]
 
 
 @reproduce_app.command("optim-figure")
 def optim_figure(
-    out: Annotated[
-        Path,
-        typer.Option(help="Directory for the PNGs, CSVs and JSON.", envvar="GOSSIP_OUT"),
-    ] = Path("figures"),
+    out: FigureDir = Path("figures"),
     runs: Annotated[
         int,
         typer.Option(

@@ -8,12 +8,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from continuized.cli._app import app, reproduce_app
-from continuized.cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
 from continuized.cli._errors import reported_errors
+from continuized.cli._progress import progress_bar
 from continuized.cli._tables import figures_table
+from continuized.cli.options.batch_runs import (
+    GridPoints,
+    PanelRuns,
+    Runs,
+    Seed,
+    check_count,
+    check_positive,
+    seed_option,
+)
+from continuized.cli.options.envvars import option
+from continuized.cli.options.output import CsvOut, FigureDir, PlotOut, ShowProgress, SummaryOut
 
 if TYPE_CHECKING:
-    from continuized.gossip.dual.experiment import Experiment, Progress
+    from continuized.gossip.dual.experiment import Experiment
 
 __all__ = ["optimization_figure", "optimize_cmd"]
 
@@ -49,7 +60,7 @@ def optimize_cmd(
             "acd, cd or dgd; repeat for several (default acd and cd).", "ALGORITHM", "--algorithm"
         ),
     ] = None,
-    runs: Annotated[int, option("Independent runs per algorithm.", "RUNS", "--runs")] = 100,
+    runs: Runs = 100,
     t_end: Annotated[
         float | None,
         option(
@@ -58,9 +69,7 @@ def optimize_cmd(
             "--t-end",
         ),
     ] = None,
-    grid_points: Annotated[
-        int, option("Points of the time grid on [0, t-end].", "GRID_POINTS", "--grid-points")
-    ] = 100,
+    grid_points: GridPoints = 100,
     eps: Annotated[
         float,
         option(
@@ -69,9 +78,7 @@ def optimize_cmd(
             "--eps",
         ),
     ] = 1e-8,
-    seed: Annotated[
-        int, option("Seed of the runs (and of the DGD step search).", "SEED", "--seed")
-    ] = 0,
+    seed: Annotated[int, seed_option("Seed of the runs (and of the DGD step search).")] = 0,
     workers: Annotated[
         int | None,
         option(
@@ -115,15 +122,14 @@ def optimize_cmd(
     console = Console()
     with reported_errors():
         names = parse_algorithms(algorithms or ["acd", "cd"])
-        _check_count("--runs", runs, 1)
-        _check_count("--grid-points", grid_points, 2)
-        _check_count("--seed", seed, 0)
+        check_count("--runs", runs, 1)
+        check_count("--grid-points", grid_points, 2)
+        check_count("--seed", seed, 0)
         if workers is not None:
-            _check_count("--workers", workers, 1)
-        if t_end is not None and not (math.isfinite(t_end) and t_end > 0):
-            raise ConfigError(f"--t-end must be a finite number > 0, got {t_end!r}")
-        if not (math.isfinite(eps) and eps > 0):
-            raise ConfigError(f"--eps must be a finite number > 0, got {eps!r}")
+            check_count("--workers", workers, 1)
+        if t_end is not None:
+            check_positive("--t-end", t_end)
+        check_positive("--eps", eps)
         if estimate not in ("y", "z"):
             raise ConfigError(f"--estimate must be y or z, got {estimate!r}")
         if plot is not None:
@@ -139,7 +145,11 @@ def optimize_cmd(
         if end is None:
             end = float(math.ceil(20.0 / algorithm_params("acd", q, network.problems).theta))
         grid = np.linspace(0.0, end, grid_points)
-        with _progress_bar(progress, runs, end) as report:
+
+        def describe(name: str) -> str:
+            return f"{name}: {runs} runs to t={end:g}"
+
+        with progress_bar(progress, describe) as report:
             exp = run_experiment(
                 topo,
                 network.problems,
@@ -178,11 +188,9 @@ def optimize_cmd(
 
 @reproduce_app.command("optimization-figure")
 def optimization_figure(
-    out: Annotated[Path, option("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")] = Path(
-        "figures"
-    ),
-    runs: Annotated[int, option("Runs per panel and algorithm.", "RUNS", "--runs")] = 10,
-    seed: Annotated[int, option("Seed of the runs.", "SEED", "--seed")] = 0,
+    out: FigureDir = Path("figures"),
+    runs: PanelRuns = 10,
+    seed: Seed = 0,
     workers: Annotated[
         int, option("Worker processes, one panel each (default 2).", "WORKERS", "--workers")
     ] = 2,
@@ -202,10 +210,10 @@ def optimization_figure(
 
     started = time.perf_counter()
     with reported_errors():
-        _check_count("--runs", runs, 1)
-        _check_count("--seed", seed, 0)
-        _check_count("--workers", workers, 1)
-        with _progress_bar(progress, 1, 1.0, label="panels") as report:
+        check_count("--runs", runs, 1)
+        check_count("--seed", seed, 0)
+        check_count("--workers", workers, 1)
+        with progress_bar(progress) as report:
             summary = write_optimization_figures(
                 out,
                 runs=runs,
@@ -245,49 +253,6 @@ def _cell(value: Any, fmt: str = ".4g") -> str:
     if isinstance(value, float):
         return format(value, fmt)
     return str(value)
-
-
-def _check_count(option: str, value: int, minimum: int) -> None:
-    from continuized.gossip.errors import ConfigError
-
-    if value < minimum:
-        raise ConfigError(f"{option} must be an integer >= {minimum}, got {value}")
-
-
-class _progress_bar:  # noqa: N801 (used as a context manager, like a function)
-    """A rich progress bar on stderr with one task per algorithm, or nothing."""
-
-    def __init__(self, enabled: bool, runs: int, t_end: float, label: str = "") -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            disable=not enabled,
-            transient=True,
-        )
-        self._tasks: dict[str, Any] = {}
-        self._label = label
-        self._runs, self._t_end = runs, t_end
-
-    def __enter__(self) -> Progress:
-        self._bar.__enter__()
-        return self.update
-
-    def __exit__(self, *exc: object) -> None:
-        self._bar.__exit__(None, None, None)
-
-    def update(self, name: str, done: float, total: float) -> None:
-        """Move the bar of ``name`` to ``done`` of ``total``."""
-        task = self._tasks.get(name)
-        if task is None:
-            text = name if self._label else f"{name}: {self._runs} runs to t={self._t_end:g}"
-            task = self._tasks[name] = self._bar.add_task(text, total=total)
-        self._bar.update(task, completed=done, total=total)
 
 
 def _print_experiment(console: Any, exp: Experiment, summary: dict[str, Any]) -> None:

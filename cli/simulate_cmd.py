@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,9 +10,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from continuized.cli._app import app, reproduce_app
-from continuized.cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
 from continuized.cli._errors import plain_console, reported_errors
+from continuized.cli._progress import progress_bar
 from continuized.cli._tables import figures_table
+from continuized.cli.options.batch_runs import (
+    Eps,
+    GridPoints,
+    PanelGridPoints,
+    PanelRuns,
+    Runs,
+    Seed,
+    Workers,
+    check_count,
+    check_positive,
+    seed_option,
+)
+from continuized.cli.options.envvars import option
+from continuized.cli.options.objective import Dim, Values
+from continuized.cli.options.output import CsvOut, FigureDir, PlotOut, ShowProgress, SummaryOut
 
 if TYPE_CHECKING:
     from continuized.gossip.graph.spectral import GraphQuantities
@@ -29,12 +43,6 @@ PAPER_GRAPHS: tuple[tuple[str, str, float], ...] = (
 )
 """The paper's gossip figure (the paper's experiments): spec, title, t range chosen to show the
 curves."""
-
-
-_WORKERS_HELP = (
-    "Threads of the compiled kernel, worker processes of the numpy engine (default: one per "
-    "CPU for large jobs)."
-)
 
 
 @app.command("simulate")
@@ -56,7 +64,7 @@ def simulate_cmd(
             "-a",
         ),
     ] = None,
-    runs: Annotated[int, option("Independent runs per algorithm.", "RUNS", "--runs")] = 1000,
+    runs: Runs = 1000,
     t_end: Annotated[
         float | None,
         option(
@@ -65,34 +73,12 @@ def simulate_cmd(
             "--t-end",
         ),
     ] = None,
-    grid_points: Annotated[
-        int,
-        option(
-            "Points of the time grid, evenly spaced on [0, t-end].", "GRID_POINTS", "--grid-points"
-        ),
-    ] = 200,
-    eps: Annotated[
-        float,
-        option(
-            "Target error for t_eps (first grid time with median error <= eps).", "EPS", "--eps"
-        ),
-    ] = 1e-6,
-    values: Annotated[
-        str,
-        option(
-            "Initial values: onehot, onehot:K, gaussian:SEED, uniform:SEED, file:PATH.",
-            "VALUES",
-            "--values",
-        ),
-    ] = "onehot",
-    dim: Annotated[int, option("Components of each node's value.", "DIM", "--dim")] = 1,
-    seed: Annotated[
-        int, option("Seed; run r uses SeedSequence(seed) child r.", "SEED", "--seed")
-    ] = 0,
-    workers: Annotated[
-        int | None,
-        option(_WORKERS_HELP, "WORKERS", "--workers"),
-    ] = None,
+    grid_points: GridPoints = 200,
+    eps: Eps = 1e-6,
+    values: Values = "onehot",
+    dim: Dim = 1,
+    seed: Annotated[int, seed_option("Seed; run r uses SeedSequence(seed) child r.")] = 0,
+    workers: Workers = None,
     weighted: Annotated[
         bool,
         option(
@@ -122,16 +108,15 @@ def simulate_cmd(
         ]
         if len(set(names)) != len(names):
             raise ConfigError(f"--algorithm given twice: {', '.join(algorithms or [])}")
-        _check_count("--runs", runs, 1)
-        _check_count("--grid-points", grid_points, 2)
-        _check_count("--dim", dim, 1)
-        _check_count("--seed", seed, 0)
+        check_count("--runs", runs, 1)
+        check_count("--grid-points", grid_points, 2)
+        check_count("--dim", dim, 1)
+        check_count("--seed", seed, 0)
         if workers is not None:
-            _check_count("--workers", workers, 1)
-        if t_end is not None and not (math.isfinite(t_end) and t_end > 0):
-            raise ConfigError(f"--t-end must be a finite number > 0, got {t_end!r}")
-        if not (math.isfinite(eps) and eps > 0):
-            raise ConfigError(f"--eps must be a finite number > 0, got {eps!r}")
+            check_count("--workers", workers, 1)
+        if t_end is not None:
+            check_positive("--t-end", t_end)
+        check_positive("--eps", eps)
         if plot is not None:
             check_output_path(plot, FIGURE_SUFFIXES)
             prepare_plotting()  # in the background, while the kernel runs
@@ -149,19 +134,12 @@ def simulate_cmd(
 
 @reproduce_app.command("gossip-figure")
 def gossip_figure(
-    out: Annotated[
-        Path, option("Directory for the figure, the CSVs and the JSON summaries.", "OUT", "--out")
-    ] = Path("figures"),
-    runs: Annotated[int, option("Runs per graph and algorithm.", "RUNS", "--runs")] = 1000,
-    grid_points: Annotated[
-        int, option("Points of the time grid per graph.", "GRID_POINTS", "--grid-points")
-    ] = 200,
-    eps: Annotated[float, option("Target error for t_eps.", "EPS", "--eps")] = 1e-6,
-    seed: Annotated[int, option("Seed of the runs.", "SEED", "--seed")] = 0,
-    workers: Annotated[
-        int | None,
-        option(_WORKERS_HELP, "WORKERS", "--workers"),
-    ] = None,
+    out: FigureDir = Path("figures"),
+    runs: PanelRuns = 1000,
+    grid_points: PanelGridPoints = 200,
+    eps: Eps = 1e-6,
+    seed: Seed = 0,
+    workers: Workers = None,
     progress: ShowProgress = True,
 ) -> None:
     """Reproduce the paper's gossip figure: line 30, grid 15x15, complete 10; RG vs ARG."""
@@ -175,13 +153,12 @@ def gossip_figure(
 
     started = time.perf_counter()
     with reported_errors():
-        _check_count("--runs", runs, 1)
-        _check_count("--grid-points", grid_points, 2)
-        _check_count("--seed", seed, 0)
+        check_count("--runs", runs, 1)
+        check_count("--grid-points", grid_points, 2)
+        check_count("--seed", seed, 0)
         if workers is not None:
-            _check_count("--workers", workers, 1)
-        if not (math.isfinite(eps) and eps > 0):
-            raise ConfigError(f"--eps must be a finite number > 0, got {eps!r}")
+            check_count("--workers", workers, 1)
+        check_positive("--eps", eps)
         if out.exists() and not out.is_dir():
             raise ConfigError(f"--out {str(out)!r} exists and is not a directory")
         try:
@@ -222,13 +199,6 @@ def gossip_figure(
     typer.echo(f"wall time: {time.perf_counter() - started:.1f} s")
 
 
-def _check_count(option: str, value: int, minimum: int) -> None:
-    from continuized.gossip.errors import ConfigError
-
-    if value < minimum:
-        raise ConfigError(f"{option} must be an integer >= {minimum}, got {value}")
-
-
 class _GraphRun:
     """One graph's simulations: the topology, its quantities and one result per algorithm."""
 
@@ -253,8 +223,6 @@ def _simulate_graph(
     show_progress: bool,
 ) -> _GraphRun:
     import numpy as np
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from continuized.gossip.graph.spectral import graph_quantities
     from continuized.gossip.graph.topology import parse_topology
@@ -268,26 +236,23 @@ def _simulate_graph(
     end = t_end if t_end is not None else float(np.ceil(20.0 / q.theta_arg))
     grid = np.linspace(0.0, end, grid_points)
     run = _GraphRun(topo, q, end)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=not show_progress,
-        transient=True,
-    ) as bar:
+    total = runs * end
+
+    def describe(name: str) -> str:
+        return f"{spec} {name}: {runs} runs to t={end:g}"
+
+    with progress_bar(show_progress, describe) as report:
         for name in names:
             params = gossip_params(name, q.mu_gossip, q.r_max)
-            task = bar.add_task(f"{spec} {name}: {runs} runs to t={end:g}", total=runs * end)
+            report(name, 0, total)  # the bar shows before the first run ends
 
-            def update(done: int, task: Any = task) -> None:
-                bar.update(task, completed=done)
+            def update(done: int, name: str = name) -> None:
+                report(name, done, total)
 
             run.results[name] = simulate(
                 topo, params, initial, grid, runs, seed, update, workers=workers
             )
-            bar.update(task, completed=runs * end)
+            report(name, total, total)
     return run
 
 

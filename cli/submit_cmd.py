@@ -13,9 +13,10 @@ from typing import Annotated, Any
 import typer
 
 from continuized.cli._app import app
-from continuized.cli._cluster_options import env
 from continuized.cli._errors import fail, plain_console, reported_errors
 from continuized.cli._tables import figures_table
+from continuized.cli.options.cluster import MqttCa
+from continuized.cli.options.envvars import env
 
 __all__ = ["submit"]
 
@@ -62,10 +63,7 @@ def submit(
             "submit as the broker's operator account.",
         ),
     ] = None,
-    mqtt_ca: Annotated[
-        Path | None,
-        typer.Option(envvar=env("mqtt_ca"), help="CA (PEM) of an mqtts:// broker."),
-    ] = None,
+    mqtt_ca: MqttCa = None,
     wait: Annotated[
         float,
         typer.Option(help="Seconds to wait for the summary (the queue, the run and its stop)."),

@@ -8,12 +8,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from continuized.cli._app import app, reproduce_app
-from continuized.cli._batch_options import CsvOut, PlotOut, ShowProgress, SummaryOut, option
 from continuized.cli._errors import reported_errors
+from continuized.cli._progress import progress_bar
+from continuized.cli.options.batch_runs import (
+    GridPoints,
+    PanelGridPoints,
+    PanelRuns,
+    Runs,
+    Seed,
+    check_count,
+    check_positive,
+    seed_option,
+)
+from continuized.cli.options.envvars import option
+from continuized.cli.options.output import CsvOut, FigureDir, PlotOut, ShowProgress, SummaryOut
+from continuized.cli.options.training import SimHorizon, SimLr, SimMomentum
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from continuized.gossip.train import TrainingProblem, TrainingResult
 
 __all__ = ["train_cmd", "training_figure"]
@@ -64,18 +75,11 @@ def train_cmd(
             "Communications per node per gradient step (per unit of t).", "RATE_COM", "--rate-com"
         ),
     ] = 1.0,
-    t_end: Annotated[
-        float, option("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
-    ] = 200.0,
-    grid_points: Annotated[
-        int, option("Points of the metrics' grid on [0, t-end].", "GRID_POINTS", "--grid-points")
-    ] = 41,
-    runs: Annotated[int, option("Independent runs per algorithm.", "RUNS", "--runs")] = 3,
-    lr: Annotated[float, option("Learning rate of the local SGD step.", "LR", "--lr")] = 0.1,
-    momentum: Annotated[
-        float,
-        option("Heavy-ball momentum of the local step (0: plain SGD).", "MOMENTUM", "--momentum"),
-    ] = 0.9,
+    t_end: SimHorizon = 200.0,
+    grid_points: GridPoints = 41,
+    runs: Runs = 3,
+    lr: SimLr = 0.1,
+    momentum: SimMomentum = 0.9,
     batch_size: Annotated[int, option("Rows per mini-batch.", "BATCH_SIZE", "--batch-size")] = 16,
     dtype: Annotated[
         str, option("Parameters' type: float32 or float64.", "DTYPE", "--dtype")
@@ -95,7 +99,7 @@ def train_cmd(
         float,
         option("Test accuracy for the 't to target' figure.", "TARGET", "--target-accuracy"),
     ] = 0.9,
-    seed: Annotated[int, option("Seed of the runs and the test rows.", "SEED", "--seed")] = 0,
+    seed: Annotated[int, seed_option("Seed of the runs and the test rows.")] = 0,
     plot: PlotOut = None,
     csv_path: CsvOut = None,
     json_path: SummaryOut = None,
@@ -114,11 +118,10 @@ def train_cmd(
     console = Console()
     with reported_errors():
         names = _algorithms(algorithms or ["a2cid2", "adpsgd"], ALGORITHMS)
-        _count("--runs", runs, 1)
-        _count("--grid-points", grid_points, 2)
-        _count("--seed", seed, 0)
-        if not (math.isfinite(t_end) and t_end > 0):
-            raise ConfigError(f"--t-end must be a finite number > 0, got {t_end!r}")
+        check_count("--runs", runs, 1)
+        check_count("--grid-points", grid_points, 2)
+        check_count("--seed", seed, 0)
+        check_positive("--t-end", t_end)
         if not 0.0 < target <= 1.0:
             raise ConfigError(f"--target-accuracy must be in (0, 1], got {target!r}")
         if init not in ("common", "per-node"):
@@ -144,7 +147,7 @@ def train_cmd(
         )
         _describe(console, problem)
         grid = np.linspace(0.0, t_end, grid_points)
-        with _bar(progress) as report:
+        with progress_bar(progress) as report:
             results = run_training(problem, names, grid, runs, seed, progress=report)
         summary = training_summary(
             results,
@@ -168,21 +171,13 @@ def train_cmd(
 
 @reproduce_app.command("training-figure")
 def training_figure(
-    out: Annotated[Path, option("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")] = Path(
-        "figures"
-    ),
-    runs: Annotated[int, option("Runs per panel and algorithm.", "RUNS", "--runs")] = 2,
-    t_end: Annotated[
-        float, option("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
-    ] = 100.0,
-    grid_points: Annotated[
-        int, option("Points of the metrics' grid.", "GRID_POINTS", "--grid-points")
-    ] = 21,
-    lr: Annotated[float, option("Learning rate of the local step.", "LR", "--lr")] = 0.1,
-    momentum: Annotated[
-        float, option("Momentum of the local step.", "MOMENTUM", "--momentum")
-    ] = 0.9,
-    seed: Annotated[int, option("Seed of the runs.", "SEED", "--seed")] = 0,
+    out: FigureDir = Path("figures"),
+    runs: PanelRuns = 2,
+    t_end: SimHorizon = 100.0,
+    grid_points: PanelGridPoints = 21,
+    lr: SimLr = 0.1,
+    momentum: SimMomentum = 0.9,
+    seed: Seed = 0,
     progress: ShowProgress = True,
 ) -> None:
     """Digits + MLP on cycle:16, grid:4x4 and complete:16, iid and Dirichlet(0.1) shards:
@@ -196,24 +191,22 @@ def training_figure(
         training_summary,
         write_training_csv,
     )
-    from continuized.gossip.errors import ConfigError
     from continuized.gossip.files.outputs import check_output_path, write_json
     from continuized.gossip.train import make_problem, run_training
 
     started = time.perf_counter()
     console = Console()
     with reported_errors():
-        _count("--runs", runs, 1)
-        _count("--grid-points", grid_points, 2)
-        _count("--seed", seed, 0)
-        if not (math.isfinite(t_end) and t_end > 0):
-            raise ConfigError(f"--t-end must be a finite number > 0, got {t_end!r}")
+        check_count("--runs", runs, 1)
+        check_count("--grid-points", grid_points, 2)
+        check_count("--seed", seed, 0)
+        check_positive("--t-end", t_end)
         check_output_path(out / "training-figure.json")
         grid = np.linspace(0.0, t_end, grid_points)
         panels: list[tuple[str, dict[str, TrainingResult]]] = []
         summaries: dict[str, Any] = {}
         files = []
-        with _bar(progress) as report:
+        with progress_bar(progress) as report:
             for split in _FIGURE_SPLITS:  # rows of the figure: iid, then label skew
                 for graph in _FIGURE_GRAPHS:
                     label = f"{graph}, {split.rsplit(':', 1)[0]}"
@@ -269,13 +262,6 @@ def _algorithms(names: list[str], valid: tuple[str, ...]) -> list[str]:
             raise ConfigError(f"--algorithm {key} is given twice; give each algorithm once")
         out.append(key)
     return out
-
-
-def _count(option: str, value: int, minimum: int) -> None:
-    from continuized.gossip.errors import ConfigError
-
-    if value < minimum:
-        raise ConfigError(f"{option} must be an integer >= {minimum}, got {value}")
 
 
 def _context(
@@ -345,36 +331,3 @@ def _table(
 
 def _percent(value: float) -> str:
     return "unknown" if math.isnan(value) else f"{value:.1%}"
-
-
-class _bar:  # noqa: N801 (used as a context manager, like a function)
-    """A rich progress bar on stderr with one task per label, or nothing."""
-
-    def __init__(self, enabled: bool) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            disable=not enabled,
-            transient=True,
-        )
-        self._tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> Callable[[str, float, float], None]:
-        self._bar.__enter__()
-        return self.update
-
-    def __exit__(self, *exc: object) -> None:
-        self._bar.__exit__(None, None, None)
-
-    def update(self, name: str, done: float, total: float) -> None:
-        """Move the bar of ``name`` to ``done`` of ``total``."""
-        task = self._tasks.get(name)
-        if task is None:
-            task = self._tasks[name] = self._bar.add_task(name, total=total)
-        self._bar.update(task, completed=done, total=total)

@@ -13,35 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from continuized.cli._app import app
-from continuized.cli._cluster_options import (
-    Algorithm,
-    BatchSize,
-    Cluster,
-    DashHost,
-    DashPort,
-    DashRuns,
-    DashToken,
-    Data,
-    Dim,
-    Graph,
-    Init,
-    JsonOut,
-    Lr,
-    MetricsFile,
-    Momentum,
-    Problem,
-    Rate,
-    RateCom,
-    Split,
-    Train,
-    TrainingRuns,
-    TrainSeed,
-    Until,
-    UntilAccuracy,
-    check_hold,
-    env,
-    recipe,
-)
 from continuized.cli._cluster_view import (
     fell_behind,
     hold_dashboard,
@@ -52,6 +23,34 @@ from continuized.cli._cluster_view import (
 )
 from continuized.cli._errors import fail, reported_errors, warn
 from continuized.cli.entries import NODE_ENTRIES
+from continuized.cli.options.cluster import (
+    Algorithm,
+    Cluster,
+    DashHost,
+    DashPort,
+    DashRuns,
+    DashToken,
+    Graph,
+    MetricsFile,
+    Rate,
+    Until,
+    UpTimeout,
+    check_hold,
+)
+from continuized.cli.options.envvars import env
+from continuized.cli.options.objective import Data, Dim, Problem, Split, Values, live_objective
+from continuized.cli.options.output import JsonOut
+from continuized.cli.options.training import (
+    BatchSize,
+    Init,
+    Lr,
+    Momentum,
+    RateCom,
+    Train,
+    TrainingRuns,
+    TrainSeed,
+    UntilAccuracy,
+)
 from continuized.coordinator.machine.ports import check_port_free
 
 if TYPE_CHECKING:
@@ -67,13 +66,7 @@ def up(
     algorithm: Algorithm = "",
     rate: Rate = 500.0,
     until: Until = 1e-6,
-    values: Annotated[
-        str,
-        typer.Option(
-            envvar=env("values"),
-            help="Initial values: onehot, onehot:K, gaussian:SEED, uniform:SEED, file:PATH.",
-        ),
-    ] = "onehot",
+    values: Values = "onehot",
     dim: Dim = 1,
     json_out: JsonOut = None,
     broker: Annotated[
@@ -104,10 +97,7 @@ def up(
             "the exact curve keeps up to 40 samples a second).",
         ),
     ] = None,
-    timeout: Annotated[
-        float,
-        typer.Option(envvar=env("timeout"), help="Give up this many seconds after t starts."),
-    ] = 120.0,
+    timeout: UpTimeout = 120.0,
     cluster: Cluster = "gossip",
     log_dir: Annotated[
         Path | None,
@@ -208,6 +198,19 @@ def up(
             from continuized.gossip.graph.topology import parse_topology
 
             metrics_period = default_metrics_period(parse_topology(graph).n, nodes_per_process)
+        objective = live_objective(
+            problem=problem,
+            data=data,
+            split=split,
+            train=train,
+            algorithm=algorithm,
+            rate_com=rate_com,
+            lr=lr,
+            momentum=momentum,
+            batch_size=batch_size,
+            init=init,
+            train_seed=train_seed,
+        )
         coord = CoordinatorConfig(
             graph=graph,
             algorithm=algorithm,
@@ -223,12 +226,10 @@ def up(
             dashboard_host=dashboard_host,
             dashboard_token=dashboard_token,
             dashboard_runs_dir=dashboard_runs_dir,
-            problem=problem,
-            data=(data or "breast-cancer") if problem else "" if train else data,
-            split=(split or "iid:0") if problem else "" if train else split,
-            training=recipe(
-                train, algorithm, data, split, rate_com, lr, momentum, batch_size, init, train_seed
-            ),
+            problem=objective.problem,
+            data=objective.data,
+            split=objective.split,
+            training=objective.training,
             until_accuracy=until_accuracy,
             training_runs=training_runs,
         )

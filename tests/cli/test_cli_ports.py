@@ -75,7 +75,7 @@ def test_up_refuses_hold_without_a_dashboard(tmp_path: Path) -> None:
 
 
 def test_up_accepts_hold_zero_without_a_dashboard() -> None:
-    from continuized.cli._cluster_options import check_hold
+    from continuized.cli.options.cluster import check_hold
 
     check_hold("0", 0.0, None)  # the default: nothing to hold, nothing to refuse
     check_hold("40", 40.0, 8080)
