@@ -164,7 +164,7 @@ def for_size(dim: int) -> Backend:
     Examples
     --------
     >>> for_size(1000).__name__
-    'gossip.model.arithmetic.numpy_blocks'
+    'continuized.gossip.model.arithmetic.numpy_blocks'
     """
     if dim >= COMPILED_MIN_DIM:
         loops = _numba_loops()
