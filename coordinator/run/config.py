@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +26,7 @@ from continuized.gossip.model.algorithms import (
     parse_algorithm,
 )
 from continuized.gossip.wire.checks import MAX_RAW_DIM
-from continuized.gossip.wire.pubsub import parse_broker, redact_broker
+from continuized.gossip.wire.pubsub import check_cluster, parse_broker, redact_broker
 
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
     from continuized.coordinator.membership.security import Security
@@ -48,8 +47,6 @@ to life after t = 0, behind on its clock from the first tick."""
 
 TRAINING_REPORT_PERIOD = 2.0
 """Least seconds between two reports of a training node (each carries its parameters)."""
-
-_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +196,7 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         raise ConfigError(f"--dim must be >= 1, got {config.dim}")
     if config.training_runs != 0 and config.training_runs < 3:
         raise ConfigError(f"training_runs must be 0 (no band) or >= 3, got {config.training_runs}")
-    if not _CLUSTER_NAME.match(config.cluster):
-        raise ConfigError(
-            f"--cluster {config.cluster!r} is not valid; use 1 to 64 letters, digits, '_', '.', "
-            "'-' (it becomes part of MQTT topics)"
-        )
+    check_cluster(config.cluster, "--cluster")
     if config.broker:
         parse_broker(config.broker)
     if config.dashboard_port is not None and not 0 <= config.dashboard_port <= 65535:

@@ -43,12 +43,22 @@ BrokerAddress(host='10.0.0.2', port=1884, username='gossip', password='s@cret', 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from continuized.gossip.errors import ConfigError
 
-__all__ = ["ALL", "ANY", "ROOT", "BrokerAddress", "Topics", "parse_broker", "redact_broker"]
+__all__ = [
+    "ALL",
+    "ANY",
+    "ROOT",
+    "BrokerAddress",
+    "Topics",
+    "check_cluster",
+    "parse_broker",
+    "redact_broker",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,32 @@ ALL = f"{ROOT}/#"
 ANY = "+"
 """The one-level wildcard: in place of a cluster, a node id or a run id, it matches them all."""
 
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def check_cluster(name: str, what: str = "cluster name") -> str:
+    """Return ``name`` if it can name a cluster; raise :class:`ConfigError` naming it if not.
+
+    A cluster's name is one level of its MQTT topics, and part of log and file names: 1 to 64
+    letters, digits, ``_``, ``.`` or ``-``. ``what`` names the setting in the message.
+
+    Examples
+    --------
+    >>> check_cluster("lab-2")
+    'lab-2'
+    >>> check_cluster("a/b", "--cluster")
+    Traceback (most recent call last):
+    ...
+    continuized.gossip.errors.ConfigError: --cluster 'a/b' is not valid: use 1 to 64 letters, \
+digits, '_', '.' or '-' (it becomes a level of the run's MQTT topics)
+    """
+    if not _CLUSTER_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{what} {name!r} is not valid: use 1 to 64 letters, digits, '_', '.' or '-' "
+            "(it becomes a level of the run's MQTT topics)"
+        )
+    return name
+
 
 @dataclass(frozen=True, slots=True)
 class Topics:
@@ -121,19 +157,14 @@ class Topics:
     Raises
     ------
     ConfigError
-        The cluster name is empty or holds ``/``, ``#`` or (other than :data:`ANY` alone)
-        ``+``: it would change the topics' levels or be a wildcard.
+        The cluster name (other than :data:`ANY`) fails :func:`check_cluster`.
     """
 
     cluster: str
 
     def __post_init__(self) -> None:
-        name = self.cluster
-        if not name or "/" in name or "#" in name or ("+" in name and name != ANY):
-            raise ConfigError(
-                f"cluster name {name!r} cannot be an MQTT topic level: use letters, digits, "
-                "'-' or '_' (no '/', '+' or '#')"
-            )
+        if self.cluster != ANY:
+            check_cluster(self.cluster)
 
     @property
     def prefix(self) -> str:
