@@ -25,15 +25,18 @@ import json
 import statistics
 import time
 
-try:
-    from continuized.gossip.exchange.exchanger import Exchanger
-    from continuized.gossip.exchange.vocabulary import Link, TimeBase
-    from continuized.gossip.model.ledger import Ledger
-except ImportError:  # a tree from before gossip/ was laid out by concept (scripts/bench-compare)
-    from continuized.gossip.ledger import Ledger  # type: ignore[import-not-found,no-redef]
-    from continuized.gossip.protocol import Link, TimeBase  # type: ignore[import-not-found,no-redef]
+from _project import project
 
-    from continuized.gossip.exchange import Exchanger  # type: ignore[attr-defined,no-redef]
+try:
+    Exchanger = project("gossip.exchange.exchanger").Exchanger
+    Link = project("gossip.exchange.vocabulary").Link
+    TimeBase = project("gossip.exchange.vocabulary").TimeBase
+    Ledger = project("gossip.model.ledger").Ledger
+except ImportError:  # a tree from before gossip/ was laid out by concept (scripts/bench-compare)
+    Ledger = project("gossip.ledger").Ledger
+    Link = project("gossip.protocol").Link
+    TimeBase = project("gossip.protocol").TimeBase
+    Exchanger = project("gossip.exchange").Exchanger
 
 
 def pair(dim: int) -> tuple[Exchanger, Exchanger]:

@@ -44,12 +44,16 @@ from typing import Any
 
 import numpy as np
 import zmq
+from _project import PREFIX, project
 
-from continuized.gossip.exchange.exchanger import Exchanger
-from continuized.gossip.exchange.vocabulary import Link, TimeBase
-from continuized.gossip.model.parameters import ParameterLedger
-from continuized.gossip.wire.schema import Request, encode, frame_size
-from continuized.node.transport.zeromq import ZmqTransport
+Exchanger = project("gossip.exchange.exchanger").Exchanger
+Link = project("gossip.exchange.vocabulary").Link
+TimeBase = project("gossip.exchange.vocabulary").TimeBase
+ParameterLedger = project("gossip.model.parameters").ParameterLedger
+Request = project("gossip.wire.schema").Request
+encode = project("gossip.wire.schema").encode
+frame_size = project("gossip.wire.schema").frame_size
+ZmqTransport = project("node.transport.zeromq").ZmqTransport
 
 _ECHO = """
 import sys, zmq
@@ -65,13 +69,13 @@ while True:
 """
 
 # The serving end: node 0 of a line:2 edge, its own ledger of DIM parameters, serving requests.
-_SERVER = """
+_SERVER = f"""
 import asyncio, sys, time
 import numpy as np
-from continuized.gossip.exchange.exchanger import Exchanger
-from continuized.gossip.exchange.vocabulary import Link, TimeBase
-from continuized.gossip.model.parameters import ParameterLedger
-from continuized.node.transport.zeromq import ZmqTransport
+from {PREFIX}gossip.exchange.exchanger import Exchanger
+from {PREFIX}gossip.exchange.vocabulary import Link, TimeBase
+from {PREFIX}gossip.model.parameters import ParameterLedger
+from {PREFIX}node.transport.zeromq import ZmqTransport
 
 async def main(dim, epoch, dtype):
     async with ZmqTransport("tcp://127.0.0.1:0") as transport:

@@ -83,7 +83,14 @@ class Tree:
     def env(self) -> dict[str, str]:
         """The environment of a process that runs this tree's code."""
         path = [str(self.root), str(HERE), os.environ.get("PYTHONPATH", "")]
-        return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+        # The drivers import the tree's modules through benchmarks/_project.py: from the one
+        # installed name, or, in a tree from before it, from the bare folders.
+        package = "continuized" if (self.root / "continuized" / "__init__.py").is_file() else ""
+        return {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in path if p),
+            "GOSSIP_BENCH_PACKAGE": package,
+        }
 
 
 def git(*args: str) -> str:
