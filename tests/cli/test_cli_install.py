@@ -136,7 +136,7 @@ def _install(tmp_path: Path, house: Path, took: dict[str, float]) -> Path:
     _from_wheelhouse(python, house, tmp_path, ["install", "--no-compile", str(wheel)], [str(wheel)])
     took["install"] = time.monotonic() - began - took["wheel"] - took["venv"]
     where = subprocess.run(
-        [str(python), "-c", "import cli, importlib.util as u\n"
+        [str(python), "-c", "from continuized import cli; import importlib.util as u\n"
          "print(cli.__file__, u.find_spec('pytest') is None)"],
         cwd=tmp_path, env=_clean_env(venv), capture_output=True, text=True, check=True,
     )  # fmt: skip
