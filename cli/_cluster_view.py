@@ -25,6 +25,7 @@ __all__ = [
     "print_failure",
     "print_summary",
     "progress_bar",
+    "starts_in",
     "timeout_advice",
     "with_log_lines",
 ]
@@ -67,6 +68,7 @@ def hold_dashboard(state: ClusterState, config: CoordinatorConfig, seconds: floa
 async def with_log_lines(main: Any, state: ClusterState) -> Any:
     """Run ``main`` while printing one status line to stderr every few seconds."""
     import asyncio
+    import time
 
     from continuized.coordinator.figures.records import error_text
 
@@ -78,8 +80,9 @@ async def with_log_lines(main: Any, state: ClusterState) -> Any:
             if state.runs:  # over: the run's exact final error, the one the summary shows
                 line = f"[{state.phase}] final error {error_text(state.runs[-1].final_error)}"
             elif err is not None:
+                when = starts_in(state.epoch, time.time()) or f"t={max(state.t, 0.0):.0f}"
                 line = (
-                    f"[{state.phase}] t={state.t:.0f} error estimate={err:.3e} "
+                    f"[{state.phase}] {when} error estimate={err:.3e} "
                     f"alive={state.nodes_alive()}/{state.expected}"
                 )
             else:
@@ -120,12 +123,12 @@ async def progress_bar(holder: dict[str, Any]) -> None:
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("error {task.fields[error]}"),
-        TextColumn("t {task.fields[t]}"),
+        TextColumn("{task.fields[t]}"),
         TextColumn("{task.fields[speed]} act/s"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, transient=False, console=plain_console()) as progress:
-        task = progress.add_task("registering", total=1.0, error="-", t="-", speed="-")
+        task = progress.add_task("registering", total=1.0, error="-", t="t -", speed="-")
         last: tuple[float, int] | None = None
         while True:
             try:
@@ -143,7 +146,7 @@ async def progress_bar(holder: dict[str, Any]) -> None:
                         task,
                         description=f"{final.phase} {final.algorithm} {final.graph}",
                         error=f"{error_text(error)} (final)",
-                        t=f"{final.t:.0f}",
+                        t=f"t {max(final.t, 0.0):.0f}",
                         speed="-"
                         if run is None or run.rate_achieved is None
                         else f"{run.rate_achieved:.0f}",
@@ -168,9 +171,22 @@ async def progress_bar(holder: dict[str, Any]) -> None:
                 completed=1.0 if state.reached else done,
                 description=f"{state.phase} {state.algorithm} {state.graph}",
                 error=f"{err:.2e}" if err is not None else "-",
-                t=f"{state.t:.0f}",
+                t=starts_in(state.epoch, now) or f"t {max(state.t, 0.0):.0f}",
                 speed=speed,
             )
+
+
+def starts_in(epoch: float | None, now: float) -> str | None:
+    """``starts in 9 s`` while the shared t has not started (``now`` before ``epoch``), else None.
+
+    The nodes report before t = 0 too, so the latest estimate may carry a negative t: the
+    status shows this instead, and a t at or above 0 once the run has started.
+    """
+    import math
+
+    if epoch is None or now >= epoch:
+        return None
+    return f"starts in {math.ceil(epoch - now):.0f} s"
 
 
 def _restarts(sup: Supervision) -> str:

@@ -3,6 +3,8 @@
 ``simulate``, ``optimize``, ``train`` and the ``reproduce`` commands report ``(name, done,
 total)`` as their runs advance; :func:`progress_bar` draws one bar per name, made on its first
 report and gone when the command ends, so that the tables printed afterwards stand alone.
+A command whose first run compiles a numba kernel says so in one line above its bar
+(``compiling=``): the bar stays at 0% while numba compiles, once, and nothing else would say why.
 (A live run's bar, which follows the reports of the nodes, is :mod:`cli._cluster_view`'s.)
 """
 
@@ -12,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Report", "progress_bar"]
+__all__ = ["Report", "compiling_line", "progress_bar"]
 
 Report = Callable[[str, float, float], None]
 """``report(name, done, total)``: move the bar of ``name`` to ``done`` of ``total``."""
@@ -23,10 +25,14 @@ def _same(name: str) -> str:
 
 
 @contextmanager
-def progress_bar(enabled: bool, describe: Callable[[str], str] = _same) -> Iterator[Report]:
+def progress_bar(
+    enabled: bool, describe: Callable[[str], str] = _same, compiling: str | None = None
+) -> Iterator[Report]:
     """Yield a :data:`Report` drawing one bar per name, labelled ``describe(name)``.
 
-    Disabled (``--no-progress``), the reports are taken and nothing is drawn.
+    ``compiling`` names what the command is about to compile (numba's cache is cold for it,
+    e.g. :func:`gossip.sim.compiled.kernel_compiles`): :func:`compiling_line` is printed first.
+    Disabled (``--no-progress``), the reports are taken and nothing is drawn or printed.
     """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -49,4 +55,11 @@ def progress_bar(enabled: bool, describe: Callable[[str], str] = _same) -> Itera
         bar.update(task, completed=done, total=total)
 
     with bar:
+        if enabled and compiling is not None:
+            bar.console.print(compiling_line(compiling), highlight=False)
         yield report
+
+
+def compiling_line(what: str) -> str:
+    """The line saying that ``what`` compiles now, once (no duration: it was not measured)."""
+    return f"compiling {what} (once; numba caches it)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -52,7 +53,12 @@ def optimize_cmd(
         ),
     ] = "breast-cancer",
     split: Annotated[
-        str, option("How rows go to nodes: iid:SEED or label:SEED.", "SPLIT", "--split")
+        str,
+        option(
+            "How rows go to nodes: iid:SEED, label:SEED, dirichlet:ALPHA:SEED or shards:K:SEED.",
+            "SPLIT",
+            "--split",
+        ),
     ] = "iid:0",
     algorithms: Annotated[
         list[str] | None,
@@ -149,7 +155,8 @@ def optimize_cmd(
         def describe(name: str) -> str:
             return f"{name}: {runs} runs to t={end:g}"
 
-        with progress_bar(progress, describe) as report:
+        compiling = _compiling(names, network.problems) if progress else None
+        with progress_bar(progress, describe, compiling) as report:
             exp = run_experiment(
                 topo,
                 network.problems,
@@ -213,7 +220,7 @@ def optimization_figure(
         check_count("--runs", runs, 1)
         check_count("--seed", seed, 0)
         check_count("--workers", workers, 1)
-        with progress_bar(progress) as report:
+        with progress_bar(progress, compiling=_compiling() if progress else None) as report:
             summary = write_optimization_figures(
                 out,
                 runs=runs,
@@ -240,6 +247,22 @@ def optimization_figure(
         f"wrote {', '.join(summary['files'])} to {out}/ in {time.perf_counter() - started:.1f} s",
         highlight=False,
     )
+
+
+def _compiling(algorithms: Sequence[str] | None = None, problems: Any = None) -> str | None:
+    """What the first sweep compiles, if numba's cache is cold for the compiled sweep and it runs
+    here: for every algorithm and problem set (the figure's built-in ones) or, given, for one
+    of ``algorithms`` on ``problems``; else None."""
+    from continuized.gossip.dual.compiled import compiled_form, dual_kernel_compiles
+    from continuized.gossip.dual.params import DualAlgorithm
+
+    if not dual_kernel_compiles():
+        return None
+    if algorithms is not None and all(
+        compiled_form(DualAlgorithm(name), problems) is None for name in algorithms
+    ):
+        return None  # a user-defined problem set: the numpy engine sweeps it
+    return "the optimization sweep's kernel"
 
 
 def _t(value: float) -> str:

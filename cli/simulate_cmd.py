@@ -228,6 +228,7 @@ def _simulate_graph(
     from continuized.gossip.graph.topology import parse_topology
     from continuized.gossip.model.algorithms import gossip_params
     from continuized.gossip.model.values import initial_values
+    from continuized.gossip.sim.compiled import kernel_compiles
     from continuized.gossip.sim.simulator import simulate
 
     topo = parse_topology(spec, weighted=weighted)
@@ -241,7 +242,9 @@ def _simulate_graph(
     def describe(name: str) -> str:
         return f"{spec} {name}: {runs} runs to t={end:g}"
 
-    with progress_bar(show_progress, describe) as report:
+    # Asked only when the bar shows; a later graph of the same command finds it compiled.
+    compiling = "the simulator's kernel" if show_progress and kernel_compiles() else None
+    with progress_bar(show_progress, describe, compiling) as report:
         for name in names:
             params = gossip_params(name, q.mu_gossip, q.r_max)
             report(name, 0, total)  # the bar shows before the first run ends

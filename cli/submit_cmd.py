@@ -49,9 +49,12 @@ def submit(
         str | None, typer.Option(help="Optimize instead of averaging, e.g. logistic:0.1.")
     ] = None,
     data: Annotated[str | None, typer.Option(help="With --problem: the data source.")] = None,
-    split: Annotated[str | None, typer.Option(help="With --problem: iid:SEED or label:SEED.")] = (
-        None
-    ),
+    split: Annotated[
+        str | None,
+        typer.Option(
+            help="With --problem: iid:SEED, label:SEED, dirichlet:ALPHA:SEED or shards:K:SEED."
+        ),
+    ] = None,
     cluster: Annotated[
         str, typer.Option(envvar=env("cluster"), help="The standing coordinator's --cluster.")
     ] = "gossip",

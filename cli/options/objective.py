@@ -53,8 +53,8 @@ Split = Annotated[
     str,
     typer.Option(
         envvar=env("split"),
-        help="With --problem: how the data is cut, iid:SEED (default iid:0) or label:SEED. "
-        "With --train: also dirichlet:ALPHA:SEED or shards:K:SEED.",
+        help="How the data is cut: iid:SEED (default iid:0), label:SEED, "
+        "dirichlet:ALPHA:SEED or shards:K:SEED.",
     ),
 ]
 

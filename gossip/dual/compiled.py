@@ -62,10 +62,15 @@ from continuized.gossip.problems.arrays import (
     ConjugateArrays,
     GradientArrays,
 )
-from continuized.gossip.sim.compiled import kernel_available
+from continuized.gossip.sim.compiled import compiles_first, kernel_available
 from continuized.gossip.sim.events import EdgeSampler, chunk_bounds
 
-__all__ = ["compiled_form", "dual_kernel_available", "run_dual_block_compiled"]
+__all__ = [
+    "compiled_form",
+    "dual_kernel_available",
+    "dual_kernel_compiles",
+    "run_dual_block_compiled",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -82,6 +87,13 @@ _lock = threading.Lock()
 def dual_kernel_available() -> bool:
     """Whether the compiled optimization sweep can run here (the first call imports numba)."""
     return _load() is not None
+
+
+def dual_kernel_compiles() -> bool:
+    """Whether the first compiled sweep in this process compiles the kernel (numba's cache is
+    cold for it: :func:`gossip.sim.compiled.compiles_first`); False where it cannot run."""
+    kernel = _load()
+    return kernel is not None and compiles_first(kernel)
 
 
 def _load() -> Callable[..., int] | None:

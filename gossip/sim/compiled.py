@@ -39,7 +39,10 @@ releases the GIL.
 
 numba is optional: :func:`kernel_available` says whether it can be imported (and is not turned
 off by ``GOSSIP_SIM_ENGINE=numpy``); :func:`gossip.sim.simulator.simulate` falls back to the NumPy
-engine without it.
+engine without it. numba compiles the kernel on its first call in a process, unless its on-disk
+cache holds a build of the current source for this machine: :func:`kernel_compiles` says
+beforehand which it will be (:func:`compiles_first`, for any of the package's kernels), so that
+the command line can say why a first run waits.
 """
 
 from __future__ import annotations
@@ -61,7 +64,9 @@ __all__ = [
     "ENGINES",
     "EVENTS_PER_CALL",
     "compile_seconds",
+    "compiles_first",
     "kernel_available",
+    "kernel_compiles",
     "resolve_engine",
     "run_block_compiled",
 ]
@@ -128,6 +133,35 @@ def resolve_engine(engine: str) -> bool:
             "or 'numpy'"
         )
     return available
+
+
+def compiles_first(kernel: Any) -> bool:
+    """Whether the next call of the numba dispatcher ``kernel`` compiles it.
+
+    True when this process has neither compiled nor loaded it, and numba's on-disk cache (its
+    index file, next to the source or in the user's cache folder) holds no build of the
+    kernel's current source for this machine. A build for other argument types does count as
+    cached: the package's kernels take one set of types. False where this cannot be told (not a
+    dispatcher, no cache, or numba's private cache layout changed): the answer only decides
+    whether to say that a run compiles, never how it runs.
+    """
+    if getattr(kernel, "overloads", None):  # compiled or loaded in this process already
+        return False
+    try:
+        cache = kernel._cache
+        index = cache._cache_file._load_index()  # {} if absent, stale or of another numba
+        # (signature, machine, hash of the code): every part but the signature must match.
+        wanted = cache._index_key(None, kernel.targetctx.codegen())[1:]
+    except Exception:  # numba's private API may change: an unknown answer is "no"
+        return False
+    return not any(tuple(key[1:]) == wanted for key in index)
+
+
+def kernel_compiles() -> bool:
+    """Whether the first compiled sweep in this process compiles the kernel (numba's cache is
+    cold for it); False if the sweep runs on NumPy here (:func:`kernel_available`)."""
+    kernel = _load()
+    return kernel is not None and compiles_first(kernel)
 
 
 def compile_seconds() -> float | None:

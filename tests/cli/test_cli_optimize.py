@@ -102,6 +102,22 @@ def test_reproduce_optimization_figure_quick(tmp_path: Path) -> None:
         assert ("-" if acd is None else f"{acd:.0f}") in row.split("│")[3], row
 
 
+@pytest.mark.parametrize("cold", [True, False])
+def test_a_first_compilation_is_said_for_a_compiled_sweep_only(
+    monkeypatch: pytest.MonkeyPatch, cold: bool
+) -> None:
+    from continuized.cli import optimize_cmd
+    from continuized.gossip.dual import compiled
+
+    monkeypatch.setattr(compiled, "dual_kernel_compiles", lambda: cold)
+    ridge = build_network("ridge:1", "breast-cancer", "iid:0", 4).problems
+    said = "the optimization sweep's kernel" if cold else None
+    assert optimize_cmd._compiling(["acd", "cd"], ridge) == said
+    assert optimize_cmd._compiling() == said  # the figure's problems, all built in
+    # A problem set without plain arrays (module:callable) is swept by numpy: nothing compiles.
+    assert optimize_cmd._compiling(["acd"], object()) is None
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [

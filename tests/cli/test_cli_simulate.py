@@ -112,6 +112,22 @@ def test_options_are_read_from_the_environment(tmp_path: Path) -> None:
     assert data["algorithms"]["rg"]["runs"] == 3
 
 
+@pytest.mark.parametrize("cold", [True, False])
+def test_a_first_compilation_is_said_once(monkeypatch: pytest.MonkeyPatch, cold: bool) -> None:
+    # The probe of numba's cache: tests/gossip/sim/test_simulator_cache.py.
+    from continuized.cli._progress import compiling_line
+    from continuized.gossip.sim import compiled
+
+    monkeypatch.setattr(compiled, "kernel_compiles", lambda: cold)
+    args = ("simulate", "--graph", "line:6", "--runs", "2", "--t-end", "50")
+    code, out = _run(*args)
+    assert code == 0, out
+    assert out.count(compiling_line("the simulator's kernel")) == (1 if cold else 0)
+    code, out = _run(*args, "--no-progress")
+    assert code == 0, out
+    assert "compiling" not in out
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

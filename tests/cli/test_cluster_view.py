@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from continuized.cli._cluster_view import fell_behind, print_summary, timeout_advice
+from continuized.cli._cluster_view import fell_behind, print_summary, starts_in, timeout_advice
 from continuized.coordinator.figures.records import ErrorPoint, RunSummary
 from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.run.config import CoordinatorConfig, prepare
@@ -34,6 +34,14 @@ def test_falling_behind_is_said_with_the_ticks_wait() -> None:
 def test_nodes_that_report_no_wait_are_judged_on_their_lag() -> None:
     text = fell_behind(_summary(lag_p50=53.0, lag_p99=120.0), 4000, 30)
     assert "waited 53 t to start (median; p99 120 t)" in text
+
+
+def test_before_t_starts_the_status_counts_down_instead_of_a_negative_t() -> None:
+    # The epoch (t = 0) is set a few seconds ahead: the nodes' first reports come before it.
+    assert starts_in(1000.0, 991.0) == "starts in 9 s"
+    assert starts_in(1000.0, 999.2) == "starts in 1 s"  # never "starts in 0 s"
+    assert starts_in(1000.0, 1000.0) is None  # started: the status shows t
+    assert starts_in(None, 5.0) is None  # no epoch yet (registering): nothing to count
 
 
 def _timed_out_state(rate: float, t_end: float) -> ClusterState:

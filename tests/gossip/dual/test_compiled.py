@@ -256,3 +256,17 @@ def test_which_engine_runs_and_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
     assert simulate_optimization(topo, problems, acd, grid, 1, 0).engine == "numpy"
     with pytest.raises(ConfigError, match=r"needs numba"):
         simulate_optimization(topo, problems, acd, grid, 1, 0, engine="compiled")
+
+
+def test_whether_the_first_sweep_compiles_its_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = parse_topology("line:4")
+    problems = make_problem_set("quadratic", None, n=topo.n)
+    acd = algorithm_params("acd", graph_quantities(topo), problems)
+    simulate_optimization(topo, problems, acd, [0.0, 10.0], 1, 0, engine="compiled")
+    assert not compiled.dual_kernel_compiles()  # compiled (or loaded) by the sweep just run
+    # Asked of the sweep's own kernel (the probe: tests/gossip/sim/test_simulator_cache.py).
+    kernel = compiled._load()
+    monkeypatch.setattr(compiled, "compiles_first", lambda asked: asked is kernel)
+    assert compiled.dual_kernel_compiles()
+    monkeypatch.setenv("GOSSIP_SIM_ENGINE", "numpy")  # no compiled sweep: nothing compiles
+    assert not compiled.dual_kernel_compiles()
