@@ -20,6 +20,7 @@ from continuized.cli._cluster_view import (
     with_log_lines,
 )
 from continuized.cli._errors import fail, reported_errors, warn
+from continuized.cli._saving import kept
 from continuized.cli.options.cluster import (
     Algorithm,
     BrokerDeadline,
@@ -165,7 +166,12 @@ def coordinator(
         ),
     ] = False,
 ) -> None:
-    """Bootstrap the nodes, then measure the error over MQTT and stop them at eps."""
+    """Bootstrap the nodes, then measure the error over MQTT and stop them at eps.
+
+    Exit 2: a bad setting (output paths included, checked before anything starts); 1: the
+    error did not reach eps; 3: --json or --metrics-file could not be written at the end (the
+    record is then kept in a fallback file, named on stderr).
+    """
     import asyncio
 
     from continuized.coordinator.figures.records import error_text
@@ -252,6 +258,8 @@ def coordinator(
     if summary is None:
         return
     print_summary(summary, state, config)
+    failures = coord.log.failures
+    lost = kept("coordinator", failures, coord.record or {}) if failures else None
     if hold > 0 and dashboard_port is not None:
         hold_dashboard(state, config, hold)
     if not summary.reached:
@@ -267,6 +275,8 @@ def coordinator(
             f"(final error {error_text(summary.final_error)}){advice}",
             1,
         )
+    if lost is not None:  # the run's result stands; an output it could not write: exit 3
+        raise lost
 
 
 def _standing(config: CoordinatorConfig) -> None:

@@ -76,6 +76,7 @@ def init(
 
     from continuized.coordinator.mqtt.auth import write_mosquitto_auth
     from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.destinations import check_dir_destination
     from continuized.gossip.files.keys import (
         COORDINATOR,
         init_keys,
@@ -87,6 +88,7 @@ def init(
         if spare < 0:
             raise ConfigError(f"--spare must be >= 0, got {spare}")
         count = _node_count(nodes, graph) + spare
+        check_dir_destination("--dir", directory)
         subdirs = (COORDINATOR, "pool", "mqtt") if pool else ()
         if if_missing and (directory / COORDINATOR / "secret.key").exists():
             have = len(load_allow_list(directory / COORDINATOR / "allow.json"))

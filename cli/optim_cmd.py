@@ -45,9 +45,11 @@ def optim_figure(
     """
     from rich.console import Console
 
+    from continuized.gossip.files.destinations import check_dir_destination
     from continuized.gossip.optim.figures import write_optim_figures
 
     with reported_errors():
+        check_dir_destination("--out", out)
         summary = write_optim_figures(out, runs=runs, noise_runs=noise_runs, seed=seed)
     table = figures_table(
         "convergence slopes (comparison figure)",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from continuized.cli._app import app, reproduce_app
 from continuized.cli._errors import reported_errors
 from continuized.cli._progress import progress_bar
+from continuized.cli._saving import Saving
 from continuized.cli._tables import figures_table
 from continuized.cli.options.batch_runs import (
     GridPoints,
@@ -120,7 +121,8 @@ def optimize_cmd(
     from continuized.gossip.dual.network import build_network
     from continuized.gossip.dual.report import plot_optimization, write_curves
     from continuized.gossip.errors import ConfigError
-    from continuized.gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, write_json
+    from continuized.gossip.files.destinations import check_file_destination
+    from continuized.gossip.files.outputs import FIGURE_SUFFIXES, write_json
     from continuized.gossip.graph.spectral import graph_quantities
     from continuized.gossip.graph.topology import parse_topology
 
@@ -139,10 +141,11 @@ def optimize_cmd(
         if estimate not in ("y", "z"):
             raise ConfigError(f"--estimate must be y or z, got {estimate!r}")
         if plot is not None:
-            check_output_path(plot, FIGURE_SUFFIXES)
-        for path in (csv_path, json_path):
-            if path is not None:
-                check_output_path(path)
+            check_file_destination("--plot", plot, FIGURE_SUFFIXES)
+        if csv_path is not None:
+            check_file_destination("--csv", csv_path)
+        if json_path is not None:
+            check_file_destination("--json", json_path)
         topo = parse_topology(graph)
         q = graph_quantities(topo)
         network = build_network(problem, data, split, topo.n)
@@ -179,18 +182,15 @@ def optimize_cmd(
             seed=seed,
             wall_seconds=time.perf_counter() - started,
         )
-        if plot is not None:
-            plot_optimization(
-                plot, [(f"{graph}, {problem}, {data or 'no data'}", exp.results)], columns=1
-            )
-        if csv_path is not None:
-            write_curves(csv_path, exp.results)
-        if json_path is not None:
-            write_json(json_path, summary)
+    label = f"{graph}, {problem}, {data or 'no data'}"
+    saving = Saving("optimize")
+    saving.write("--plot", plot, lambda p: plot_optimization(p, [(label, exp.results)], columns=1))
+    saving.write("--csv", csv_path, lambda p: write_curves(p, exp.results))
+    saving.write("--json", json_path, lambda p: write_json(p, summary))
     _print_experiment(console, exp, summary)
-    for path in (plot, csv_path, json_path):
-        if path is not None:
-            console.print(f"wrote {path}", highlight=False)
+    for path in saving.written:
+        console.print(f"wrote {path}", highlight=False)
+    saving.finish(summary)
 
 
 @reproduce_app.command("optimization-figure")
@@ -214,12 +214,14 @@ def optimization_figure(
     from rich.console import Console
 
     from continuized.gossip.dual.figure import write_optimization_figures
+    from continuized.gossip.files.destinations import check_dir_destination
 
     started = time.perf_counter()
     with reported_errors():
         check_count("--runs", runs, 1)
         check_count("--seed", seed, 0)
         check_count("--workers", workers, 1)
+        check_dir_destination("--out", out)
         with progress_bar(progress, compiling=_compiling() if progress else None) as report:
             summary = write_optimization_figures(
                 out,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,6 +13,7 @@ import typer
 from continuized.cli._app import app, reproduce_app
 from continuized.cli._errors import plain_console, reported_errors
 from continuized.cli._progress import progress_bar
+from continuized.cli._saving import Saving
 from continuized.cli._tables import figures_table
 from continuized.cli.options.batch_runs import (
     Eps,
@@ -94,11 +96,8 @@ def simulate_cmd(
 ) -> None:
     """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
     from continuized.gossip.errors import ConfigError
-    from continuized.gossip.files.outputs import (
-        FIGURE_SUFFIXES,
-        check_output_path,
-        prepare_plotting,
-    )
+    from continuized.gossip.files.destinations import check_file_destination
+    from continuized.gossip.files.outputs import FIGURE_SUFFIXES, prepare_plotting
     from continuized.gossip.model.algorithms import check_algorithm
 
     started = time.perf_counter()
@@ -118,18 +117,20 @@ def simulate_cmd(
             check_positive("--t-end", t_end)
         check_positive("--eps", eps)
         if plot is not None:
-            check_output_path(plot, FIGURE_SUFFIXES)
+            check_file_destination("--plot", plot, FIGURE_SUFFIXES)
             prepare_plotting()  # in the background, while the kernel runs
-        for path in (csv_path, json_path):
-            if path is not None:
-                check_output_path(path)
+        if csv_path is not None:
+            check_file_destination("--csv", csv_path)
+        if json_path is not None:
+            check_file_destination("--json", json_path)
         run = _simulate_graph(
             graph, names, runs, t_end, grid_points, values, dim, seed, workers, weighted, progress
         )
         summary = _summary(run, eps, values, dim, grid_points)
         summary["wall_seconds"] = time.perf_counter() - started
-        _write_outputs(run, summary, plot, csv_path, json_path, graph)
-    _print_summary(graph, summary, [p for p in (plot, csv_path, json_path) if p is not None])
+    saving = _write_outputs(run, summary, plot, csv_path, json_path, graph)
+    _print_summary(graph, summary, saving.written)
+    saving.finish(summary)
 
 
 @reproduce_app.command("gossip-figure")
@@ -143,7 +144,7 @@ def gossip_figure(
     progress: ShowProgress = True,
 ) -> None:
     """Reproduce the paper's gossip figure: line 30, grid 15x15, complete 10; RG vs ARG."""
-    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.files.destinations import check_dir_destination
     from continuized.gossip.files.outputs import (
         plot_gossip_figure,
         prepare_plotting,
@@ -152,6 +153,7 @@ def gossip_figure(
     )
 
     started = time.perf_counter()
+    saving = Saving("reproduce-gossip-figure")
     with reported_errors():
         check_count("--runs", runs, 1)
         check_count("--grid-points", grid_points, 2)
@@ -159,12 +161,7 @@ def gossip_figure(
         if workers is not None:
             check_count("--workers", workers, 1)
         check_positive("--eps", eps)
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {str(out)!r} exists and is not a directory")
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create --out directory {str(out)!r}: {exc}") from None
+        check_dir_destination("--out", out)
         prepare_plotting()  # in the background, while the kernel runs
         panels = []
         summaries = {}
@@ -184,19 +181,20 @@ def gossip_figure(
             )
             summary = _summary(run, eps, "onehot", 1, grid_points)
             stem = "gossip-" + spec.replace(":", "")
-            write_csv(out / f"{stem}.csv", run.results)
-            write_json(out / f"{stem}.json", summary)
+            saving.write("--out", out / f"{stem}.csv", partial(write_csv, results=run.results))
+            saving.write("--out", out / f"{stem}.json", partial(write_json, data=summary))
             panels.append((title, run.results))
             summaries[spec] = summary
         figure = out / "gossip-figure.png"
-        plot_gossip_figure(
-            figure, panels, title=f"Randomized gossip vs accelerated gossip ({runs} runs each)"
-        )
+        title = f"Randomized gossip vs accelerated gossip ({runs} runs each)"
+        saving.write("--out", figure, lambda p: plot_gossip_figure(p, panels, title=title))
     for spec, summary in summaries.items():
         _print_summary(spec, summary, [], headline=False)
     _print_panels(summaries, eps)
-    typer.echo(f"wrote {figure} and per-graph CSV/JSON in {out}/")
+    if not saving.failures:
+        typer.echo(f"wrote {figure} and per-graph CSV/JSON in {out}/")
     typer.echo(f"wall time: {time.perf_counter() - started:.1f} s")
+    saving.finish({"panels": summaries})
 
 
 class _GraphRun:
@@ -288,15 +286,14 @@ def _write_outputs(
     csv_path: Path | None,
     json_path: Path | None,
     label: str,
-) -> None:
+) -> Saving:
     from continuized.gossip.files.outputs import plot_gossip_figure, write_csv, write_json
 
-    if plot is not None:
-        plot_gossip_figure(plot, [(label, run.results)])
-    if csv_path is not None:
-        write_csv(csv_path, run.results)
-    if json_path is not None:
-        write_json(json_path, summary)
+    saving = Saving("simulate")
+    saving.write("--plot", plot, lambda path: plot_gossip_figure(path, [(label, run.results)]))
+    saving.write("--csv", csv_path, lambda path: write_csv(path, run.results))
+    saving.write("--json", json_path, lambda path: write_json(path, summary))
+    return saving
 
 
 def _print_panels(summaries: dict[str, dict[str, Any]], eps: float) -> None:

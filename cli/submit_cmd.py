@@ -14,6 +14,7 @@ import typer
 
 from continuized.cli._app import app
 from continuized.cli._errors import fail, plain_console, reported_errors
+from continuized.cli._saving import Saving
 from continuized.cli._tables import figures_table
 from continuized.cli.options.cluster import MqttCa
 from continuized.cli.options.envvars import env
@@ -77,10 +78,12 @@ def submit(
     ] = None,
 ) -> None:
     """Submit a run to a standing coordinator (gossip coordinator --standing) and print its
-    summary; exit 1 if it did not reach eps, 2 if it was refused or failed."""
+    summary; exit 1 if it did not reach eps, 2 if it was refused or failed, 3 if --json could
+    not be written (the record is then kept in a fallback file)."""
     import asyncio
 
     from continuized.coordinator.run.standing import submit_run
+    from continuized.gossip.files.destinations import check_file_destination
     from continuized.gossip.wire.pubsub import redact_broker
 
     changes: dict[str, Any] = {
@@ -99,6 +102,8 @@ def submit(
         if value is not None
     }
     with reported_errors():
+        if json_out is not None:
+            check_file_destination("--json", json_out)
         url = _operator_url(broker, keys)
 
         def queued(position: int) -> None:
@@ -120,11 +125,14 @@ def submit(
     record = answer.get("record")
     if not isinstance(record, dict):
         raise fail("the run ended without a summary (its coordinator had no broker)")
-    if json_out is not None:
-        json_out.write_text(json.dumps(record, indent=2) + "\n")
+    saving = Saving("submit")
+    saving.write("--json", json_out, lambda p: p.write_text(json.dumps(record, indent=2) + "\n"))
     _print_record(record)
-    if not record.get("reached"):
+    lost = saving.report(record)
+    if not record.get("reached"):  # the run's own failure decides the exit code
         raise fail(f"the error did not reach {record.get('eps')}", 1)
+    if lost is not None:
+        raise lost
 
 
 def _operator_url(broker: str, keys: Path | None) -> str:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from continuized.cli._app import app, reproduce_app
 from continuized.cli._errors import reported_errors
 from continuized.cli._progress import progress_bar
+from continuized.cli._saving import Saving
 from continuized.cli.options.batch_runs import (
     GridPoints,
     PanelGridPoints,
@@ -111,7 +113,8 @@ def train_cmd(
 
     from continuized.cli._train_output import plot_training, training_summary, write_training_csv
     from continuized.gossip.errors import ConfigError
-    from continuized.gossip.files.outputs import FIGURE_SUFFIXES, check_output_path, write_json
+    from continuized.gossip.files.destinations import check_file_destination
+    from continuized.gossip.files.outputs import FIGURE_SUFFIXES, write_json
     from continuized.gossip.train import ALGORITHMS, make_problem, run_training
 
     started = time.perf_counter()
@@ -127,10 +130,11 @@ def train_cmd(
         if init not in ("common", "per-node"):
             raise ConfigError(f"--init must be common or per-node, got {init!r}")
         if plot is not None:
-            check_output_path(plot, FIGURE_SUFFIXES)
-        for path in (csv_path, json_path):
-            if path is not None:
-                check_output_path(path)
+            check_file_destination("--plot", plot, FIGURE_SUFFIXES)
+        if csv_path is not None:
+            check_file_destination("--csv", csv_path)
+        if json_path is not None:
+            check_file_destination("--json", json_path)
         problem = make_problem(
             graph,
             model,
@@ -155,18 +159,18 @@ def train_cmd(
             **_context(problem, graph, model, data, split, runs, seed, t_end, init),
             wall_seconds=time.perf_counter() - started,
         )
-        if plot is not None:
-            title = f"{graph}, {model}, {data}, {split}, rate-com {rate_com:g}, {runs} runs"
-            metrics = ("loss", "accuracy", "node_accuracy", "consensus")
-            plot_training(plot, [(graph, results)], metrics, title=title)
-        if csv_path is not None:
-            write_training_csv(csv_path, results)
-        if json_path is not None:
-            write_json(json_path, summary)
+    title = f"{graph}, {model}, {data}, {split}, rate-com {rate_com:g}, {runs} runs"
+    metrics = ("loss", "accuracy", "node_accuracy", "consensus")
+    saving = Saving("train")
+    saving.write(
+        "--plot", plot, lambda p: plot_training(p, [(graph, results)], metrics, title=title)
+    )
+    saving.write("--csv", csv_path, partial(write_training_csv, results=results))
+    saving.write("--json", json_path, lambda p: write_json(p, summary))
     _table(console, summary, results)
-    for path in (plot, csv_path, json_path):
-        if path is not None:
-            console.print(f"wrote {path}", highlight=False)
+    for path in saving.written:
+        console.print(f"wrote {path}", highlight=False)
+    saving.finish(summary)
 
 
 @reproduce_app.command("training-figure")
@@ -191,17 +195,19 @@ def training_figure(
         training_summary,
         write_training_csv,
     )
-    from continuized.gossip.files.outputs import check_output_path, write_json
+    from continuized.gossip.files.destinations import check_dir_destination
+    from continuized.gossip.files.outputs import write_json
     from continuized.gossip.train import make_problem, run_training
 
     started = time.perf_counter()
     console = Console()
+    saving = Saving("reproduce-training-figure")
     with reported_errors():
         check_count("--runs", runs, 1)
         check_count("--grid-points", grid_points, 2)
         check_count("--seed", seed, 0)
         check_positive("--t-end", t_end)
-        check_output_path(out / "training-figure.json")
+        check_dir_destination("--out", out)
         grid = np.linspace(0.0, t_end, grid_points)
         panels: list[tuple[str, dict[str, TrainingResult]]] = []
         summaries: dict[str, Any] = {}
@@ -220,7 +226,9 @@ def training_figure(
                     results = run_training(problem, _FIGURE_ALGORITHMS, grid, runs, seed, tick)
                     panels.append((label, results))
                     stem = f"training-{graph.replace(':', '')}-{split.split(':')[0]}"
-                    write_training_csv(out / f"{stem}.csv", results)
+                    saving.write(
+                        "--out", out / f"{stem}.csv", partial(write_training_csv, results=results)
+                    )
                     files.append(f"{stem}.csv")
                     summaries[label] = training_summary(
                         results,
@@ -235,19 +243,23 @@ def training_figure(
             ("consensus", " (all-reduce: 0, off the log scale)"),
         ):
             title = f"{setting}: {TITLES[metric]}{note}"
-            plot_training(out / f"training-{metric}.png", panels, (metric,), title=title)
+            saving.write(
+                "--out",
+                out / f"training-{metric}.png",
+                partial(plot_training, panels=panels, metrics=(metric,), title=title),
+            )
             files.append(f"training-{metric}.png")
-        write_json(
-            out / "training-figure.json",
-            {"panels": summaries, "wall_seconds": time.perf_counter() - started},
-        )
+        figure = {"panels": summaries, "wall_seconds": time.perf_counter() - started}
+        saving.write("--out", out / "training-figure.json", lambda p: write_json(p, figure))
         files.append("training-figure.json")
     for label, summary in summaries.items():
         _table(console, summary, dict(panels)[label], title=label)
-    console.print(
-        f"wrote {', '.join(files)} to {out}/ in {time.perf_counter() - started:.1f} s",
-        highlight=False,
-    )
+    if not saving.failures:
+        console.print(
+            f"wrote {', '.join(files)} to {out}/ in {time.perf_counter() - started:.1f} s",
+            highlight=False,
+        )
+    saving.finish(figure)
 
 
 def _algorithms(names: list[str], valid: tuple[str, ...]) -> list[str]:

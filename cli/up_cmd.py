@@ -22,6 +22,7 @@ from continuized.cli._cluster_view import (
     timeout_advice,
 )
 from continuized.cli._errors import fail, reported_errors, warn
+from continuized.cli._saving import kept
 from continuized.cli.entries import NODE_ENTRIES
 from continuized.cli.options.cluster import (
     Algorithm,
@@ -180,7 +181,13 @@ def up(
     training_runs: TrainingRuns = 150,
 ) -> None:
     """Run a whole cluster here: embedded broker, coordinator and one process per node
-    (or per --nodes-per-process nodes)."""
+    (or per --nodes-per-process nodes).
+
+    Every setting, output paths included, is checked before the broker or any node starts
+    (a bad one: exit 2). Exit 1: the run failed (eps not reached, diverged, a node crashed
+    too often); 3: the run ended but --json or --metrics-file could not be written (its
+    record is then kept in a fallback file, named on stderr).
+    """
     import asyncio
     import dataclasses
     import shutil
@@ -274,6 +281,8 @@ def up(
                 # The run failed: say what happened (the --json file says it too) before the
                 # error. A run that never started (no broker) has nothing to say but the error.
                 print_failure(sup, prepared[0], coord)
+            if sup.unwritten and sup.record is not None:
+                kept("up", sup.unwritten, sup.record)  # the line; the run's error decides
             if own_logs and not isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
                 if started or _logs_say_something(logs):
                     typer.echo(f"node logs kept in {logs}", err=True)
@@ -291,8 +300,11 @@ def up(
     print_summary(summary, state, coord, sup)
     if summary.kept_up is False:
         warn(fell_behind(summary, coord.rate, prepared[0].expected))
-    if metrics_file is not None:
+    if metrics_file is not None and not any(u.startswith("--metrics-file") for u in sup.unwritten):
         typer.echo(f"metrics: {metrics_file}", err=True)
+    # An output that could not be written is said (and the record kept) apart from the run's
+    # result, which stands: exit 3, unless the run failed itself (exit 1).
+    lost = kept("up", sup.unwritten, sup.record or {}) if sup.unwritten else None
     if hold_s > 0 and dashboard_port is not None:
         hold_dashboard(state, coord, hold_s)
     if summary.stop_reason == "diverged":
@@ -310,6 +322,8 @@ def up(
             + timeout_advice(summary, state, timeout),
             code=1,
         )
+    if lost is not None:
+        raise lost
 
 
 def _logs_say_something(logs: Path) -> bool:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -76,6 +75,7 @@ from continuized.coordinator.run._groups import single_error
 from continuized.coordinator.run.config import secured
 from continuized.coordinator.run.service import Coordinator
 from continuized.gossip.errors import GossipError
+from continuized.gossip.files.destinations import unwritten
 from continuized.gossip.files.keys import COORDINATOR, init_keys
 from continuized.gossip.wire.access import host_sizes
 from continuized.gossip.wire.pubsub import redact_broker
@@ -142,20 +142,31 @@ async def run_up(
             else None
         )
         try:
-            summary = await _run_up(config, state, plan, on_start, forks, env, sup)
+            summary, written = await _run_up(config, state, plan, on_start, forks, env, sup)
         finally:
             if forks is not None:
                 await forks.aclose()
     except BaseException as exc:
         sup.failed(_failure_text(exc))
-        if json_path is not None:
-            write_record(json_path, run_record(sup, state, None))
+        sup.record = run_record(sup, state, None)
+        _write_record(json_path, sup)
         raise
     if not summary.reached:
         sup.failed(_not_reached_text(summary, state, config))
-    if json_path is not None:
-        write_record(json_path, run_record(sup, state, summary, _written(json_path)))
+    sup.record = run_record(sup, state, summary, written)
+    _write_record(json_path, sup)
     return summary
+
+
+def _write_record(path: Path | None, sup: Supervision) -> None:
+    """Write the run's record to ``path`` (``--json``); a failure is noted in
+    ``sup.unwritten``, never raised: the run's result stands, and the caller keeps it."""
+    if path is None or sup.record is None:
+        return
+    try:
+        write_record(path, sup.record)
+    except OSError as exc:
+        sup.unwritten.append(unwritten("--json", path, exc))
 
 
 def _failure_text(exc: BaseException) -> str:
@@ -178,15 +189,6 @@ def _not_reached_text(summary: RunSummary, state: ClusterState, config: UpConfig
     return f"{summary.stop_reason or 'stopped'}: the error did not reach {eps:g}"
 
 
-def _written(path: Path) -> dict[str, Any] | None:
-    """What the coordinator wrote to ``path`` at the end of the run, if it is readable."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 async def _run_up(
     config: UpConfig,
     state: ClusterState,
@@ -195,7 +197,8 @@ async def _run_up(
     forks: ForkServer | None,
     env: dict[str, str],
     sup: Supervision,
-) -> RunSummary:
+) -> tuple[RunSummary, dict[str, Any] | None]:
+    """The run's summary and the coordinator's record (which :func:`run_up` completes)."""
     auth = None
     if config.secure:
         keys = config.log_dir / "keys"
@@ -227,6 +230,7 @@ async def _run_up(
             keep_running=False,
             # A fresh local run never adopts what an earlier run left on a shared broker.
             resume=False,
+            json_path=None,  # run_up writes the record, with the restarts and the failure
         )
         state.broker.url = redact_broker(broker.url)
         plan = dataclasses.replace(plan, broker=broker.url)
@@ -247,8 +251,9 @@ async def _run_up(
             with single_error():
                 summary = await _run_nodes(coordinator, slots, procs, start, sup, broker)
             await _wait_exit(procs, _NODE_EXIT_GRACE)
-            return summary
+            return summary, coordinator.record
         finally:
+            sup.unwritten.extend(coordinator.log.failures)
             await stop_all(procs)
 
 

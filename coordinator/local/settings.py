@@ -1,8 +1,9 @@
 """The settings of ``gossip up`` beyond the coordinator's own, checked before anything starts.
 
-:func:`check_up` checks every setting of an :class:`UpConfig` and returns the coordinator's
-state and plan without starting anything or writing a file: a bad setting leaves no broker,
-no node and no file behind. :func:`coordinator.local.launcher.run_up` then runs it.
+:func:`check_up` checks every setting of an :class:`UpConfig`, output paths included, and
+returns the coordinator's state and plan without starting anything or writing a file: a bad
+setting leaves no broker, no node and no file behind. :func:`coordinator.local.launcher.run_up`
+then runs it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from continuized.coordinator.local.node_commands import NodeEntries
 from continuized.coordinator.membership.plan import Plan
 from continuized.coordinator.run.config import CoordinatorConfig, prepare
 from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.destinations import check_dir_destination
 from continuized.gossip.wire.pubsub import parse_broker
 
 __all__ = ["UpConfig", "check_up"]
@@ -82,7 +84,9 @@ def check_up(config: UpConfig) -> tuple[ClusterState, Plan]:
     """Check every setting of ``config`` and return the coordinator's state and plan.
 
     Nothing is started and no file is written: ``gossip up`` calls it before the broker, the
-    log directory or any node exists, so a bad setting leaves nothing behind.
+    log directory or any node exists, so a bad setting leaves nothing behind. Each output
+    (``--json``, ``--metrics-file``, ``--log-dir``, ``--dashboard-runs-dir``) is checked here
+    too (:mod:`gossip.files.destinations`): a run never ends by failing to write its result.
 
     Raises
     ------
@@ -98,6 +102,5 @@ def check_up(config: UpConfig) -> tuple[ClusterState, Plan]:
         parse_broker(config.broker)
     else:  # the embedded broker must exist; an external one is reached in run_up, first
         embedded_binary(config.embedded)
-    if config.log_dir.exists() and not config.log_dir.is_dir():
-        raise ConfigError(f"--log-dir {str(config.log_dir)!r} exists and is not a directory")
+    check_dir_destination("--log-dir", config.log_dir)
     return state, plan

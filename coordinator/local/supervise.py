@@ -49,6 +49,11 @@ class Supervision:
         Why the run failed (``None`` while it has not).
     new_address : bool
         Restart a process on a fresh port rather than its own (see :func:`moved_command`).
+    record : dict or None
+        The run's ``--json`` record (:func:`run_record`), once the run ended.
+    unwritten : list of str
+        The outputs that could not be written (``--json 'PATH' (reason)``), one phrase each:
+        not a failure of the run, whose record the caller then keeps elsewhere.
     """
 
     max_restarts: int = 3
@@ -56,6 +61,8 @@ class Supervision:
     events: list[dict[str, Any]] = field(default_factory=list)
     failure: str | None = None
     new_address: bool = False
+    record: dict[str, Any] | None = None
+    unwritten: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.max_restarts < 0:

@@ -15,6 +15,7 @@ from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.figures.train_measure import LIVE_MAX_DIM, TrainTracker, report_period
 from continuized.coordinator.membership.plan import Plan
 from continuized.gossip.errors import ConfigError
+from continuized.gossip.files.destinations import check_dir_destination, check_file_destination
 from continuized.gossip.graph.spectral import graph_quantities
 from continuized.gossip.graph.topology import parse_topology
 from continuized.gossip.model.algorithms import (
@@ -177,7 +178,10 @@ def _positive(name: str, value: float) -> None:
 
 
 def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
-    """Check ``config`` and compute the run's plan and initial state (no I/O but ``file:``).
+    """Check ``config`` and compute the run's plan and initial state.
+
+    No I/O but reading ``file:`` specs and checking that each output path can be written
+    (:mod:`gossip.files.destinations`: nothing is created or left behind).
 
     Raises
     ------
@@ -203,9 +207,6 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         raise ConfigError(
             f"--dashboard-port must be 0..65535 (0: any free port), got {config.dashboard_port}"
         )
-    for option, path in (("--metrics-file", config.metrics_file), ("--json", config.json_path)):
-        if path is not None and path.is_dir():
-            raise ConfigError(f"{option} {str(path)!r} is a directory; give a file name")
     if config.training is not None:
         if config.problem:
             raise ConfigError(
@@ -277,6 +278,12 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
 
         raw = initial_values(config.values, topology.n, dim=config.dim)
         values = np.asarray(raw, dtype=np.float64).reshape(topology.n, config.dim)
+    # The outputs after the other settings: each check tries its directory on the disk.
+    for option, path in (("--metrics-file", config.metrics_file), ("--json", config.json_path)):
+        if path is not None:
+            check_file_destination(option, path)
+    if config.dashboard_port is not None and config.dashboard_runs_dir is not None:
+        check_dir_destination("--dashboard-runs-dir", config.dashboard_runs_dir)
     security = None
     if config.keys is not None:
         from continuized.coordinator.membership.security import load_security

@@ -68,7 +68,7 @@ from continuized.coordinator.run.outcome import (
     run_summary,
     summary_record,
 )
-from continuized.coordinator.run.runlog import RunLog, write_json
+from continuized.coordinator.run.runlog import RunLog
 from continuized.coordinator.run.status import run_header, status_record
 from continuized.gossip.errors import GossipError
 from continuized.gossip.wire.pubsub import Topics
@@ -465,7 +465,7 @@ class Coordinator:
         self.record = record
         self.log.write("final", **record)
         if self.config.json_path is not None:
-            write_json(self.config.json_path, record)
+            self.log.save_summary(self.config.json_path, record)
         return summary
 
     async def _drain(self) -> None:

@@ -7,4 +7,6 @@ what reads or writes files is here:
   secured cluster, written with private permissions and read back with checks;
 * :mod:`gossip.files.outputs` -- the paper-style figure, the CSV of the curves and the JSON
   summary of a simulation.
+* :mod:`gossip.files.destinations` -- every command's output paths, checked before any work
+  without creating anything, and the fallback file that keeps a result whose write failed.
 """

@@ -28,7 +28,6 @@ __all__ = [
     "COLORS",
     "FIGURE_SUFFIXES",
     "algorithm_summary",
-    "check_output_path",
     "gossip_figure",
     "plot_gossip_figure",
     "prepare_plotting",
@@ -71,28 +70,6 @@ def algorithm_summary(result: SimulationResult, eps: float) -> dict[str, Any]:
         "runs": result.runs,
         "seed": result.seed,
     }
-
-
-def check_output_path(path: Path, suffixes: Sequence[str] | None = None) -> Path:
-    """Return ``path`` if a file can be written there (creating its directory), else raise.
-
-    Raises
-    ------
-    ConfigError
-        The path is a directory, its suffix is not one of ``suffixes``, or its directory cannot
-        be created.
-    """
-    if path.is_dir():
-        raise ConfigError(f"output path {str(path)!r} is a directory; give a file name")
-    if suffixes is not None and path.suffix.lower() not in suffixes:
-        raise ConfigError(
-            f"output file {str(path)!r} has suffix {path.suffix!r}; valid: {', '.join(suffixes)}"
-        )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the directory of {str(path)!r}: {exc}") from None
-    return path
 
 
 def write_csv(path: Path, results: Mapping[str, SimulationResult]) -> None:

@@ -105,5 +105,5 @@ def test_optim_figure_out_is_a_file_exits_2(tmp_path: Path) -> None:
     proc = _gossip("reproduce", "optim-figure", "--out", str(target), "--runs", "2")
     assert proc.returncode == 2
     assert "error:" in proc.stderr
-    assert "must be a directory" in proc.stderr
+    assert "exists and is not a directory" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -1,4 +1,4 @@
-"""Report writers: t_eps, the CSV columns, JSON with nulls, a real PNG, output path checks."""
+"""Report writers: t_eps, the CSV columns, JSON with nulls, a real PNG."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from continuized.gossip.errors import ConfigError
 from continuized.gossip.files.outputs import (
     algorithm_summary,
-    check_output_path,
     plot_gossip_figure,
     t_eps,
     write_csv,
@@ -74,17 +73,3 @@ def test_plot_writes_a_png_even_with_exact_zeros(tmp_path: Path) -> None:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 10_000
-
-
-def test_check_output_path(tmp_path: Path) -> None:
-    target = tmp_path / "new" / "dir" / "f.png"
-    assert check_output_path(target, (".png",)) == target
-    assert target.parent.is_dir()
-    with pytest.raises(ConfigError, match="is a directory"):
-        check_output_path(tmp_path)
-    with pytest.raises(ConfigError, match=r"suffix '\.gif'; valid: \.png"):
-        check_output_path(tmp_path / "f.gif", (".png",))
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    with pytest.raises(ConfigError, match="cannot create the directory"):
-        check_output_path(blocker / "sub" / "f.csv")
