@@ -6,37 +6,54 @@ numbers, and copying 225 nodes' counters into gauges 10 times a second would cos
 dashboard itself. Each server gets its own ``CollectorRegistry``, so two coordinators in one
 process (as in the tests) do not collide.
 
-Metric families (all prefixed ``gossip_``):
+Metric families (all prefixed ``gossip_``). They follow Prometheus's naming conventions, as
+``promtool check metrics`` checks them (tests/coordinator/dashboard/test_prometheus_lint.py): a
+counter's samples end in ``_total``; a quantile is a summary's ``quantile`` label; a physical
+unit is its base unit, named last (``_seconds``). t is the process's continuized time (the
+expected number of activations so far), not a physical unit: figures in t carry no unit suffix.
+``rate_*`` are activations per second of wall time, gauges because one is a setting and the
+other the dashboard's own measure (``rate(gossip_activations_total[30s])`` is Prometheus's).
+``mass_drift_rel`` claims no ``_ratio``: an optimization run's is the absolute drift of its
+dual sums (:mod:`coordinator.figures.opt_measure`).
 
-=====================================  =======  =============================================
-name                                   type     meaning
-=====================================  =======  =============================================
-info{cluster,graph,algorithm,run_id}   info     what is running
-phase{phase}                           stateset registering / running / stopping / done / failed
-t                                      gauge    common continuized time of the last error point
-error                                  gauge    sum_v 1/2 |x_v(t) - mean|^2
-mass_drift_rel                         gauge    relative drift of sum_v x_v, exact (absent
-                                                while unknown: views.exact_drift)
-reached                                gauge    1 once the error went below eps
-t_eps                                  gauge    the exact curve's first t below eps (absent before)
-eps, theta                             gauge    target error; guaranteed rate (per unit of t)
-nodes_expected, nodes_alive            gauge    node counts
-activations                            counter  edge activations completed, network-wide
-rate_asked, rate_achieved              gauge    activations per second
-broker_connected                       gauge    1 if the coordinator's MQTT link is up
-broker_reconnects                      counter  times that link was re-established
-node_value{node,name}                  gauge    x (|x| for vectors)
-node_t{node,name}                      gauge    the node's t at its last report
-node_report_age_seconds{node,name}     gauge    seconds since its last report
-node_alive{node,name}                  gauge    1 if it reported recently and has not stopped
-node_reports{node,name}                counter  reports received
-node_exchanges{node,name,kind}         counter  initiated, served, retried, failed, rejected,
-                                                duplicates
-node_rtt_milliseconds{node,name,       gauge    exchange round-trip percentile
-quantile}
-dashboard_clients                      gauge    open live streams
-dashboard_batches                      counter  batches sent to the live streams
-=====================================  =======  =============================================
+========================================  ========  ==========================================
+name                                      type      meaning
+========================================  ========  ==========================================
+info{cluster,graph,algorithm,run_id}      info      what is running
+phase{phase}                              stateset  registering / running / stopping / done /
+                                                    failed
+t                                         gauge     common continuized time of the last error
+                                                    point
+error                                     gauge     sum_v 1/2 |x_v(t) - mean|^2
+mass_drift_rel                            gauge     relative drift of sum_v x_v, exact (absent
+                                                    while unknown: views.exact_drift)
+reached                                   gauge     1 once the error went below eps
+t_eps                                     gauge     the exact curve's first t below eps (absent
+                                                    before)
+eps, theta                                gauge     target error; guaranteed rate (per unit of t)
+nodes_expected, nodes_alive               gauge     node counts
+activations_total                         counter   edge activations completed, network-wide
+rate_asked, rate_achieved                 gauge     activations per second
+broker_connected                          gauge     1 if the coordinator's MQTT link is up
+broker_reconnects_total                   counter   times that link was re-established
+node_value{node,name}                     gauge     x (|x| for vectors)
+node_t{node,name}                         gauge     the node's t at its last report
+node_report_age_seconds{node,name}        gauge     seconds since its last report
+node_alive{node,name}                     gauge     1 if it reported recently and has not
+                                                    stopped
+node_reports_total{node,name}             counter   reports received
+node_exchanges_total{node,name,kind}      counter   initiated, served, retried, failed,
+                                                    rejected, duplicates, ...
+node_rtt_seconds{node,name,quantile}      summary   exchange round trip, p50 and p99
+node_jump_lag{node,name,quantile}         summary   lag of the jumps behind their ticks, in t,
+                                                    p50 and p99
+dashboard_clients                         gauge     open live streams
+dashboard_batches_total                   counter   batches sent to the live streams
+========================================  ========  ==========================================
+
+The two summaries hold quantiles only, without ``_count`` and ``_sum``: a node reports the
+percentiles of its recent exchanges, not how many there were nor their total, and the text
+format lets a summary leave both out.
 """
 
 from __future__ import annotations
@@ -59,7 +76,7 @@ from continuized.coordinator.dashboard.views import display_value, exact_drift
 from continuized.coordinator.figures.records import COUNTER_NAMES
 from continuized.coordinator.figures.state import PHASES, ClusterState
 
-__all__ = ["ClusterCollector", "make_registry"]
+__all__ = ["ClusterCollector", "QuantileSummary", "make_registry"]
 
 
 class ClusterCollector(Collector):
@@ -123,7 +140,7 @@ class ClusterCollector(Collector):
             state.nodes_alive(now),
         )
         activations = CounterMetricFamily(
-            "gossip_activations", "Edge activations completed, network-wide."
+            "gossip_activations_total", "Edge activations completed, network-wide."
         )
         activations.add_metric([], float(state.activations()))
         yield activations
@@ -140,13 +157,15 @@ class ClusterCollector(Collector):
             float(state.broker.connected),
         )
         reconnects = CounterMetricFamily(
-            "gossip_broker_reconnects", "Times the MQTT connection was re-established."
+            "gossip_broker_reconnects_total", "Times the MQTT connection was re-established."
         )
         reconnects.add_metric([], float(state.broker.reconnects))
         yield reconnects
         yield from self._nodes(state, now)
         yield _gauge("gossip_dashboard_clients", "Open live streams.", clients)
-        sent = CounterMetricFamily("gossip_dashboard_batches", "Batches sent to live streams.")
+        sent = CounterMetricFamily(
+            "gossip_dashboard_batches_total", "Batches sent to live streams."
+        )
         sent.add_metric([], float(batches))
         yield sent
 
@@ -167,20 +186,22 @@ class ClusterCollector(Collector):
             "1 if the node reported recently and has not stopped.",
             labels=labels,
         )
-        reports = CounterMetricFamily("gossip_node_reports", "Reports received.", labels=labels)
+        reports = CounterMetricFamily(
+            "gossip_node_reports_total", "Reports received.", labels=labels
+        )
         exchanges = CounterMetricFamily(
-            "gossip_node_exchanges", "Exchange counters of the node.", labels=[*labels, "kind"]
+            "gossip_node_exchanges_total",
+            "Exchange counters of the node.",
+            labels=[*labels, "kind"],
         )
-        rtt = GaugeMetricFamily(
-            "gossip_node_rtt_milliseconds",
-            "Exchange round-trip time percentile.",
-            labels=[*labels, "quantile"],
+        rtt = QuantileSummary(
+            "gossip_node_rtt_seconds", "Round-trip time of the node's exchanges.", labels
         )
-        lag = GaugeMetricFamily(
+        lag = QuantileSummary(
             "gossip_node_jump_lag",
-            "Percentile of the lag of the node's jumps behind their ticks, in units of t "
+            "Lag of the node's jumps behind their ticks, in units of t "
             "(continuized.gossip.exchange.lateness).",
-            labels=[*labels, "quantile"],
+            labels,
         )
         for node_id in sorted(state.nodes):
             view = state.nodes[node_id]
@@ -196,13 +217,39 @@ class ClusterCollector(Collector):
             reports.add_metric(key, float(view.reports))
             for kind in COUNTER_NAMES:
                 exchanges.add_metric([*key, kind], float(view.counters.get(kind, 0)))
-            for quantile, ms in (("0.5", view.rtt_p50_ms), ("0.99", view.rtt_p99_ms)):
-                if ms is not None and math.isfinite(ms):
-                    rtt.add_metric([*key, quantile], ms)
-            for quantile, t_lag in (("0.5", view.lag_p50), ("0.99", view.lag_p99)):
-                if t_lag is not None and math.isfinite(t_lag):
-                    lag.add_metric([*key, quantile], t_lag)
+            rtt.add_quantiles(
+                key, {"0.5": _seconds(view.rtt_p50_ms), "0.99": _seconds(view.rtt_p99_ms)}
+            )
+            lag.add_quantiles(key, {"0.5": view.lag_p50, "0.99": view.lag_p99})
         yield from (value, node_t, age, alive, reports, exchanges, rtt, lag)
+
+
+class QuantileSummary(Metric):
+    """A summary family of quantiles only, one set per label set.
+
+    prometheus-client's ``SummaryMetricFamily`` takes a count and a sum but no quantiles;
+    the nodes report percentiles and neither of those.
+
+    Parameters
+    ----------
+    name : str
+        The family's name, with its unit (the samples carry it unchanged).
+    documentation : str
+        Help text.
+    labels : list of str
+        Label names, ``quantile`` excluded (it is added to each sample).
+    """
+
+    def __init__(self, name: str, documentation: str, labels: list[str]) -> None:
+        super().__init__(name, documentation, "summary")
+        self._labelnames = tuple(labels)
+
+    def add_quantiles(self, values: list[str], quantiles: dict[str, float | None]) -> None:
+        """Add a sample per known quantile (``{"0.5": p50, ...}``); unknown ones are left out."""
+        labels = dict(zip(self._labelnames, values, strict=True))
+        for quantile, value in quantiles.items():
+            if value is not None and math.isfinite(value):
+                self.add_sample(self.name, {**labels, "quantile": quantile}, value)
 
 
 def make_registry(
@@ -212,6 +259,10 @@ def make_registry(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ClusterCollector(state, extra))
     return registry
+
+
+def _seconds(ms: float | None) -> float | None:
+    return ms / 1000.0 if ms is not None else None
 
 
 def _gauge(name: str, doc: str, value: float | int | None) -> GaugeMetricFamily:

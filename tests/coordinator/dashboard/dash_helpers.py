@@ -1,4 +1,4 @@
-"""Helpers of the dashboard tests: system dependencies, and a headless Chromium.
+"""Helpers of the dashboard tests: system dependencies, promtool, and a headless Chromium.
 
 The browser is Debian's ``/usr/bin/chromium`` driven by playwright with a fresh profile; no
 browser is ever downloaded.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -40,6 +41,26 @@ def need(binary: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def promtool_problems(exposition: str) -> list[str]:
+    """Return the problems ``promtool check metrics`` finds in ``exposition`` (Prometheus text).
+
+    Skips without promtool (Debian's prometheus package), but fails under CI=true. A text that
+    promtool cannot parse at all fails the test.
+    """
+    done = subprocess.run(
+        [need("promtool"), "check", "metrics"],
+        input=exposition,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    # 0: clean; 3: lint problems; anything else (1: a parse error) is not a lint verdict.
+    assert done.returncode in (0, 3), f"promtool exited {done.returncode}: {said}"
+    assert (done.returncode == 3) == bool(said), said
+    return said
 
 
 @dataclass

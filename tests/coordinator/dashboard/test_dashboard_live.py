@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
+from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need, promtool_problems
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -120,6 +120,7 @@ async def test_dashboard_of_a_live_cluster(tmp_path: Path) -> None:
     # The launcher tells the user where to point a browser.
     assert f"dashboard: http://127.0.0.1:{port}/" in (tmp_path / "up.log").read_text()
 
+    assert promtool_problems(text) == []  # a real scrape follows Prometheus's conventions
     samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

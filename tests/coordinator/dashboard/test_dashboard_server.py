@@ -213,8 +213,9 @@ async def test_metrics_parse_and_match_the_state(
         for kind in ("initiated", "served", "retried", "failed", "rejected", "overdue"):
             exported = got[("gossip_node_exchanges_total", (("kind", kind), *key))]
             assert exported == view.counters.get(kind, 0)  # 0: not reported (older node)
-        rtt = got[("gossip_node_rtt_milliseconds", (*key, ("quantile", "0.99")))]
-        assert rtt == view.rtt_p99_ms
+        rtt = got[("gossip_node_rtt_seconds", (*key, ("quantile", "0.99")))]
+        assert view.rtt_p99_ms is not None
+        assert rtt == pytest.approx(view.rtt_p99_ms / 1000.0)
         lag = got[("gossip_node_jump_lag", (*key, ("quantile", "0.5")))]
         assert lag == view.lag_p50
     assert (
