@@ -3,7 +3,7 @@
     f(x) = 1/m sum_i delta^2 (sqrt(1 + (a_i^T x - b_i)^2 / delta^2) - 1) + lam/2 |x|^2
 
 The loss has curvature in ``(0, 1]``, so ``mu = lam`` and ``L = lambda_max(A^T A)/m + lam``.
-Use it from the repository root (so ``examples`` is importable), e.g.::
+Run it from the repository root (``gossip`` finds ``examples/`` in the folder it runs from)::
 
     gossip optimize --problem examples.huber_problem:make --data diabetes --split iid:0
 

@@ -3,7 +3,7 @@
     loss(W, b) = 1/B sum_i max(0, 1 + max_{k != y_i} s_ik - s_iy_i) + lam/2 |W|^2,
     s = A W + b.
 
-Use it from the repository root (so ``examples`` is importable), e.g.::
+Run it from the repository root (``gossip`` finds ``examples/`` in the folder it runs from)::
 
     gossip train --model examples.linear_svm_model:make --data wine --graph cycle:8 --lr 0.05
 

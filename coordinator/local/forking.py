@@ -91,6 +91,8 @@ class ForkServer:
         ``nice``: the server's niceness, above ours, which its children inherit.
         """
         flags = (["--optimization"] if optimization else []) + (["--training"] if training else [])
+        # Started in our working directory, as its children are (none changes it): there they
+        # find a user's --problem/--model module, as gossip up did (gossip.datasets.user_code).
         proc = await spawn(
             python_module(module, *flags),
             log=log,

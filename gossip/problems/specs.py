@@ -7,8 +7,9 @@
 ``module:callable``    user-defined: ``callable(shard, node)`` returns a :class:`LocalProblem`
 =====================  ==========================================================================
 
-A user-defined factory is imported by name (``package.module:function``, the module must be
-importable, e.g. from the working directory) and called once per node with that node's
+A user-defined factory is imported by name (``package.module:function``), the module found
+in the working directory first, as ``python -m`` would (:mod:`gossip.datasets.user_code`), and
+called once per node with that node's
 :class:`~gossip.datasets.Shard` (``None`` without data) and the node id; see
 ``examples/huber_problem.py``. Its problems are checked against the :class:`LocalProblem`
 protocol and served through :class:`ListProblemSet` (a Python loop per batch).
@@ -16,13 +17,13 @@ protocol and served through :class:`ListProblemSet` (a Python loop per batch).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from continuized.gossip.datasets.shard import Shard
+from continuized.gossip.datasets.user_code import load_callable
 from continuized.gossip.errors import ConfigError
 from continuized.gossip.problems.base import ListProblemSet, LocalProblem, ProblemSet
 from continuized.gossip.problems.logistic import DEFAULT_TOL, Logistic, LogisticSet
@@ -59,18 +60,8 @@ def _parse(spec: str) -> tuple[str, str]:
 
 
 def _factory(spec: str) -> Factory:
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"problem {spec!r}: cannot import module {module_name!r} ({exc}); "
-            f"give module:callable with the module on the Python path; {_VALID}"
-        ) from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise ConfigError(f"problem {spec!r}: module {module_name!r} has no callable {attr!r}")
-    return factory  # type: ignore[no-any-return]
+    factory: Factory = load_callable(spec, "problem", others=_VALID)
+    return factory
 
 
 def _custom(factory: Factory, spec: str, shard: Shard | None, node: int) -> LocalProblem:

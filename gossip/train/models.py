@@ -10,12 +10,13 @@
 
 A model's parameters are one flat vector (float32 or float64), so that gossip averages and
 mixes them as it does any vector. Gradients are written by hand (NumPy, no autodiff); the loss
-is the mean softmax cross-entropy of a mini-batch ``(A, y)`` with integer labels ``y``.
+is the mean softmax cross-entropy of a mini-batch ``(A, y)`` with integer labels ``y``. A
+user's module is found in the working directory first, as ``python -m`` would find it
+(:mod:`gossip.datasets.user_code`).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from continuized.gossip.datasets.user_code import load_callable
 from continuized.gossip.errors import ConfigError
 
 __all__ = ["MODEL_KINDS", "Model", "Network", "UserModel", "parse_model"]
@@ -212,14 +214,7 @@ def _hidden(spec: str, arg: str) -> tuple[int, ...]:
 
 
 def _user(spec: str, features: int, classes: int, dtype: np.dtype[Any], seed: int) -> UserModel:
-    module_name, _, attr = spec.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            f"model {spec!r}: cannot load it ({exc}); give module:callable with the module on "
-            "the Python path, or one of " + ", ".join(MODEL_KINDS)
-        ) from None
+    factory = load_callable(spec, "model", others="valid models: " + ", ".join(MODEL_KINDS))
     try:
         made = factory(features, classes, seed)
     except TypeError as exc:

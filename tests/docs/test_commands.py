@@ -1,14 +1,19 @@
 """Every runnable block of the guide runs as written (docs/contributing.md: the convention).
 
 The blocks of a page run in order in one fresh directory, with ``gossip`` resolved as
-``python -m continuized.cli.app`` of this checkout, so a block may use what an earlier block of
-its page wrote. A block that exits non-zero, or outlives its time limit, fails with its output.
+``python -P -m continuized.cli.app`` of this checkout (``-P`` as the console script: the current
+folder is not on the import path), so a block may use what an earlier block of its page wrote.
+The directory stands for the repository's root, where the docs run the examples from: it holds
+a copy of ``examples/``, and only the ``continuized`` package is put on the import path (not the
+checkout's other top-level folders, which would make ``examples`` importable from anywhere).
+A block that exits non-zero, or outlives its time limit, fails with its output.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +23,7 @@ import pytest
 from _doc_blocks import PAGES, ROOT, Block, MarkerError, all_blocks, blocks_of
 
 # A shell function, not an installed script: the blocks must test this tree.
-_PREAMBLE = 'gossip() { "$GOSSIP_DOCS_PYTHON" -m continuized.cli.app "$@"; }\n'
+_PREAMBLE = 'gossip() { "$GOSSIP_DOCS_PYTHON" -P -m continuized.cli.app "$@"; }\n'
 _LIMIT_S = {False: 240.0, True: 600.0}
 
 
@@ -34,14 +39,32 @@ def _params() -> list[object]:
 
 @pytest.fixture(scope="module")
 def workdirs() -> dict[str, Path]:
-    """One empty directory per page, shared by that page's blocks (created on first use)."""
+    """One directory per page, shared by that page's blocks (created on first use)."""
     return {}
 
 
-def _environment() -> dict[str, str]:
+@pytest.fixture(scope="module")
+def import_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding only a link to this checkout's ``continuized`` package."""
+    root = tmp_path_factory.mktemp("import-root")
+    (root / "continuized").symlink_to(ROOT / "continuized", target_is_directory=True)
+    return root
+
+
+def _workdir(page: str, factory: pytest.TempPathFactory) -> Path:
+    """A fresh stand-in for the repository's root: a copy of ``examples/``, nothing else."""
+    cwd = factory.mktemp(f"doc-{page}")
+    shutil.copytree(ROOT / "examples", cwd / "examples")
+    return cwd
+
+
+def _environment(import_root: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["GOSSIP_DOCS_PYTHON"] = sys.executable
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    # This checkout's package first, whatever is installed; nothing else of the checkout.
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(import_root), env.get("PYTHONPATH", "")) if p
+    )
     # `python` in a block is this interpreter (the venv's), whatever PATH said before.
     env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))
     env["COLUMNS"] = "160"  # rich's tables: wide enough that a figure is never cut
@@ -49,7 +72,7 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _run(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(block: Block, cwd: Path, import_root: Path) -> subprocess.CompletedProcess[str]:
     if block.lang == "bash":
         argv = ["bash", "-eo", "pipefail", "-c", _PREAMBLE + block.code]
     else:
@@ -57,7 +80,7 @@ def _run(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
-        env=_environment(),
+        env=_environment(import_root),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -86,10 +109,14 @@ def _tail(text: str, lines: int = 40) -> str:
 
 @pytest.mark.parametrize("block", _params())
 def test_the_block_runs_as_written(
-    block: Block, workdirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    block: Block,
+    workdirs: dict[str, Path],
+    import_root: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    cwd = workdirs.setdefault(block.page, tmp_path_factory.mktemp(f"doc-{block.page}"))
-    done = _run(block, cwd)
+    if block.page not in workdirs:
+        workdirs[block.page] = _workdir(block.page, tmp_path_factory)
+    done = _run(block, workdirs[block.page], import_root)
     assert done.returncode == 0, (
         f"{block.name} (line {block.line}) exited {done.returncode}:\n{block.code}\n"
         f"--- stdout\n{_tail(done.stdout)}\n--- stderr\n{_tail(done.stderr)}"

@@ -89,7 +89,7 @@ def test_bad_batch_shapes_and_node_ids() -> None:
 
 
 def test_user_defined_problem_errors() -> None:
-    with pytest.raises(ConfigError, match="cannot import module 'no_such_mod'"):
+    with pytest.raises(ConfigError, match="no module 'no_such_mod' in "):
         make_problem_set("no_such_mod:make", [_shard()])
     with pytest.raises(ConfigError, match="has no callable 'nope'"):
         make_problem_set("examples.huber_problem:nope", [_shard()])
