@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from continuized.cli._help import install
+
 __all__ = ["app", "graph_app", "reproduce_app"]
+
+# Whole option names and prose paragraphs in every command's --help, at any width from 60.
+install()
 
 app = typer.Typer(
     name="gossip",

@@ -42,6 +42,14 @@ from continuized.cli.options.cluster import (
 from continuized.cli.options.envvars import env
 from continuized.cli.options.objective import Data, Dim, Problem, Split, live_objective
 from continuized.cli.options.output import JsonOut
+from continuized.cli.options.panels import (
+    DASHBOARD,
+    DEPLOYMENT,
+    MEMBERSHIP,
+    OBJECTIVE,
+    RUN,
+    SECURITY,
+)
 from continuized.cli.options.training import (
     BatchSize,
     Init,
@@ -66,17 +74,27 @@ def coordinator(
     graph: Graph = "grid:4x4",
     expect: Annotated[
         int | None,
-        typer.Option(envvar=env("expect"), help="Nodes to wait for (the graph's node count)."),
+        typer.Option(
+            envvar=env("expect"),
+            help="Nodes to wait for (the graph's node count).",
+            rich_help_panel=RUN,
+        ),
     ] = None,
     broker: Annotated[
         str,
         typer.Option(
             envvar=env("broker"),
             help="mqtt://host:port for metrics, as the nodes reach it ('' for none).",
+            rich_help_panel=DEPLOYMENT,
         ),
     ] = "",
     bind: Annotated[
-        str, typer.Option(envvar=env("bind"), help="ZeroMQ address for node registration.")
+        str,
+        typer.Option(
+            envvar=env("bind"),
+            help="ZeroMQ address for node registration.",
+            rich_help_panel=DEPLOYMENT,
+        ),
     ] = "tcp://0.0.0.0:5555",
     algorithm: Algorithm = "",
     rate: Rate = 500.0,
@@ -86,6 +104,7 @@ def coordinator(
             envvar=env("values"),
             help="onehot, onehot:K, gaussian:SEED, uniform:SEED or file:PATH; default: each "
             "node's own --value.",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = None,
     dim: Dim = 1,
@@ -96,11 +115,17 @@ def coordinator(
     metrics_period: MetricsPeriod = 0.1,
     register_timeout: Annotated[
         float,
-        typer.Option(envvar=env("register_timeout"), help="Seconds to wait for every node."),
+        typer.Option(
+            envvar=env("register_timeout"),
+            help="Seconds to wait for every node.",
+            rich_help_panel=RUN,
+        ),
     ] = 60.0,
     start_delay: Annotated[
         float,
-        typer.Option(envvar=env("start_delay"), help="Seconds from bootstrap to t = 0."),
+        typer.Option(
+            envvar=env("start_delay"), help="Seconds from bootstrap to t = 0.", rich_help_panel=RUN
+        ),
     ] = 1.5,
     timeout: Timeout = None,
     dead_after: DeadAfter = None,
@@ -110,18 +135,30 @@ def coordinator(
         typer.Option(
             envvar=env("allow_joins"),
             help="Attach nodes that register after the start (gossip node --join --value X).",
+            rich_help_panel=MEMBERSHIP,
         ),
     ] = False,
     keep_running: Annotated[
         bool,
-        typer.Option(envvar=env("keep_running"), help="Never stop the nodes; measure forever."),
+        typer.Option(
+            envvar=env("keep_running"),
+            help="Never stop the nodes; measure forever.",
+            rich_help_panel=RUN,
+        ),
     ] = False,
     resume: Annotated[
         bool,
-        typer.Option(envvar=env("resume"), help="Pick up a running run left on the status topic."),
+        typer.Option(
+            envvar=env("resume"),
+            help="Pick up a running run left on the status topic.",
+            rich_help_panel=RUN,
+        ),
     ] = True,
     weighted: Annotated[
-        bool, typer.Option(envvar=env("weighted"), help="P_e proportional to edge weights.")
+        bool,
+        typer.Option(
+            envvar=env("weighted"), help="P_e proportional to edge weights.", rich_help_panel=RUN
+        ),
     ] = False,
     dashboard_port: DashPort = None,
     dashboard_host: DashHost = "127.0.0.1",
@@ -133,6 +170,7 @@ def coordinator(
             envvar=env("keys"),
             help="Key directory (gossip keys init: DIR/coordinator): CurveZMQ registration, "
             "the nodes' allow-list, MQTT passwords per role. Without it: insecure.",
+            rich_help_panel=SECURITY,
         ),
     ] = None,
     mqtt_ca: MqttCa = None,
@@ -142,6 +180,7 @@ def coordinator(
             envvar=env("hold"),
             help="After the run, keep serving the dashboard this many seconds (inf: until "
             "stopped), e.g. in a container.",
+            rich_help_panel=DASHBOARD,
         ),
     ] = 0.0,
     problem: Problem = "",
@@ -163,6 +202,7 @@ def coordinator(
             help="Stay up and run what `gossip submit` sends, one run after another, on the "
             "same standing nodes (gossip node --standing); the options above are each run's "
             "defaults. Needs --broker.",
+            rich_help_panel=RUN,
         ),
     ] = False,
 ) -> None:

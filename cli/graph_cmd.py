@@ -10,6 +10,7 @@ import typer
 from continuized.cli._app import graph_app
 from continuized.cli._errors import plain_console, reported_errors
 from continuized.cli._tables import figures_table
+from continuized.cli.options.panels import OUTPUT, RUN
 
 __all__ = ["info"]
 
@@ -20,16 +21,22 @@ def info(
         str, typer.Argument(help="Topology spec, e.g. line:30, grid:15x15, er:50:0.2:1.")
     ],
     weighted: Annotated[
-        bool, typer.Option(help="Edge probabilities proportional to edge weights (file:...).")
+        bool,
+        typer.Option(
+            help="Edge probabilities proportional to edge weights (file:...).", rich_help_panel=RUN
+        ),
     ] = False,
     method: Annotated[
         str,
         typer.Option(
             help="auto (dense below 512 nodes; from 512 sparse on a sparse graph if SciPy is "
-            "installed, else dense up to 1500), dense, or sparse."
+            "installed, else dense up to 1500), dense, or sparse.",
+            rich_help_panel=RUN,
         ),
     ] = "auto",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON instead of a table.", rich_help_panel=OUTPUT)
+    ] = False,
 ) -> None:
     """Print n, |E|, mu_gossip, R_max, theta_RG and theta_ARG of a topology."""
     from continuized.gossip.errors import ConfigError

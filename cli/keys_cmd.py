@@ -9,6 +9,7 @@ import typer
 
 from continuized.cli._app import app
 from continuized.cli._errors import reported_errors
+from continuized.cli.options.panels import KEYS, RUN
 
 __all__ = ["init", "keys_app"]
 
@@ -36,32 +37,43 @@ def _node_count(nodes: int | None, graph: str | None) -> int:
 @keys_app.command()
 def init(
     directory: Annotated[
-        Path, typer.Option("--dir", help="Where to write the keys (created 0700).")
+        Path,
+        typer.Option("--dir", help="Where to write the keys (created 0700).", rich_help_panel=KEYS),
     ],
     nodes: Annotated[
-        int | None, typer.Option(help="Number of nodes: node-0 .. node-(N-1).")
+        int | None,
+        typer.Option(help="Number of nodes: node-0 .. node-(N-1).", rich_help_panel=RUN),
     ] = None,
     graph: Annotated[
         str | None,
-        typer.Option(envvar="GOSSIP_GRAPH", help="Or: as many nodes as this graph has."),
+        typer.Option(
+            envvar="GOSSIP_GRAPH", help="Or: as many nodes as this graph has.", rich_help_panel=RUN
+        ),
     ] = None,
     pool: Annotated[
         bool,
         typer.Option(
             help="Put the node key pairs in DIR/pool, a pool that `gossip node --keys-pool "
-            "DIR/pool` claims from (containers), and mark DIR/*/ready when done."
+            "DIR/pool` claims from (containers), and mark DIR/*/ready when done.",
+            rich_help_panel=KEYS,
         ),
     ] = False,
     if_missing: Annotated[
         bool,
-        typer.Option(help="Keep the keys already in --dir if they are for as many nodes."),
+        typer.Option(
+            help="Keep the keys already in --dir if they are for as many nodes.",
+            rich_help_panel=KEYS,
+        ),
     ] = False,
-    force: Annotated[bool, typer.Option(help="Replace the keys already in --dir.")] = False,
+    force: Annotated[
+        bool, typer.Option(help="Replace the keys already in --dir.", rich_help_panel=KEYS)
+    ] = False,
     spare: Annotated[
         int,
         typer.Option(
             help="Also this many spare node keys, node-N .. node-(N+S-1), in the allow-list and "
-            "the broker's ACL: for nodes joining the running cluster (gossip node --join)."
+            "the broker's ACL: for nodes joining the running cluster (gossip node --join).",
+            rich_help_panel=KEYS,
         ),
     ] = 0,
 ) -> None:

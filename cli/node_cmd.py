@@ -10,6 +10,16 @@ import typer
 from continuized.cli._app import app
 from continuized.cli._errors import reported_errors
 from continuized.cli.options.cluster import MqttCa
+from continuized.cli.options.panels import (
+    DEPLOYMENT,
+    DEPRECATED,
+    MEMBERSHIP,
+    OBJECTIVE,
+    OUTPUT,
+    PROCESSES,
+    RUN,
+    SECURITY,
+)
 from continuized.coordinator.machine.ports import check_zmq_bind_free
 
 __all__ = ["node"]
@@ -19,7 +29,11 @@ __all__ = ["node"]
 def node(
     coordinator: Annotated[
         str,
-        typer.Option(envvar="GOSSIP_COORDINATOR", help="The coordinator, tcp://host:5555."),
+        typer.Option(
+            envvar="GOSSIP_COORDINATOR",
+            help="The coordinator, tcp://host:5555.",
+            rich_help_panel=DEPLOYMENT,
+        ),
     ],
     value: Annotated[
         str | None,
@@ -27,17 +41,23 @@ def node(
             envvar="GOSSIP_VALUE",
             help="This node's own value: 21.5, or 1,2,3 for a vector. Default: the "
             "coordinator's choice.",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = None,
     bind: Annotated[
         str,
-        typer.Option(envvar="GOSSIP_BIND", help="Where to serve peers (port 0: any free port)."),
+        typer.Option(
+            envvar="GOSSIP_BIND",
+            help="Where to serve peers (port 0: any free port).",
+            rich_help_panel=DEPLOYMENT,
+        ),
     ] = "tcp://0.0.0.0:0",
     advertise: Annotated[
         str | None,
         typer.Option(
             envvar="GOSSIP_ADVERTISE",
             help="Host or IP the peers should use. Default: the interface toward the coordinator.",
+            rich_help_panel=DEPLOYMENT,
         ),
     ] = None,
     host: Annotated[
@@ -45,6 +65,7 @@ def node(
         typer.Option(
             envvar="GOSSIP_HOST",
             help="Shorthand for --bind tcp://HOST:0 --advertise HOST.",
+            rich_help_panel=DEPLOYMENT,
         ),
     ] = None,
     name: Annotated[
@@ -53,6 +74,7 @@ def node(
             envvar="GOSSIP_NAME",
             help="Node name (default HOSTNAME-PID); a restarted node with the same name gets "
             "its id back.",
+            rich_help_panel=DEPLOYMENT,
         ),
     ] = None,
     fault: Annotated[
@@ -62,6 +84,7 @@ def node(
             help="Inject faults on sent frames: drop=0.1,dup=0.1,delay=0.1[,delay_ms=20]; "
             "a LAN: latency_ms=1,jitter_ms=0.2 (each way, order kept); a skewed clock: "
             "offset_ms=40, or skew_ms=5 (seeded by --seed, one per process).",
+            rich_help_panel=RUN,
         ),
     ] = "",
     retry_timeout: Annotated[
@@ -69,11 +92,16 @@ def node(
         typer.Option(
             envvar="GOSSIP_RETRY_TIMEOUT",
             help="First retry timeout of an exchange (s); it doubles up to 2 s.",
+            rich_help_panel=RUN,
         ),
     ] = 0.2,
     drain: Annotated[
         float,
-        typer.Option(envvar="GOSSIP_DRAIN", help="On stop: seconds to keep serving normally."),
+        typer.Option(
+            envvar="GOSSIP_DRAIN",
+            help="On stop: seconds to keep serving normally.",
+            rich_help_panel=RUN,
+        ),
     ] = 0.5,
     linger: Annotated[
         float,
@@ -81,6 +109,7 @@ def node(
             envvar="GOSSIP_LINGER",
             help="On stop: the longest wait, in seconds, for the neighbours' goodbyes (they "
             "come within a round trip or two; only a dead neighbour makes the node wait this).",
+            rich_help_panel=RUN,
         ),
     ] = 10.0,
     register_timeout: Annotated[
@@ -88,6 +117,7 @@ def node(
         typer.Option(
             envvar="GOSSIP_REGISTER_TIMEOUT",
             help="Give up waiting for the coordinator after this many seconds (default: never).",
+            rich_help_panel=RUN,
         ),
     ] = None,
     orphan_after: Annotated[
@@ -96,6 +126,7 @@ def node(
             envvar="GOSSIP_ORPHAN_AFTER",
             help="Stop by itself after this many seconds without both the broker and the "
             "coordinator: nobody could stop or measure it any more (0: never).",
+            rich_help_panel=RUN,
         ),
     ] = 60.0,
     max_in_flight: Annotated[
@@ -104,6 +135,7 @@ def node(
             envvar="GOSSIP_MAX_IN_FLIGHT",
             help="Back-pressure: skip an edge's tick while this many exchanges started on it "
             "are pending (0: no limit). Skipped ticks slow ARG down, or make it diverge.",
+            rich_help_panel=RUN,
         ),
     ] = 0,
     hold_exchanges: Annotated[
@@ -112,6 +144,7 @@ def node(
             envvar="GOSSIP_HOLD_EXCHANGES",
             hidden=True,
             help="Deprecated, no effect: every jump is exact by design.",
+            rich_help_panel=DEPRECATED,
         ),
     ] = None,
     exact: Annotated[
@@ -120,6 +153,7 @@ def node(
             envvar="GOSSIP_EXACT",
             hidden=True,
             help="Deprecated, no effect: every jump is exact by design.",
+            rich_help_panel=DEPRECATED,
         ),
     ] = None,
     correction_tol: Annotated[
@@ -128,6 +162,7 @@ def node(
             envvar="GOSSIP_CORRECTION_TOL",
             hidden=True,
             help="Deprecated, no effect.",
+            rich_help_panel=DEPRECATED,
         ),
     ] = None,
     correction_horizon: Annotated[
@@ -136,11 +171,14 @@ def node(
             envvar="GOSSIP_CORRECTION_HORIZON",
             hidden=True,
             help="Deprecated, no effect.",
+            rich_help_panel=DEPRECATED,
         ),
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option(envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults."),
+        typer.Option(
+            envvar="GOSSIP_SEED", help="Seed of the Poisson clocks and faults.", rich_help_panel=RUN
+        ),
     ] = None,
     nodes_per_process: Annotated[
         int,
@@ -149,6 +187,7 @@ def node(
             help="Host mode: run this many independent nodes in this process (one event loop, "
             "each with its own sockets and identity), named NAME-0, NAME-1, ...; a fixed "
             "--bind port gives node i port PORT+i.",
+            rich_help_panel=PROCESSES,
         ),
     ] = 1,
     data: Annotated[
@@ -158,10 +197,14 @@ def node(
             help="Optimization runs: a data source on this machine, replacing the "
             "coordinator's (e.g. csv:/data/shards or svmlight:/data/a9a); this node loads only "
             "its own shard of it.",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = None,
     log_level: Annotated[
-        str, typer.Option(envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.")
+        str,
+        typer.Option(
+            envvar="GOSSIP_LOG_LEVEL", help="debug, info, warning or error.", rich_help_panel=OUTPUT
+        ),
     ] = "info",
     keys: Annotated[
         list[Path] | None,
@@ -170,6 +213,7 @@ def node(
             help="This node's key directory (gossip keys init: DIR/node-K): CurveZMQ on every "
             "socket; the node is named after its key. Host mode: once per node. Without keys "
             "the node is insecure.",
+            rich_help_panel=SECURITY,
         ),
     ] = None,
     keys_pool: Annotated[
@@ -179,6 +223,7 @@ def node(
             help="Claim this process's key pair(s) from a pool (gossip keys init --pool: "
             "DIR/pool), one per node, held while it runs; a restart with the same --name gets "
             "the same keys back. For identical replicas (docker compose --scale).",
+            rich_help_panel=SECURITY,
         ),
     ] = None,
     mqtt_ca: MqttCa = None,
@@ -188,6 +233,7 @@ def node(
             help="Do not run a node: ask the coordinator (through --broker) to take the running "
             "node --name out of the cluster for good; the others converge to their own mean. "
             "Secured run: with the node's --keys DIR/node-K, over CURVE to --coordinator.",
+            rich_help_panel=MEMBERSHIP,
         ),
     ] = False,
     join: Annotated[
@@ -195,6 +241,7 @@ def node(
         typer.Option(
             help="Join a running cluster with --value: the coordinator attaches this node to "
             "random members and the mean moves to include its value.",
+            rich_help_panel=MEMBERSHIP,
         ),
     ] = False,
     standing: Annotated[
@@ -204,15 +251,24 @@ def node(
             help="Stay up between runs: when a run stops, register again for the next run of "
             "a standing coordinator (gossip coordinator --standing); only SIGTERM or Ctrl-C "
             "ends the process.",
+            rich_help_panel=RUN,
         ),
     ] = False,
     broker: Annotated[
         str | None,
-        typer.Option(envvar="GOSSIP_BROKER", help="With --leave: the run's MQTT broker URL."),
+        typer.Option(
+            envvar="GOSSIP_BROKER",
+            help="With --leave: the run's MQTT broker URL.",
+            rich_help_panel=DEPLOYMENT,
+        ),
     ] = None,
     cluster: Annotated[
         str,
-        typer.Option(envvar="GOSSIP_CLUSTER", help="With --leave: the cluster name."),
+        typer.Option(
+            envvar="GOSSIP_CLUSTER",
+            help="With --leave: the cluster name.",
+            rich_help_panel=DEPLOYMENT,
+        ),
     ] = "gossip",
 ) -> None:
     """Run one node: register with the coordinator, gossip with the neighbours it assigns,

@@ -11,6 +11,7 @@ from continuized.cli._app import reproduce_app
 from continuized.cli._errors import reported_errors
 from continuized.cli._tables import figures_table
 from continuized.cli.options.output import FigureDir
+from continuized.cli.options.panels import RUN
 
 __all__ = ["optim_figure"]
 
@@ -24,6 +25,7 @@ def optim_figure(
             help="Runs of continuized Nesterov in the comparison figure.",
             envvar="GOSSIP_RUNS",
             min=1,
+            rich_help_panel=RUN,
         ),
     ] = 1000,
     noise_runs: Annotated[
@@ -32,10 +34,14 @@ def optim_figure(
             help="Runs of each method in the additive-noise figure.",
             envvar="GOSSIP_NOISE_RUNS",
             min=1,
+            rich_help_panel=RUN,
         ),
     ] = 100,
     seed: Annotated[
-        int, typer.Option(help="Seed of all randomness.", envvar="GOSSIP_SEED", min=0)
+        int,
+        typer.Option(
+            help="Seed of all randomness.", envvar="GOSSIP_SEED", min=0, rich_help_panel=RUN
+        ),
     ] = 0,
 ) -> None:
     """Reproduce the comparison of GD, Nesterov and continuized Nesterov, and the noise figure.

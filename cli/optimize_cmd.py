@@ -24,6 +24,7 @@ from continuized.cli.options.batch_runs import (
 )
 from continuized.cli.options.envvars import option
 from continuized.cli.options.output import CsvOut, FigureDir, PlotOut, ShowProgress, SummaryOut
+from continuized.cli.options.panels import OBJECTIVE, RUN
 
 if TYPE_CHECKING:
     from continuized.gossip.dual.experiment import Experiment
@@ -34,7 +35,13 @@ __all__ = ["optimization_figure", "optimize_cmd"]
 @app.command("optimize")
 def optimize_cmd(
     graph: Annotated[
-        str, option("Topology: line:30, grid:10x10, complete:10, ...", "GRAPH", "--graph")
+        str,
+        option(
+            "Topology: line:30, grid:10x10, complete:10, ...",
+            "GRAPH",
+            "--graph",
+            rich_help_panel=RUN,
+        ),
     ] = "line:30",
     problem: Annotated[
         str,
@@ -42,6 +49,7 @@ def optimize_cmd(
             "Each node's function: quadratic, ridge:LAMBDA, logistic:LAMBDA, module:callable.",
             "PROBLEM",
             "--problem",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = "ridge:1",
     data: Annotated[
@@ -51,6 +59,7 @@ def optimize_cmd(
             "synthetic:SEED[:ROWSxDIM] (none for quadratic).",
             "DATA",
             "--data",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = "breast-cancer",
     split: Annotated[
@@ -59,12 +68,16 @@ def optimize_cmd(
             "How rows go to nodes: iid:SEED, label:SEED, dirichlet:ALPHA:SEED or shards:K:SEED.",
             "SPLIT",
             "--split",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = "iid:0",
     algorithms: Annotated[
         list[str] | None,
         option(
-            "acd, cd or dgd; repeat for several (default acd and cd).", "ALGORITHM", "--algorithm"
+            "acd, cd or dgd; repeat for several (default acd and cd).",
+            "ALGORITHM",
+            "--algorithm",
+            rich_help_panel=RUN,
         ),
     ] = None,
     runs: Runs = 100,
@@ -74,6 +87,7 @@ def optimize_cmd(
             "Last time of the grid, in t (expected activations); default 20 / theta_acd.",
             "T_END",
             "--t-end",
+            rich_help_panel=RUN,
         ),
     ] = None,
     grid_points: GridPoints = 100,
@@ -83,6 +97,7 @@ def optimize_cmd(
             "Target for t_eps: first grid time with median sum_v |x_v - x*|^2 <= eps.",
             "EPS",
             "--eps",
+            rich_help_panel=RUN,
         ),
     ] = 1e-8,
     seed: Annotated[int, seed_option("Seed of the runs (and of the DGD step search).")] = 0,
@@ -94,6 +109,7 @@ def optimize_cmd(
             "default 1).",
             "WORKERS",
             "--workers",
+            rich_help_panel=RUN,
         ),
     ] = None,
     estimate: Annotated[
@@ -102,6 +118,7 @@ def optimize_cmd(
             "acd's primal estimate: grad f^*(y) (y, the better one) or of z.",
             "ESTIMATE",
             "--estimate",
+            rich_help_panel=RUN,
         ),
     ] = "y",
     plot: PlotOut = None,
@@ -199,12 +216,21 @@ def optimization_figure(
     runs: PanelRuns = 10,
     seed: Seed = 0,
     workers: Annotated[
-        int, option("Worker processes, one panel each (default 2).", "WORKERS", "--workers")
+        int,
+        option(
+            "Worker processes, one panel each (default 2).",
+            "WORKERS",
+            "--workers",
+            rich_help_panel=RUN,
+        ),
     ] = 2,
     t_scale: Annotated[
         float,
         option(
-            "Multiply every panel's horizon by this (1: as documented).", "T_SCALE", "--t-scale"
+            "Multiply every panel's horizon by this (1: as documented).",
+            "T_SCALE",
+            "--t-scale",
+            rich_help_panel=RUN,
         ),
     ] = 1.0,
     progress: ShowProgress = True,

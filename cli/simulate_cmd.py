@@ -30,6 +30,7 @@ from continuized.cli.options.batch_runs import (
 from continuized.cli.options.envvars import option
 from continuized.cli.options.objective import Dim, Values
 from continuized.cli.options.output import CsvOut, FigureDir, PlotOut, ShowProgress, SummaryOut
+from continuized.cli.options.panels import RUN
 
 if TYPE_CHECKING:
     from continuized.gossip.graph.spectral import GraphQuantities
@@ -55,6 +56,7 @@ def simulate_cmd(
             "Topology spec: line:30, grid:15x15, complete:10, er:N:p:seed, file:PATH ...",
             "GRAPH",
             "--graph",
+            rich_help_panel=RUN,
         ),
     ] = "line:30",
     algorithms: Annotated[
@@ -64,6 +66,7 @@ def simulate_cmd(
             "ALGORITHM",
             "--algorithm",
             "-a",
+            rich_help_panel=RUN,
         ),
     ] = None,
     runs: Runs = 1000,
@@ -73,6 +76,7 @@ def simulate_cmd(
             "Last time of the grid, in t (expected activations); default 20 / theta_ARG.",
             "T_END",
             "--t-end",
+            rich_help_panel=RUN,
         ),
     ] = None,
     grid_points: GridPoints = 200,
@@ -87,6 +91,7 @@ def simulate_cmd(
             "Edge probabilities proportional to edge weights (file:...).",
             "WEIGHTED",
             "--weighted/--uniform",
+            rich_help_panel=RUN,
         ),
     ] = False,
     plot: PlotOut = None,

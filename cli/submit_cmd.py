@@ -18,6 +18,7 @@ from continuized.cli._saving import Saving
 from continuized.cli._tables import figures_table
 from continuized.cli.options.cluster import MqttCa
 from continuized.cli.options.envvars import env
+from continuized.cli.options.panels import DEPLOYMENT, OBJECTIVE, OUTPUT, RUN, SECURITY
 
 __all__ = ["submit"]
 
@@ -30,34 +31,58 @@ def submit(
             envvar=env("broker"),
             help="The standing coordinator's broker, mqtt://host:1883 (secured: with "
             "--keys, or mqtt://operator:PASSWORD@host:1883).",
+            rich_help_panel=DEPLOYMENT,
         ),
     ],
     graph: Annotated[
         str | None,
-        typer.Option(help="Another topology with the same node count, e.g. cycle:9."),
+        typer.Option(
+            help="Another topology with the same node count, e.g. cycle:9.", rich_help_panel=RUN
+        ),
     ] = None,
-    algorithm: Annotated[str | None, typer.Option(help="arg or rg; with --problem: acd.")] = None,
-    rate: Annotated[float | None, typer.Option(help="Network-wide activations per second.")] = None,
-    until: Annotated[float | None, typer.Option(help="Target error eps.")] = None,
+    algorithm: Annotated[
+        str | None, typer.Option(help="arg or rg; with --problem: acd.", rich_help_panel=RUN)
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Network-wide activations per second.", rich_help_panel=RUN)
+    ] = None,
+    until: Annotated[
+        float | None, typer.Option(help="Target error eps.", rich_help_panel=RUN)
+    ] = None,
     values: Annotated[
         str | None,
-        typer.Option(help="The run's initial values: onehot, gaussian:SEED, uniform:SEED, ..."),
+        typer.Option(
+            help="The run's initial values: onehot, gaussian:SEED, uniform:SEED, ...",
+            rich_help_panel=OBJECTIVE,
+        ),
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option(help="Give up the run this many seconds after t starts.")
+        float | None,
+        typer.Option(help="Give up the run this many seconds after t starts.", rich_help_panel=RUN),
     ] = None,
     problem: Annotated[
-        str | None, typer.Option(help="Optimize instead of averaging, e.g. logistic:0.1.")
+        str | None,
+        typer.Option(
+            help="Optimize instead of averaging, e.g. logistic:0.1.", rich_help_panel=OBJECTIVE
+        ),
     ] = None,
-    data: Annotated[str | None, typer.Option(help="With --problem: the data source.")] = None,
+    data: Annotated[
+        str | None, typer.Option(help="With --problem: the data source.", rich_help_panel=OBJECTIVE)
+    ] = None,
     split: Annotated[
         str | None,
         typer.Option(
-            help="With --problem: iid:SEED, label:SEED, dirichlet:ALPHA:SEED or shards:K:SEED."
+            help="With --problem: iid:SEED, label:SEED, dirichlet:ALPHA:SEED or shards:K:SEED.",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = None,
     cluster: Annotated[
-        str, typer.Option(envvar=env("cluster"), help="The standing coordinator's --cluster.")
+        str,
+        typer.Option(
+            envvar=env("cluster"),
+            help="The standing coordinator's --cluster.",
+            rich_help_panel=DEPLOYMENT,
+        ),
     ] = "gossip",
     keys: Annotated[
         Path | None,
@@ -65,16 +90,24 @@ def submit(
             envvar=env("keys"),
             help="The coordinator's key directory (DIR/coordinator of gossip keys init): "
             "submit as the broker's operator account.",
+            rich_help_panel=SECURITY,
         ),
     ] = None,
     mqtt_ca: MqttCa = None,
     wait: Annotated[
         float,
-        typer.Option(help="Seconds to wait for the summary (the queue, the run and its stop)."),
+        typer.Option(
+            help="Seconds to wait for the summary (the queue, the run and its stop).",
+            rich_help_panel=RUN,
+        ),
     ] = 600.0,
     json_out: Annotated[
         Path | None,
-        typer.Option("--json", help="Write the run's summary (as gossip coordinator --json)."),
+        typer.Option(
+            "--json",
+            help="Write the run's summary (as gossip coordinator --json).",
+            rich_help_panel=OUTPUT,
+        ),
     ] = None,
 ) -> None:
     """Submit a run to a standing coordinator (gossip coordinator --standing) and print its

@@ -24,6 +24,7 @@ from continuized.cli.options.batch_runs import (
 )
 from continuized.cli.options.envvars import option
 from continuized.cli.options.output import CsvOut, FigureDir, PlotOut, ShowProgress, SummaryOut
+from continuized.cli.options.panels import OBJECTIVE, RUN, TRAINING
 from continuized.cli.options.training import SimHorizon, SimLr, SimMomentum
 
 if TYPE_CHECKING:
@@ -39,11 +40,22 @@ _FIGURE_ALGORITHMS = ("a2cid2", "adpsgd", "local", "allreduce")
 @app.command("train")
 def train_cmd(
     graph: Annotated[
-        str, option("Topology: cycle:16, grid:4x4, complete:16, ...", "GRAPH", "--graph")
+        str,
+        option(
+            "Topology: cycle:16, grid:4x4, complete:16, ...",
+            "GRAPH",
+            "--graph",
+            rich_help_panel=RUN,
+        ),
     ] = "cycle:16",
     model: Annotated[
         str,
-        option("Model: softmax, mlp:H, mlp:H1:H2 or module:callable.", "MODEL", "--model"),
+        option(
+            "Model: softmax, mlp:H, mlp:H1:H2 or module:callable.",
+            "MODEL",
+            "--model",
+            rich_help_panel=TRAINING,
+        ),
     ] = "mlp:64",
     data: Annotated[
         str,
@@ -52,6 +64,7 @@ def train_cmd(
             "csv:FILE.",
             "DATA",
             "--data",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = "digits",
     split: Annotated[
@@ -61,6 +74,7 @@ def train_cmd(
             "label:SEED.",
             "SPLIT",
             "--split",
+            rich_help_panel=OBJECTIVE,
         ),
     ] = "iid:0",
     algorithms: Annotated[
@@ -69,12 +83,16 @@ def train_cmd(
             "a2cid2, adpsgd, local or allreduce; repeat for several (default a2cid2 and adpsgd).",
             "ALGORITHM",
             "--algorithm",
+            rich_help_panel=RUN,
         ),
     ] = None,
     rate_com: Annotated[
         float,
         option(
-            "Communications per node per gradient step (per unit of t).", "RATE_COM", "--rate-com"
+            "Communications per node per gradient step (per unit of t).",
+            "RATE_COM",
+            "--rate-com",
+            rich_help_panel=TRAINING,
         ),
     ] = 1.0,
     t_end: SimHorizon = 200.0,
@@ -82,12 +100,23 @@ def train_cmd(
     runs: Runs = 3,
     lr: SimLr = 0.1,
     momentum: SimMomentum = 0.9,
-    batch_size: Annotated[int, option("Rows per mini-batch.", "BATCH_SIZE", "--batch-size")] = 16,
+    batch_size: Annotated[
+        int, option("Rows per mini-batch.", "BATCH_SIZE", "--batch-size", rich_help_panel=TRAINING)
+    ] = 16,
     dtype: Annotated[
-        str, option("Parameters' type: float32 or float64.", "DTYPE", "--dtype")
+        str,
+        option(
+            "Parameters' type: float32 or float64.", "DTYPE", "--dtype", rich_help_panel=TRAINING
+        ),
     ] = "float64",
     test_fraction: Annotated[
-        float, option("Rows held out for the test set.", "TEST_FRACTION", "--test-fraction")
+        float,
+        option(
+            "Rows held out for the test set.",
+            "TEST_FRACTION",
+            "--test-fraction",
+            rich_help_panel=TRAINING,
+        ),
     ] = 0.2,
     init: Annotated[
         str,
@@ -95,11 +124,17 @@ def train_cmd(
             "Initial models: common (one for all nodes) or per-node (measures consensus).",
             "INIT",
             "--init",
+            rich_help_panel=TRAINING,
         ),
     ] = "common",
     target: Annotated[
         float,
-        option("Test accuracy for the 't to target' figure.", "TARGET", "--target-accuracy"),
+        option(
+            "Test accuracy for the 't to target' figure.",
+            "TARGET",
+            "--target-accuracy",
+            rich_help_panel=TRAINING,
+        ),
     ] = 0.9,
     seed: Annotated[int, seed_option("Seed of the runs and the test rows.")] = 0,
     plot: PlotOut = None,

@@ -41,6 +41,7 @@ from continuized.cli.options.cluster import (
 from continuized.cli.options.envvars import env
 from continuized.cli.options.objective import Data, Dim, Problem, Split, Values, live_objective
 from continuized.cli.options.output import JsonOut
+from continuized.cli.options.panels import DASHBOARD, DEPLOYMENT, OUTPUT, PROCESSES, SECURITY
 from continuized.cli.options.training import (
     BatchSize,
     Init,
@@ -75,6 +76,7 @@ def up(
         typer.Option(
             envvar=env("broker"),
             help="mqtt://host:port of an external broker (default: an embedded one).",
+            rich_help_panel=DEPLOYMENT,
         ),
     ] = None,
     embedded_broker: Annotated[
@@ -82,9 +84,9 @@ def up(
         typer.Option(
             envvar=env("embedded_broker"),
             help="auto (mosquitto if installed, else in-process amqtt), mosquitto or amqtt; "
-            "either enforces the run's MQTT passwords and ACL. mosquitto is looked up on the "
-            "PATH and in /usr/sbin; the environment variable GOSSIP_MOSQUITTO=PATH names the "
-            "binary, GOSSIP_MOSQUITTO=none hides it (auto then picks amqtt).",
+            "both enforce the run's MQTT passwords and ACL. mosquitto is looked up on the PATH "
+            "and in /usr/sbin; GOSSIP_MOSQUITTO=PATH names it, GOSSIP_MOSQUITTO=none hides it.",
+            rich_help_panel=DEPLOYMENT,
         ),
     ] = "auto",
     metrics_file: MetricsFile = Path("gossip-run.jsonl"),
@@ -92,17 +94,21 @@ def up(
         float | None,
         typer.Option(
             envvar=env("metrics_period"),
-            help="Seconds between two node state reports (default: 0.1, and longer for over 10 "
-            "node processes or over 50 nodes: the node processes wake up about 100 times a "
-            "second in all to report, and send about 500 reports a second in all at most; "
-            "the exact curve keeps up to 40 samples a second).",
+            help="Seconds between two node state reports (default: 0.1; longer past 10 node "
+            "processes or 50 nodes, to stay near 100 report wake-ups and 500 reports a second "
+            "in all).",
+            rich_help_panel=OUTPUT,
         ),
     ] = None,
     timeout: UpTimeout = 120.0,
     cluster: Cluster = "gossip",
     log_dir: Annotated[
         Path | None,
-        typer.Option(envvar=env("log_dir"), help="Node logs (default: a temporary directory)."),
+        typer.Option(
+            envvar=env("log_dir"),
+            help="Node logs (default: a temporary directory).",
+            rich_help_panel=OUTPUT,
+        ),
     ] = None,
     node_arg: Annotated[
         list[str] | None,
@@ -110,6 +116,7 @@ def up(
             envvar=env("node_arg"),
             help="Extra argument for every node, repeatable (e.g. --node-arg=--fault "
             "--node-arg=drop=0.1).",
+            rich_help_panel=PROCESSES,
         ),
     ] = None,
     nodes_per_process: Annotated[
@@ -118,6 +125,7 @@ def up(
             envvar=env("nodes_per_process"),
             help="Host mode: up to this many nodes per OS process (one event loop, each node "
             "with its own sockets and identity); 1: one process per node.",
+            rich_help_panel=PROCESSES,
         ),
     ] = 1,
     fork_server: Annotated[
@@ -127,15 +135,17 @@ def up(
             help="Fork the node processes from one process that imported the node code "
             "(milliseconds each); --no-fork-server: a fresh interpreter per process (~0.7 s "
             "of CPU each).",
+            rich_help_panel=PROCESSES,
         ),
     ] = True,
     max_restarts: Annotated[
         int,
         typer.Option(
             envvar=env("max_restarts"),
-            help="Restart a node process that crashes during the run, on its address and under "
-            "its name (it recovers its state from its neighbours), at most this many times "
-            "each; one crash more fails the run.",
+            help="Restart a crashed node process on its address and under its name (it "
+            "recovers its state from its neighbours) at most this many times each; one crash "
+            "more fails the run.",
+            rich_help_panel=PROCESSES,
         ),
     ] = 3,
     restart_on_new_address: Annotated[
@@ -144,6 +154,7 @@ def up(
             envvar=env("restart_on_new_address"),
             help="Restart a crashed node process on a fresh port, as DHCP or a new container "
             "would: it tells its neighbours its new address as it recovers.",
+            rich_help_panel=PROCESSES,
         ),
     ] = False,
     dashboard_port: DashPort = None,
@@ -156,15 +167,17 @@ def up(
             envvar=env("hold"),
             help="With --dashboard-port: after the run, keep the dashboard up this many "
             "seconds, or 'forever' (Ctrl-C ends it).",
+            rich_help_panel=DASHBOARD,
         ),
     ] = "0",
-    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.", rich_help_panel=OUTPUT)] = False,
     insecure: Annotated[
         bool,
         typer.Option(
             envvar=env("insecure"),
             help="Plain sockets and anonymous MQTT, for benchmarks only (default: CurveZMQ "
             "with fresh keys, MQTT passwords and ACL).",
+            rich_help_panel=SECURITY,
         ),
     ] = False,
     problem: Problem = "",

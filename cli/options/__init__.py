@@ -18,6 +18,8 @@ objective
     :func:`~cli.options.objective.live_objective`, the rule for their defaults in a live run.
 training
     A live run's ``--train`` options and their recipe; the simulated ``train``'s local step.
+panels
+    The ``--help`` panel titles every option is declared under.
 cluster
     The rest of a live run's options (``coordinator``, ``up``): topology, rate, target, metrics,
     time limits, the dashboard, and the rule that ``--hold`` needs a dashboard.

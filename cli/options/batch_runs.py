@@ -12,6 +12,7 @@ import math
 from typing import Annotated, Any
 
 from continuized.cli.options.envvars import option
+from continuized.cli.options.panels import RUN
 
 __all__ = [
     "Eps",
@@ -29,22 +30,42 @@ __all__ = [
 
 def seed_option(help_text: str) -> Any:
     """``--seed``, with ``help_text`` saying what else than the runs the seed draws."""
-    return option(help_text, "SEED", "--seed")
+    return option(help_text, "SEED", "--seed", rich_help_panel=RUN)
 
 
-Runs = Annotated[int, option("Independent runs per algorithm.", "RUNS", "--runs")]
-PanelRuns = Annotated[int, option("Runs per panel and algorithm.", "RUNS", "--runs")]
+Runs = Annotated[
+    int, option("Independent runs per algorithm.", "RUNS", "--runs", rich_help_panel=RUN)
+]
+PanelRuns = Annotated[
+    int, option("Runs per panel and algorithm.", "RUNS", "--runs", rich_help_panel=RUN)
+]
 GridPoints = Annotated[
     int,
-    option("Points of the time grid, evenly spaced on [0, t-end].", "GRID_POINTS", "--grid-points"),
+    option(
+        "Points of the time grid, evenly spaced on [0, t-end].",
+        "GRID_POINTS",
+        "--grid-points",
+        rich_help_panel=RUN,
+    ),
 ]
 PanelGridPoints = Annotated[
-    int, option("Points of the time grid of each panel.", "GRID_POINTS", "--grid-points")
+    int,
+    option(
+        "Points of the time grid of each panel.",
+        "GRID_POINTS",
+        "--grid-points",
+        rich_help_panel=RUN,
+    ),
 ]
 Seed = Annotated[int, seed_option("Seed of the runs.")]
 Eps = Annotated[
     float,
-    option("Target error for t_eps (first grid time with median error <= eps).", "EPS", "--eps"),
+    option(
+        "Target error for t_eps (first grid time with median error <= eps).",
+        "EPS",
+        "--eps",
+        rich_help_panel=RUN,
+    ),
 ]
 Workers = Annotated[
     int | None,
@@ -53,6 +74,7 @@ Workers = Annotated[
         "CPU for large jobs).",
         "WORKERS",
         "--workers",
+        rich_help_panel=RUN,
     ),
 ]
 

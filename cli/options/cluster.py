@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from continuized.cli.options.envvars import env
+from continuized.cli.options.panels import DASHBOARD, DEPLOYMENT, MEMBERSHIP, OUTPUT, RUN, SECURITY
 
 __all__ = [
     "Algorithm",
@@ -54,7 +55,11 @@ def check_hold(text: str, seconds: float, dashboard_port: int | None) -> None:
 
 Graph = Annotated[
     str,
-    typer.Option(envvar=env("graph"), help="Topology, e.g. grid:4x4, line:30, er:50:0.2:1."),
+    typer.Option(
+        envvar=env("graph"),
+        help="Topology, e.g. grid:4x4, line:30, er:50:0.2:1.",
+        rich_help_panel=RUN,
+    ),
 ]
 Algorithm = Annotated[
     str,
@@ -63,38 +68,62 @@ Algorithm = Annotated[
         help="arg or rg (default arg); with --problem: acd (the default); with --train: "
         "a2cid2 (the default), adpsgd or local.",
         show_default=False,
+        rich_help_panel=RUN,
     ),
 ]
 Rate = Annotated[
-    float, typer.Option(envvar=env("rate"), help="Network-wide activations per second.")
+    float,
+    typer.Option(
+        envvar=env("rate"), help="Network-wide activations per second.", rich_help_panel=RUN
+    ),
 ]
 Until = Annotated[
     float,
     typer.Option(
         envvar=env("until"),
         help="Target error eps (with --train: on the consensus sum_v 1/2 |x_v - xbar|^2).",
+        rich_help_panel=RUN,
     ),
 ]
 Cluster = Annotated[
     str,
-    typer.Option(envvar=env("cluster"), help="Cluster name: MQTT topics gossip/<cluster>/."),
+    typer.Option(
+        envvar=env("cluster"),
+        help="Cluster name: MQTT topics gossip/<cluster>/.",
+        rich_help_panel=DEPLOYMENT,
+    ),
 ]
 MetricsFile = Annotated[
     Path | None,
-    typer.Option(envvar=env("metrics_file"), help="JSON-lines metrics file of the whole run."),
+    typer.Option(
+        envvar=env("metrics_file"),
+        help="JSON-lines metrics file of the whole run.",
+        rich_help_panel=OUTPUT,
+    ),
 ]
 MetricsPeriod = Annotated[
     float,
-    typer.Option(envvar=env("metrics_period"), help="Seconds between two node state reports."),
+    typer.Option(
+        envvar=env("metrics_period"),
+        help="Seconds between two node state reports.",
+        rich_help_panel=OUTPUT,
+    ),
 ]
 MqttCa = Annotated[
-    Path | None, typer.Option(envvar=env("mqtt_ca"), help="CA (PEM) of an mqtts:// broker.")
+    Path | None,
+    typer.Option(
+        envvar=env("mqtt_ca"), help="CA (PEM) of an mqtts:// broker.", rich_help_panel=SECURITY
+    ),
 ]
 
 # gossip up's --timeout is the same option, but always set: a local run must end.
 _TIMEOUT_HELP = "Give up this many seconds after t starts."
-Timeout = Annotated[float | None, typer.Option(envvar=env("timeout"), help=_TIMEOUT_HELP)]
-UpTimeout = Annotated[float, typer.Option(envvar=env("timeout"), help=_TIMEOUT_HELP)]
+Timeout = Annotated[
+    float | None, typer.Option(envvar=env("timeout"), help=_TIMEOUT_HELP, rich_help_panel=RUN)
+]
+UpTimeout = Annotated[
+    float, typer.Option(envvar=env("timeout"), help=_TIMEOUT_HELP, rich_help_panel=RUN)
+]
 
 DeadAfter = Annotated[
     float | None,
@@ -102,6 +131,7 @@ DeadAfter = Annotated[
         envvar=env("dead_after"),
         help="Declare a node dead after this many seconds without a report: it leaves the "
         "membership, its neighbours settle their edges with it (default: never).",
+        rich_help_panel=MEMBERSHIP,
     ),
 ]
 BrokerDeadline = Annotated[
@@ -110,19 +140,30 @@ BrokerDeadline = Annotated[
         envvar=env("broker_deadline"),
         help="Stop the run as failed once the broker has been unreachable this many seconds "
         "in a row (default: wait for it; a broker back sooner costs nothing).",
+        rich_help_panel=RUN,
     ),
 ]
 
 # The dashboard: where it is served, who may read it, where finished runs are kept.
 DashPort = Annotated[
-    int | None, typer.Option(envvar=env("dashboard_port"), help="Serve the dashboard here.")
+    int | None,
+    typer.Option(
+        envvar=env("dashboard_port"), help="Serve the dashboard here.", rich_help_panel=DASHBOARD
+    ),
 ]
 DashHost = Annotated[
-    str, typer.Option(envvar=env("dashboard_host"), help="Dashboard bind address.")
+    str,
+    typer.Option(
+        envvar=env("dashboard_host"), help="Dashboard bind address.", rich_help_panel=DASHBOARD
+    ),
 ]
 DashToken = Annotated[
     str,
-    typer.Option(envvar=env("dashboard_token"), help="Bearer token the dashboard requires."),
+    typer.Option(
+        envvar=env("dashboard_token"),
+        help="Bearer token the dashboard requires.",
+        rich_help_panel=DASHBOARD,
+    ),
 ]
 DashRuns = Annotated[
     Path | None,
@@ -130,5 +171,6 @@ DashRuns = Annotated[
         envvar=env("dashboard_runs_dir"),
         help="Directory where the dashboard keeps finished runs, to overlay later runs of the "
         "same graph (e.g. RG then ARG).",
+        rich_help_panel=DASHBOARD,
     ),
 ]

@@ -25,6 +25,9 @@ def env(name: str) -> str:
     return "GOSSIP_" + name.upper().replace("-", "_")
 
 
-def option(help_text: str, name: str, *flags: str) -> Any:
-    """A Typer option with ``help_text``, read from ``GOSSIP_<name>`` when not given."""
-    return typer.Option(*flags, help=help_text, envvar=f"GOSSIP_{name}")
+def option(help_text: str, name: str, *flags: str, rich_help_panel: str | None = None) -> Any:
+    """A Typer option with ``help_text``, read from ``GOSSIP_<name>`` when not given, listed
+    under ``rich_help_panel`` (one of :mod:`cli.options.panels`) in ``--help``."""
+    return typer.Option(
+        *flags, help=help_text, envvar=f"GOSSIP_{name}", rich_help_panel=rich_help_panel
+    )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from continuized.cli.options.envvars import env, option
+from continuized.cli.options.panels import OBJECTIVE
 from continuized.cli.options.training import recipe
 
 if TYPE_CHECKING:
@@ -27,9 +28,12 @@ Values = Annotated[
         "Initial values: onehot, onehot:K, gaussian:SEED, uniform:SEED, file:PATH.",
         "VALUES",
         "--values",
+        rich_help_panel=OBJECTIVE,
     ),
 ]
-Dim = Annotated[int, option("Components of each node's value.", "DIM", "--dim")]
+Dim = Annotated[
+    int, option("Components of each node's value.", "DIM", "--dim", rich_help_panel=OBJECTIVE)
+]
 Problem = Annotated[
     str,
     typer.Option(
@@ -37,6 +41,7 @@ Problem = Annotated[
         help="Optimize instead of averaging: logistic:LAMBDA, ridge:LAMBDA, quadratic or "
         "module:callable (dual accelerated coordinate descent; --until then applies to "
         "sum_v |x_v - x*|^2).",
+        rich_help_panel=OBJECTIVE,
     ),
 ]
 Data = Annotated[
@@ -47,6 +52,7 @@ Data = Annotated[
         "npz:PATH or synthetic:SEED. With --train: digits (default), wine, iris, "
         "breast-cancer, npz:PATH, svmlight:PATH, csv:FILE. Each node loads its own shard; the "
         "coordinator loads it only to compute x* or the test accuracy.",
+        rich_help_panel=OBJECTIVE,
     ),
 ]
 Split = Annotated[
@@ -55,6 +61,7 @@ Split = Annotated[
         envvar=env("split"),
         help="How the data is cut: iid:SEED (default iid:0), label:SEED, "
         "dirichlet:ALPHA:SEED or shards:K:SEED.",
+        rich_help_panel=OBJECTIVE,
     ),
 ]
 

@@ -13,18 +13,35 @@ from typing import Annotated
 import typer
 
 from continuized.cli.options.envvars import env, option
+from continuized.cli.options.panels import OUTPUT
 
 __all__ = ["CsvOut", "FigureDir", "JsonOut", "PlotOut", "ShowProgress", "SummaryOut"]
 
 PlotOut = Annotated[
-    Path | None, option("Write the figure here (.png, .pdf or .svg).", "PLOT", "--plot")
+    Path | None,
+    option("Write the figure here (.png, .pdf or .svg).", "PLOT", "--plot", rich_help_panel=OUTPUT),
 ]
-CsvOut = Annotated[Path | None, option("Write the curves here as CSV.", "CSV", "--csv")]
-SummaryOut = Annotated[Path | None, option("Write the JSON summary here.", "JSON", "--json")]
+CsvOut = Annotated[
+    Path | None, option("Write the curves here as CSV.", "CSV", "--csv", rich_help_panel=OUTPUT)
+]
+SummaryOut = Annotated[
+    Path | None, option("Write the JSON summary here.", "JSON", "--json", rich_help_panel=OUTPUT)
+]
 ShowProgress = Annotated[
-    bool, option("Show a progress bar on stderr.", "PROGRESS", "--progress/--no-progress")
+    bool,
+    option(
+        "Show a progress bar on stderr.",
+        "PROGRESS",
+        "--progress/--no-progress",
+        rich_help_panel=OUTPUT,
+    ),
 ]
 JsonOut = Annotated[
-    Path | None, typer.Option("--json", envvar=env("json"), help="Write the run summary here.")
+    Path | None,
+    typer.Option(
+        "--json", envvar=env("json"), help="Write the run summary here.", rich_help_panel=OUTPUT
+    ),
 ]
-FigureDir = Annotated[Path, option("Directory for the PNGs, CSVs and JSON.", "OUT", "--out")]
+FigureDir = Annotated[
+    Path, option("Directory for the PNGs, CSVs and JSON.", "OUT", "--out", rich_help_panel=OUTPUT)
+]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from continuized.cli.options.envvars import env, option
+from continuized.cli.options.panels import RUN, TRAINING
 
 if TYPE_CHECKING:
     from continuized.gossip.train.recipe import Recipe
@@ -80,6 +81,7 @@ Train = Annotated[
         help="Train a model instead of averaging: softmax, mlp:H, mlp:H1:H2 or module:callable "
         "(--data: digits by default; --algorithm a2cid2, adpsgd or local; t counts gradient "
         "steps per node and --rate is steps per node per second).",
+        rich_help_panel=TRAINING,
     ),
 ]
 RateCom = Annotated[
@@ -87,17 +89,32 @@ RateCom = Annotated[
     typer.Option(
         envvar=env("rate_com"),
         help="With --train: communications per node per gradient step (per unit of t).",
+        rich_help_panel=TRAINING,
     ),
 ]
 Lr = Annotated[
-    float, typer.Option(envvar=env("lr"), help="With --train: learning rate of the local step.")
+    float,
+    typer.Option(
+        envvar=env("lr"),
+        help="With --train: learning rate of the local step.",
+        rich_help_panel=TRAINING,
+    ),
 ]
 Momentum = Annotated[
     float,
-    typer.Option(envvar=env("momentum"), help="With --train: heavy-ball momentum (0: plain SGD)."),
+    typer.Option(
+        envvar=env("momentum"),
+        help="With --train: heavy-ball momentum (0: plain SGD).",
+        rich_help_panel=TRAINING,
+    ),
 ]
 BatchSize = Annotated[
-    int, typer.Option(envvar=env("batch_size"), help="With --train: rows per mini-batch.")
+    int,
+    typer.Option(
+        envvar=env("batch_size"),
+        help="With --train: rows per mini-batch.",
+        rich_help_panel=TRAINING,
+    ),
 ]
 Init = Annotated[
     str,
@@ -105,6 +122,7 @@ Init = Annotated[
         envvar=env("init"),
         help="With --train: common (one initial model for all nodes) or per-node (each its "
         "own: measures consensus, e.g. with --lr 0).",
+        rich_help_panel=TRAINING,
     ),
 ]
 TrainSeed = Annotated[
@@ -113,6 +131,7 @@ TrainSeed = Annotated[
         envvar=env("train_seed"),
         help="With --train: seed of the initial models, the test rows and each node's "
         "mini-batch and gradient clock streams (those of gossip train's run 0).",
+        rich_help_panel=TRAINING,
     ),
 ]
 UntilAccuracy = Annotated[
@@ -121,24 +140,36 @@ UntilAccuracy = Annotated[
         envvar=env("until_accuracy"),
         help="With --train: stop once the average model's test accuracy reaches this "
         "(e.g. 0.9), measured exactly at the report grid; eps then does not stop the run.",
+        rich_help_panel=TRAINING,
     ),
 ]
 TrainingRuns = Annotated[
     int,
     typer.Option(
         envvar=env("training_runs"),
-        help="With --train: the simulator's runs of the same settings that draw the "
-        "dashboard's band and judge the live accuracy curve (a child process at low priority; "
-        "the summary waits for them, 300 s at most). 0: none, as on a Raspberry Pi.",
+        help="With --train: simulated runs of the same settings, for the dashboard's band "
+        "and to judge the live curve (a low-priority child process; the summary waits for "
+        "them, 300 s at most). 0: none, as on a Raspberry Pi.",
+        rich_help_panel=TRAINING,
     ),
 ]
 
 # Simulated training (gossip train, gossip reproduce training-figure).
-SimLr = Annotated[float, option("Learning rate of the local SGD step.", "LR", "--lr")]
+SimLr = Annotated[
+    float, option("Learning rate of the local SGD step.", "LR", "--lr", rich_help_panel=TRAINING)
+]
 SimMomentum = Annotated[
     float,
-    option("Heavy-ball momentum of the local step (0: plain SGD).", "MOMENTUM", "--momentum"),
+    option(
+        "Heavy-ball momentum of the local step (0: plain SGD).",
+        "MOMENTUM",
+        "--momentum",
+        rich_help_panel=TRAINING,
+    ),
 ]
 SimHorizon = Annotated[
-    float, option("Horizon in t (expected gradient steps per node).", "T_END", "--t-end")
+    float,
+    option(
+        "Horizon in t (expected gradient steps per node).", "T_END", "--t-end", rich_help_panel=RUN
+    ),
 ]
