@@ -408,16 +408,11 @@ def print_summary(
         train = state.training.summary()
         where = "final reports" if train["final_exact"] else "latest exact point"
         at = "" if train["t"] is None else f" (t = {train['t']:.1f}, {where})"
-        if train["until_accuracy"] is not None:
-            rows[0] = (
-                "reached accuracy",
-                f"{summary.reached} (--until-accuracy {train['until_accuracy']:g})",
-            )
-            rows[1] = ("t to accuracy (exact curve)", to_eps(summary.t_eps, ".1f", summary.reached))
         if train["lr"] > 0:
             # The steps move the sum of the models: these two measure gossip, not training.
             rows[6] = ("final sum 1/2 |x_v - mean of the initial models|^2", rows[6][1])
             rows[7] = ("sum of the models' drift (relative; the steps move it)", rows[7][1])
+        rows[:6] = _training_rows(summary, state, config)
         rows += [
             ("model / data / split", f"{train['model']} / {train['data']} / {train['split']}"),
             (
@@ -437,6 +432,46 @@ def print_summary(
     for key, value in rows:
         table.add_row(key, value)
     plain_console().print(table)
+
+
+def _training_rows(
+    summary: RunSummary, state: ClusterState, config: CoordinatorConfig
+) -> list[tuple[str, str]]:
+    """A training run's first rows: its target (an accuracy, or an error) and its rates per
+    node (gradient steps) and per network (exchanges), by :func:`training_figures`."""
+    from continuized.coordinator.run.outcome import training_figures
+
+    def num(value: float | None, fmt: str) -> str:
+        return "unknown" if value is None else format(value, fmt)
+
+    def to(value: float | None, fmt: str, reached: bool) -> str:
+        return num(value, fmt) if reached or value is not None else "not reached"
+
+    figures = training_figures(summary, state, config.rate)
+    ((kind, level),) = figures["target"].items()
+    target = f"{kind} {level:g}"
+    option = "--until-accuracy" if kind == "accuracy" else "--until"
+    reached = summary.reached
+    return [
+        (f"reached {kind}", f"{reached} ({option} {level:g})"),
+        (f"t to {target} (exact curve)", to(figures["t_target"], ".1f", reached)),
+        (f"wall time to {target} (s)", to(figures["wall_s_target"], ".2f", reached)),
+        (
+            f"t to {target} (estimate)",
+            "not yet at the stop"
+            if reached and figures["t_target_estimate"] is None
+            else to(figures["t_target_estimate"], ".1f", False),
+        ),
+        ("exchanges", str(summary.activations) + _partial(summary.reported, summary.members)),
+        (
+            "steps/s per node (achieved / asked)",
+            f"{num(figures['rate_per_node_achieved'], '.1f')} / {figures['rate_per_node_asked']:g}",
+        ),
+        (
+            "exchanges/s in all (achieved / asked)",
+            f"{num(figures['rate_network_achieved'], '.0f')} / {figures['rate_network_asked']:.4g}",
+        ),
+    ]
 
 
 def _training_verdict(agreement: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "TITLES",
     "plot_training",
     "t_to_accuracy",
+    "t_to_consensus",
     "training_summary",
     "write_training_csv",
 ]
@@ -50,11 +51,20 @@ def t_to_accuracy(result: TrainingResult, target: float) -> dict[str, Any]:
     ``median`` counts a run that never gets there as infinitely late (None if half never do);
     ``runs`` lists each run's time (None: never within the horizon).
     """
-    times = result.first_time("accuracy", target, above=True)
+    return {"target": target, **_first_times(result.first_time("accuracy", target, above=True))}
+
+
+def t_to_consensus(result: TrainingResult, eps: float) -> dict[str, Any]:
+    """The t from which the consensus distance ``(1/n) sum_v |x_v - xbar|^2`` stays at or
+    below ``eps`` to the horizon, over the runs, as :func:`t_to_accuracy` gives it (None: above
+    ``eps`` at the horizon; a common start, at 0 and rising, is not counted at t = 0)."""
+    return {"eps": eps, **_first_times(result.settled_time("consensus", eps))}
+
+
+def _first_times(times: list[float | None]) -> dict[str, Any]:
     late = np.array([math.inf if t is None else t for t in times])
     median = float(np.median(late))
     return {
-        "target": target,
         "median": median if math.isfinite(median) else None,
         # No interpolation: between a finite time and "never" there is no time to report.
         "q05": _finite_or_none(float(np.quantile(late, 0.05, method="inverted_cdf"))),
@@ -68,16 +78,23 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def training_summary(
-    results: Mapping[str, TrainingResult], target: float, **context: Any
+    results: Mapping[str, TrainingResult],
+    target: float,
+    consensus_eps: float | None = None,
+    **context: Any,
 ) -> dict[str, Any]:
-    """The JSON summary: ``context`` (the run's settings), then per algorithm its final figures
-    and its time to ``target`` accuracy."""
+    """The JSON summary: ``context`` (the run's settings), then per algorithm its final figures,
+    its diverged runs, its time to ``target`` accuracy and (with ``consensus_eps``) its time
+    to that consensus distance; ``diverged`` says whether any run of any algorithm diverged."""
     algorithms = {}
     for name, r in results.items():
         entry = r.summary()
         entry["t_to_accuracy"] = t_to_accuracy(r, target)
+        if consensus_eps is not None:
+            entry["t_to_consensus"] = t_to_consensus(r, consensus_eps)
         algorithms[name] = entry
-    return {**context, "algorithms": algorithms}
+    diverged = any(a["diverged_runs"] for a in algorithms.values())
+    return {**context, "diverged": diverged, "algorithms": algorithms}
 
 
 def write_training_csv(path: Path, results: Mapping[str, TrainingResult]) -> None:

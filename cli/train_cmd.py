@@ -25,7 +25,18 @@ from continuized.cli.options.batch_runs import (
 from continuized.cli.options.envvars import option
 from continuized.cli.options.output import CsvOut, FigureDir, PlotOut, ShowProgress, SummaryOut
 from continuized.cli.options.panels import OBJECTIVE, RUN, TRAINING
-from continuized.cli.options.training import SimHorizon, SimLr, SimMomentum
+from continuized.cli.options.training import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CONSENSUS_EPS,
+    DEFAULT_INIT,
+    DEFAULT_LR,
+    DEFAULT_MOMENTUM,
+    DEFAULT_RATE_COM,
+    SimConsensusEps,
+    SimHorizon,
+    SimLr,
+    SimMomentum,
+)
 
 if TYPE_CHECKING:
     from continuized.gossip.train import TrainingProblem, TrainingResult
@@ -94,15 +105,15 @@ def train_cmd(
             "--rate-com",
             rich_help_panel=TRAINING,
         ),
-    ] = 1.0,
+    ] = DEFAULT_RATE_COM,
     t_end: SimHorizon = 200.0,
     grid_points: GridPoints = 41,
     runs: Runs = 3,
-    lr: SimLr = 0.1,
-    momentum: SimMomentum = 0.9,
+    lr: SimLr = DEFAULT_LR,
+    momentum: SimMomentum = DEFAULT_MOMENTUM,
     batch_size: Annotated[
         int, option("Rows per mini-batch.", "BATCH_SIZE", "--batch-size", rich_help_panel=TRAINING)
-    ] = 16,
+    ] = DEFAULT_BATCH_SIZE,
     dtype: Annotated[
         str,
         option(
@@ -126,7 +137,7 @@ def train_cmd(
             "--init",
             rich_help_panel=TRAINING,
         ),
-    ] = "common",
+    ] = DEFAULT_INIT,
     target: Annotated[
         float,
         option(
@@ -136,13 +147,18 @@ def train_cmd(
             rich_help_panel=TRAINING,
         ),
     ] = 0.9,
+    consensus_eps: SimConsensusEps = DEFAULT_CONSENSUS_EPS,
     seed: Annotated[int, seed_option("Seed of the runs and the test rows.")] = 0,
     plot: PlotOut = None,
     csv_path: CsvOut = None,
     json_path: SummaryOut = None,
     progress: ShowProgress = True,
 ) -> None:
-    """Train a model over a graph, simulated exactly: A²CiD² against AD-PSGD, local, all-reduce."""
+    """Train a model over a graph, simulated exactly: A²CiD² against AD-PSGD, local, all-reduce.
+
+    Exit 2: a bad setting, refused before any work; 1: a run diverged (its loss not finite, or
+    over 1e6 times its start: the table says which); 3: an output could not be written.
+    """
     import numpy as np
     from rich.console import Console
 
@@ -164,6 +180,8 @@ def train_cmd(
             raise ConfigError(f"--target-accuracy must be in (0, 1], got {target!r}")
         if init not in ("common", "per-node"):
             raise ConfigError(f"--init must be common or per-node, got {init!r}")
+        if not (math.isfinite(consensus_eps) and consensus_eps > 0):
+            raise ConfigError(f"--consensus-eps must be a finite number > 0, got {consensus_eps!r}")
         if plot is not None:
             check_file_destination("--plot", plot, FIGURE_SUFFIXES)
         if csv_path is not None:
@@ -191,6 +209,7 @@ def train_cmd(
         summary = training_summary(
             results,
             target,
+            consensus_eps,
             **_context(problem, graph, model, data, split, runs, seed, t_end, init),
             wall_seconds=time.perf_counter() - started,
         )
@@ -206,6 +225,7 @@ def train_cmd(
     for path in saving.written:
         console.print(f"wrote {path}", highlight=False)
     saving.finish(summary)
+    _diverged(summary)
 
 
 @reproduce_app.command("training-figure")
@@ -214,8 +234,8 @@ def training_figure(
     runs: PanelRuns = 2,
     t_end: SimHorizon = 100.0,
     grid_points: PanelGridPoints = 21,
-    lr: SimLr = 0.1,
-    momentum: SimMomentum = 0.9,
+    lr: SimLr = DEFAULT_LR,
+    momentum: SimMomentum = DEFAULT_MOMENTUM,
     seed: Seed = 0,
     progress: ShowProgress = True,
 ) -> None:
@@ -295,6 +315,8 @@ def training_figure(
             highlight=False,
         )
     saving.finish(figure)
+    for summary in summaries.values():
+        _diverged(summary)
 
 
 def _algorithms(names: list[str], valid: tuple[str, ...]) -> list[str]:
@@ -352,28 +374,66 @@ def _describe(console: Any, problem: TrainingProblem) -> None:
     )
 
 
+def _diverged(summary: dict[str, Any]) -> None:
+    """Exit 1, naming them, if runs diverged (:func:`gossip.train.scores.diverged`)."""
+    from continuized.cli._errors import fail
+    from continuized.gossip.train.scores import DIVERGED_GROWTH
+
+    gone = {
+        name: a["diverged_runs"] for name, a in summary["algorithms"].items() if a["diverged_runs"]
+    }
+    if not gone:
+        return
+    which = ", ".join(
+        f"{name} ({len(runs)} of {summary['runs']} runs)" for name, runs in gone.items()
+    )
+    raise fail(
+        f"diverged: {which}: the loss became non-finite or over {DIVERGED_GROWTH:g} times its "
+        f"start; try a smaller --lr (it was {summary['lr']:g}) or --momentum "
+        f"(it was {summary['momentum']:g})",
+        1,
+    )
+
+
 def _table(
     console: Any, summary: dict[str, Any], results: dict[str, TrainingResult], title: str = ""
 ) -> None:
     from rich.table import Table
 
     t_end = summary["t_end"]
-    table = Table(title=title or f"at t = {t_end:g} (median over {summary['runs']} runs)")
-    for column in ("algorithm", "loss", "test acc.", "node acc.", "consensus", "t to acc."):
+    columns = ["algorithm", "loss", "test acc.", "node acc.", "consensus", "t to acc."]
+    first: dict[str, Any] = next(iter(summary["algorithms"].values()), {})
+    eps = ""
+    if "t_to_consensus" in first:
+        columns.append("t to cons.")
+        eps = f"; cons. <= {first['t_to_consensus']['eps']:g}"
+    table = Table(title=title or f"at t = {t_end:g} (median over {summary['runs']} runs{eps})")
+    for column in columns:
         table.add_column(column, justify="right")
     for name, a in summary["algorithms"].items():
         final = a["final"]
         reach = a["t_to_accuracy"]
-        table.add_row(
+        gone = len(a["diverged_runs"])
+        loss = f"{final['loss']['median']:.4g}"
+        if gone:
+            loss = "diverged" if gone == a["runs"] else f"{loss} ({gone} diverged)"
+        row = [
             name,
-            f"{final['loss']['median']:.4g}",
+            loss,
             _percent(final["accuracy"]["median"]),
             _percent(final["node_accuracy"]["median"]),
             f"{final['consensus']['median']:.3e}",
-            f"{reach['target']:.0%}: "
-            + ("never" if reach["median"] is None else f"{reach['median']:.4g}"),
-        )
+            f"{reach['target']:.0%}: " + _reached(reach["median"]),
+        ]
+        if "t_to_consensus" in a:
+            row.append(_reached(a["t_to_consensus"]["median"]))
+        table.add_row(*row)
     console.print(table)
+
+
+def _reached(t: float | None) -> str:
+    """The median t to a threshold, or ``never`` (half the runs or more never got there)."""
+    return "never" if t is None else f"{t:.4g}"
 
 
 def _percent(value: float) -> str:

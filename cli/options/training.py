@@ -3,7 +3,8 @@
 ``gossip coordinator`` and ``gossip up`` train with ``--train MODEL`` and the options below it,
 which :func:`recipe` turns into one :class:`~gossip.train.recipe.Recipe`; ``gossip train`` and
 ``gossip reproduce training-figure`` share their local step (``--lr``, ``--momentum``) and
-their horizon (``--t-end``).
+their horizon (``--t-end``). A live run's settings default to ``gossip train``'s: every
+command takes its defaults from the ``DEFAULT_*`` constants below.
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ if TYPE_CHECKING:
     from continuized.gossip.train.recipe import Recipe
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_CONSENSUS_EPS",
+    "DEFAULT_INIT",
+    "DEFAULT_LR",
+    "DEFAULT_MOMENTUM",
+    "DEFAULT_RATE_COM",
     "BatchSize",
     "Init",
     "Lr",
     "Momentum",
     "RateCom",
+    "SimConsensusEps",
     "SimHorizon",
     "SimLr",
     "SimMomentum",
@@ -33,6 +41,14 @@ __all__ = [
     "UntilAccuracy",
     "recipe",
 ]
+
+# The training settings' defaults, one set for the simulated and the live commands.
+DEFAULT_LR = 0.1
+DEFAULT_MOMENTUM = 0.9
+DEFAULT_BATCH_SIZE = 16
+DEFAULT_RATE_COM = 1.0
+DEFAULT_INIT = "common"
+DEFAULT_CONSENSUS_EPS = 1e-3
 
 
 def recipe(
@@ -171,5 +187,16 @@ SimHorizon = Annotated[
     float,
     option(
         "Horizon in t (expected gradient steps per node).", "T_END", "--t-end", rich_help_panel=RUN
+    ),
+]
+SimConsensusEps = Annotated[
+    float,
+    option(
+        "Consensus threshold: the table's 't to cons.' is the first t from which the "
+        "consensus distance (1/n) sum_v |x_v - xbar|^2 stays at most this to --t-end "
+        "(never: above it at --t-end).",
+        "CONSENSUS_EPS",
+        "--consensus-eps",
+        rich_help_panel=TRAINING,
     ),
 ]

@@ -256,6 +256,13 @@ def _optional(raw: Any) -> float | None:
     return float(raw)
 
 
+def _count(raw: Any) -> int | None:
+    """A count >= 0 of a report, or ``None`` when absent or malformed."""
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        return None
+    return raw
+
+
 def _clock(raw: Any) -> PeerClock | None:
     """A report's ``clock``: ``{"peer", "offset", "error", "samples"}`` (seconds), or ``None``
     when absent (an older node), null (nothing measured yet) or malformed: it only informs a
@@ -285,7 +292,8 @@ def parse_report(
     ``initial`` (tuples), ``final`` (bool), ``counters`` (str -> int), ``rtt_p5_ms``,
     ``rtt_p50_ms``, ``rtt_p99_ms``, ``lag_p50``, ``lag_p99``, ``wait_p50``, ``wait_p99``
     (float or None: :mod:`gossip.exchange.lateness`),
-    ``edges`` (int -> int), ``trace`` (``(g, x)`` pairs, :mod:`gossip.exchange.trace`) and
+    ``edges`` (int -> int), ``gradient_steps`` (int or None), ``trace`` (``(g, x)`` pairs,
+    :mod:`gossip.exchange.trace`) and
     ``clock`` (a :class:`~coordinator.figures.records.PeerClock` or None: :func:`_clock`).
 
     Raises
@@ -353,6 +361,7 @@ def parse_report(
         "wait_p50": _optional(wait.get("p50")),
         "wait_p99": _optional(wait.get("p99")),
         "edges": edges,
+        "gradient_steps": _count(data.get("gradient_steps")),  # absent from older nodes
         "clock": _clock(data.get("clock")),  # absent from older nodes
         "trace": _trace(
             data.get("trace"), len(x)
@@ -379,6 +388,7 @@ def update_view(view: NodeView, report: Mapping[str, Any], received: float) -> N
     view.wait_p50 = report["wait_p50"]
     view.wait_p99 = report["wait_p99"]
     view.edges = dict(report["edges"])
+    view.gradient_steps = report.get("gradient_steps")
     view.clock = report["clock"]
     view.received = received
     view.reports += 1

@@ -152,6 +152,9 @@ class NodeView:
         of t: its backlog (:mod:`gossip.exchange.lateness`).
     edges : dict of int to int
         Activations so far on each of the node's edges, keyed by the peer's id.
+    gradient_steps : int or None
+        A training node's gradient steps so far; ``None`` from a node that does not train
+        (or does not report them).
     received : float
         Unix time at which the coordinator received this report (its own clock).
     reports : int
@@ -177,6 +180,7 @@ class NodeView:
     wait_p50: float | None = None
     wait_p99: float | None = None
     edges: dict[int, int] = field(default_factory=dict)
+    gradient_steps: int | None = None
     received: float = 0.0
     reports: int = 0
 

@@ -23,6 +23,7 @@ sources are used as they are. ``csv:FILE`` and ``csv:DIR`` are already split by 
 from __future__ import annotations
 
 import importlib.util
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,12 +170,7 @@ def read_rows(spec: str) -> Rows:
         A = np.asarray(X.toarray(), dtype=np.float64)
         return Rows(A, np.asarray(y, dtype=np.float64), f"{arg}: {A.shape[0]} x {A.shape[1]}")
     if kind == "npz":
-        with np.load(_path(arg, spec)) as npz:
-            if "X" not in npz or "y" not in npz:
-                raise ConfigError(
-                    f"data set {spec!r}: needs arrays 'X' and 'y', found {sorted(npz.files)}"
-                )
-            A, b = np.asarray(npz["X"], np.float64), np.asarray(npz["y"], np.float64)
+        A, b = _read_npz(_path(arg, spec), spec)
         return Rows(A, b, f"{arg}: {A.shape[0]} x {A.shape[1] if A.ndim == 2 else '?'}")
     if kind == "csv" and arg and not Path(arg).is_dir():
         data = _load_csv(_path(arg, spec), spec)
@@ -191,6 +187,32 @@ def read_rows(spec: str) -> Rows:
     if kind == "synthetic":
         return _synthetic(arg, spec)
     raise ConfigError(f"unknown data set {spec!r}; {_VALID}")
+
+
+def _read_npz(path: Path, spec: str) -> tuple[FloatArray, FloatArray]:
+    """Arrays ``X`` and ``y`` of a numpy ``.npz`` file, or a ConfigError naming the file."""
+    expected = "expected a numpy .npz archive (np.savez) holding arrays 'X' (m, d) and 'y' (m,)"
+    try:
+        # allow_pickle=False: a data file never runs code, and a pickle is not an .npz either.
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        # numpy's own words ("pickled data") mislead for a text file: name the format instead.
+        raise ConfigError(f"data set {spec!r}: {path} is not an .npz file; {expected}") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):  # a bare .npy array
+        raise ConfigError(
+            f"data set {spec!r}: {path} holds one array (.npy), not an .npz; {expected}"
+        )
+    with loaded as npz:
+        if "X" not in npz or "y" not in npz:
+            raise ConfigError(
+                f"data set {spec!r}: needs arrays 'X' and 'y', found {sorted(npz.files)}"
+            )
+        try:
+            return np.asarray(npz["X"], np.float64), np.asarray(npz["y"], np.float64)
+        except (ValueError, TypeError, zipfile.BadZipFile) as exc:
+            raise ConfigError(
+                f"data set {spec!r}: arrays 'X' and 'y' of {path} must be numbers ({exc})"
+            ) from None
 
 
 def node_file(spec: str) -> Path | None:

@@ -30,7 +30,7 @@ from continuized.gossip.problems.logistic import DEFAULT_TOL, Logistic, Logistic
 from continuized.gossip.problems.quadratic import Quadratic, QuadraticSet
 from continuized.gossip.problems.ridge import Ridge, RidgeSet
 
-__all__ = ["PROBLEM_KINDS", "make_local_problem", "make_problem_set"]
+__all__ = ["PROBLEM_KINDS", "check_targets", "make_local_problem", "make_problem_set"]
 
 PROBLEM_KINDS = ("quadratic", "ridge:LAMBDA", "logistic:LAMBDA", "module:callable")
 _VALID = "valid problems: " + ", ".join(PROBLEM_KINDS)
@@ -180,3 +180,52 @@ def make_local_problem(
         assert shard is not None
         return Logistic(shard, float(arg), tol)
     return _custom(_factory(arg), spec, shard, node)
+
+
+def check_targets(spec: str, data: str, targets: ArrayLike) -> None:
+    """Refuse a data set whose targets ``problem`` cannot use, before any work starts.
+
+    ``logistic`` needs two classes: targets in ``{-1, +1}`` or in ``{0, 1}``, both present.
+    The one data set of real-valued targets it takes is ``synthetic:``, whose Gaussian targets
+    it cuts at zero by design (:mod:`gossip.problems.logistic`); they must fall on both sides.
+    Other problems take any finite targets.
+
+    Raises
+    ------
+    ConfigError
+        ``logistic`` on other targets, e.g. ``diabetes``'s real numbers: the message says what
+        the data has and what to use instead.
+
+    Examples
+    --------
+    >>> check_targets("logistic:0.1", "breast-cancer", [0.0, 1.0, 1.0])
+    >>> check_targets("logistic:0.1", "diabetes", [151.0, 75.0, 141.0])
+    Traceback (most recent call last):
+    ...
+    continuized.gossip.errors.ConfigError: problem 'logistic:0.1' needs two classes ...
+    """
+    if _parse(spec)[0] != "logistic":
+        return
+    b = np.asarray(targets, dtype=np.float64).ravel()
+    values = np.unique(b)
+    two = {-1.0, 1.0} if values.min(initial=0.0) < 0 else {0.0, 1.0}
+    if set(values.tolist()) == two:
+        return
+    synthetic = data.strip().lower().startswith("synthetic")
+    if synthetic and (b > 0).any() and (b <= 0).any():
+        return
+    if values.size < 2:
+        has = f"one target value, {values[0]:g}" if values.size else "no rows"
+    elif values.size == 2:
+        has = f"two target values, {values[0]:g} and {values[1]:g}"
+    else:
+        whole = bool(np.all(values == np.round(values)))
+        has = (
+            f"{values.size} distinct {'integer' if whole else 'real-valued'} targets from "
+            f"{values[0]:g} to {values[-1]:g}"
+        )
+    raise ConfigError(
+        f"problem {spec!r} needs two classes (targets -1/+1 or 0/1), but data set {data!r} has "
+        f"{has}; use a two-class data set such as breast-cancer, or ridge:LAMBDA for "
+        "real-valued targets"
+    )

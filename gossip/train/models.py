@@ -5,8 +5,16 @@
 ``mlp:H``           one hidden ReLU layer of ``H`` units
 ``mlp:H1:H2``       two hidden ReLU layers
 ``module:callable`` the user's model: ``callable(features, classes, seed)`` returns
-                    ``(params, loss_and_grad)`` or ``(params, loss_and_grad, predict)``
+                    ``(params, loss_and_grad)`` or ``(params, loss_and_grad, predict)``;
+                    a callable with a parameter ``rng`` is called with ``rng=`` a seeded
+                    :class:`numpy.random.Generator` too, and draws its ``params`` from it
 ==================  ===========================================================================
+
+A user's callable that takes ``rng`` draws each initial model from the generator it receives:
+the run's initial stream, as the built-in models do, so ``--init per-node`` gives each node its
+own start (:func:`gossip.train.trainer.initial_models`). Without ``rng`` every initial model
+is the ``params`` of the first call (drawn from ``seed``): one start for all nodes, and
+``--init per-node`` is refused (:func:`check_init`).
 
 A model's parameters are one flat vector (float32 or float64), so that gossip averages and
 mixes them as it does any vector. Gradients are written by hand (NumPy, no autodiff); the loss
@@ -17,6 +25,7 @@ user's module is found in the working directory first, as ``python -m`` would fi
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,13 +37,14 @@ from numpy.typing import NDArray
 from continuized.gossip.datasets.user_code import load_callable
 from continuized.gossip.errors import ConfigError
 
-__all__ = ["MODEL_KINDS", "Model", "Network", "UserModel", "parse_model"]
+__all__ = ["MODEL_KINDS", "Model", "Network", "UserModel", "check_init", "parse_model"]
 
 MODEL_KINDS = ("softmax", "mlp:H", "mlp:H1:H2", "module:callable")
 
 Params = NDArray[Any]
 LossAndGrad = Callable[[Params, tuple[NDArray[Any], NDArray[np.intp]]], tuple[float, Params]]
 Predict = Callable[[Params, NDArray[Any]], NDArray[Any]]
+Factory = Callable[..., Any]
 
 
 class Model(Protocol):
@@ -170,17 +180,30 @@ class Network:
 
 @dataclass(frozen=True)
 class UserModel:
-    """A model given as ``module:callable`` (see the module docstring for the contract)."""
+    """A model given as ``module:callable`` (see the module docstring for the contract).
+
+    ``factory`` is the user's callable when it takes ``rng`` (it then draws every initial
+    model), else ``None`` (every initial model is ``start``).
+    """
 
     description: str
     dtype: np.dtype[Any]
     start: Params
     loss_grad: LossAndGrad
     predictor: Predict | None
+    factory: Callable[[np.random.Generator], Params] | None = None
+
+    @property
+    def draws_initial(self) -> bool:
+        """Whether the user's callable draws its initial parameters from a given ``rng``."""
+        return self.factory is not None
 
     def initial(self, rng: np.random.Generator) -> Params:
-        """Return the user's initial parameters (the user's callable draws them from its seed)."""
-        return self.start.copy()
+        """Return initial parameters: drawn by the user's callable from ``rng`` if it takes
+        one, else the user's own (drawn from its seed), the same for every call."""
+        if self.factory is None:
+            return self.start.copy()
+        return self.factory(rng)
 
     def loss_and_grad(
         self, params: Params, batch: tuple[NDArray[Any], NDArray[np.intp]]
@@ -213,14 +236,17 @@ def _hidden(spec: str, arg: str) -> tuple[int, ...]:
     return sizes
 
 
-def _user(spec: str, features: int, classes: int, dtype: np.dtype[Any], seed: int) -> UserModel:
-    factory = load_callable(spec, "model", others="valid models: " + ", ".join(MODEL_KINDS))
+def _takes_rng(factory: Factory) -> bool:
     try:
-        made = factory(features, classes, seed)
-    except TypeError as exc:
-        raise ConfigError(
-            f"model {spec!r}: the callable must take (features, classes, seed) ({exc})"
-        ) from None
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: no rng
+        return False
+    rng = params.get("rng")
+    return rng is not None and rng.kind in (rng.POSITIONAL_OR_KEYWORD, rng.KEYWORD_ONLY)
+
+
+def _made(spec: str, made: Any, dtype: np.dtype[Any]) -> tuple[Params, LossAndGrad, Predict | None]:
+    """Check what the user's callable returned: ``(params, loss_and_grad[, predict])``."""
     if not isinstance(made, tuple) or len(made) not in (2, 3) or not callable(made[1]):
         raise ConfigError(
             f"model {spec!r}: the callable must return (params, loss_and_grad) or "
@@ -229,8 +255,52 @@ def _user(spec: str, features: int, classes: int, dtype: np.dtype[Any], seed: in
     start = np.asarray(made[0], dtype=dtype).ravel().copy()
     if start.size == 0 or not np.isfinite(start).all():
         raise ConfigError(f"model {spec!r}: the initial parameters must be finite and non-empty")
-    predictor = made[2] if len(made) == 3 else None
-    return UserModel(f"{spec}, {start.size} parameters, {dtype}", dtype, start, made[1], predictor)
+    return start, made[1], made[2] if len(made) == 3 else None
+
+
+def _user(spec: str, features: int, classes: int, dtype: np.dtype[Any], seed: int) -> UserModel:
+    factory = load_callable(spec, "model", others="valid models: " + ", ".join(MODEL_KINDS))
+    takes_rng = _takes_rng(factory)
+    extra: dict[str, Any] = {"rng": np.random.default_rng(seed)} if takes_rng else {}
+    try:
+        made = factory(features, classes, seed, **extra)
+    except TypeError as exc:
+        raise ConfigError(
+            f"model {spec!r}: the callable must take (features, classes, seed) ({exc})"
+        ) from None
+    start, loss_grad, predictor = _made(spec, made, dtype)
+    draw = None
+    if takes_rng:
+
+        def draw(rng: np.random.Generator) -> Params:
+            params = _made(spec, factory(features, classes, seed, rng=rng), dtype)[0]
+            if params.shape != start.shape:
+                raise ConfigError(
+                    f"model {spec!r}: the callable returned {params.size} parameters for one "
+                    f"rng and {start.size} for another; the size must not depend on rng"
+                )
+            return params
+
+    return UserModel(
+        f"{spec}, {start.size} parameters, {dtype}", dtype, start, loss_grad, predictor, draw
+    )
+
+
+def check_init(model: Model, per_node: bool) -> None:
+    """Refuse ``--init per-node`` for a user's model that cannot draw its own initial models.
+
+    Raises
+    ------
+    ConfigError
+        ``per_node`` and ``model`` is a :class:`UserModel` whose callable takes no ``rng``:
+        every node would start from the same model, silently.
+    """
+    if per_node and isinstance(model, UserModel) and not model.draws_initial:
+        raise ConfigError(
+            f"--init per-node: model {model.description.partition(',')[0]!r} cannot draw one "
+            "initial model per node: its callable takes no rng; give it a keyword parameter "
+            "rng (a numpy Generator to draw params from), or use --init common"
+        )
 
 
 def parse_model(

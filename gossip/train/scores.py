@@ -9,6 +9,10 @@
 ======================  ==========================================================================
 
 An accuracy the model cannot give (a user model without ``predict``) is NaN: unknown.
+
+A run *diverged* when its loss curve leaves any finite scale: some grid time's loss is not
+finite, or above :data:`DIVERGED_GROWTH` times its loss at the first grid time
+(:func:`diverged`). That is the one rule; ``gossip train`` reports it and exits 1.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from numpy.typing import NDArray
 from continuized.gossip.train.models import Model
 from continuized.gossip.train.trainset import TrainSet
 
-__all__ = ["METRICS", "TrainingResult", "evaluate"]
+__all__ = ["DIVERGED_GROWTH", "METRICS", "TrainingResult", "diverged", "evaluate"]
 
 METRICS = ("loss", "accuracy", "node_accuracy", "consensus")
+
+DIVERGED_GROWTH = 1e6
+"""A loss this many times its start is a diverged run (a step that fits shrinks the loss)."""
 
 FloatArray = NDArray[np.float64]
 
@@ -47,6 +54,23 @@ def evaluate(model: Model, params: NDArray[Any], data: TrainSet) -> tuple[float,
     accuracy = float(np.mean(guess == data.test.y))
     per_node = [np.mean(model.predict(p, data.test.A) == data.test.y) for p in params]
     return loss, accuracy, float(np.mean(per_node)), consensus
+
+
+def diverged(loss: NDArray[np.float64]) -> bool:
+    """Whether one run's loss curve (on its grid of t) diverged: a loss that is not finite, or
+    above ``DIVERGED_GROWTH`` times the first one.
+
+    Examples
+    --------
+    >>> diverged(np.array([2.3, 0.5, 0.1])), diverged(np.array([2.3, 40.0, np.inf]))
+    (False, True)
+    >>> diverged(np.array([2.3, 5e112]))
+    True
+    """
+    loss = np.asarray(loss, dtype=np.float64)
+    if not np.isfinite(loss).all():
+        return True
+    return bool(np.any(loss > DIVERGED_GROWTH * abs(loss[0])))
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,8 +106,27 @@ class TrainingResult:
             out.append(float(self.t_grid[hits[0]]) if hits.size else None)
         return out
 
+    def settled_time(self, metric: str, target: float) -> list[float | None]:
+        """Each run's first grid time from which ``metric <= target`` holds to the horizon.
+
+        None for a run above ``target`` at its last grid time. Unlike :meth:`first_time` a
+        curve that starts below and rises (the consensus of a common start) is not counted at
+        its start.
+        """
+        out: list[float | None] = []
+        for row in self.curves[metric]:
+            above = np.flatnonzero(~(row <= target))  # NaN counts as not settled
+            k = 0 if above.size == 0 else int(above[-1]) + 1
+            out.append(float(self.t_grid[k]) if k < row.size else None)
+        return out
+
+    def diverged_runs(self) -> list[int]:
+        """The runs (by index) whose loss diverged (:func:`diverged`)."""
+        return [k for k, row in enumerate(self.curves["loss"]) if diverged(row)]
+
     def summary(self) -> dict[str, Any]:
-        """JSON-ready figures: final median (and 5-95% band) of every metric, and the params."""
+        """JSON-ready figures: final median (and 5-95% band) of every metric, the params, and
+        the diverged runs (``diverged_runs``, indices; empty when none did)."""
         final: dict[str, Any] = {}
         for metric in METRICS:
             low, high = self.band(metric)
@@ -92,7 +135,12 @@ class TrainingResult:
                 "q05": float(low[-1]),
                 "q95": float(high[-1]),
             }
-        return {"runs": self.runs, "params": dict(self.params), "final": final}
+        return {
+            "runs": self.runs,
+            "params": dict(self.params),
+            "final": final,
+            "diverged_runs": self.diverged_runs(),
+        }
 
 
 def _nan_quantile(values: FloatArray, q: float) -> FloatArray:

@@ -28,7 +28,7 @@ from continuized.gossip.train.clocks import (
     node_stream,
 )
 from continuized.gossip.train.constants import AcidConstants, acid_constants
-from continuized.gossip.train.models import Model, parse_model
+from continuized.gossip.train.models import Model, check_init, parse_model
 from continuized.gossip.train.scores import METRICS, TrainingResult, evaluate
 from continuized.gossip.train.trainset import TrainSet, load_trainset
 from continuized.gossip.train.workers import Sgd, Workers
@@ -68,6 +68,7 @@ class TrainingProblem:
             raise ConfigError(
                 f"{len(self.data.shards)} shards for {self.topology.n} nodes; they must match"
             )
+        check_init(self.model, self.per_node_init)
 
     def initial(self, seed: int, run: int) -> NDArray[Any]:
         """Return the ``(n, d)`` initial parameters of run ``run`` (:func:`initial_models`)."""

@@ -19,6 +19,11 @@ from continuized.cli.app import app
         (["--until-accuracy", "0.9"], "--until-accuracy 0.9 needs --train"),
         (["--train", "mlp:64", "--until-accuracy", "90"], "--until-accuracy must be in (0, 1]"),
         (["--train", "mlp:64", "--problem", "logistic:0.1"], "two different runs"),
+        (
+            ["--train", "examples.linear_svm_model:make", "--init", "per-node"],
+            "callable takes no rng",
+        ),
+        (["--problem", "logistic:0.1", "--data", "diabetes"], "needs two classes"),
     ],
 )
 def test_gossip_up_refuses_bad_training_input_before_starting_anything(

@@ -133,6 +133,11 @@ def test_a_first_compilation_is_said_for_a_compiled_sweep_only(
         (["--t-end", "nan"], ["--t-end", "nan"]),
         (["--estimate", "w"], ["--estimate", "w"]),
         (["--plot", "x.gif"], ["x.gif", ".png"]),
+        (
+            ["--problem", "logistic:0.1", "--data", "diabetes"],
+            ["needs two classes", "'diabetes' has 214 distinct integer targets", "ridge:LAMBDA"],
+        ),
+        (["--data", "npz:README.md"], ["README.md is not an .npz file"]),
     ],
 )
 def test_bad_input_is_named(tmp_path: Path, args: list[str], words: list[str]) -> None:

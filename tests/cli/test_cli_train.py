@@ -129,6 +129,12 @@ def test_reproduce_training_figure_quick(tmp_path: Path) -> None:
         (["--init", "zeros"], ["--init"]),
         (["--t-end", "nan"], ["--t-end", "nan"]),
         (["--plot", "x.gif"], ["x.gif", ".png"]),
+        (["--consensus-eps", "0"], ["--consensus-eps", "> 0"]),
+        (
+            ["--model", "examples.linear_svm_model:make", "--init", "per-node"],
+            ["--init per-node", "takes no rng", "--init common"],
+        ),
+        (["--data", "npz:README.md"], ["README.md", "not an .npz", "'X'", "'y'"]),
     ],
 )
 def test_bad_input_is_named(args: list[str], words: list[str]) -> None:
@@ -139,3 +145,40 @@ def test_bad_input_is_named(args: list[str], words: list[str]) -> None:
     assert "error" in out.lower()
     for word in words:
         assert word in out, (word, out)
+
+
+def test_train_reports_the_t_to_its_consensus_threshold_or_never(tmp_path: Path) -> None:
+    summary = tmp_path / "t.json"
+    code, out = _run(
+        "train", "--graph", "cycle:4", "--model", "softmax", "--data", "iris",
+        "--algorithm", "a2cid2", "--algorithm", "local", "--init", "per-node", "--lr", "0",
+        "--runs", "2", "--t-end", "20", "--grid-points", "11", "--consensus-eps", "1e-3",
+        "--no-progress", "--json", str(summary),
+    )  # fmt: skip
+    assert code == 0, out
+    assert "cons. <= 0.001" in " ".join(out.split())
+    algorithms = json.loads(summary.read_text())["algorithms"]
+    reach = algorithms["a2cid2"]["t_to_consensus"]
+    assert reach["eps"] == 1e-3
+    assert reach["median"] is not None
+    assert 0 < reach["median"] <= 20
+    assert all(t is not None for t in reach["runs"])
+    # Without communication the per-node starts never meet: not reached, no number made up.
+    assert algorithms["local"]["t_to_consensus"]["median"] is None
+    assert algorithms["local"]["t_to_consensus"]["runs"] == [None, None]
+    assert algorithms["local"]["diverged_runs"] == []
+
+
+def test_a_diverging_train_is_called_diverged_and_exits_1(tmp_path: Path) -> None:
+    summary = tmp_path / "t.json"
+    code, out = _run(
+        "train", "--graph", "cycle:4", "--model", "mlp:8", "--data", "digits",
+        "--algorithm", "adpsgd", "--lr", "1e6", "--runs", "1", "--t-end", "4",
+        "--grid-points", "3", "--no-progress", "--json", str(summary),
+    )  # fmt: skip
+    assert code == 1, out
+    assert "diverged" in out
+    assert "error: diverged: adpsgd (1 of 1 runs)" in " ".join(out.split())
+    data = json.loads(summary.read_text())  # the summary is still written
+    assert data["diverged"] is True
+    assert data["algorithms"]["adpsgd"]["diverged_runs"] == [0]

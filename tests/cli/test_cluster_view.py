@@ -187,3 +187,31 @@ def test_figures_from_part_of_the_nodes_say_so(capsys: pytest.CaptureFixture[str
     assert rows["activations"] == "100"
     assert rows["tick wait p50 / p99 (t)"] == "3.00 / 9.00: kept up (from 12 of 30 nodes)"
     assert rows["final reports"] == "30 of 30, the last 14.2 s after the stop"
+
+
+def test_a_training_summary_names_its_target_and_its_rates_per_node_and_network(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from continuized.coordinator.figures.records import NodeView
+    from continuized.coordinator.figures.train_measure import TrainTracker
+    from continuized.gossip.train.recipe import Recipe
+
+    recipe = Recipe("softmax", "iris", "iid:0", rate_com=1.0, lr=0.1)
+    state = ClusterState(graph="cycle:4", expected=4, eps=1e-6, rate=20.0)
+    state.training = TrainTracker(recipe, recipe.problem("cycle:4"), target=0.9)
+    for k in range(4):  # 40 t at 20/s: 2 s, and each node took 38 or 42 steps
+        state.nodes[k] = NodeView(k, t=40.0, gradient_steps=38 + 4 * (k % 2))
+    # 38 exchanges/s achieved; the model asks 20 * 4 * 1 / 2 = 40.
+    summary = _summary(t_eps=12.5, wall_s=0.625, rate_achieved=38.0, rate_asked=20.0)
+    print_summary(summary, state, CoordinatorConfig(graph="cycle:4", rate=20.0))
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) == 2:
+            rows[cells[0]] = cells[1]
+    assert rows["reached accuracy"] == "True (--until-accuracy 0.9)"
+    assert rows["t to accuracy 0.9 (exact curve)"] == "12.5"
+    assert rows["wall time to accuracy 0.9 (s)"] == "0.62"
+    assert rows["steps/s per node (achieved / asked)"] == "20.0 / 20"
+    assert rows["exchanges/s in all (achieved / asked)"] == "38 / 40"
+    assert not any(re.search(r"\beps\b", key) for key in rows), rows

@@ -98,3 +98,9 @@ def test_every_batch_command_refuses_a_bad_count_alike(
     result = runner.invoke(app, [command, "--no-progress", flag, value])
     assert result.exit_code == 2, result.output
     assert f"error: {message}" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("flag", ["--lr", "--momentum", "--batch-size", "--rate-com", "--init"])
+def test_a_live_run_trains_with_the_defaults_of_gossip_train(flag: str) -> None:
+    defaults = {path: _option(path, flag).default for path in ("train", "up", "coordinator")}
+    assert len(set(defaults.values())) == 1, defaults

@@ -168,3 +168,39 @@ def test_the_percentiles_say_how_many_nodes_measured_them() -> None:
     assert summary.rtt_p50_ms == 2.0  # the one node that measured it, not a median with a 0
     assert (summary.reported, summary.timed) == (2, 1)
     assert summary.rate_achieved == pytest.approx(100.0)
+
+
+def test_a_training_runs_record_names_its_target_and_rates_and_an_averaging_run_keeps_eps() -> None:
+    import dataclasses
+
+    from continuized.coordinator.figures.records import RunSummary
+    from continuized.coordinator.run.config import CoordinatorConfig, prepare
+    from continuized.coordinator.run.outcome import TRAINING_KEYS, summary_record
+    from continuized.gossip.train.recipe import Recipe
+
+    summary = RunSummary("r", True, 12.5, 0.625, 100, 38.0, 20.0, None, None, None, None)
+    averaging = CoordinatorConfig(graph="cycle:4", rate=20.0)
+    state, plan = prepare(averaging)
+    record = summary_record(averaging, plan, state, summary, None, "reached")
+    assert {"t_eps", "eps", "rate_achieved", "rate_asked"} <= record.keys()
+    assert "target" not in record
+
+    recipe = Recipe("softmax", "iris", "iid:0", rate_com=2.0)
+    training = dataclasses.replace(averaging, training=recipe, until_accuracy=0.9)
+    state, plan = prepare(training)
+    for k in range(4):  # 40 t at 20/s, 40 gradient steps each
+        state.nodes[k] = NodeView(k, t=40.0, gradient_steps=40)
+    record = summary_record(training, plan, state, summary, None, "reached")
+    assert not ({*TRAINING_KEYS, "eps"} & record.keys())
+    assert record["target"] == {"accuracy": 0.9}
+    assert record["t_target"] == 12.5
+    assert record["rate_per_node_asked"] == 20.0
+    assert record["rate_per_node_achieved"] == pytest.approx(20.0)
+    assert record["rate_network_achieved"] == 38.0
+    assert record["rate_network_asked"] == 20.0 * 4 * 2.0 / 2  # rate-com 2 per node
+
+    training = dataclasses.replace(training, until_accuracy=None, until=1e-3)
+    state, plan = prepare(training)
+    record = summary_record(training, plan, state, summary, None, "reached")
+    assert record["target"] == {"error": 1e-3}
+    assert record["rate_per_node_achieved"] is None  # no node reported its steps

@@ -3,6 +3,7 @@ rows, the held-out test rows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,28 @@ def test_svmlight_and_npz(tmp_path: Path) -> None:
     np.savez(tmp_path / "bad.npz", features=X)
     with pytest.raises(ConfigError, match=r"needs arrays 'X' and 'y', found \['features'\]"):
         load_shards(f"npz:{tmp_path / 'bad.npz'}", "iid:0", 2)
+
+
+def _bare_npy(path: Path) -> None:
+    with path.open("wb") as fh:  # np.save(path) would add ".npy" to the name
+        np.save(fh, np.zeros(3))
+
+
+@pytest.mark.parametrize(
+    ("write", "words"),
+    [
+        (lambda p: p.write_text("a,b\n1,2\n"), "is not an .npz file"),
+        (lambda p: p.write_bytes(b"PK\x03\x04 not a zip"), "is not an .npz file"),
+        (_bare_npy, r"holds one array \(.npy\), not an .npz"),
+    ],
+)
+def test_a_file_that_is_not_an_npz_is_named_with_the_format_expected(
+    tmp_path: Path, write: Callable[[Path], object], words: str
+) -> None:
+    path = tmp_path / "data.npz"
+    write(path)
+    with pytest.raises(ConfigError, match=rf"{path}.*{words}.*'X' \(m, d\) and 'y'"):
+        load_shards(f"npz:{path}", "iid:0", 2)
 
 
 def test_non_finite_data_is_named(tmp_path: Path) -> None:

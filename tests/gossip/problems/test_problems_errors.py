@@ -95,3 +95,39 @@ def test_user_defined_problem_errors() -> None:
         make_problem_set("examples.huber_problem:nope", [_shard()])
     with pytest.raises(ConfigError, match="returned Shard, which lacks"):
         make_problem_set("tests_problem_helpers:not_a_problem", [_shard()])
+
+
+@pytest.mark.parametrize(
+    ("data", "targets", "words"),
+    [
+        ("diabetes", [151.0, 75.0, 141.0, 206.0], "4 distinct integer targets from 75 to 206"),
+        ("npz:a.npz", [0.5, 1.5, 2.25], "3 distinct real-valued targets from 0.5 to 2.25"),
+        ("iris", [0.0, 1.0, 2.0], "3 distinct integer targets from 0 to 2"),
+        ("npz:b.npz", [1.0, 2.0, 2.0], "two target values, 1 and 2"),
+        ("npz:c.npz", [1.0, 1.0], "one target value, 1"),
+        ("synthetic:0:50x3", [0.5, 1.5], "two target values"),  # all on one side of 0
+    ],
+)
+def test_logistic_refuses_targets_that_are_not_two_classes(
+    data: str, targets: list[float], words: str
+) -> None:
+    from continuized.gossip.problems.specs import check_targets
+
+    with pytest.raises(ConfigError, match=rf"'logistic:0.1' needs two classes .*{data}.* {words}"):
+        check_targets("logistic:0.1", data, targets)
+
+
+@pytest.mark.parametrize(
+    ("spec", "data", "targets"),
+    [
+        ("logistic:0.1", "breast-cancer", [0.0, 1.0, 1.0]),
+        ("logistic:0.1", "svmlight:a9a", [-1.0, 1.0]),
+        ("logistic:0.1", "synthetic:0:50x3", [-0.3, 1.2, 0.7]),  # cut at 0 by design
+        ("ridge:0.1", "diabetes", [151.0, 75.0]),
+        ("quadratic", "", []),
+    ],
+)
+def test_targets_a_problem_can_use_pass(spec: str, data: str, targets: list[float]) -> None:
+    from continuized.gossip.problems.specs import check_targets
+
+    check_targets(spec, data, targets)

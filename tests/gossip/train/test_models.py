@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -114,3 +116,68 @@ def test_bad_model_specs_are_named(spec: str, words: str) -> None:
 def test_bad_dtype_is_named() -> None:
     with pytest.raises(ConfigError, match="float32 or float64"):
         parse_model("softmax", 4, 3, "float16")
+
+
+_RNG_MODEL = '''
+import numpy as np
+
+
+def make(features, classes, seed, rng=None):
+    """A softmax-sized linear model that draws its start from rng when given one."""
+    draw = rng if rng is not None else np.random.default_rng(seed)
+    start = draw.standard_normal(features * classes + classes)
+
+    def loss_and_grad(params, batch):
+        return float(params @ params), 2 * params
+
+    return start, loss_and_grad
+
+
+CALLS = []
+
+
+def grows(features, classes, seed, rng):
+    CALLS.append(seed)  # one parameter more at every call
+    return rng.standard_normal(len(CALLS) + 1), lambda p, b: (0.0, 0 * p)
+'''
+
+
+@pytest.fixture
+def rng_model(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The name of a user's model module (in the working directory) whose callable takes rng."""
+    name = "trainfig_rng_model"
+    (tmp_path / f"{name}.py").write_text(_RNG_MODEL)
+    monkeypatch.chdir(tmp_path)
+    yield name
+    sys.modules.pop(name, None)  # the next test's folder holds another module of that name
+
+
+def test_a_user_model_that_takes_rng_gives_each_node_its_own_start(rng_model: str) -> None:
+    from continuized.gossip.train import make_problem
+
+    per_node = make_problem("cycle:4", f"{rng_model}:make", "iris", "iid:0", per_node_init=True)
+    starts = per_node.initial(0, 0)
+    assert starts.shape == (4, 15)
+    assert len({row.tobytes() for row in starts}) == 4
+    # The same rule as the built-in models: node k's start is the (k + 1)-th draw of the run.
+    common = make_problem("cycle:4", f"{rng_model}:make", "iris", "iid:0").initial(0, 0)
+    assert (common == starts[0]).all()
+    assert (make_problem("cycle:4", f"{rng_model}:make", "iris", "iid:0").initial(0, 1)
+            != common).any()  # fmt: skip
+
+
+def test_per_node_starts_of_a_user_model_without_rng_are_refused() -> None:
+    from continuized.gossip.train import make_problem
+
+    with pytest.raises(ConfigError, match=r"--init per-node: .*takes no rng.*--init common"):
+        make_problem("cycle:4", "examples.linear_svm_model:make", "iris", "iid:0",
+                     per_node_init=True)  # fmt: skip
+    # A common start stays the callable's own, drawn from its seed, as before.
+    common = make_problem("cycle:4", "examples.linear_svm_model:make", "iris", "iid:0", seed=3)
+    assert len({row.tobytes() for row in common.initial(0, 0)}) == 1
+
+
+def test_a_user_model_whose_size_depends_on_rng_is_refused(rng_model: str) -> None:
+    model = parse_model(f"{rng_model}:grows", 4, 3)
+    with pytest.raises(ConfigError, match="must not depend on rng"):
+        model.initial(np.random.default_rng(0))

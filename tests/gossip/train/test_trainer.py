@@ -128,3 +128,28 @@ def test_a_nodes_own_initial_model_is_its_row_of_the_simulators_bit_for_bit(
 def test_a_node_id_below_zero_is_refused_by_name(iris_cycle: TrainingProblem) -> None:
     with pytest.raises(ConfigError, match="-1"):
         node_initial(iris_cycle.model, 0, 0, -1, per_node=True)
+
+
+@given(
+    start=st.floats(1e-3, 1e3),
+    growth=st.floats(0.0, 1e5),
+)
+def test_a_loss_is_diverged_past_the_growth_rule_only(start: float, growth: float) -> None:
+    from continuized.gossip.train.scores import DIVERGED_GROWTH, diverged
+
+    assert not diverged(np.array([start, start * growth, start / 2]))
+    assert diverged(np.array([start, start * DIVERGED_GROWTH * 1.01]))
+    assert diverged(np.array([start, np.inf]))
+    assert diverged(np.array([start, np.nan]))
+
+
+def test_settled_time_counts_a_curve_from_where_it_stays_below() -> None:
+    from continuized.gossip.train.scores import TrainingResult
+
+    grid = np.arange(5.0)
+    curves = {m: np.zeros((3, 5)) for m in ("loss", "accuracy", "node_accuracy")}
+    curves["consensus"] = np.array(
+        [[1.0, 0.5, 1e-4, 1e-5, 1e-6], [0.0, 1e-2, 1e-4, 1e-2, 1e-4], [0.0, 0.1, 0.2, 0.3, 1.0]]
+    )
+    result = TrainingResult("adpsgd", grid, curves)
+    assert result.settled_time("consensus", 1e-3) == [2.0, 4.0, None]
