@@ -51,6 +51,11 @@ def optim_figure(
     """
     from rich.console import Console
 
+    from continuized.gossip.errors import require_extra
+
+    with reported_errors():  # before the import of the figures' module, which needs SciPy
+        require_extra("sim", ["scipy"], "gossip reproduce optim-figure")
+        require_extra("plot", ["matplotlib"], "gossip reproduce optim-figure")
     from continuized.gossip.files.destinations import check_dir_destination
     from continuized.gossip.optim.figures import write_optim_figures
 

@@ -127,6 +127,15 @@ def optimize_cmd(
     progress: ShowProgress = True,
 ) -> None:
     """Minimise sum_v f_v over a graph by gossip: dual accelerated CD (acd) against cd and dgd."""
+    from continuized.gossip.datasets.sources import require_source
+    from continuized.gossip.errors import require_extra
+
+    with reported_errors():  # before the imports below, which need SciPy
+        require_extra("sim", ["scipy"], "gossip optimize")
+        if data is not None and problem.strip().lower() != "quadratic":
+            require_source(data)
+        if plot is not None:
+            require_extra("plot", ["matplotlib"], "--plot")
     import numpy as np
     from rich.console import Console
 
@@ -237,6 +246,12 @@ def optimization_figure(
 ) -> None:
     """Decentralized optimization: breast-cancer ridge and logistic on line:30 and grid:10x10,
     and the DADAO synthetic setting on six 10-node graphs; acd against cd and dgd."""
+    from continuized.gossip.errors import require_extra
+
+    with reported_errors():
+        require_extra("sim", ["scipy"], "gossip reproduce optimization-figure")
+        require_extra("data", ["sklearn"], "gossip reproduce optimization-figure")
+        require_extra("plot", ["matplotlib"], "gossip reproduce optimization-figure")
     from rich.console import Console
 
     from continuized.gossip.dual.figure import write_optimization_figures

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from continuized.cli._app import app, reproduce_app
-from continuized.cli._errors import plain_console, reported_errors
+from continuized.cli._errors import plain_console, reported_errors, warn
 from continuized.cli._progress import progress_bar
 from continuized.cli._saving import Saving
 from continuized.cli._tables import figures_table
@@ -100,13 +100,15 @@ def simulate_cmd(
     progress: ShowProgress = True,
 ) -> None:
     """Simulate RG and ARG exactly (many runs) and summarise how fast the error vanishes."""
-    from continuized.gossip.errors import ConfigError
+    from continuized.gossip.errors import ConfigError, require_extra
     from continuized.gossip.files.destinations import check_file_destination
     from continuized.gossip.files.outputs import FIGURE_SUFFIXES, prepare_plotting
     from continuized.gossip.model.algorithms import check_algorithm
 
     started = time.perf_counter()
     with reported_errors():
+        if plot is not None:
+            require_extra("plot", ["matplotlib"], "--plot")
         names = [
             check_algorithm(a, problem=False, live=False) for a in (algorithms or ["rg", "arg"])
         ]
@@ -128,6 +130,7 @@ def simulate_cmd(
             check_file_destination("--csv", csv_path)
         if json_path is not None:
             check_file_destination("--json", json_path)
+        _say_engine()
         run = _simulate_graph(
             graph, names, runs, t_end, grid_points, values, dim, seed, workers, weighted, progress
         )
@@ -149,6 +152,7 @@ def gossip_figure(
     progress: ShowProgress = True,
 ) -> None:
     """Reproduce the paper's gossip figure: line 30, grid 15x15, complete 10; RG vs ARG."""
+    from continuized.gossip.errors import require_extra
     from continuized.gossip.files.destinations import check_dir_destination
     from continuized.gossip.files.outputs import (
         plot_gossip_figure,
@@ -160,6 +164,7 @@ def gossip_figure(
     started = time.perf_counter()
     saving = Saving("reproduce-gossip-figure")
     with reported_errors():
+        require_extra("plot", ["matplotlib"], "gossip reproduce gossip-figure")
         check_count("--runs", runs, 1)
         check_count("--grid-points", grid_points, 2)
         check_count("--seed", seed, 0)
@@ -167,6 +172,7 @@ def gossip_figure(
             check_count("--workers", workers, 1)
         check_positive("--eps", eps)
         check_dir_destination("--out", out)
+        _say_engine()
         prepare_plotting()  # in the background, while the kernel runs
         panels = []
         summaries = {}
@@ -200,6 +206,18 @@ def gossip_figure(
         typer.echo(f"wrote {figure} and per-graph CSV/JSON in {out}/")
     typer.echo(f"wall time: {time.perf_counter() - started:.1f} s")
     saving.finish({"panels": summaries})
+
+
+def _say_engine() -> None:
+    """Say, in one line, that the simulator runs its NumPy engine where numba is missing."""
+    from continuized.gossip.errors import install_command, missing_modules
+
+    if missing_modules(["numba"]):
+        warn(
+            "numba is not installed: the simulator runs its NumPy engine (same results, "
+            f"slower); for the compiled kernel: {install_command('sim')}",
+            label="note",
+        )
 
 
 class _GraphRun:

@@ -159,6 +159,13 @@ def train_cmd(
     Exit 2: a bad setting, refused before any work; 1: a run diverged (its loss not finite, or
     over 1e6 times its start: the table says which); 3: an output could not be written.
     """
+    from continuized.gossip.datasets.sources import require_source
+    from continuized.gossip.errors import require_extra
+
+    with reported_errors():
+        require_source(data)
+        if plot is not None:
+            require_extra("plot", ["matplotlib"], "--plot")
     import numpy as np
     from rich.console import Console
 
@@ -241,6 +248,11 @@ def training_figure(
 ) -> None:
     """Digits + MLP on cycle:16, grid:4x4 and complete:16, iid and Dirichlet(0.1) shards:
     accuracy and consensus distance of a2cid2, adpsgd, local and allreduce against t."""
+    from continuized.gossip.errors import require_extra
+
+    with reported_errors():
+        require_extra("data", ["sklearn"], "gossip reproduce training-figure")
+        require_extra("plot", ["matplotlib"], "gossip reproduce training-figure")
     import numpy as np
     from rich.console import Console
 

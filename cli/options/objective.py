@@ -116,4 +116,18 @@ def live_objective(
         data, split = data or "breast-cancer", split or "iid:0"
     elif train:
         data, split = "", ""
+    _require_extras(problem, data, training)
     return Objective(problem, data, split, training)
+
+
+def _require_extras(problem: str, data: str, training: Recipe | None) -> None:
+    """Raise, before any node starts, if the run needs a package of an extra not installed."""
+    from continuized.gossip.datasets.sources import require_source
+    from continuized.gossip.errors import require_extra
+
+    if problem:
+        require_extra("sim", ["scipy"], f"--problem {problem}")
+        if problem.strip().lower() != "quadratic":
+            require_source(data)
+    if training is not None:
+        require_source(training.data)

@@ -5,7 +5,9 @@ Routes (all ``GET``; the server is read-only and answers 405 to anything else):
 =================================  ==========================================================
 ``/``                              the page (``coordinator/dashboard/static/index.html``)
 ``/static/<file>``                 its script and style sheet
-``/vendor/plotly.min.js``          plotly.js from the installed ``plotly`` wheel (no CDN)
+``/vendor/plotly.min.js``          plotly.js from the installed ``plotly`` wheel (no CDN); without
+                                   plotly (the ``dashboard`` extra), ``static/no-charts.js``:
+                                   the page works and each chart says what to install
 ``/api/summary``                   contract C4: reached, t, error, t_eps, mass_drift_rel, ...
                                    as the header shows them (:func:`~.views.headline`)
 ``/api/snapshot``                  everything the page draws, consistent with a feed ``seq``
@@ -61,7 +63,7 @@ from continuized.coordinator.dashboard.views import (
     stale_after,
 )
 from continuized.coordinator.figures.state import ClusterState
-from continuized.gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError, MissingExtraError, require_extra
 
 __all__ = ["STATIC_DIR", "Dashboard", "plotly_js_path", "serve"]
 
@@ -83,6 +85,7 @@ def plotly_js_path() -> Path:
         If the plotly package has no bundled plotly.js (a broken or unusual installation).
     """
     # Located without importing plotly: its Python side is not needed, only the bundled file.
+    require_extra("dashboard", ["plotly"], "the dashboard")
     spec = importlib.util.find_spec("plotly")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError("the plotly package is not installed (pip install plotly)")
@@ -92,6 +95,15 @@ def plotly_js_path() -> Path:
             f"plotly.js not found at {path}; reinstall the plotly package (pip install plotly)"
         )
     return path
+
+
+def _charts_script() -> Path:
+    """plotly.js, or where plotly is not installed the page's stand-in that says so (logged)."""
+    try:
+        return plotly_js_path()
+    except MissingExtraError as exc:
+        _log.warning("%s; serving the dashboard without its charts", exc)
+        return STATIC_DIR / "no-charts.js"
 
 
 class Dashboard:
@@ -129,7 +141,7 @@ class Dashboard:
         )
         self.registry = make_registry(state, self._feed_figures)
         self._layout: tuple[str, GraphLayout] | None = None
-        self._plotly = plotly_js_path()
+        self._plotly = _charts_script()
 
     # -- app -----------------------------------------------------------------------------------
 

@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from continuized.gossip.datasets.shard import FloatArray, Shard
-from continuized.gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError, require_extra
 
-__all__ = ["DATA_KINDS", "Rows", "node_file", "read_node_file", "read_rows"]
+__all__ = ["DATA_KINDS", "Rows", "node_file", "read_node_file", "read_rows", "require_source"]
 
 DATA_KINDS = (
     "breast-cancer",
@@ -146,8 +146,29 @@ def _bundled_classes(kind: str) -> Rows:
     )
 
 
+_SKLEARN_KINDS = ("breast-cancer", "diabetes", *_CLASSIFICATION, "svmlight")
+"""The data sets that scikit-learn brings (the ``data`` extra): its bundled files, its reader."""
+
+
+def require_source(spec: str, needed_by: str | None = None) -> None:
+    """Raise unless the packages that read the data set ``spec`` are installed.
+
+    ``needed_by`` names it in the message (default ``--data SPEC``).
+
+    Raises
+    ------
+    MissingExtraError
+        ``spec`` is a bundled set or svmlight and scikit-learn is not installed.
+    """
+    kind, _, arg = spec.strip().partition(":")
+    kind = kind.lower()
+    if kind == "svmlight" or (kind in _SKLEARN_KINDS and not arg):
+        require_extra("data", ["sklearn"], needed_by or f"--data {spec}")
+
+
 def read_rows(spec: str) -> Rows:
     """Every row of the data set ``spec`` (not ``csv:DIR``, which is read per node)."""
+    require_source(spec, f"data set {spec!r}")
     kind, _, arg = spec.strip().partition(":")
     kind = kind.lower()
     if kind in ("breast-cancer", "diabetes") and not arg:

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from continuized.gossip.errors import ConfigError
+from continuized.gossip.errors import ConfigError, install_command
 from continuized.gossip.graph.topology import Topology
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ def _scipy_sparse(topology: Topology, what: str) -> tuple[ModuleType, ModuleType
         else:
             why = f"{what} of the graph {topology.spec!r} ({topology.n} nodes)"
         raise ConfigError(
-            f"{why}, which needs SciPy (not installed: {exc}): `pip install scipy`; "
+            f"{why}, which needs SciPy (not installed: {exc}): {install_command('sim')}; "
             f"graphs of up to {DENSE_LIMIT} nodes need NumPy only (method 'dense')"
         ) from exc
     return scipy.sparse, scipy.sparse.linalg
