@@ -37,6 +37,7 @@ from continuized.cli.options.cluster import (
     Rate,
     Timeout,
     Until,
+    check_dashboard,
     check_hold,
 )
 from continuized.cli.options.envvars import env
@@ -280,6 +281,7 @@ def coordinator(
             return
         state, plan = prepare(config)
         check_hold(f"{hold:g}", hold, dashboard_port)
+        check_dashboard(dashboard_port)
         check_port_free("--dashboard-port", dashboard_host, dashboard_port)
         check_zmq_bind_free("--bind", bind)
         coord = Coordinator(config, state, plan)

@@ -36,6 +36,7 @@ from continuized.cli.options.cluster import (
     Rate,
     Until,
     UpTimeout,
+    check_dashboard,
     check_hold,
 )
 from continuized.cli.options.envvars import env
@@ -285,6 +286,7 @@ def up(
         _warn_below_float_floor(until, prepared[1].values)
         hold_s = parse_hold(hold)
         check_hold(hold, hold_s, dashboard_port)
+        check_dashboard(dashboard_port)
         check_port_free("--dashboard-port", dashboard_host, dashboard_port)
         own_logs = log_dir is None
         logs = Path(tempfile.mkdtemp(prefix="gossip-up-")) if log_dir is None else log_dir

@@ -86,7 +86,7 @@ EXTRAS: dict[str, str] = {
     "sim": "SciPy for the solvers",
     "data": "scikit-learn for the bundled data sets",
     "plot": "matplotlib for figures",
-    "dashboard": "plotly for the dashboard's charts",
+    "dashboard": "aiohttp, prometheus-client and plotly",
 }
 """Each extra and what it brings, as an error message names it (``all`` is every one)."""
 

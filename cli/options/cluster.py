@@ -32,8 +32,23 @@ __all__ = [
     "Timeout",
     "Until",
     "UpTimeout",
+    "check_dashboard",
     "check_hold",
 ]
+
+
+def check_dashboard(dashboard_port: int | None) -> None:
+    """Refuse ``--dashboard-port`` where the ``dashboard`` extra (its server) is not installed.
+
+    Raises
+    ------
+    MissingExtraError
+        One line naming the pip command, before any process starts.
+    """
+    from continuized.gossip.errors import require_extra
+
+    if dashboard_port is not None:
+        require_extra("dashboard", ["aiohttp", "prometheus_client"], "--dashboard-port")
 
 
 def check_hold(text: str, seconds: float, dashboard_port: int | None) -> None:

@@ -24,13 +24,13 @@ GOSSIP = [sys.executable, "-m", "continuized.cli.app"]
 HEAVY = ("scipy", "sklearn", "numba", "llvmlite", "matplotlib", "plotly")
 """The import names of the heavy packages: none of them is in the core."""
 
-_BLOCKER = f"""
+_BLOCKER = """
 import sys
 
 class _Missing:
-    # Finds the heavy packages as absent, as in an environment without the extras.
+    # Finds the blocked packages as absent, as in an environment without the extras.
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in {HEAVY!r}:
+        if name.partition(".")[0] in {blocked!r}:
             raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
         return None
 
@@ -45,7 +45,7 @@ def _name(requirement: str) -> str:
 def test_the_core_dependencies_leave_the_heavy_packages_to_the_extras() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = {_name(r) for r in project["dependencies"]}
-    heavy = {"scipy", "scikit-learn", "numba", "llvmlite", "matplotlib", "plotly"}
+    heavy = {"scipy", "scikit-learn", "numba", "llvmlite", "matplotlib", "plotly", "aiohttp"}
     assert not core & heavy, f"in the core: {core & heavy}"
     extras = project["optional-dependencies"]
     named = {_name(r) for extra in ("sim", "data", "plot", "dashboard") for r in extras[extra]}
@@ -54,20 +54,22 @@ def test_the_core_dependencies_leave_the_heavy_packages_to_the_extras() -> None:
     assert "continuized-gossip[all]" in extras["dev"]
 
 
-def _blocked_env(tmp_path: Path) -> dict[str, str]:
+def _blocked_env(tmp_path: Path, blocked: tuple[str, ...] = HEAVY) -> dict[str, str]:
     site = tmp_path / "blocker"
     site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(_BLOCKER)
+    (site / "sitecustomize.py").write_text(_BLOCKER.format(blocked=blocked))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOSSIP_")}
     env.update(PYTHONPATH=str(site), COLUMNS="300", TMPDIR=str(tmp_path))
     return env
 
 
-def _run_blocked(args: list[str], tmp_path: Path, timeout: float = 120):  # type: ignore[no-untyped-def]
+def _run_blocked(  # type: ignore[no-untyped-def]
+    args: list[str], tmp_path: Path, timeout: float = 120, blocked: tuple[str, ...] = HEAVY
+):
     return subprocess.run(
         [*GOSSIP, *args],
         cwd=tmp_path,
-        env=_blocked_env(tmp_path),
+        env=_blocked_env(tmp_path, blocked),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -114,6 +116,20 @@ def test_a_missing_extra_is_named_in_one_line_before_any_work(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
 
 
+@pytest.mark.parametrize("command", ["up", "coordinator"])
+def test_a_dashboard_without_its_server_is_refused_before_any_work(
+    command: str, tmp_path: Path
+) -> None:
+    args = [command, "--graph", "line:4", "--dashboard-port", "0", "--json", "out.json"]
+    done = _run_blocked(args, tmp_path, blocked=(*HEAVY, "aiohttp"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --dashboard-port needs aiohttp, prometheus-client and plotly "
+        "(aiohttp is not installed): pip install 'continuized-gossip[dashboard]'"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
+
+
 def test_simulate_runs_on_numpy_without_the_sim_extra_and_says_so(tmp_path: Path) -> None:
     done = _run_blocked(["simulate", "--graph", "line:6", "--t-end", "50", *_SMALL], tmp_path)
     assert done.returncode == 0, done.stderr
@@ -148,5 +164,5 @@ def test_gossip_up_reaches_eps_with_no_heavy_package(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "run.json").read_text())
     assert summary["reached"] is True
     # The dashboard served without plotly, and said why in one line.
-    assert "the dashboard needs plotly for the dashboard's charts" in done.stderr
+    assert "the dashboard needs aiohttp, prometheus-client and plotly (plotly is" in done.stderr
     assert "pip install 'continuized-gossip[dashboard]'" in done.stderr
