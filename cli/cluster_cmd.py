@@ -67,7 +67,8 @@ from continuized.cli.options.training import (
     TrainSeed,
     UntilAccuracy,
 )
-from continuized.coordinator.machine.ports import check_port_free, check_zmq_bind_free
+from continuized.coordinator.machine.interfaces import check_zmq_bind, connect_address
+from continuized.coordinator.machine.ports import check_port_free
 
 if TYPE_CHECKING:
     from continuized.coordinator.run.config import CoordinatorConfig
@@ -136,6 +137,14 @@ def coordinator(
     timeout: Timeout = None,
     dead_after: DeadAfter = None,
     broker_deadline: BrokerDeadline = None,
+    broker_wait: Annotated[
+        float,
+        typer.Option(
+            envvar=env("broker_wait"),
+            help="Seconds to wait for the broker at the start; not reached by then (or a "
+            "refused login, at once): an error naming it, exit 2. Lost later: waited for.",
+        ),
+    ] = 5.0,
     allow_joins: Annotated[
         bool,
         typer.Option(
@@ -256,6 +265,7 @@ def coordinator(
         run_timeout=timeout,
         dead_after=dead_after,
         broker_deadline=broker_deadline,
+        broker_wait=broker_wait,
         allow_joins=allow_joins,
         keep_running=keep_running,
         weighted=weighted,
@@ -274,6 +284,7 @@ def coordinator(
         training_runs=training_runs,
     )
     with reported_errors():
+        check_zmq_bind("--bind", bind)  # first: a bad one would surface after the broker wait
         if keys is None:
             warn("no --keys: registration and exchanges are not authenticated (insecure)")
         if standing:
@@ -283,7 +294,6 @@ def coordinator(
         check_hold(f"{hold:g}", hold, dashboard_port)
         check_dashboard(dashboard_port)
         check_port_free("--dashboard-port", dashboard_host, dashboard_port)
-        check_zmq_bind_free("--bind", bind)
         coord = Coordinator(config, state, plan)
         from continuized.gossip.wire.pubsub import redact_broker
 
@@ -294,7 +304,8 @@ def coordinator(
         )
         typer.echo(
             f"coordinator: {graph} ({plan.expected} nodes), {plan.params.algorithm.value}, "
-            f"rate {rate:g}/s, eps {until:g}; registration on {bind} ({secured}), metrics "
+            f"rate {rate:g}/s, eps {until:g}; registration on {bind} ({secured}; nodes: gossip "
+            f"node --coordinator {connect_address(bind)}), metrics "
             f"{redact_broker(broker) or 'off'}",
             err=True,
         )
@@ -336,8 +347,6 @@ def _standing(config: CoordinatorConfig) -> None:
     from continuized.coordinator.run.standing import StandingCoordinator
     from continuized.gossip.wire.pubsub import Topics
 
-    check_zmq_bind_free("--bind", config.bind)
-
     running: list[Coordinator] = []  # the run in progress, if any
     leaving = False
 
@@ -374,7 +383,8 @@ def _standing(config: CoordinatorConfig) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
         typer.echo(
             f"coordinator: standing, {standing.expected} nodes ({config.graph}); waiting for "
-            f"runs on {Topics(config.cluster).submit()} (gossip submit)",
+            f"runs on {Topics(config.cluster).submit()} (gossip submit); nodes: gossip node "
+            f"--standing --coordinator {connect_address(config.bind)}",
             err=True,
         )
         await standing.serve()

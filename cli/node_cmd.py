@@ -20,7 +20,7 @@ from continuized.cli.options.panels import (
     RUN,
     SECURITY,
 )
-from continuized.coordinator.machine.ports import check_zmq_bind_free
+from continuized.coordinator.machine.interfaces import check_zmq_bind
 
 __all__ = ["node"]
 
@@ -310,7 +310,7 @@ def node(
         if host is not None:
             bind, advertise = f"tcp://{host}:0", advertise or host
         # Host mode binds PORT, PORT+1, ...: all of them must be free.
-        check_zmq_bind_free("--bind", bind, max(nodes_per_process, 1))
+        check_zmq_bind("--host" if host else "--bind", bind, max(nodes_per_process, 1))
         explicit_name = name is not None and keys_pool is None
         name = name or default_node_name()
         lease = None

@@ -101,6 +101,14 @@ def submit(
             rich_help_panel=RUN,
         ),
     ] = 600.0,
+    standing_wait: Annotated[
+        float,
+        typer.Option(
+            envvar=env("standing_wait"),
+            help="Seconds to wait for a standing coordinator to say it listens on the broker "
+            "(its retained presence) before giving up, the run not sent.",
+        ),
+    ] = 5.0,
     json_out: Annotated[
         Path | None,
         typer.Option(
@@ -111,11 +119,14 @@ def submit(
     ] = None,
 ) -> None:
     """Submit a run to a standing coordinator (gossip coordinator --standing) and print its
-    summary; exit 1 if it did not reach eps, 2 if it was refused or failed, 3 if --json could
-    not be written (the record is then kept in a fallback file)."""
+    summary; exit 1 if it did not reach eps, 2 if it was refused or failed, or if no standing
+    coordinator listens on the broker (said within --standing-wait seconds), 3 if --json could
+    not be written (the record is then kept in a fallback file). The values are checked here
+    first, as gossip coordinator checks them."""
     import asyncio
 
-    from continuized.coordinator.run.standing import submit_run
+    from continuized.coordinator.run.config import check_positive
+    from continuized.coordinator.run.standing import check_submission, submit_run
     from continuized.gossip.files.destinations import check_file_destination
     from continuized.gossip.wire.pubsub import redact_broker
 
@@ -135,6 +146,9 @@ def submit(
         if value is not None
     }
     with reported_errors():
+        check_submission(changes)
+        check_positive("--wait", wait)
+        check_positive("--standing-wait", standing_wait)
         if json_out is not None:
             check_file_destination("--json", json_out)
         url = _operator_url(broker, keys)
@@ -149,6 +163,7 @@ def submit(
                 cluster,
                 changes,
                 wait=wait,
+                standing_wait=standing_wait,
                 ca=None if mqtt_ca is None else str(mqtt_ca),
                 on_queued=queued,
             )

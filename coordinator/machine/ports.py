@@ -6,10 +6,12 @@ The one home of port probing for the coordinator and the command line:
   take one before the caller binds it; callers retry on a bind failure);
 * :func:`free_port_block`: consecutive ports for a host-mode process, below the kernel's
   ephemeral range (:func:`ephemeral_ports`) so that no outgoing connection takes one meanwhile;
-* :func:`check_port_free`, :func:`check_zmq_bind_free`: a trial bind before a command starts
-  anything, so that a taken port is one line that names the option, the port and the fix. The
-  trial bind uses ``SO_REUSEADDR`` as the real servers do (asyncio and libzmq set it), so a
-  port a finished run left in TIME_WAIT is not refused;
+* :func:`check_port_free`: a trial bind before a command starts anything, so that a taken port
+  is one line that names the option, the port and the fix (a ZeroMQ ``--bind`` is checked
+  whole by :func:`coordinator.machine.interfaces.check_zmq_bind`). The trial bind uses
+  ``SO_REUSEADDR`` as the real servers do (asyncio and libzmq set it), so a port a finished
+  run left in TIME_WAIT is not refused;
+* :func:`is_local_host`: whether a host is an address of this machine (a trial bind on it);
 * :func:`wait_for_port`: wait until a server accepts connections on a port.
 """
 
@@ -28,12 +30,12 @@ from continuized.gossip.errors import ConfigError, TransportError
 
 __all__ = [
     "check_port_free",
-    "check_zmq_bind_free",
     "ephemeral_ports",
     "free_port",
     "free_port_block",
     "free_ports",
     "is_free",
+    "is_local_host",
     "wait_for_port",
 ]
 
@@ -77,6 +79,29 @@ def is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def is_local_host(host: str) -> bool | None:
+    """Whether ``host`` (a name or address; a wildcard is) can be bound on this machine:
+    ``None`` if the name does not resolve."""
+    if host in ("", "*", "0.0.0.0", "::"):
+        return True
+    if host in {name for _, name in socket.if_nameindex()}:
+        return True  # ZeroMQ binds an interface by its name (tcp://eth0:5555)
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return None
+    for family, kind, proto, _name, address in infos:
+        with socket.socket(family, kind, proto) as sock:
+            try:
+                sock.bind((address[0], 0, *address[2:]))
+            except OSError as exc:
+                if exc.errno == errno.EADDRNOTAVAIL:
+                    continue
+                return True  # another refusal is not about the address
+            return True
+    return False
 
 
 def ephemeral_ports() -> tuple[int, int]:
@@ -162,28 +187,6 @@ def check_port_free(option: str, host: str, port: int | None, given: str = "") -
                 refusal = _refusal(f"{option} {given or port}", host, port, exc)
                 if refusal is not None:
                     raise refusal from None
-
-
-def check_zmq_bind_free(option: str, endpoint: str, count: int = 1) -> None:
-    """Raise if the ``tcp://host:port`` ``endpoint`` (and the ``count - 1`` ports after) is taken.
-
-    Endpoints other than ``tcp://`` with a numeric port (``ipc://``, ``tcp://host:*``) are
-    left to ZeroMQ.
-
-    Raises
-    ------
-    ConfigError
-        A port in use, naming ``option`` and the port.
-    """
-    if not endpoint.startswith("tcp://"):
-        return
-    host, _, port_text = endpoint[len("tcp://") :].rpartition(":")
-    if not port_text.isdigit():
-        return
-    host = host.strip("[]")
-    first = int(port_text)
-    for port in range(first, first + count if first else first):
-        check_port_free(option, host, port, endpoint)
 
 
 def _refusal(given: str, host: str, port: int, exc: OSError) -> ConfigError | None:

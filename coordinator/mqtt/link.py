@@ -17,6 +17,11 @@ use too), so a broker restart costs a few reports and nothing else. Outgoing mes
 queue while disconnected; the status is kept apart (only the latest matters) and re-sent on
 every reconnect.
 
+Its first connection is different: a broker that cannot be reached at the start (nothing
+listens, an unknown name, a refused login or certificate) is a setting to correct, not an outage
+to wait out. :meth:`MqttLink.reached` waits for that connection a few seconds and then names the
+broker and the fix; a login or certificate the broker refuses is said at once.
+
 To end it, call :meth:`MqttLink.stop`, then cancel the task: a cancel alone can be lost inside
 aiomqtt on Python 3.11 (the rule and its reason are in :mod:`node.mqtt`).
 """
@@ -36,12 +41,14 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
+from aiomqtt.exceptions import MqttConnectError
 
 from continuized.coordinator.figures.state import BrokerStatus
+from continuized.gossip.errors import TransportError
 from continuized.gossip.wire.pubsub import Topics, parse_broker
 from continuized.gossip.wire.reconnect import COORDINATOR_BACKOFF, Attempt, reconnecting
 
-__all__ = ["READS_PER_WAKE", "MqttLink", "drain_reads"]
+__all__ = ["READS_PER_WAKE", "MqttLink", "drain_reads", "refused_for_good"]
 
 READS_PER_WAKE = 256
 """MQTT packets the coordinator reads, at the most, each time its socket wakes the event loop.
@@ -76,6 +83,9 @@ class MqttLink:
     subscriptions : sequence of (filter, qos), optional
         What to subscribe to; by default a run's topics (every node's state, the status, the
         leave requests). A standing coordinator's idle link takes only submissions.
+    will : (topic, payload), optional
+        The last will: published, retained, by the broker when this client vanishes without
+        a goodbye (a standing coordinator's presence).
     """
 
     def __init__(
@@ -91,8 +101,18 @@ class MqttLink:
         tls: bool = False,
         ca: Path | None = None,
         subscriptions: Sequence[tuple[str, int]] | None = None,
+        will: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
         self.host = host
+        self.url = f"{'mqtts' if tls else 'mqtt'}://{host}:{port}"
+        """The broker's URL, without credentials (for messages)."""
+        self._will = (
+            None
+            if will is None
+            else aiomqtt.Will(will[0], json.dumps(will[1]).encode(), qos=1, retain=True)
+        )
+        self._lost = asyncio.Event()  # set on every lost try; cleared by reached()
+        self._last_error: BaseException | None = None
         self._tls = aiomqtt.TLSParameters(ca_certs=str(ca) if ca else None) if tls else None
         self.port = port
         self._username = username
@@ -141,6 +161,7 @@ class MqttLink:
         *,
         ca: Path | None = None,
         subscriptions: Sequence[tuple[str, int]] | None = None,
+        will: tuple[str, dict[str, Any]] | None = None,
     ) -> MqttLink:
         """A link to the broker of URL ``mqtt[s]://[user:pass@]host[:port]``: its address,
         credentials and TLS (``mqtts://``, checked against ``ca``) from the URL.
@@ -162,6 +183,7 @@ class MqttLink:
             tls=broker.tls,
             ca=ca,
             subscriptions=subscriptions,
+            will=will,
         )
 
     def set_status(self, status: dict[str, Any]) -> None:
@@ -187,6 +209,46 @@ class MqttLink:
             await asyncio.sleep(0.02)
 
     # -- the connection ------------------------------------------------------------------------
+
+    async def reached(self, within: float) -> None:
+        """Wait for the first connection of :meth:`run` (running meanwhile), at most
+        ``within`` seconds.
+
+        Raises
+        ------
+        TransportError
+            No connection within ``within`` seconds, or the broker refused this client for
+            good (its login, its certificate): one line naming the broker and the fix.
+        """
+        try:
+            async with asyncio.timeout(within):
+                while not self.connected.is_set():
+                    if self._last_error is not None and refused_for_good(self._last_error):
+                        raise TransportError(self._refusal(self._last_error))
+                    self._lost.clear()
+                    connected = asyncio.ensure_future(self.connected.wait())
+                    lost = asyncio.ensure_future(self._lost.wait())
+                    try:
+                        await asyncio.wait({connected, lost}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        connected.cancel()
+                        lost.cancel()
+        except TimeoutError:
+            error = self._last_error
+            reason = "no answer" if error is None else str(error) or type(error).__name__
+            raise TransportError(
+                f"cannot reach the MQTT broker {self.url} within {within:g} s ({reason}); "
+                f"start it (e.g. `mosquitto -p {self.port}` on {self.host}) or correct --broker"
+            ) from None
+
+    def _refusal(self, error: BaseException) -> str:
+        """The message for a broker that refused this client for good."""
+        text = str(error)
+        if "SSL" in text or "certificate" in text.lower():
+            fix = "check --mqtt-ca (the broker's CA) and the host name in --broker"
+        else:
+            fix = "check the credentials: --keys, or mqtt://USER:PASSWORD@ in --broker"
+        return f"the MQTT broker {self.url} refused this coordinator ({text}); {fix}"
 
     def stop(self) -> None:
         """Make :meth:`run` end; cancel its task afterwards."""
@@ -221,6 +283,7 @@ class MqttLink:
                 username=self._username,
                 password=self._password,
                 tls_params=self._tls,
+                will=self._will,
                 keepalive=10,
                 timeout=5.0,
                 queue_type=_hand_over(self._take),
@@ -252,6 +315,8 @@ class MqttLink:
 
     def _on_lost(self, error: BaseException) -> None:
         self._status.last_error = str(error)
+        self._last_error = error
+        self._lost.set()
         log.info("MQTT broker %s:%s unavailable: %s", self.host, self.port, error)
 
     async def _serve(self, client: aiomqtt.Client) -> None:
@@ -322,6 +387,16 @@ class MqttLink:
             await client.publish(topic, payload, qos=qos, retain=retain)
         finally:
             self._publishing = False
+
+
+def refused_for_good(error: BaseException) -> bool:
+    """Whether a failed connection to the broker would fail again alike: the broker answered
+    no (a refused login: any CONNACK code but "server unavailable" or "busy"), or TLS refused
+    its certificate. A refused TCP connection or an unknown name may be a broker starting."""
+    if isinstance(error, MqttConnectError):
+        return getattr(error.rc, "value", error.rc) not in (3, 136, 137)
+    text = str(error)
+    return "CERTIFICATE_VERIFY_FAILED" in text or "SSL" in text
 
 
 def _hand_over(take: Callable[[aiomqtt.Message], None]) -> type[asyncio.Queue[aiomqtt.Message]]:

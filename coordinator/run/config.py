@@ -34,12 +34,20 @@ if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not 
     from continuized.gossip.train.recipe import Recipe
 
 __all__ = [
+    "BROKER_WAIT",
     "START_PER_NODE",
     "TRAINING_REPORT_PERIOD",
     "CoordinatorConfig",
+    "check_positive",
     "prepare",
     "secured",
 ]
+
+BROKER_WAIT = 5.0
+"""Seconds a coordinator waits for its first connection to the broker before it gives up,
+naming the broker (:meth:`coordinator.mqtt.link.MqttLink.reached`): long enough for a broker
+started alongside it (or restarted with it, under a restart policy), short enough that a broker
+that is not there is said at once, not after the registration timeout."""
 
 START_PER_NODE = 0.002
 """Least seconds from the bootstrap to t = 0 per node. 4,096 nodes in 64 host processes on a
@@ -99,6 +107,10 @@ class CoordinatorConfig:
         Stop the run once the broker has been unreachable this many seconds in a row, as a
         failure naming the broker (``None``: wait for it as long as the run lasts). A broker
         that comes back sooner costs nothing: everyone reconnects and resumes.
+    broker_wait : float
+        Seconds to wait for the first connection to the broker (:data:`BROKER_WAIT`); a
+        broker not reached by then, or one that refuses the login, ends the command with an
+        error naming it.
     dead_after : float or None
         Declare a node dead after this many seconds without a report, and remove it from the
         membership (:mod:`coordinator.run.roster`); ``None``: never.
@@ -155,6 +167,7 @@ class CoordinatorConfig:
     keep_running: bool = False
     dead_after: float | None = None
     broker_deadline: float | None = None
+    broker_wait: float = BROKER_WAIT
     allow_joins: bool = False
     weighted: bool = False
     resume: bool = True
@@ -172,7 +185,14 @@ class CoordinatorConfig:
     training_runs: int = 150
 
 
-def _positive(name: str, value: float) -> None:
+def check_positive(name: str, value: float) -> None:
+    """Refuse ``value`` of option ``name`` unless it is a finite number > 0.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``name`` and the value.
+    """
     if not (math.isfinite(value) and value > 0):
         raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
 
@@ -188,14 +208,15 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
     ConfigError
         Any bad setting, naming it and what would be valid.
     """
-    _positive("--rate", config.rate)
-    _positive("--until", config.until)
+    check_positive("--rate", config.rate)
+    check_positive("--until", config.until)
     if config.dead_after is not None:
-        _positive("--dead-after", config.dead_after)
+        check_positive("--dead-after", config.dead_after)
     if config.broker_deadline is not None:
-        _positive("--broker-deadline", config.broker_deadline)
-    _positive("--metrics-period", config.metrics_period)
-    _positive("--register-timeout", config.register_timeout)
+        check_positive("--broker-deadline", config.broker_deadline)
+    check_positive("--metrics-period", config.metrics_period)
+    check_positive("--register-timeout", config.register_timeout)
+    check_positive("broker_wait", config.broker_wait)
     if config.dim < 1:
         raise ConfigError(f"--dim must be >= 1, got {config.dim}")
     if config.training_runs != 0 and config.training_runs < 3:

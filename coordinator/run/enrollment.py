@@ -33,6 +33,7 @@ from typing import Any
 import zmq.asyncio
 
 from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.machine.interfaces import connect_address
 from continuized.coordinator.membership.plan import Assignment, Plan, natural_key
 from continuized.coordinator.membership.registrar import RegistrarStats, serve_registrations
 from continuized.coordinator.membership.registry import Readdressed, Ready, Registry
@@ -136,7 +137,7 @@ class Enrollment:
                 raise TransportError(
                     f"only {len(names)} of {self.plan.expected} nodes registered within "
                     f"{self.config.register_timeout:g} s{detail}{hint}; start the others with "
-                    f"`gossip node --coordinator {self.config.bind}`"
+                    f"`gossip node --coordinator {connect_address(self.config.bind)}`"
                 )
             await asyncio.sleep(0.05)
 

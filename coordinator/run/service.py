@@ -6,11 +6,11 @@ Theory of operation
    node: the topology (``gossip.graph.topology``), its quantities (``gossip.graph.spectral``), the
    algorithm's parameters (``gossip.model.algorithms``) and, when the experiment chooses them, the
    initial values (``gossip.model.values``).
-2. :meth:`Coordinator.run` connects to the broker (:class:`~coordinator.mqtt.link.MqttLink`)
-   and looks at the retained status topic: if a previous coordinator left a running run of the
-   same graph, algorithm and rate, it adopts that run (ids, epoch, values, Bootstraps,
-   membership, progress) instead of starting a new one. Then it binds the registration ROUTER
-   and waits for the expected count; who is in the run is its collaborator
+2. :meth:`Coordinator.run` connects to the broker (:class:`~coordinator.mqtt.link.MqttLink`;
+   not within ``broker_wait`` s: an error naming it) and looks at the retained status topic: if
+   a previous coordinator left a running run of the same graph, algorithm and rate, it adopts
+   that run (ids, epoch, values, Bootstraps, membership, progress). Then it binds the
+   registration ROUTER and waits for the expected count; who is in the run is its collaborator
    :class:`~coordinator.run.enrollment.Enrollment`'s business.
 3. After the bootstrap it only listens: every ``metrics_period`` seconds it mixes the nodes'
    latest reports to a common t (:class:`coordinator.run.evaluation.ReportBook`), appends the point
@@ -73,11 +73,7 @@ from continuized.coordinator.run.status import run_header, status_record
 from continuized.gossip.errors import GossipError
 from continuized.gossip.wire.pubsub import Topics
 
-__all__ = [
-    "Coordinator",
-    "CoordinatorConfig",
-    "prepare",
-]  # the last two from coordinator.run.config
+__all__ = ["Coordinator", "CoordinatorConfig", "prepare"]  # the last two: coordinator.run.config
 
 log = logging.getLogger(__name__)
 _RESUME_WAIT = 1.0  # seconds, once connected, to wait for a retained status before a fresh run
@@ -208,8 +204,10 @@ class Coordinator:
                     )
                 )
             try:
-                if self._link is not None and self.config.resume:
-                    await self._try_resume()
+                if self._link is not None:  # absent at the start: a setting to fix, said now
+                    await self._link.reached(self.config.broker_wait)
+                    if self.config.resume:
+                        await self._try_resume()
                 sec = self.plan.security
                 with bound_socket(
                     ctx,

@@ -15,8 +15,10 @@ the first and read the others, so both brokers enforce who submits):
   writes it), ``{"id", "state": "refused", "error"}`` naming the bad value, or
   ``{"id", "state": "failed", "error"}`` (a run that could not start, e.g. nodes missing);
 * the standing topic -- retained: ``idle``, ``running`` or ``stopped``, the runs
-  done, the nodes expected. Submissions are not retained, so a submitter sends its own only
-  once this says a standing coordinator listens (``idle`` or ``running``).
+  done, the nodes expected; ``gone`` is the coordinator's last will, which the broker publishes
+  when it vanishes without a word (killed, its connection cut). Submissions are not retained,
+  so a submitter sends its own only once this says a standing coordinator listens (``idle`` or
+  ``running``), and gives up within :data:`STANDING_WAIT` seconds when it does not.
 
 Rules. One run at a time, in arrival order. A submission is checked completely (the same
 checks as the command line, :func:`coordinator.run.config.prepare`) before it is queued, and a
@@ -42,14 +44,18 @@ from typing import Any
 
 from continuized.coordinator.figures.state import BrokerStatus
 from continuized.coordinator.mqtt.link import MqttLink
-from continuized.coordinator.run.config import CoordinatorConfig, prepare
+from continuized.coordinator.run._groups import single_error
+from continuized.coordinator.run.config import CoordinatorConfig, check_positive, prepare
 from continuized.gossip.errors import ConfigError, GossipError
 from continuized.gossip.graph.topology import parse_topology
+from continuized.gossip.model.algorithms import check_algorithm
 from continuized.gossip.wire.pubsub import Topics, parse_broker
 
 __all__ = [
+    "STANDING_WAIT",
     "SUBMIT_FIELDS",
     "StandingCoordinator",
+    "check_submission",
     "parse_submission",
     "submit_run",
     "submitted_config",
@@ -57,6 +63,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _DRAIN = 2.0  # seconds to hand the last status to the broker before leaving
+_LISTENING = ("idle", "running")  # the standing topic's phases of a coordinator that listens
+
+STANDING_WAIT = 5.0
+"""Seconds ``gossip submit`` waits for the standing topic to say a coordinator listens before
+it gives up, naming the broker and what to start (``--standing-wait``). The topic is
+retained: a standing coordinator's presence comes with the subscription."""
 
 SUBMIT_FIELDS: Mapping[str, type] = {
     "graph": str,
@@ -111,6 +123,24 @@ def parse_submission(payload: bytes) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def check_submission(changes: Mapping[str, Any]) -> None:
+    """Check a submission's ``changes`` as the command line checks the same options, before
+    it is sent (the coordinator checks it again, with its own settings for the others).
+
+    Raises
+    ------
+    ConfigError
+        A bad value, named as on the command line (``--rate must be a finite number > 0``).
+    """
+    for key in ("rate", "until", "timeout"):
+        if key in changes:
+            check_positive(f"--{key}", float(changes[key]))
+    if "graph" in changes:
+        parse_topology(str(changes["graph"]))
+    if "algorithm" in changes:
+        check_algorithm(str(changes["algorithm"]), problem=bool(changes.get("problem")), live=True)
 
 
 def submitted_config(base: CoordinatorConfig, changes: Mapping[str, Any]) -> CoordinatorConfig:
@@ -185,25 +215,38 @@ class StandingCoordinator:
             BrokerStatus(),
             ca=config.mqtt_ca,
             subscriptions=[(self._topics.submit(), 1)],
+            # Killed without a word, the coordinator's "idle" would stay retained, and every
+            # submitter would send into the void: the broker says "gone" in its place.
+            will=(self._topics.standing, self._presence("gone")),
         )
 
     async def serve(self) -> None:
-        """Run every submitted run in turn, until cancelled."""
-        async with asyncio.TaskGroup() as tg:
-            link = tg.create_task(self.link.run(), name="standing-mqtt")
-            try:
-                self._announce("idle")
-                while True:
-                    job = await self._queue.get()
-                    await self._one(job)
-            finally:
-                # Said before leaving, so that a submitter waits rather than sends into the void.
-                self._announce("stopped")
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(_DRAIN):
-                        await self.link.wait_idle()
-                self.link.stop()
-                link.cancel()
+        """Run every submitted run in turn, until cancelled.
+
+        Raises
+        ------
+        TransportError
+            The broker was not reached within ``broker_wait`` seconds, or refused the login.
+        """
+        with single_error():
+            async with asyncio.TaskGroup() as tg:
+                link = tg.create_task(self.link.run(), name="standing-mqtt")
+                try:
+                    await self.link.reached(self.config.broker_wait)
+                    self._announce("idle")
+                    while True:
+                        job = await self._queue.get()
+                        await self._one(job)
+                finally:
+                    # Said before leaving, so that a submitter is told rather than sends into
+                    # the void.
+                    self._announce("stopped")
+                    if self.link.connected.is_set():
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(_DRAIN):
+                                await self.link.wait_idle()
+                    self.link.stop()
+                    link.cancel()
 
     async def _one(self, job: _Job) -> None:
         self._announce("running", job.id)
@@ -236,19 +279,19 @@ class StandingCoordinator:
         self.link.publish(self._topics.result(run_id), {"id": run_id, **body})
 
     def _announce(self, phase: str, run_id: str = "") -> None:
-        self.link.publish(
-            self._topics.standing,
-            {
-                "phase": phase,
-                "run": run_id,
-                "runs_done": self.runs,
-                "queued": self._queue.qsize(),
-                "nodes": self.expected,
-                "graph": self.config.graph,
-                "time": time.time(),
-            },
-            retain=True,
-        )
+        self.link.publish(self._topics.standing, self._presence(phase, run_id), retain=True)
+
+    def _presence(self, phase: str, run_id: str = "") -> dict[str, Any]:
+        """The standing topic's body: ``phase`` (idle, running, stopped, gone) and the rest."""
+        return {
+            "phase": phase,
+            "run": run_id,
+            "runs_done": self.runs,
+            "queued": self._queue.qsize(),
+            "nodes": self.expected,
+            "graph": self.config.graph,
+            "time": time.time(),
+        }
 
 
 def _settings_text(config: CoordinatorConfig) -> str:
@@ -265,22 +308,25 @@ async def submit_run(
     changes: Mapping[str, Any],
     *,
     wait: float,
+    standing_wait: float = STANDING_WAIT,
     ca: str | None = None,
     on_queued: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Submit a run to the standing coordinator of ``cluster`` and return its final answer.
 
     ``broker`` carries the operator's credentials (``mqtt://operator:PASSWORD@host:1883``) on
-    a secured broker. The answer is the result topic's last message: ``state`` ``done`` (with
-    the run's ``record``), ``refused`` or ``failed`` (with ``error``).
+    a secured broker. The run is sent once the retained standing topic says a coordinator
+    listens; the answer is the result topic's last message: ``state`` ``done`` (with the run's
+    ``record``), ``refused`` or ``failed`` (with ``error``).
 
     Raises
     ------
     ConfigError
         A bad broker URL.
     TransportError
-        The broker refused or could not be reached, or no answer came within ``wait`` seconds
-        (is a ``gossip coordinator --standing`` serving this cluster?).
+        The broker refused or could not be reached; no standing coordinator said it listens
+        within ``standing_wait`` seconds (the message names the broker and what to start); or
+        no answer came within ``wait`` seconds of the submission.
     """
     import secrets
 
@@ -290,15 +336,17 @@ async def submit_run(
 
     address = parse_broker(broker)
     host, port = address.host, address.port
+    url = f"{'mqtts' if address.tls else 'mqtt'}://{host}:{port}"  # no credentials: said
     username, password = address.username, address.password
     run_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
     topics = Topics(cluster)
-    tls = aiomqtt.TLSParameters(ca_certs=ca) if broker.startswith("mqtts://") else None
+    tls = aiomqtt.TLSParameters(ca_certs=ca) if address.tls else None
     sent = False
+    seen = ""  # the standing topic's last phase
     try:
-        async with (
-            asyncio.timeout(wait),
-            aiomqtt.Client(
+        # Until a coordinator says it listens: standing_wait; then the run's own wait.
+        async with asyncio.timeout(standing_wait) as deadline:
+            async with aiomqtt.Client(
                 host,
                 port,
                 identifier=f"gossip-submit-{run_id}",
@@ -307,40 +355,48 @@ async def submit_run(
                 tls_params=tls,
                 keepalive=10,
                 timeout=5.0,
-            ) as client,
-        ):
-            await client.subscribe(topics.result(run_id), qos=1)
-            await client.subscribe(topics.standing, qos=1)
-            async for message in client.messages:
-                answer = _json_object(message.payload)
-                if answer is None:
-                    continue
-                if message.topic.matches(topics.standing):
-                    if not sent and answer.get("phase") in ("idle", "running"):
-                        await client.publish(
-                            topics.submit(run_id), json.dumps(dict(changes)), qos=1
-                        )
-                        sent = True
-                    continue
-                if answer.get("state") == "queued":
-                    if on_queued is not None:
-                        on_queued(int(answer.get("position", 0)))
-                    continue
-                return answer
+            ) as client:
+                await client.subscribe(topics.result(run_id), qos=1)
+                await client.subscribe(topics.standing, qos=1)
+                async for message in client.messages:
+                    answer = _json_object(message.payload)
+                    if answer is None:
+                        continue
+                    if message.topic.matches(topics.standing):
+                        seen = str(answer.get("phase", ""))
+                        if not sent and seen in _LISTENING:
+                            await client.publish(
+                                topics.submit(run_id), json.dumps(dict(changes)), qos=1
+                            )
+                            sent = True
+                            deadline.reschedule(asyncio.get_running_loop().time() + wait)
+                        continue
+                    if answer.get("state") == "queued":
+                        if on_queued is not None:
+                            on_queued(int(answer.get("position", 0)))
+                        continue
+                    return answer
     except TimeoutError:
         if not sent:
+            said = (
+                f"its standing topic says {seen!r}"
+                if seen
+                else f"nothing on {topics.standing} within {standing_wait:g} s"
+            )
             raise TransportError(
-                f"no standing coordinator of cluster {cluster!r} on {host}:{port} within "
-                f"{wait:g} s (start `gossip coordinator --standing --cluster {cluster}`); the "
-                "run was not submitted"
+                f"no standing coordinator of cluster {cluster!r} listens on {url} ({said}); "
+                f"start `gossip coordinator --standing --broker {url} --cluster {cluster}` "
+                "(and its nodes: gossip node --standing); the run was not submitted"
             ) from None
         raise TransportError(
             f"run {run_id} was submitted but not over within {wait:g} s (raise --wait; "
             "the standing coordinator runs it all the same)"
         ) from None
     except aiomqtt.MqttError as exc:
-        raise TransportError(f"broker {host}:{port}: {exc}") from None
-    raise TransportError(f"the broker {host}:{port} closed the connection before an answer")
+        raise TransportError(
+            f"cannot reach the MQTT broker {url} ({exc}); start it or correct --broker"
+        ) from None
+    raise TransportError(f"the broker {url} closed the connection before an answer")
 
 
 def _json_object(payload: object) -> dict[str, Any] | None:

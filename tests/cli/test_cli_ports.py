@@ -110,7 +110,8 @@ def test_node_refuses_a_busy_port_of_its_host_mode_range(busy_port: int, tmp_pat
 
 
 def test_a_free_port_and_port_zero_pass() -> None:
-    from continuized.coordinator.machine.ports import check_port_free, check_zmq_bind_free
+    from continuized.coordinator.machine.interfaces import check_zmq_bind
+    from continuized.coordinator.machine.ports import check_port_free
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -118,5 +119,5 @@ def test_a_free_port_and_port_zero_pass() -> None:
     check_port_free("--dashboard-port", "127.0.0.1", free)
     check_port_free("--dashboard-port", "127.0.0.1", 0)
     check_port_free("--dashboard-port", "127.0.0.1", None)
-    check_zmq_bind_free("--bind", "tcp://0.0.0.0:0")
-    check_zmq_bind_free("--bind", "ipc:///tmp/x")
+    check_zmq_bind("--bind", "tcp://0.0.0.0:0")
+    check_zmq_bind("--bind", "ipc:///tmp/x")

@@ -72,7 +72,10 @@ async def _gossip(*args: str, cwd: Path) -> asyncio.subprocess.Process:
 
 
 async def _submit(broker: str, cwd: Path, *args: str) -> tuple[int, str, str]:
-    proc = await _gossip("submit", "--broker", broker, "--wait", "60", *args, cwd=cwd)
+    # The coordinator may still be starting: it is waited for (its retained presence).
+    proc = await _gossip(
+        "submit", "--broker", broker, "--wait", "60", "--standing-wait", "30", *args, cwd=cwd
+    )
     async with asyncio.timeout(70):
         out, err = await proc.communicate()
     assert proc.returncode is not None
