@@ -143,6 +143,7 @@ def coordinator(
             envvar=env("broker_wait"),
             help="Seconds to wait for the broker at the start; not reached by then (or a "
             "refused login, at once): an error naming it, exit 2. Lost later: waited for.",
+            rich_help_panel=DEPLOYMENT,
         ),
     ] = 5.0,
     allow_joins: Annotated[

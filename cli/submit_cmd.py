@@ -107,6 +107,7 @@ def submit(
             envvar=env("standing_wait"),
             help="Seconds to wait for a standing coordinator to say it listens on the broker "
             "(its retained presence) before giving up, the run not sent.",
+            rich_help_panel=DEPLOYMENT,
         ),
     ] = 5.0,
     json_out: Annotated[
