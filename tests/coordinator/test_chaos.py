@@ -22,6 +22,7 @@ from system_tools import require_mosquitto
 @pytest.mark.cluster
 @pytest.mark.broker
 @pytest.mark.slow
+@pytest.mark.solo
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("seed", chaos_seeds([1]))
 async def test_a_secured_cluster_under_chaos_reaches_eps_exactly_and_tells_the_truth(

@@ -20,7 +20,7 @@ from _churn import churn_config, exit_codes, kill_left, stop_once_reached, until
 from continuized.coordinator.local.broker import RunningBroker
 from continuized.coordinator.run.service import Coordinator
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.solo, pytest.mark.timeout(300)]
 
 
 async def spawn_node(
@@ -117,7 +117,7 @@ async def test_a_node_leaves_for_good_and_the_survivors_converge_to_their_mean(
 async def test_a_killed_node_is_declared_dead_and_the_survivors_converge(
     mosquitto: RunningBroker, tmp_path: Path
 ) -> None:
-    config = churn_config(mosquitto, tmp_path, dead_after=1.0)
+    config = churn_config(mosquitto, tmp_path, dead_after=2.0)
     coord = Coordinator(config)
     procs = []
     try:

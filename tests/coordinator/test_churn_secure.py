@@ -36,7 +36,13 @@ from continuized.coordinator.run.service import Coordinator, CoordinatorConfig
 from continuized.gossip.files.keys import COORDINATOR, load_identity, load_mqtt_secret
 from continuized.gossip.wire.access import mqtt_password
 
-pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    pytest.mark.solo,
+    pytest.mark.timeout(300),
+]
 
 _NODES = 8
 
@@ -206,7 +212,7 @@ async def test_only_a_nodes_own_key_makes_it_leave_and_the_survivors_converge(
 async def test_a_dead_node_goes_and_a_spare_key_joins_a_secured_cluster(
     secure_broker: RunningBroker, keys: Path, tmp_path: Path
 ) -> None:
-    config = _config(secure_broker, keys, tmp_path, dead_after=1.0, allow_joins=True)
+    config = _config(secure_broker, keys, tmp_path, dead_after=2.0, allow_joins=True)
     coord = Coordinator(config)
     procs = []
     events = coord.state.churn

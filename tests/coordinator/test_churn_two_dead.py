@@ -23,7 +23,7 @@ from test_churn_live import spawn_node
 from continuized.coordinator.local.broker import RunningBroker
 from continuized.coordinator.run.service import Coordinator
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.solo, pytest.mark.timeout(300)]
 
 
 async def test_two_nodes_frozen_together_are_dead_in_one_tick_and_the_survivors_keep_their_mean(

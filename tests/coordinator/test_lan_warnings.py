@@ -23,7 +23,7 @@ import pytest
 from continuized.coordinator.figures.lanrule import RATE_K, rate_ceiling, skew_tolerance
 from continuized.node.transport.faults import FaultSpec
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.solo, pytest.mark.timeout(240)]
 
 GRAPH, N, K = "grid:3x3", 9, 3
 EPS = 1e-6

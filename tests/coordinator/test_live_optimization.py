@@ -32,7 +32,7 @@ pytest.importorskip(
     "continuized.gossip.problems", reason="needs the optimization core (branch opt)"
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.solo, pytest.mark.timeout(300)]
 
 # logistic:0.1 keeps the condition number L/mu small enough for a test of a few seconds; the
 # the guide's logistic:0.01 (docs/optimize.md) runs the same code.

@@ -22,7 +22,7 @@ from continuized.coordinator.local.settings import UpConfig
 from continuized.coordinator.run.service import CoordinatorConfig
 from continuized.gossip.train.recipe import Recipe
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.solo, pytest.mark.timeout(300)]
 
 
 async def _up(

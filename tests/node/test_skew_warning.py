@@ -27,7 +27,7 @@ import zmq
 from continuized.coordinator.local.broker import RunningBroker
 from continuized.gossip.exchange.clockskew import skew_tolerance
 
-pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.solo, pytest.mark.timeout(120)]
 
 GRAPH, N, K, RATE = "cycle:4", 4, 2, 300.0
 OFFSET = 0.050  # seconds: host h0's clock ahead of h1's
