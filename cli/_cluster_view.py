@@ -373,6 +373,8 @@ def print_summary(
         ),
         ("exact curve points", _exact_points(summary)),
     ]
+    if summary.ready_after_s is not None:
+        rows.append(("every node ready after (s)", f"{summary.ready_after_s:.1f}"))
     if summary.finals_wait_s is not None and summary.members:
         came = summary.members - len(summary.missing_finals)
         rows.append(

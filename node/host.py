@@ -28,6 +28,9 @@ its own CURVE key pair, registers with it under its key's name (or in its proces
 its ROUTER has a ZAP domain of its own that admits only that node's neighbours
 (:mod:`node.transport.curve`); the process's one ZAP handler serves them all.
 
+Ready before t = 0: the nodes set up (:func:`node.warmup.set_up`) before they register ready,
+and the coordinator fixes t = 0 once every node is (:func:`node.registration.register_ready`).
+
 Crash semantics: a host process that dies takes its K nodes with it. Restarted with the same
 name (and addresses), each of its nodes re-registers, gets its id back and rebuilds its exact
 state from its neighbours' ledgers, like any killed node. A stop (SIGTERM, Ctrl-C, the control
@@ -63,17 +66,16 @@ from continuized.gossip.wire.pubsub import parse_broker
 from continuized.gossip.wire.schema import Bootstrap
 from continuized.node.config import NodeConfig, host_configs
 from continuized.node.daemon import Node
-from continuized.node.learner import load_learner
 from continuized.node.lifeline import Lifeline, LifelineGroup
 from continuized.node.mqtt import NodeMqtt
-from continuized.node.problem import load_problem, preload
-from continuized.node.registration import register_nodes
+from continuized.node.problem import preload
+from continuized.node.registration import register_ready
 from continuized.node.transport.colocation import Colocation
 from continuized.node.transport.curve import CurveKeys, PeerAuthenticator
 from continuized.node.transport.faults import FaultyTransport
 from continuized.node.transport.interface import Transport
 from continuized.node.transport.zeromq import ZmqTransport
-from continuized.node.warmup import warm_up
+from continuized.node.warmup import Setup, set_up, set_up_all, warm_up
 
 __all__ = ["host_configs", "run_host", "run_host_sync", "run_node", "run_node_sync"]
 
@@ -85,21 +87,6 @@ _REBIND_WAIT = 5.0  # seconds a standing node waits for its fixed port to be fre
 # holds the stop decision, coordinator.run.status); a coordinator that never answered a beat is
 # not waited for.
 _DELIVER_WAIT = 10.0
-
-
-async def _until_stopped(
-    work: Coroutine[Any, Any, tuple[list[Bootstrap], bool]], stop: asyncio.Event
-) -> tuple[list[Bootstrap], bool] | None:
-    """Return what ``work`` returns, or None (``work`` cancelled) if ``stop`` comes first."""
-    async with asyncio.TaskGroup() as tg:
-        job = tg.create_task(work, name="node-register")
-        stopper = tg.create_task(stop.wait(), name="node-stop-wait")
-        await asyncio.wait({job, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if job.done():
-            stopper.cancel()
-            return job.result()
-        job.cancel()
-    return None
 
 
 async def _bind(
@@ -140,6 +127,7 @@ def _node(
     stop: asyncio.Event,
     offset: float = 0.0,
     received: float | None = None,
+    setup: Setup | None = None,
 ) -> Node:
     log.info(
         "node %d (%s, %s) of %s: %d neighbours, rate %g/s",
@@ -156,8 +144,9 @@ def _node(
     # ask its neighbours for ledgers they do not have.
     came = time.time() if received is None else received
     recover = boot.rate * (came - boot.epoch) > 0
-    problem = load_problem(boot, config.data) if boot.problem else None
-    learner = load_learner(boot, config.data) if boot.train else None
+    # Set up now unless done from a draft of this Bootstrap: a restarted node, or a joiner.
+    setup = set_up(config, boot, setup)
+    problem, learner = setup.problem, setup.learner
     late = boot.rate * (time.time() - boot.epoch)
     if (problem is not None or learner is not None) and late > 0:
         log.warning(
@@ -370,8 +359,15 @@ async def _run_once(
             )
             transports.append(await stack.enter_async_context(transport))
         actx = zmq.asyncio.Context(ctx)  # a shadow: the same context, asyncio sockets
-        registered = await _until_stopped(
-            register_nodes(configs, [t.address for t in transports], actx, identities, done), stop
+        setups: dict[int, Setup] = {}  # set up from the drafts, before the nodes said ready
+        registered = await register_ready(
+            configs,
+            [t.address for t in transports],
+            actx,
+            identities,
+            done,
+            lambda drafts: setups.update(set_up_all(configs, drafts)),
+            stop,
         )
         if registered is None:
             return None
@@ -385,11 +381,14 @@ async def _run_once(
         if offset:
             log.warning("this host's wall clock is offset by %+.1f ms (fault)", offset * 1e3)
         nodes = [
-            _node(config, boot, transport, stop, offset, received)
-            for config, boot, transport in zip(configs, boots, transports, strict=True)
+            _node(config, boot, transport, stop, offset, received, setups.get(k))
+            for k, (config, boot, transport) in enumerate(
+                zip(configs, boots, transports, strict=True)
+            )
         ]
-        # Before t = 0: the first exchanges are not slower.
-        warm_up(boots[0].dim, problems=[n.problem for n in nodes if n.problem is not None])
+        if not setups:  # else warmed up before the nodes said they were ready
+            # Before t = 0: the first exchanges are not slower.
+            warm_up(boots[0].dim, problems=[n.problem for n in nodes if n.problem is not None])
         # Everything built so far lives as long as the run: keep it out of the collector's
         # generations, so that collections stay short during the run.
         gc.collect()

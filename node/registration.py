@@ -16,16 +16,24 @@ A host process registers its nodes in one message (:func:`register_batch`): one 
 secure, one CURVE connection (on one of its nodes' keys) instead of one per node, which the
 coordinator takes only if that key's process holds every name in it; :func:`register_nodes`
 tries the batch first and falls back to one registration per node, each on its own key.
+
+A node that must set up for the run before its first step (load its shard, build its model)
+registers first not ready (``Register.ready`` false), gets a draft Bootstrap to set up from
+(:attr:`~gossip.wire.schema.Bootstrap.draft`), and registers again, ready
+(:func:`register_ready`);
+an older coordinator, which refuses the field, is asked again as a ready node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 import zmq
 import zmq.asyncio
@@ -49,7 +57,13 @@ from continuized.node.transport.curve import CurveKeys, curve_client
 
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
-__all__ = ["register", "register_batch", "register_nodes", "request_leave_secure"]
+__all__ = [
+    "register",
+    "register_batch",
+    "register_nodes",
+    "register_ready",
+    "request_leave_secure",
+]
 
 log = logging.getLogger(__name__)
 
@@ -152,16 +166,22 @@ async def register_nodes(
     context: zmq.asyncio.Context,
     identities: Sequence[Identity | None],
     done: set[float],
+    ready: bool = True,
 ) -> tuple[list[Bootstrap], bool]:
     """Register every node (at its ``addresses``): in one batch (one message, secure on the
     first node's key), or, if the coordinator takes no batch from this process, each on its own
     DEALER and key. Returns the Bootstraps, and whether they came for the batch.
 
+    ``ready`` false: the nodes have not set up yet; a coordinator then answers drafts
+    (``Bootstrap.draft``) once every node registered, and the real Bootstraps once every node
+    registered again, ready.
+
     A node's Bootstrap of a run whose epoch is in ``done`` (a standing node's last run) is
     asked for again a moment later, until the next run's registrar answers."""
     if len(configs) > 1:
         try:
-            return await _register_batch(configs, addresses, context, identities[0], done), True
+            boots = await _register_batch(configs, addresses, context, identities[0], done, ready)
+            return boots, True
         except RemoteError as exc:
             # A coordinator that does not know this process's block of keys (a host of
             # hand-made keys, ``gossip coordinator`` without host mode) refuses the batch:
@@ -170,7 +190,7 @@ async def register_nodes(
     async with asyncio.TaskGroup() as tg:
         jobs = [
             tg.create_task(
-                _register_new(config, address, context, identity, done),
+                _register_new(config, address, context, identity, done, ready),
                 name=f"register-{config.name}",
             )
             for config, address, identity in zip(configs, addresses, identities, strict=True)
@@ -179,31 +199,76 @@ async def register_nodes(
     return [job.result() for job in jobs], False
 
 
+async def _until_stopped(
+    work: Coroutine[Any, Any, tuple[list[Bootstrap], bool]], stop: asyncio.Event
+) -> tuple[list[Bootstrap], bool] | None:
+    """Return what ``work`` returns, or None (``work`` cancelled) if ``stop`` comes first."""
+    async with asyncio.TaskGroup() as tg:
+        job = tg.create_task(work, name="node-register")
+        stopper = tg.create_task(stop.wait(), name="node-stop-wait")
+        await asyncio.wait({job, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if job.done():
+            stopper.cancel()
+            return job.result()
+        job.cancel()
+    return None
+
+
+async def register_ready(
+    configs: Sequence[NodeConfig],
+    addresses: Sequence[str],
+    context: zmq.asyncio.Context,
+    identities: Sequence[Identity | None],
+    done: set[float],
+    set_up: Callable[[list[Bootstrap | None]], None],
+    stop: asyncio.Event,
+) -> tuple[list[Bootstrap], bool] | None:
+    """Register the nodes as :func:`register_nodes` does, ready only once set up: first not
+    ready; then ``set_up(drafts)`` (by node, the draft Bootstrap or None: a node that got the
+    run's own, a restarted one's) and again, ready, until no answer is a draft. The coordinator
+    fixes t = 0 once every node is ready, so no node's clock starts while another still loads
+    its shard or builds its model. None: ``stop`` came first."""
+    ask = functools.partial(register_nodes, configs, addresses, context, identities, done)
+    registered = await _until_stopped(ask(False), stop)
+    while registered is not None and any(boot.draft for boot in registered[0]):
+        set_up([boot if boot.draft else None for boot in registered[0]])
+        log.info("%d node(s) set up; registering again, ready", len(configs))
+        registered = await _until_stopped(ask(True), stop)
+    return registered
+
+
 async def _register_batch(
     configs: Sequence[NodeConfig],
     addresses: Sequence[str],
     context: zmq.asyncio.Context,
     identity: Identity | None,
     done: set[float],
+    ready: bool = True,
 ) -> list[Bootstrap]:
     """Register every node in one :class:`~gossip.wire.schema.RegisterBatch` until their
     Bootstraps are of a run whose epoch is not in ``done`` (see :func:`_register_new`)."""
     first = configs[0]
-    requests = [
-        Register(config.name, address, config.value, os.getpid())
-        for config, address in zip(configs, addresses, strict=True)
-    ]
-    log.info("registering %d nodes in one batch with %s", len(requests), first.coordinator)
+    log.info("registering %d nodes in one batch with %s", len(configs), first.coordinator)
     while True:
-        boots = await register_batch(
-            first.coordinator,
-            requests,
-            every=first.register_every,
-            give_up_after=first.register_timeout,
-            context=context,
-            keys=None if identity is None else CurveKeys.of(identity),
-            coordinator_key="" if identity is None else identity.coordinator,
-        )
+        requests = [
+            Register(config.name, address, config.value, os.getpid(), ready)
+            for config, address in zip(configs, addresses, strict=True)
+        ]
+        try:
+            boots = await register_batch(
+                first.coordinator,
+                requests,
+                every=first.register_every,
+                give_up_after=first.register_timeout,
+                context=context,
+                keys=None if identity is None else CurveKeys.of(identity),
+                coordinator_key="" if identity is None else identity.coordinator,
+            )
+        except RemoteError as exc:
+            if ready or not _older(exc):
+                raise
+            ready = _as_ready(exc)
+            continue
         if not any(boot.epoch in done for boot in boots.values()):
             return [boots[config.name] for config in configs]
         await asyncio.sleep(_STALE_PAUSE)
@@ -215,6 +280,7 @@ async def _register_new(
     context: zmq.asyncio.Context,
     identity: Identity | None,
     done: set[float],
+    ready: bool = True,
 ) -> Bootstrap:
     """Register one node until it gets the Bootstrap of a run whose epoch is not in ``done``.
 
@@ -223,18 +289,36 @@ async def _register_new(
     later, the next run's registrar answers.
     """
     while True:
-        boot = await register(
-            config.coordinator,
-            Register(config.name, address, config.value, os.getpid()),
-            every=config.register_every,
-            give_up_after=config.register_timeout,
-            context=context,
-            keys=None if identity is None else CurveKeys.of(identity),
-            coordinator_key="" if identity is None else identity.coordinator,
-        )
+        try:
+            boot = await register(
+                config.coordinator,
+                Register(config.name, address, config.value, os.getpid(), ready),
+                every=config.register_every,
+                give_up_after=config.register_timeout,
+                context=context,
+                keys=None if identity is None else CurveKeys.of(identity),
+                coordinator_key="" if identity is None else identity.coordinator,
+            )
+        except RemoteError as exc:
+            if ready or not _older(exc):
+                raise
+            ready = _as_ready(exc)
+            continue
         if boot.epoch not in done:
             return boot
         await asyncio.sleep(_STALE_PAUSE)
+
+
+def _older(refusal: RemoteError) -> bool:
+    """Whether ``refusal`` is an older coordinator's, which does not know ``Register.ready``
+    (a lone registration's unexpected field, or a batch entry of five items)."""
+    text = str(refusal)
+    return "'ready'" in text or "[name, address, value, pid], got" in text
+
+
+def _as_ready(refusal: RemoteError) -> bool:
+    log.info("%s; registering as ready (an older coordinator: no set-up before t = 0)", refusal)
+    return True
 
 
 async def request_leave_secure(

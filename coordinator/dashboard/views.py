@@ -183,8 +183,9 @@ def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[s
       run finished; while it runs, ``rate_achieved`` is ``rate_live`` (measured by the feed).
 
     It adds ``finished``, ``stop_reason``, ``problem`` (``""`` for averaging), ``points``
-    (:func:`curve_points`), ``nodes_final`` (nodes that sent their final report) and
-    ``rate_asked``. The keys of contract C4 keep their meaning.
+    (:func:`curve_points`), ``nodes_final`` (nodes that sent their final report),
+    ``rate_asked`` and ``ready_after_s`` (seconds from the coordinator's start to the last node
+    ready; ``None`` before). The keys of contract C4 keep their meaning.
     """
     out = state.summary(now)
     run = run_summary_of(state) if state.phase in ("done", "failed") else None
@@ -195,6 +196,7 @@ def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[s
     out["points"] = curve_points(state)
     out["nodes_final"] = sum(1 for view in state.nodes.values() if view.final)
     out["rate_asked"] = state.rate
+    out["ready_after_s"] = state.ready_after_s
     out["rate_achieved"] = _num(rate_live) if state.phase == "running" else None
     out["activations"] = state.activations()
     if run is not None:

@@ -353,6 +353,9 @@ class RunSummary:
     finals_wait_s : float or None
         Seconds from the stop command to the last final report taken (or to giving up);
         ``None`` for a run that never stopped its nodes.
+    ready_after_s : float or None
+        Seconds from the coordinator's start to the last node ready (registered and set up:
+        the epoch is fixed then); ``None`` for a resumed run.
     """
 
     run_id: str
@@ -381,6 +384,7 @@ class RunSummary:
     reported: int = 0
     timed: int = 0
     finals_wait_s: float | None = None
+    ready_after_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
@@ -411,4 +415,5 @@ class RunSummary:
             "reported": self.reported,
             "timed": self.timed,
             "finals_wait_s": json_num(self.finals_wait_s),
+            "ready_after_s": json_num(self.ready_after_s),
         }

@@ -119,6 +119,10 @@ class ClusterState:
         ``(lone, batches)``: the registrations the registration socket took up to the
         bootstrap, re-sends included: a node's own Register, and a host process's
         RegisterBatch (all its nodes in one message).
+    ready_after_s : float or None
+        Seconds from the coordinator's start to the bootstrap, when the last node was ready
+        to take its first step (set up: :mod:`coordinator.membership.registry`); ``None``
+        until then, and for a resumed run.
     initial : list of tuple of float
         Initial value of every node by id (empty until bootstrap).
     nodes : dict of int to NodeView
@@ -190,6 +194,7 @@ class ClusterState:
     phase: Phase = "registering"
     registered: dict[str, int] = field(default_factory=dict)
     register_messages: tuple[int, int] = (0, 0)
+    ready_after_s: float | None = None
     initial: list[tuple[float, ...]] = field(default_factory=list)
     nodes: dict[int, NodeView] = field(default_factory=dict)
     history: list[ErrorPoint] = field(default_factory=list)

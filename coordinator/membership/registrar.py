@@ -5,7 +5,8 @@ A node's DEALER sends one frame, an encoded :class:`~gossip.wire.schema.Register
 delimiter frame before it, as REQ-style peers send, is accepted and echoed). The server decodes it,
 asks the registry, and answers with a :class:`~gossip.wire.schema.Bootstrap` or a
 :class:`~gossip.wire.schema.RegisterError`; a registration that completes the count makes it answer
-every waiting node at once. A frame that does not decode, or is neither a Register nor a Leave, gets
+every waiting node at once (with drafts first to those not ready: the registry). A frame that
+does not decode, or is neither a Register nor a Leave, gets
 a RegisterError naming the problem, and never changes the registry.
 
 The server keeps running after the bootstrap so that a restarted node, registering again under
@@ -51,6 +52,7 @@ from zmq.utils import z85
 
 from continuized.coordinator.membership.registry import (
     Known,
+    Prepare,
     Readdressed,
     Ready,
     Refused,
@@ -195,6 +197,7 @@ async def serve_registrations(
     stats: RegistrarStats,
     on_ready: Callable[[Ready], None],
     on_change: Callable[[], None] = lambda: None,
+    on_prepare: Callable[[Prepare], None] = lambda outcome: None,
     clock: Callable[[], float] = time.time,
     authenticated: bool = False,
     on_readdress: Callable[[Readdressed], None] = lambda outcome: None,
@@ -204,8 +207,10 @@ async def serve_registrations(
 ) -> None:
     """Answer registrations on ``sock`` until cancelled.
 
-    ``on_ready`` is called once, when the expected count is reached, before the Bootstraps go
-    out; ``on_change`` after every accepted registration. ``authenticated``: the socket is a
+    ``on_ready`` is called once, when the expected count is reached and every node is ready,
+    before the Bootstraps go out; ``on_prepare`` before drafts go to nodes that are not ready
+    (:class:`~coordinator.membership.registry.Prepare`); ``on_change`` after every accepted
+    registration. ``authenticated``: the socket is a
     CURVE server (:func:`bound_socket` with keys); refuse a name that is not the key's.
     ``on_readdress`` when a restarted node registered another address, before its Bootstrap
     goes out. ``on_leave(name, sender)`` takes a :class:`Leave` (``None``: done, else why it was
@@ -220,10 +225,23 @@ async def serve_registrations(
     envelopes: dict[str, list[bytes]] = stats.waiting
 
     async def ready(outcome: Ready) -> None:
-        """Answer every waiting node: a lone node its Bootstrap, a batch's its BootstrapBatch."""
         on_ready(outcome)
+        await answer(outcome.bootstraps)  # every waiting node
+        envelopes.clear()
+        stats.batched.clear()
+
+    async def prepare(outcome: Prepare) -> None:
+        """Send the nodes that are not ready their drafts; they register again once ready."""
+        on_prepare(outcome)
+        await answer(outcome.drafts)
+        for name in outcome.drafts:
+            envelopes.pop(name, None)
+            stats.batched.discard(name)
+
+    async def answer(bootstraps: dict[str, Bootstrap]) -> None:
+        """Send each named node its Bootstrap: alone, or in its batch's BootstrapBatch."""
         hosts: dict[tuple[bytes, ...], list[tuple[str, Bootstrap]]] = {}
-        for name, boot in outcome.bootstraps.items():
+        for name, boot in bootstraps.items():
             target = envelopes.get(name)
             if target is None:
                 continue
@@ -234,8 +252,6 @@ async def serve_registrations(
                 await _send(sock, target, encode_bytes(boot))
         for host, pairs in hosts.items():
             await _send_batch(sock, list(host), pairs, stats)
-        envelopes.clear()
-        stats.batched.clear()
 
     async def batch(
         envelope: list[bytes], msg: RegisterBatch, user: str | None, peer: str | None
@@ -265,6 +281,7 @@ async def serve_registrations(
                 await _send(sock, envelope, encode_bytes(RegisterError(stats.last_refusal)))
                 return
         known: list[tuple[str, Bootstrap]] = []
+        drafts: dict[str, Bootstrap] = {}
         refusal = ""
         changed = False
         for reg in msg.nodes:
@@ -285,6 +302,10 @@ async def serve_registrations(
                 changed = True
                 if isinstance(outcome, Ready):
                     await ready(outcome)
+                elif isinstance(outcome, Prepare):
+                    drafts.update(outcome.drafts)  # one answer to the host, after the loop
+        if drafts:
+            await prepare(Prepare(drafts))
         if refusal:
             stats.last_refusal = refusal
             await _send(sock, envelope, encode_bytes(RegisterError(refusal)))
@@ -360,6 +381,11 @@ async def serve_registrations(
             envelopes[msg.name] = envelope
             stats.batched.discard(msg.name)  # this node's latest registration is a lone one
             await ready(outcome)
+            on_change()
+        elif isinstance(outcome, Prepare):
+            envelopes[msg.name] = envelope
+            stats.batched.discard(msg.name)
+            await prepare(outcome)
             on_change()
 
 

@@ -8,9 +8,19 @@ re-send it every few seconds until they get an answer. The registry has two stat
 ``collecting``
     Each valid registration is recorded under its name (a re-send, or a restarted node with the
     same name, replaces the earlier record) and gets no answer yet (:class:`Waiting`). When the
-    expected count is reached the registry assigns ids (names in natural order: ``node-2``
-    before ``node-10``), fixes the epoch and the initial values, builds every node's
-    :class:`~gossip.wire.schema.Bootstrap` and answers all of them at once (:class:`Ready`).
+    expected count is reached and every node is ready, the registry assigns ids (names in
+    natural order: ``node-2`` before ``node-10``), fixes the epoch and the initial values,
+    builds every node's :class:`~gossip.wire.schema.Bootstrap` and answers all of them at once
+    (:class:`Ready`).
+
+    A node that still has to set up for the run registers first not ready (``Register.ready``
+    false: it cannot know the run's model, data or its id before the coordinator says them).
+    Once the count is reached, such a node gets a draft Bootstrap (:class:`Prepare`:
+    ``Bootstrap.draft``, the ids it will have, no epoch), sets up, and registers again, ready.
+    The epoch is fixed only when the last node is ready: ``now + start_delay`` then, so that
+    no node's clock starts while another still reads its shard or builds its model (eight
+    training nodes on two cores took twelve seconds past an epoch fixed at the registration).
+    Older nodes register ready.
 ``bootstrapped``
     A registration under a known name gets that name's Bootstrap again, unchanged
     (:class:`Known`): a restarted node gets its id back. If it registers another address (it
@@ -49,7 +59,16 @@ from continuized.gossip.wire.schema import Bootstrap, Register
 if TYPE_CHECKING:  # the trainer's imports take a second: a gossip run does not pay them
     pass
 
-__all__ = ["Known", "Outcome", "Readdressed", "Ready", "Refused", "Registry", "Waiting"]
+__all__ = [
+    "Known",
+    "Outcome",
+    "Prepare",
+    "Readdressed",
+    "Ready",
+    "Refused",
+    "Registry",
+    "Waiting",
+]
 
 _ADDRESS = re.compile(r"^tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>\d{1,5})$")
 _WILDCARD_HOSTS = ("0.0.0.0", "*", "[::]")
@@ -69,6 +88,14 @@ class Ready:
 
     bootstraps: dict[str, Bootstrap]
     assignment: Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class Prepare:
+    """The count is reached but these nodes are not ready: send each its draft Bootstrap (by
+    name) to set up from; they register again once ready."""
+
+    drafts: dict[str, Bootstrap]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +122,7 @@ class Refused:
     reason: str
 
 
-Outcome: TypeAlias = Waiting | Ready | Known | Readdressed | Refused
+Outcome: TypeAlias = Waiting | Prepare | Ready | Known | Readdressed | Refused
 
 
 @dataclass(slots=True)
@@ -103,6 +130,7 @@ class _Record:
     address: str
     value: tuple[float, ...] | None
     pid: int
+    ready: bool = True
 
 
 @dataclass(slots=True)
@@ -117,6 +145,10 @@ class Registry:
     _by_address: dict[str, str] = field(default_factory=dict)
     _assignment: Assignment | None = None
     _bootstraps: dict[str, Bootstrap] = field(default_factory=dict)
+    # The draft Bootstraps, built once the count is reached (the names are then fixed, and so
+    # are the ids); a draft only says what to set up, so a later change of address leaves it.
+    _drafts: dict[str, Bootstrap] = field(default_factory=dict)
+    _unready: set[str] = field(default_factory=set)  # the names whose ready is awaited
     on_join: Callable[[Register, str | None], Outcome] | None = None
     """After the bootstrap, what answers a new name (a join, :mod:`coordinator.run.roster`)."""
     closed: bool = False
@@ -173,7 +205,7 @@ class Registry:
             The node's registration.
         now : float
             Unix time; the epoch is ``now + plan.start_delay`` (and, secure, the handshakes'
-            wait) when this completes the count.
+            wait) when this completes the count of ready nodes.
         peer_host : str, optional
             The IP the message came from, used in place of a wildcard host (``0.0.0.0``) in the
             node's address.
@@ -208,10 +240,24 @@ class Registry:
         before = self._records.get(msg.name)
         if before is not None and before.address != address:
             del self._by_address[before.address]  # registered again from elsewhere
-        self._records[msg.name] = _Record(address, msg.value, msg.pid)
+        self._records[msg.name] = _Record(address, msg.value, msg.pid, msg.ready)
         self._by_address[address] = msg.name
         if len(self._records) < self.plan.expected:
             return Waiting(len(self._records), self.plan.expected)
+        if not self._drafts:  # the count is reached: the names, and so the ids, are fixed
+            if all(record.ready for record in self._records.values()):
+                return self._complete(now)  # every node ready already (older nodes)
+            draft = self._assign(Bootstrap.DRAFT_EPOCH)
+            boots = build_bootstraps(self.plan, draft)
+            self._drafts = dict(zip(draft.names, boots, strict=True))
+            self._unready = {n for n, r in self._records.items() if not r.ready}
+            return Prepare({name: self._drafts[name] for name in sorted(self._unready)})
+        if not msg.ready:  # a re-send, or a node restarted while it set up: set up (again)
+            self._unready.add(msg.name)
+            return Prepare({msg.name: self._drafts[msg.name]})
+        self._unready.discard(msg.name)
+        if self._unready:
+            return Waiting(self.plan.expected - len(self._unready), self.plan.expected)
         return self._complete(now)
 
     # -- internals -----------------------------------------------------------------------------
@@ -278,6 +324,20 @@ class Registry:
         return f"tcp://{shown}:{match.group('port')}"
 
     def _complete(self, now: float) -> Ready:
+        delay = self.plan.start_delay
+        if self.plan.security is not None:
+            names = sorted(self._records, key=natural_key)
+            records = [self._records[name] for name in names]
+            delay += handshake_wait(
+                self.plan.topology.edges, [process_of(r.address, r.pid) for r in records]
+            )
+        assignment = self._assign(now + delay)
+        self.restore(assignment)
+        self._drafts.clear()
+        return Ready(dict(self._bootstraps), assignment)
+
+    def _assign(self, epoch: float) -> Assignment:
+        """The ids (names in natural order), addresses and initial values of the records."""
         names = sorted(self._records, key=natural_key)
         if self.plan.training is not None:
             # Each node draws its own model (node.learner): neither the Bootstraps nor the
@@ -289,21 +349,13 @@ class Registry:
             initial = tuple(tuple(float(c) for c in row) for row in values)
         else:
             initial = tuple(_value(self._records[name].value) for name in names)
-        delay = self.plan.start_delay
-        if self.plan.security is not None:
-            records = [self._records[name] for name in names]
-            delay += handshake_wait(
-                self.plan.topology.edges, [process_of(r.address, r.pid) for r in records]
-            )
-        assignment = Assignment(
+        return Assignment(
             run_id=self.run_id,
-            epoch=now + delay,
+            epoch=epoch,
             names=tuple(names),
             addresses=tuple(self._records[name].address for name in names),
             initial=initial,
         )
-        self.restore(assignment)
-        return Ready(dict(self._bootstraps), assignment)
 
 
 def _value(value: tuple[float, ...] | None) -> tuple[float, ...]:

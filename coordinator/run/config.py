@@ -326,7 +326,9 @@ def prepare(config: CoordinatorConfig) -> tuple[ClusterState, Plan]:
         metrics_period=metrics_period,
         values=values,
         dim=dim,
-        # An optimization node cuts its shard and builds its problem after the bootstrap.
+        # Between the bootstrap and t = 0 each node builds its node, warms up and connects to
+        # the broker; an older node (not ready-before-registering) also cuts its shard and
+        # builds its problem or model then.
         start_delay=max(
             config.start_delay if task is None and config.training is None else 3.0,
             config.start_delay,

@@ -36,7 +36,7 @@ from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.machine.interfaces import connect_address
 from continuized.coordinator.membership.plan import Assignment, Plan, natural_key
 from continuized.coordinator.membership.registrar import RegistrarStats, serve_registrations
-from continuized.coordinator.membership.registry import Readdressed, Ready, Registry
+from continuized.coordinator.membership.registry import Prepare, Readdressed, Ready, Registry
 from continuized.coordinator.membership.security import Security
 from continuized.coordinator.run.config import CoordinatorConfig
 from continuized.coordinator.run.evaluation import ReportBook
@@ -88,6 +88,7 @@ class Enrollment:
         self.header = header
         self.registry = Registry(plan, run_id)
         self.stats = RegistrarStats()
+        self._started = time.monotonic()  # the coordinator's start: ready_after_s counts from it
         self.resumed = False
         self.stop_reason = ""
         """Why the run stopped, once it is stopping (the nodes' lifelines are told)."""
@@ -110,6 +111,7 @@ class Enrollment:
             self.stats,
             self._on_ready,
             self._on_registered,
+            on_prepare=self._on_prepare,
             authenticated=authenticated,
             on_readdress=self._on_readdressed,
             on_leave=lambda name, sender: self.churn.on_leave(name, sender, time.time()),
@@ -218,8 +220,15 @@ class Enrollment:
         # run, and the neighbours it bootstraps again, would use the dead one.
         self.publish()
 
+    def _on_prepare(self, prepare: Prepare) -> None:
+        self.state.message = (
+            f"{self.plan.expected} registered; waiting for {len(prepare.drafts)} to set up"
+        )
+        self.state.touch()
+
     def _on_ready(self, ready: Ready) -> None:
         self.state.register_messages = (self.stats.registers, self.stats.batches)
+        self.state.ready_after_s = time.monotonic() - self._started
         self._adopt(ready.assignment)
         self.state.set_phase(
             "running", f"bootstrapped {self.plan.expected} nodes; t starts at the epoch"

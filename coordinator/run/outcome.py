@@ -185,6 +185,7 @@ def run_summary(
         reported=sum(1 for v in present if v.reports > 0),
         timed=len(wait50) if wait50 else len(lag50),
         finals_wait_s=finals_wait_s,
+        ready_after_s=state.ready_after_s,
     )
 
 

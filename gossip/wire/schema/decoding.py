@@ -95,9 +95,10 @@ def _registers(name: str, value: Any) -> tuple[Register, ...]:
     out = []
     for i, item in enumerate(value):
         where = f"{name}[{i}]"
-        if not isinstance(item, list) or len(item) != 4:
+        if not isinstance(item, list) or len(item) not in (4, 5):
             raise ProtocolError(
-                f"field {where!r} must be [name, address, value, pid], got {item!r}"
+                f"field {where!r} must be [name, address, value, pid] or [name, address, "
+                f"value, pid, ready], got {item!r}"
             )
         out.append(
             Register(
@@ -105,6 +106,7 @@ def _registers(name: str, value: Any) -> tuple[Register, ...]:
                 string(f"{where}.address", item[1]),
                 optional_floats(f"{where}.value", item[2]),
                 integer(f"{where}.pid", item[3]),
+                flag(f"{where}.ready", item[4]) if len(item) == 5 else True,
             )
         )
     return tuple(out)

@@ -29,8 +29,9 @@ __all__ = ["encode", "encode_bytes", "frame_size", "without_defaults"]
 def _plain(value: Any) -> Any:
     if isinstance(value, Neighbor):
         return [value.peer_id, value.address, value.edge_index, value.prob, value.step, value.key]
-    if isinstance(value, Register):
-        return [value.name, value.address, _plain(value.value), value.pid]
+    if isinstance(value, Register):  # a batch's: the flag only when not ready, as for a beat
+        plain = [value.name, value.address, _plain(value.value), value.pid]
+        return plain if value.ready else [*plain, False]
     if isinstance(value, Beat):  # a batch's: the flag only when set, as an older peer reads it
         if value.final_over_mqtt:
             return [value.name, value.epoch, value.final, True]

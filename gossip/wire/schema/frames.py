@@ -87,6 +87,7 @@ Frame: TypeAlias = "bytes | tuple[Buffer, ...]"
 OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {
     "bootstrap": {"init": ""},
     "beat": {"final_over_mqtt": False},
+    "register": {"ready": True},
 }
 
 

@@ -50,13 +50,23 @@ _INITS = ("common", "per-node")
 
 @dataclass(frozen=True, slots=True)
 class Register:
-    """Node -> coordinator: I am ``name``, reachable at ``address``; optionally my own value."""
+    """Node -> coordinator: I am ``name``, reachable at ``address``; optionally my own value.
+
+    ``ready``: the node could take its first step now. A node that still has to set up for
+    the run (read its shard, build its model or problem) registers first with ``ready``
+    false, gets a draft :class:`Bootstrap` (:attr:`Bootstrap.draft`: the run's settings and
+    its id, no epoch yet), sets up, and registers again, ready; the coordinator fixes the
+    epoch once every node is ready (:mod:`coordinator.membership.registry`). A field added
+    within version 6 (:data:`gossip.wire.schema.frames.OPTIONAL_FIELDS`): left out while
+    true, so that an older node's registration reads as a ready one, as it always was.
+    """
 
     TYPE: ClassVar[str] = "register"
     name: str
     address: str
     value: Floats | None
     pid: int
+    ready: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +136,10 @@ class Bootstrap:
     """Coordinator -> node: everything a node needs to gossip (contract C2).
 
     ``epoch`` is a Unix time in seconds and ``rate`` the network-wide activations per second:
-    the node's time is ``t = rate * (now - epoch)``. ``broker`` is ``mqtt://host:port`` or ``""``.
+    the node's time is ``t = rate * (now - epoch)``. ``broker`` is ``mqtt://host:port`` or
+    ``""``. An ``epoch`` of :attr:`DRAFT_EPOCH` (0) makes it a draft (:attr:`draft`): the
+    answer to a registration that is not ready (:class:`Register`), for the node to set up
+    from; it never runs.
 
     Optimization runs (``problem`` not empty) also carry the problem spec, the data spec and the
     split (never data: each node loads its own shard), and ``n``, the node count the split cuts
@@ -144,6 +157,7 @@ class Bootstrap:
     """
 
     TYPE: ClassVar[str] = "bootstrap"
+    DRAFT_EPOCH: ClassVar[float] = 0.0
     node_id: int
     cluster: str
     algorithm: str
@@ -168,6 +182,11 @@ class Bootstrap:
     batch_size: int = 0
     seed: int = 0
     init: str = ""
+
+    @property
+    def draft(self) -> bool:
+        """Whether this is a draft, to set up from (no epoch yet), not the run's Bootstrap."""
+        return self.epoch == self.DRAFT_EPOCH
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from continuized.gossip.files.keys import COORDINATOR, Identity, init_keys, load
 from continuized.gossip.wire.schema import (
     Beat,
     BeatBatch,
+    Bootstrap,
     Register,
     RegisterError,
     decode,
@@ -227,3 +228,39 @@ async def test_queued_registrations_do_not_keep_the_loop_to_the_server() -> None
     assert stats.registers == count
     # The watcher ran while the queue drained, not only before and after it.
     assert any(0 < n < count for n in seen), seen[:5]
+
+
+async def test_hosts_that_set_up_get_drafts_then_their_bootstraps_once_all_are_ready() -> None:
+    """Two hosts of four, insecure: registered not ready, each host gets its drafts in one
+    answer when the count is reached, and the run's Bootstraps (same ids, an epoch) only once
+    both registered again, ready."""
+    _, plan = prepare(CoordinatorConfig(graph="line:8", values="onehot"))
+    ctx = zmq.asyncio.Context()
+    stats, ready = RegistrarStats(), []
+
+    def batch(address: str, first: int, is_ready: bool) -> asyncio.Task[dict[str, Bootstrap]]:
+        regs = [dataclasses.replace(r, ready=is_ready) for r in requests(first, 4)]
+        return asyncio.ensure_future(
+            register_batch(address, regs, every=30.0, give_up_after=20.0, context=ctx)
+        )
+
+    try:
+        async with server(ctx, plan, stats, ready) as (address, registry):
+            drafts = [batch(address, 0, False), batch(address, 4, False)]
+            first = [await task for task in drafts]
+            assert all(b.draft for boots in first for b in boots.values())
+            assert not ready
+            assert not registry.bootstrapped
+            early = batch(address, 0, True)
+            while stats.batches < 3:  # noqa: ASYNC110 -- until the server took it
+                await asyncio.sleep(0.01)
+            assert not registry.bootstrapped  # the other host is still setting up
+            assert not early.done()
+            boots = {**await batch(address, 4, True), **await early}
+            assert len(ready) == 1
+            for name, boot in boots.items():
+                assert not boot.draft
+                assert boot.epoch == ready[0].assignment.epoch
+                assert dataclasses.replace(boot, epoch=0.0) == {**first[0], **first[1]}[name]
+    finally:
+        ctx.destroy(linger=0)

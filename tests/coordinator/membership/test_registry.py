@@ -13,6 +13,7 @@ from continuized.coordinator.membership.handshakes import HANDSHAKE_SECONDS
 from continuized.coordinator.membership.plan import Assignment, Plan, build_bootstraps, natural_key
 from continuized.coordinator.membership.registry import (
     Known,
+    Prepare,
     Readdressed,
     Ready,
     Refused,
@@ -202,3 +203,43 @@ def test_a_secure_registry_sets_the_epoch_after_the_cross_process_handshakes() -
     assert isinstance(out, Ready)
     one_edge = HANDSHAKE_SECONDS * 2 / (os.cpu_count() or 1)  # only (1, 2) joins two
     assert out.assignment.epoch == pytest.approx(100.0 + 2.0 + one_edge)
+
+
+def test_the_epoch_is_fixed_once_the_last_node_is_ready() -> None:
+    """Nodes that must set up register not ready: at the count each gets its draft (its id,
+    no epoch), and t = 0 is fixed only when the last of them is ready, the start delay later;
+    a node that registered ready (an older one) waits for them, unanswered."""
+    reg = Registry(_plan(), "run-1")
+    assert isinstance(reg.register(replace(_reg("n0", 7000), ready=False), now=1.0), Waiting)
+    assert isinstance(reg.register(_reg("n1", 7001), now=2.0), Waiting)
+    out = reg.register(replace(_reg("n2", 7002), ready=False), now=3.0)
+    assert isinstance(out, Prepare)
+    assert sorted(out.drafts) == ["n0", "n2"]
+    assert all(boot.draft for boot in out.drafts.values())
+    assert [out.drafts[n].node_id for n in ("n0", "n2")] == [0, 2]
+    assert not reg.bootstrapped
+    # A re-send, or a node restarted while it set up, gets its draft again.
+    again = reg.register(replace(_reg("n2", 7002), ready=False), now=5.0)
+    assert again == Prepare({"n2": out.drafts["n2"]})
+    assert isinstance(reg.register(_reg("n0", 7000), now=20.0), Waiting)
+    done = reg.register(_reg("n2", 7002), now=30.0)
+    assert isinstance(done, Ready)
+    assert done.assignment.epoch == pytest.approx(32.0)  # the last ready + start_delay 2.0
+    for name, boot in done.bootstraps.items():
+        assert not boot.draft
+        assert boot.node_id == done.assignment.names.index(name)
+    assert {n: b.node_id for n, b in done.bootstraps.items()} == {"n0": 0, "n1": 1, "n2": 2}
+
+
+def test_a_draft_names_what_the_bootstrap_will_name_but_the_epoch() -> None:
+    reg = Registry(_plan("cycle:4"), "run-1")
+    drafts: dict[str, object] = {}
+    for k in range(4):
+        out = reg.register(replace(_reg(f"n{k}", 7000 + k, (float(k),)), ready=False), 0.0)
+    assert isinstance(out, Prepare)
+    drafts = dict(out.drafts)
+    for k in range(4):
+        out = reg.register(_reg(f"n{k}", 7000 + k, (float(k),)), now=10.0)
+    assert isinstance(out, Ready)
+    for name, boot in out.bootstraps.items():
+        assert replace(boot, epoch=0.0) == drafts[name]

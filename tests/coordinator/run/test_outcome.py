@@ -158,6 +158,13 @@ def test_a_run_with_no_measurement_has_unknown_figures_not_zeros() -> None:
     assert (summary.members, summary.reported, summary.timed) == (2, 1, 0)
     assert summary.as_dict()["rate_achieved"] is None
     assert summary.as_dict()["finals_wait_s"] == 60.0
+    assert summary.as_dict()["ready_after_s"] is None  # the state never saw its nodes ready
+
+
+def test_the_summary_says_when_every_node_was_ready() -> None:
+    state, plan = _stopped_state()
+    state.ready_after_s = 4.5  # the enrollment's, at the bootstrap
+    assert run_summary(state, plan, None, (0.0, 0), "timeout").as_dict()["ready_after_s"] == 4.5
 
 
 def test_the_percentiles_say_how_many_nodes_measured_them() -> None:

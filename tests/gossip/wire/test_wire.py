@@ -65,6 +65,7 @@ EXAMPLES: list[Message] = [
     LedgerReply(src=2, edge=2, seq=4, t=10.0, fx=(0.1,), fz=(0.2,)),
     Register(name="n1", address="tcp://127.0.0.1:5000", value=(21.5,), pid=1234),
     Register(name="n2", address="tcp://127.0.0.1:5001", value=None, pid=1),
+    Register(name="n3", address="tcp://127.0.0.1:5002", value=None, pid=1, ready=False),
     BOOT,
     RegisterError(reason="name already taken"),
     Moved(src=5, edge=2, address="tcp://10.0.0.9:7002"),
@@ -78,6 +79,12 @@ EXAMPLES: list[Message] = [
         nodes=(
             Register(name="node-0", address="tcp://127.0.0.1:5000", value=(1.5,), pid=7),
             Register(name="node-1", address="tcp://127.0.0.1:5001", value=None, pid=7),
+        )
+    ),
+    RegisterBatch(
+        nodes=(
+            Register("node-0", "tcp://127.0.0.1:5000", None, 7, ready=False),
+            Register("node-1", "tcp://127.0.0.1:5001", None, 7, ready=False),
         )
     ),
     BootstrapBatch(
@@ -402,3 +409,31 @@ def test_a_training_bootstrap_without_its_model_names_its_bad_field(
         del body["init"]  # as an earlier coordinator would leave it out
     with pytest.raises(ProtocolError, match=error):
         decode(raw(body))
+
+
+def test_a_ready_registration_is_the_frame_an_older_node_sends() -> None:
+    """``ready`` goes on the wire only when false: an older coordinator reads a ready node's
+    registration, alone or in a batch, and an older node's reads as ready."""
+    lone = Register("n1", "tcp://127.0.0.1:5000", None, 3)
+    assert "ready" not in body_of(lone)
+    assert body_of(dataclasses.replace(lone, ready=False))["ready"] is False
+    batch = body_of(RegisterBatch((lone, dataclasses.replace(lone, name="n2", ready=False))))
+    assert [len(item) for item in batch["nodes"]] == [4, 5]
+    older = raw(
+        {
+            "v": VERSION,
+            "type": "register",
+            "name": "n1",
+            "address": lone.address,
+            "value": None,
+            "pid": 3,
+        }
+    )
+    assert decode(older) == lone
+
+
+def test_a_draft_bootstrap_is_one_without_an_epoch() -> None:
+    assert not BOOT.draft
+    draft = dataclasses.replace(BOOT, epoch=Bootstrap.DRAFT_EPOCH)
+    assert draft.draft
+    assert decode(encode(draft)) == draft
