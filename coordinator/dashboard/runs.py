@@ -31,7 +31,7 @@ from continuized.coordinator.dashboard.views import initial_error
 from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.figures.thinning import since, thin
 
-__all__ = ["Band", "Point", "RunArchive", "RunRecord", "parse_jsonl"]
+__all__ = ["Band", "Point", "RunArchive", "RunRecord", "parse_jsonl", "run_problem"]
 
 _log = logging.getLogger(__name__)
 
@@ -74,10 +74,13 @@ class RunRecord:
     run_id : str
         The coordinator's run identifier.
     graph, algorithm : str
-        Topology spec and ``rg``/``arg`` (``acd`` for an optimization run).
+        Topology spec and ``rg``/``arg`` (``acd`` for an optimization run, the training
+        algorithm, ``a2cid2``, ``adpsgd``, ..., for a training run).
     problem : str
-        The optimization problem (``logistic:0.01``, ...); ``""`` for an averaging run. Runs
-        are only drawn together when their problems are the same: they measure one quantity.
+        What the run computes (:func:`run_problem`): the optimization problem
+        (``logistic:0.01``, ...), ``train softmax on digits`` for a training run, ``""`` for an
+        averaging run. Runs are only drawn together when their problems are the same: they
+        measure one quantity.
     theta, bound_factor : float or None
         The guaranteed rate and the constant of the bound ``bound_factor * e0 * exp(-theta t)``.
     e0 : float or None
@@ -368,6 +371,11 @@ class RunArchive:
             record.problem = state.optimization.task.problem
             record.bound_factor = 1.0
             record.e0 = state.optimization.task.bound_c
+        elif state.training is not None:
+            # Gradient steps move the models: the ARG parameters of its exchanges name no
+            # algorithm of the run, and its error is not what a training run measures.
+            record.algorithm = state.training.recipe.algorithm
+            record.problem = run_problem(state)
         elif record.e0 is None and state.initial:
             record.e0 = initial_error(state.initial)
 
@@ -390,6 +398,17 @@ class RunArchive:
         if live is not None and live.saved_len != live.stored():
             live.summary = _summary_of(state, live.run_id) or live.summary
             self.save(live)
+
+
+def run_problem(state: ClusterState) -> str:
+    """What the state's run computes, as :attr:`RunRecord.problem` names it: the optimization
+    problem, ``train <model> on <data>`` for a training run, ``""`` for averaging."""
+    if state.optimization is not None:
+        return state.optimization.task.problem
+    if state.training is not None:
+        recipe = state.training.recipe
+        return f"train {recipe.model} on {recipe.data}"
+    return ""
 
 
 def _summary_of(state: ClusterState, run_id: str) -> dict[str, Any] | None:

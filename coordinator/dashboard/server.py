@@ -54,7 +54,7 @@ from continuized.coordinator.dashboard.feed import (
 )
 from continuized.coordinator.dashboard.layout import GraphLayout, graph_layout
 from continuized.coordinator.dashboard.prometheus import make_registry
-from continuized.coordinator.dashboard.runs import RunArchive, RunRecord
+from continuized.coordinator.dashboard.runs import RunArchive, RunRecord, run_problem
 from continuized.coordinator.dashboard.views import (
     NODE_FIELDS,
     cluster_counters,
@@ -219,7 +219,8 @@ class Dashboard:
 
         The archive follows the state on the feed's ticks, so between two ticks its copy of the
         live run lags; the header (``/api/summary``) and the Runs table must agree, so both
-        read the live run's t, error, t_eps, reached and points from the state itself.
+        read the live run's t, error, t_eps, reached and points from the state itself (a
+        training run's row adds its ``accuracy`` and ``t_target``).
         """
         meta = record.meta()
         state = self.state
@@ -227,6 +228,9 @@ class Dashboard:
             summary = self.headline(time.time())
             for key in ("t", "error", "t_eps", "reached", "points"):
                 meta[key] = summary[key]
+            if state.training is not None:
+                meta["accuracy"] = summary["training"]["accuracy"]
+                meta["t_target"] = summary["t_target"]
         return meta
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
@@ -268,7 +272,7 @@ class Dashboard:
         state = self.state
         layout = self.layout()
         runs = []
-        problem = state.optimization.task.problem if state.optimization is not None else ""
+        problem = run_problem(state)
         for record in self.archive.records.values():
             # Earlier runs (from runs_dir) are overlaid only when they are comparable: the same
             # graph and the same quantity as the live run (averaging, or the same problem),

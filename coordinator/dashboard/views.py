@@ -2,7 +2,8 @@
 
 The header's figures (:func:`headline`) are measured ones: the exact mass drift and, once the
 run finished, the run summary's figures, the same as ``gossip up --json``; never a running
-estimate shown as the run's result.
+estimate shown as the run's result. A training run's header adds its own figures under the
+``--json`` summary's names (:func:`training_headline`).
 
 The page receives node rows as positional lists (see :data:`NODE_FIELDS`) rather than dicts: a
 batch for 225 nodes is sent several times a second to every open tab, and repeating the field
@@ -16,6 +17,7 @@ from typing import Any
 
 from continuized.coordinator.figures.records import NodeView, RunSummary
 from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.train_figures import training_figures, training_rates
 
 __all__ = [
     "DRIFT_SOURCES",
@@ -29,6 +31,8 @@ __all__ = [
     "node_row",
     "run_summary_of",
     "stale_after",
+    "task_of",
+    "training_headline",
 ]
 
 NODE_FIELDS = (
@@ -182,14 +186,16 @@ def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[s
     * ``t_eps``, ``reached``, ``rate_achieved``, ``activations``: the run summary's once the
       run finished; while it runs, ``rate_achieved`` is ``rate_live`` (measured by the feed).
 
-    It adds ``finished``, ``stop_reason``, ``problem`` (``""`` for averaging), ``points``
-    (:func:`curve_points`), ``nodes_final`` (nodes that sent their final report),
-    ``rate_asked`` and ``ready_after_s`` (seconds from the coordinator's start to the last node
-    ready; ``None`` before). The keys of contract C4 keep their meaning.
+    It adds ``task`` (:func:`task_of`), ``finished``, ``stop_reason``, ``problem`` (``""``
+    for averaging), ``points`` (:func:`curve_points`), ``nodes_final`` (nodes that sent their
+    final report), ``rate_asked`` and ``ready_after_s`` (seconds from the coordinator's start
+    to the last node ready; ``None`` before); for a training run, :func:`training_headline`.
+    The keys of contract C4 keep their meaning.
     """
     out = state.summary(now)
     run = run_summary_of(state) if state.phase in ("done", "failed") else None
     out["mass_drift_rel"], out["drift_source"] = exact_drift(state)
+    out["task"] = task_of(state)
     out["finished"] = run is not None
     out["stop_reason"] = run.stop_reason if run is not None else ""
     out["problem"] = state.optimization.task.problem if state.optimization is not None else ""
@@ -207,7 +213,62 @@ def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[s
             out["error"] = _num(run.final_error)
         if state.final is not None:
             out["t"] = _num(state.final.t)
+    if state.training is not None:
+        out |= training_headline(state, now, run, out["rate_achieved"])
     return out
+
+
+def task_of(state: ClusterState) -> str:
+    """What the run computes: ``averaging``, ``optimization`` or ``training``."""
+    if state.training is not None:
+        return "training"
+    return "optimization" if state.optimization is not None else "averaging"
+
+
+def training_headline(
+    state: ClusterState, now: float, run: RunSummary | None, exchanges: float | None
+) -> dict[str, Any]:
+    """A training run's header figures, under the names of its ``--json`` summary.
+
+    Once the run finished they are the summary's own (:func:`training_figures`: ``target``,
+    ``t_target``, ``wall_s_target``, ``rate_per_node_asked`` and ``_achieved`` in gradient steps
+    per node per second, ``rate_network_asked`` and ``_achieved`` in exchanges per second), and
+    ``training`` is its ``training`` block (accuracy, loss, consensus, verdict). While the run
+    goes on they are the same figures so far, ``rate_network_achieved`` being ``exchanges``
+    (the feed's, over its last seconds). ``freshness`` says how old the figures are:
+    ``point_age_s`` (seconds since the latest scored point), ``report_age_s`` (the oldest
+    member's report still expected, ``None`` once every member sent its final one).
+    """
+    train = state.training
+    assert train is not None  # only for training runs
+    if run is not None:
+        figures = training_figures(run, state, state.rate)
+    else:
+        t_target = _num(state.t_eps) if state.t_eps is not None else None
+        wall = state.wall_eps_estimate
+        figures = {
+            "t_target": t_target,
+            "wall_s_target": None if t_target is None else t_target / state.rate,
+            "t_target_estimate": state.t_eps_estimate,
+            "wall_s_target_estimate": (
+                None if wall is None or state.epoch is None else wall - state.epoch
+            ),
+            "rate_per_node_asked": state.rate,
+            "rate_network_achieved": exchanges,
+        } | training_rates(state, state.rate)
+    figures["rate_per_node_achieved"] = _num(figures["rate_per_node_achieved"])
+    latest = train.points[-1] if train.points else None
+    waiting = [
+        now - view.received
+        for k, view in state.nodes.items()
+        if k not in state.departed and view.reports and not view.final
+    ]
+    figures["freshness"] = {
+        "point_age_s": None if latest is None else _num(max(0.0, now - latest.wall)),
+        "report_age_s": _num(max(waiting)) if waiting else None,
+    }
+    figures["training"] = train.summary()
+    return figures
 
 
 def _num(value: float | None) -> float | None:

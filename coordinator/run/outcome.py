@@ -18,6 +18,11 @@ import numpy as np
 from continuized.coordinator.figures.metrics import estimate
 from continuized.coordinator.figures.records import FinalResult, NodeView, RunSummary
 from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.train_figures import (
+    TRAINING_KEYS,
+    steps_rate,
+    training_figures,
+)
 from continuized.coordinator.membership.plan import Plan
 from continuized.coordinator.run.config import CoordinatorConfig
 from continuized.gossip.exchange.lateness import keeps_up
@@ -209,62 +214,6 @@ def _present(state: ClusterState, plan: Plan) -> list[NodeView]:
     everyone = max(plan.expected, len(state.initial))
     ids = (k for k in range(everyone) if k not in state.departed)
     return [state.nodes[k] for k in ids if k in state.nodes]
-
-
-TRAINING_KEYS = {
-    "t_eps": "t_target",
-    "wall_s": "wall_s_target",
-    "t_eps_estimate": "t_target_estimate",
-    "wall_s_estimate": "wall_s_target_estimate",
-    "rate_asked": "rate_per_node_asked",
-    "rate_achieved": "rate_network_achieved",
-}
-"""A training run's names for the averaging run's figures (its ``--json`` and run log): its
-target is an accuracy or an error, not ``eps``, and ``--rate`` counts gradient steps per node
-per second, not activations. :func:`training_figures` gives them, with ``target`` (instead of
-``eps``), ``rate_per_node_achieved`` and ``rate_network_asked``."""
-
-
-def steps_rate(views: Iterable[NodeView], rate: float) -> float | None:
-    """Gradient steps per node per second, from the nodes' counts at their reports' t.
-
-    ``t = rate * seconds`` and a node's gradient clock ticks once per unit of t on average,
-    so ``rate * sum(steps) / sum(t)`` (``None`` before any t has passed, or with no counts).
-
-    Examples
-    --------
-    >>> steps_rate([NodeView(0, t=100.0, gradient_steps=98), NodeView(1, t=100.0,
-    ...     gradient_steps=102)], 20.0)
-    20.0
-    """
-    steps, elapsed = 0, 0.0
-    for view in views:
-        if view.gradient_steps is not None and view.t > 0:
-            steps += view.gradient_steps
-            elapsed += view.t
-    return rate * steps / elapsed if elapsed > 0 else None
-
-
-def training_figures(summary: RunSummary, state: ClusterState, rate: float) -> dict[str, Any]:
-    """A training run's headline figures under their own names (:data:`TRAINING_KEYS`).
-
-    ``target``: ``{"accuracy": A}`` with ``--until-accuracy A``, else ``{"error": eps}`` (the
-    sum of ``1/2 |x_v - mean of the initial models|^2``, the consensus when ``lr`` is 0).
-    ``rate_per_node_*`` count gradient steps per node per second, ``rate_network_*``
-    communications (exchanges) per second over the whole network: ``rate_network_asked =
-    rate * n * rate_com / 2`` (0 for ``local``).
-    """
-    train = state.training
-    assert train is not None  # only for training runs
-    recipe = train.recipe
-    record = summary.as_dict()
-    out: dict[str, Any] = {new: record[old] for old, new in TRAINING_KEYS.items()}
-    n = state.expected or len(state.nodes)
-    members = [v for k, v in state.nodes.items() if k not in state.departed]
-    out["target"] = {"accuracy": train.target} if train.target is not None else {"error": state.eps}
-    out["rate_per_node_achieved"] = steps_rate(members, rate)
-    out["rate_network_asked"] = rate * n * recipe.rate_com / 2 if recipe.communicates else 0.0
-    return out
 
 
 def summary_record(

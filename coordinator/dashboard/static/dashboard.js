@@ -149,6 +149,11 @@
   // distance to the minimiser x* of an optimization problem (or the consensus, without x*).
   function runKind(snap) {
     const opt = snap.optimization;
+    const train = snap.training;
+    if (train) {
+      // Gradient steps move the sum: no averaging error, no mass drift (training charts).
+      return { task: `training ${train.model} on ${train.data}`, title: "", axis: "" };
+    }
     if (!opt) {
       return { task: "averaging", title: "Error Σ½|x_v − mean|² vs t",
         axis: "error Σ½|x_v − mean|²" };
@@ -169,6 +174,20 @@
       "algorithm: –");
     setText($("graph-badge"), snap.graph);
     setText($("error-title"), runKind(snap).title);
+    // A training run shows accuracy, gradient steps and exchanges, and how fresh they are;
+    // the averaging error and the mass drift mean nothing there (the steps move the sum).
+    const training = !!snap.training;
+    $("error-panel").hidden = training;
+    setClass($("main-charts"), training ? "solo" : "");
+    $("card-error").hidden = training;
+    $("card-drift").hidden = training;
+    $("card-accuracy").hidden = !training;
+    $("card-network").hidden = !training;
+    $("card-fresh").hidden = !training;
+    setText($("c-rate-label"), training ? "gradient steps/s per node (achieved / asked)" :
+      "activation rate (achieved / asked)");
+    setText($("runs-figure"), training ? "accuracy" : "error");
+    $("runs-target").innerHTML = training ? "t at target" : "t<sub>ε</sub>";
     setText($("c-drift-label"), snap.optimization ? "dual sums' drift |Σy| + |Σz|" :
       "mass drift (relative)");
     setText($("x-head"), snap.dim > 1 ? "|x|" : "x");
@@ -208,6 +227,11 @@
     exactTrace = new Map();
     theoryTrace = -1;
     gapTrace = -1;
+    if (snap.training) {
+      // Its error chart is hidden, and stays empty: batches bring it no point either.
+      Plotly.purge("error-chart");
+      return;
+    }
     snap.runs.forEach((run, i) => {
       const color = runColor(i);
       const live = run.run_id === snap.live_run;
@@ -535,10 +559,13 @@
   // every batch's summary, the same figures as the header cards, so the two never disagree.
   function drawRunProgress(tr, run) {
     const td = tr.children;
+    const training = !!(dash.snapshot && dash.snapshot.training);
     setText(td[3], String(run.points));
     setText(td[4], fmt(run.t));
-    setText(td[5], fmt(run.error, 3));
-    setText(td[6], fmt(run.t_eps));
+    // A training run's rows: the average model's test accuracy and the t it reached its
+    // target at (earlier runs from the runs directory kept neither: "–").
+    setText(td[5], training ? fmt(run.accuracy, 4) : fmt(run.error, 3));
+    setText(td[6], fmt(training ? run.t_target : run.t_eps));
     setClass(td[6], run.reached ? "ok" : "");
   }
 
@@ -553,6 +580,10 @@
     run.t_eps = summary.t_eps;
     run.reached = summary.reached;
     run.points = summary.points;
+    if (summary.training) {
+      run.accuracy = summary.training.accuracy;
+      run.t_target = summary.t_target;
+    }
     const tr = document.querySelector(`#runs-table tbody tr[data-run="${CSS.escape(liveRun)}"]`);
     if (tr) {
       drawRunProgress(tr, run);
@@ -567,9 +598,59 @@
 
   // ---- counters ----------------------------------------------------------------------------
 
+  // What the run is after, as the state badge and the t card say it: "ε" for averaging,
+  // "accuracy 0.9" or "error 1e-06" for a training run (its --json target).
+  function targetName(summary) {
+    const target = summary.target;
+    if (!target) return "ε";
+    return target.accuracy !== undefined ? `accuracy ${fmt(target.accuracy, 4)}` :
+      `error ${fmt(target.error, 2)}`;
+  }
+
+  // A training run's cards: every figure is the server's headline (views.training_headline),
+  // under the names of the --json summary, which are its figures once the run finished.
+  function updateTrainingCounters(summary) {
+    const done = summary.finished;
+    const train = summary.training;
+    setText($("c-teps"), summary.t_target !== null ?
+      `${targetName(summary)} reached at t=${fmt(summary.t_target, 5)} ` +
+        `(${fmt(summary.wall_s_target, 4)} s)` : `target ${targetName(summary)}`);
+    setText($("c-accuracy"), fmt(train.accuracy, 4));
+    setClass($("c-accuracy"), "value" + (summary.reached ? " ok" : ""));
+    setText($("c-loss"), train.t === null ? "no scored point yet" :
+      `at t=${fmt(train.t, 5)}${train.final_exact ? " (final reports)" : ""}; ` +
+      `loss ${fmt(train.loss, 4)}, consensus ${fmt(train.consensus, 4)}`);
+    const ach = summary.rate_per_node_achieved;
+    const ask = summary.rate_per_node_asked;
+    setText($("c-rate"), `${ach === null ? "–" : fmt(ach, 4)} / ${fmt(ask, 4)}`);
+    setClass($("c-rate"), "value" + (ach !== null && ask > 0 && ach < 0.8 * ask ? " warn" : ""));
+    setText($("c-rate-sub"), "gradient steps, " + (done ? "whole run" : "so far"));
+    const net = summary.rate_network_achieved;
+    const netAsk = summary.rate_network_asked;
+    setText($("c-network"), `${net === null ? "–" : fmt(net, 4)} / ${fmt(netAsk, 4)}`);
+    setClass($("c-network"), "value" +
+      (net !== null && netAsk > 0 && net < 0.8 * netAsk ? " warn" : ""));
+    setText($("c-network-sub"), `${fmtInt(summary.activations)} exchanges` +
+      (done ? ", whole run" : net === null ? ", rate measured after 1 s" : ", last 5 s"));
+    const fresh = summary.freshness;
+    setText($("c-fresh"), fresh.point_age_s === null ? "none yet" :
+      `${fresh.point_age_s.toFixed(1)} s`);
+    setText($("c-fresh-sub"), fresh.report_age_s === null ?
+      (summary.nodes_final ? "every node sent its final report" : "no report yet") :
+      `oldest node report ${fresh.report_age_s.toFixed(1)} s old`);
+  }
+
   function updateCounters(summary, counters) {
-    const snap = dash.snapshot;
     setText($("c-t"), fmt(summary.t, 5));
+    // Every figure below comes from the server's headline (views.headline): while the run
+    // goes on, the live measures; once it finished, the run summary's (what --json holds).
+    if (summary.task === "training") updateTrainingCounters(summary);
+    else updateGossipCounters(summary);
+    updateStatus(summary, counters);
+  }
+
+  function updateGossipCounters(summary) {
+    const snap = dash.snapshot;
     setText($("c-teps"), summary.t_eps !== null ? `ε reached at t=${fmt(summary.t_eps, 5)}` :
       snap && snap.eps ? `target ε=${fmt(snap.eps, 2)}` : "");
     setText($("c-error"), fmt(summary.error, 3));
@@ -578,8 +659,6 @@
     if (run && run.theta && run.e0 && run.bound_factor && summary.t !== null) {
       setText($("c-bound"), "bound " + fmt(run.bound_factor * run.e0 * Math.exp(-run.theta * summary.t), 3));
     }
-    // Every figure below comes from the server's headline (views.headline): while the run
-    // goes on, the live measures; once it finished, the run summary's (what --json holds).
     const done = summary.finished;
     const ach = summary.rate_achieved;
     const ask = summary.rate_asked;
@@ -595,6 +674,10 @@
     setClass($("c-drift"), "value" + (drift !== null && drift > DRIFT_WARN ? " warn" : ""));
     $("c-drift").title = summary.drift_source ? "from the " + summary.drift_source : "";
     setText($("c-mean"), drift === null ? "no exact point yet" : "from the " + summary.drift_source);
+  }
+
+  function updateStatus(summary, counters) {
+    const done = summary.finished;
     if (done) {
       // After a clean stop no node is alive, by design: count the final reports instead.
       setText($("c-alive-label"), "nodes stopped (final report)");
@@ -614,11 +697,12 @@
     setText($("c-broker-sub"), b.url ? `${b.kind} ${b.url}` + (b.reconnects ? `, ${b.reconnects} reconnects` : "") +
       (closed ? ", after the run" : b.last_error && !b.connected ? ` (${b.last_error})` : "") : "");
     const badge = $("state-badge");
-    let state = summary.reached ? "ε reached" : counters.phase;
+    const reached = targetName(summary) + " reached";
+    let state = summary.reached ? reached : counters.phase;
     let cls = summary.reached ? "ok" : counters.phase === "failed" ? "bad" :
       counters.phase === "running" ? "" : "warn";
     if (done) {
-      state = "finished: " + (summary.reached ? "ε reached" : summary.stop_reason || "stopped");
+      state = "finished: " + (summary.reached ? reached : summary.stop_reason || "stopped");
       cls = summary.reached ? "ok" : summary.stop_reason === "diverged" ? "bad" : "warn";
     }
     setText(badge, state);
@@ -675,9 +759,11 @@
     dash.clockOffset = batch.now - Date.now() / 1000;
     const p = pending || (pending = { points: [], exact: [], gap: [], train: [],
       nodes: new Set(), edges: null, counters: null, walls: [], arrived: performance.now() });
-    for (const pt of batch.points) if (pt[1] > 0) p.points.push(pt);
+    // A training run's error curves are not drawn (its error chart is hidden).
+    const errorCurves = !dash.snapshot.training;
+    for (const pt of batch.points) if (errorCurves && pt[1] > 0) p.points.push(pt);
     for (const row of batch.opt || []) if (row[2] !== null && row[2] > 0) p.gap.push(row);
-    for (const pt of batch.exact || []) if (pt[1] > 0) p.exact.push(pt);
+    for (const pt of batch.exact || []) if (errorCurves && pt[1] > 0) p.exact.push(pt);
     for (const row of batch.train || []) p.train.push(row);
     const newIds = [];
     for (const row of batch.nodes) {

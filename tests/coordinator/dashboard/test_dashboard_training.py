@@ -22,6 +22,7 @@ from continuized.coordinator.dashboard.band import BandKeeper
 from continuized.coordinator.dashboard.feed import Client, Feed, training_view
 from continuized.coordinator.dashboard.runs import RunArchive
 from continuized.coordinator.dashboard.synthetic import SyntheticCluster
+from continuized.coordinator.dashboard.views import headline
 from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.figures.train_measure import (
     TrainBand,
@@ -197,3 +198,33 @@ def test_a_training_run_with_too_few_simulator_runs_is_refused() -> None:
         ConfigError, match=re.escape("training_runs must be 0 (no band) or >= 3, got 2")
     ):
         prepare(config)
+
+
+def test_a_training_runs_header_speaks_training_and_its_row_names_its_algorithm() -> None:
+    cluster = SyntheticCluster("cycle:4", "arg", rate=100.0, seed=1, run_id="train")
+    state, tracker = _training_state(cluster)
+    tracker.target = 0.9
+    cluster.feed(state, cluster.epoch + 1.0)
+    tracker.points.append(TrainPoint(4.0, 1.0, 0.5, 0.4, 0.1, cluster.epoch + 0.5))
+    archive = RunArchive()
+    archive.follow(state)
+    now = cluster.epoch + 1.5
+    head = headline(state, now, 180.0)
+    assert head["task"] == "training"
+    assert head["target"] == {"accuracy": 0.9}
+    # The coordinator's target t (here the synthetic cluster's), and its wall time.
+    assert head["t_target"] == state.t_eps
+    assert head["wall_s_target"] == (None if state.t_eps is None else state.t_eps / 100.0)
+    assert head["rate_per_node_asked"] == 100.0
+    assert head["rate_network_asked"] == 100.0 * 4 * RECIPE.rate_com / 2
+    assert head["rate_network_achieved"] == 180.0  # the feed's, while the run goes on
+    assert head["training"]["accuracy"] == 0.5
+    assert head["freshness"]["point_age_s"] == pytest.approx(1.0)
+    # The runs table names the training algorithm, not the ARG its exchanges run.
+    assert archive.live is not None
+    assert (archive.live.algorithm, archive.live.problem) == ("a2cid2", "train softmax on digits")
+    # A gossip run's header has none of it.
+    gossip = SyntheticCluster("cycle:4", "arg", rate=100.0, seed=1, run_id="gossip")
+    plain = headline(gossip.new_state(), now, None)
+    assert plain["task"] == "averaging"
+    assert "target" not in plain

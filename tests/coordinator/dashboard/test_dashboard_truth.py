@@ -5,6 +5,10 @@ dashboard up on the finished state), the page must name the run's algorithm and 
 the exact mass drift, the achieved rate, a finished run as finished, and, once it finished, the
 t, error, points, rate and drift the run's own ``--json`` summary holds. Earlier runs of the
 other kind, found in the runs directory, must not be drawn on its axes.
+
+A training run's page speaks training: its algorithm, accuracy, gradient steps per node and
+exchanges over the network, no averaging error nor mass drift, and once it finished the figures
+of its ``--json`` summary under the summary's own names.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dash_helpers import ARTIFACTS, CHROMIUM, chromium_tab, need
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from continuized.coordinator.dashboard.runs import RunRecord
+from continuized.coordinator.figures.train_figures import TRAINING_KEYS
 from continuized.coordinator.machine.children import spawn, stop_process
 from continuized.coordinator.machine.ports import free_port
 
@@ -47,6 +52,15 @@ RUNS = {
         "--rate", "60", "--until", "1e-300", "--timeout", "40",
     ],
 }  # fmt: skip
+
+# A small training run (softmax on digits over cycle:4, 5 gradient steps per node per second)
+# stopped by its --timeout (the accuracy target is out of reach, for the reason above), with a
+# small simulator band so that the run does not wait long for it after the stop.
+TRAINING = [
+    "--graph", "cycle:4", "--train", "softmax", "--data", "digits", "--split", "iid:0",
+    "--algorithm", "a2cid2", "--lr", "0.1", "--rate", "5", "--until-accuracy", "0.999",
+    "--timeout", "14", "--training-runs", "9",
+]  # fmt: skip
 
 
 def _text(element_id: str) -> str:
@@ -119,6 +133,16 @@ async def _held_summary(url: str, log: Path) -> dict[str, Any]:
 
 async def _number(page: Any, element_id: str) -> float:
     return float(await page.evaluate(_text(element_id)))
+
+
+async def _pair(page: Any, element_id: str) -> tuple[str, float]:
+    """``(achieved, asked)`` of an ``achieved / asked`` card (achieved as text: "–" unknown)."""
+    achieved, asked = (await page.evaluate(_text(element_id))).split(" / ")
+    return achieved, float(asked)
+
+
+async def _hidden(page: Any, element_id: str) -> bool:
+    return bool(await page.evaluate(f"document.getElementById('{element_id}').hidden"))
 
 
 async def _legend_clear_of_toolbar(page: Any) -> None:
@@ -260,6 +284,136 @@ async def test_the_page_agrees_with_the_runs_summary(kind: str, tmp_path: Path) 
         assert api["t"] == summary["final_t"]
         assert api["error"] == summary["final_error"]
         assert api["rate_achieved"] == summary["rate_achieved"]
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)  # Ctrl-C ends the hold
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=30)
+            finally:
+                await stop_process(proc)
+
+
+async def _check_training_live(page: Any, log: Path) -> None:
+    """The page of a training run as it goes on: training figures, no averaging figure."""
+    assert await page.evaluate(_text("algo-badge")) == "A2CID2 · training softmax on digits"
+    assert not await _hidden(page, "training-panel")
+    for card in ("error-panel", "card-error", "card-drift"):
+        assert await _hidden(page, card), card
+    for card in ("card-accuracy", "card-network", "card-fresh"):
+        assert not await _hidden(page, card), card
+    assert await page.evaluate(_text("c-rate-label")) == (
+        "gradient steps/s per node (achieved / asked)"
+    )
+    await _wait(page, "window.__dash.trainPoints() >= 1", log)
+    await _wait(page, f"!{_text('c-rate')}.startsWith('–')", log)
+    await _wait(page, f"!{_text('c-network')}.startsWith('–')", log)
+    achieved, asked = await _pair(page, "c-rate")
+    assert float(achieved) > 0
+    assert asked == 5.0
+    achieved, asked = await _pair(page, "c-network")
+    assert float(achieved) > 0
+    assert asked == 5.0 * 4 / 2  # rate * n * rate_com / 2 exchanges per second
+    assert await page.evaluate(_text("c-teps")) == "target accuracy 0.999"
+    assert float(await page.evaluate(_text("c-accuracy"))) > 0
+    assert (await page.evaluate(_text("c-fresh"))).endswith(" s")
+    assert (await page.evaluate(_text("c-fresh-sub"))).startswith("oldest node report ")
+    assert await page.evaluate(_text("c-alive")) == "4 / 4"
+    row = await page.evaluate(
+        "[...document.querySelector('#runs-table tbody tr.current').children]"
+        ".map(td => td.textContent)"
+    )
+    assert row[1] == "A2CID2"
+    heads = await page.evaluate(
+        "[...document.querySelectorAll('#runs-table th')].map(th => th.textContent)"
+    )
+    assert heads[5:7] == ["accuracy", "t at target"]
+    assert await page.evaluate("window.__dash.livePoints()") == 0  # no error curve drawn
+
+
+async def _check_training_finished(page: Any, summary: dict[str, Any], log: Path) -> None:
+    """The held page of a training run against its --json summary."""
+    await _wait(page, f"{_text('state-badge')}.startsWith('finished')", log, timeout_s=90)
+    assert await page.evaluate(_text("state-badge")) == f"finished: {summary['stop_reason']}"
+    train = summary["training"]
+    assert await _number(page, "c-t") == pytest.approx(summary["final_t"], rel=1e-4)
+    assert await _number(page, "c-accuracy") == pytest.approx(train["accuracy"], rel=1e-3)
+    loss = await page.evaluate(_text("c-loss"))
+    assert loss.startswith(f"at t={summary['final_t']:.5g} (final reports); "), loss
+    achieved, asked = await _pair(page, "c-rate")
+    assert float(achieved) == pytest.approx(summary["rate_per_node_achieved"], rel=1e-3)
+    assert asked == summary["rate_per_node_asked"]
+    achieved, asked = await _pair(page, "c-network")
+    assert float(achieved) == pytest.approx(summary["rate_network_achieved"], rel=1e-3)
+    assert asked == summary["rate_network_asked"]
+    assert summary["target"] == {"accuracy": 0.999}
+    assert summary["t_target"] is None  # out of reach: the run stopped on its timeout
+    assert await page.evaluate(_text("c-teps")) == "target accuracy 0.999"
+    assert await page.evaluate(_text("c-fresh-sub")) == "every node sent its final report"
+    assert await page.evaluate(_text("c-alive")) == "4 / 4"
+    for card in ("error-panel", "card-error", "card-drift"):
+        assert await _hidden(page, card), card
+    row = await page.evaluate(
+        "[...document.querySelector('#runs-table tbody tr.current').children]"
+        ".map(td => td.textContent)"
+    )
+    assert row[0] == f"{summary['run_id']} (this run, over)"
+    assert row[1] == summary["algorithm"].upper() == "A2CID2"
+    assert int(row[3]) == summary["exact_points"]
+    assert float(row[4]) == pytest.approx(summary["final_t"], rel=1e-3)
+    assert float(row[5]) == pytest.approx(train["accuracy"], rel=1e-3)
+    assert row[6] == "–"
+    # The verdict needs the band, which the run waited for: both are drawn.
+    await _wait(page, "window.__dash.trainBand() > 0", log)
+    verdict = await page.evaluate(_text("training-verdict"))
+    word = {True: "typical", False: "ATYPICAL", None: "unknown"}[train["agreement"]["typical"]]
+    assert word in verdict, verdict
+
+
+async def test_the_page_of_a_training_run_agrees_with_its_summary(tmp_path: Path) -> None:
+    need(CHROMIUM)
+    need("mosquitto")
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "continuized.cli.app", "up", *TRAINING,
+        "--json", str(tmp_path / "run.json"), "--metrics-file", str(tmp_path / "run.jsonl"),
+        "--log-dir", str(tmp_path / "logs"), "--quiet",
+        "--dashboard-port", str(port), "--dashboard-runs-dir", str(tmp_path / "runs"),
+        "--hold", "900",
+    ]  # fmt: skip
+    log = tmp_path / "up.log"
+    proc = await spawn(argv, log=log)
+    url = f"http://127.0.0.1:{port}/"
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        await _wait_running(url, log)
+        async with chromium_tab() as tab:
+            page = tab.page
+            await page.goto(url)
+            await _wait(page, "window.__dash && window.__dash.graphNodes() === 4", log)
+            await _check_training_live(page, log)
+            await page.screenshot(
+                path=str(ARTIFACTS / "dashboard-training-live.png"), full_page=True
+            )
+            deadline = time.monotonic() + 200
+            while not (tmp_path / "run.json").is_file():
+                assert proc.returncode is None, _tail(log)
+                assert time.monotonic() < deadline, "the run did not finish"
+                await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)
+            summary = json.loads((tmp_path / "run.json").read_text())
+            await _check_training_finished(page, summary, log)
+            await page.screenshot(
+                path=str(ARTIFACTS / "dashboard-training-finished.png"), full_page=True
+            )
+            swap = ("net::ERR_CONNECTION_REFUSED", "net::ERR_INCOMPLETE_CHUNKED_ENCODING")
+            errors = [e for e in tab.errors() if not e[1].endswith(swap)]
+            assert errors == []
+        api = await _held_summary(url, log)
+        named = [*TRAINING_KEYS.values(), "target", "rate_per_node_achieved", "rate_network_asked"]
+        assert {k: api[k] for k in named} == {k: summary[k] for k in named}
+        assert api["training"] == summary["training"]
+        assert api["algorithm"] == summary["algorithm"]
+        assert api["t"] == summary["final_t"]
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGINT)  # Ctrl-C ends the hold
