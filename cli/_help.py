@@ -38,9 +38,7 @@ def _names(param: Any) -> Any:
     from typer.core import TyperArgument
 
     if isinstance(param, TyperArgument):
-        label = param.display_name_raw + (
-            "..." if param.metavar is None and param.nargs != 1 else ""
-        )
+        label = param.metavar if param.metavar is not None else (param.name or "")
         return Text(label, style=rich_utils.STYLE_OPTION)
     longs = [name for name in param.opts if name.startswith("--")]
     shorts = [name for name in param.opts if not name.startswith("--")]
@@ -52,16 +50,27 @@ def _names(param: Any) -> Any:
 
 
 def _type(param: Any, ctx: Any) -> Any:
-    """The type cell: ``<float>`` and its range, empty for a switch (it takes no value)."""
+    """The type cell: ``FLOAT`` and its range, empty for a switch (it takes no value)."""
     from rich.text import Text
     from typer import rich_utils
+    from typer.core import TyperArgument, TyperOption
 
     cell = Text(style=rich_utils.STYLE_TYPES)
-    if not getattr(param, "is_flag", False):
-        cell.append(param.display_type_rich(ctx=ctx) or "")
-    range_text = param._get_number_range_help_str()
-    if range_text:
-        cell.append(rich_utils.RANGE_STRING.format(range_text))
+    if isinstance(param, TyperArgument):
+        metavar = param.type.get_metavar(param=param, ctx=ctx) or f"<{param.type.name}>"
+    else:
+        metavar = param.make_metavar(ctx=ctx)
+    if metavar and not getattr(param, "is_flag", False) and "bool" not in metavar.lower():
+        cell.append(metavar)
+    kind = param.type
+    if (
+        isinstance(param, TyperOption)
+        and hasattr(kind, "_describe_range")
+        and not (param.count and kind.min == 0 and kind.max is None)
+    ):
+        range_text = kind._describe_range()
+        if range_text:
+            cell.append(rich_utils.RANGE_STRING.format(range_text))
     return rich_utils.types_highlighter(cell)
 
 

@@ -82,22 +82,15 @@ def _preload() -> Command:
     import aiomqtt  # noqa: F401
     import numpy  # noqa: F401
     import rich._emoji_codes  # noqa: F401  # used by error messages
-    import typer._adapters
     import typer._click.decorators
     import typer.main
     import zmq  # noqa: F401
-    from pydantic.plugin import _loader
 
     import continuized.node.host  # noqa: F401
     from continuized.cli import app  # the command line the children run
 
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: F401  # type: ignore[import-not-found,unused-ignore]
-    # typer imports typer._adapters (and with it pydantic) on a command's first invocation,
-    # and pydantic reads every installed package's entry points on first use: ~0.1 s of CPU
-    # that every child would pay again, paid here once.
-    with contextlib.suppress(Exception):
-        _loader.get_plugins()
     return typer.main.get_command(app.app)
 
 
