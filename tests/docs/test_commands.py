@@ -40,13 +40,17 @@ def _params() -> list[object]:
     return params
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def workdirs() -> dict[str, Path]:
-    """One directory per page, shared by that page's blocks (created on first use)."""
+    """One directory per page, shared by that page's blocks (created on first use).
+
+    Session-wide: a module's fixtures are set up again whenever a worker comes back to the
+    module after another's tests, and a page's later blocks read what its earlier ones wrote.
+    """
     return {}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def import_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding only a link to this checkout's ``continuized`` package."""
     root = tmp_path_factory.mktemp("import-root")

@@ -107,4 +107,4 @@ def test_sparse_path_without_scipy_says_what_to_install(
     assert "1640 nodes > DENSE_LIMIT = 1500" in errors["grid:40x41"]
     assert "'grid:3x3' (9 nodes)" in errors["grid:3x3"]
     for message in errors.values():
-        assert "pip install scipy" in message
+        assert "pip install 'continuized-gossip[sim]'" in message
