@@ -10,7 +10,8 @@
 #
 # What it does, idempotently: installs Debian's python3-venv and chrony (and mosquitto for the
 # broker); creates the system user `gossip`; installs the project into the virtual environment
-# /opt/gossip (runtime dependencies of deploy/requirements.txt, then the project itself); copies
+# /opt/gossip (runtime dependencies of deploy/requirements.txt, those of --extras, then the
+# project itself); copies
 # the role's keys to /etc/gossip/keys/<role> (0700, secrets 0600, owned by gossip) or, for the
 # broker, the password file and ACL to /etc/gossip/mosquitto/ (owned by mosquitto, 0600); writes
 # /etc/gossip/<role>.env from the options; points chrony at the time server; installs the
@@ -25,6 +26,10 @@
 #   --pip-flags "..."    extra pip flags, e.g. "--no-index --find-links /media/usb/wheels"
 #   --reinstall          reinstall the project even if this source is already installed (by
 #                        default a second role on the same Pi reuses the environment)
+#   --extras LIST        extras of the project to add to the lean install (the core and the
+#                        dashboard), comma-separated: optimization runs (--problem) need
+#                        `sim,data` on the coordinator and on every node; without them the
+#                        coordinator stops at once, naming the extra
 #   --ntp-server HOST    chrony server to follow (default for a node: the coordinator's host)
 #   --ntp-serve          serve time to the LAN (the coordinator's Pi, for a LAN with no Internet)
 #   --no-chrony          leave chrony's configuration alone (a node on the coordinator's Pi)
@@ -60,6 +65,7 @@ ntp_serve=0
 use_apt=1
 use_systemctl=1
 reinstall=0
+extras=""
 prefix=/opt/gossip
 etc=/etc/gossip
 coordinator=""
@@ -90,6 +96,7 @@ while [ $# -gt 0 ]; do
     --source) need "$@"; source_path=$2; shift 2 ;;
     --pip-flags) need "$@"; pip_flags=$2; shift 2 ;;
     --reinstall) reinstall=1; shift ;;
+    --extras) need "$@"; extras=$2; shift 2 ;;
     --ntp-server) need "$@"; ntp_server=$2; shift 2 ;;
     --ntp-serve) ntp_serve=1; shift ;;
     --no-chrony) use_chrony=0; shift ;;
@@ -238,17 +245,20 @@ if [ ! -x "$prefix/bin/python" ]; then
   say "creating the virtual environment $prefix"
   python3 -m venv "$prefix"
 fi
-# The source's fingerprint: a wheel's checksum, or a checkout's files (caches aside). A second
-# role on the same Pi (a node beside the coordinator) finds it in the environment and skips pip:
-# on a Pi, rebuilding and reinstalling the project takes minutes.
+# The source's fingerprint: a wheel's checksum, or a checkout's files (caches aside), and the
+# extras. A second role on the same Pi (a node beside the coordinator) finds it in the
+# environment and skips pip: on a Pi, rebuilding and reinstalling the project takes minutes.
 fingerprint() {
-  if [ -f "$1" ]; then
-    sha256sum "$1"
-  else
-    (cd "$1" && find pyproject.toml continuized gossip node coordinator cli deploy/requirements.txt \
-       -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 2>/dev/null \
-       | sort -z | xargs -0 sha256sum)
-  fi | sha256sum | cut -d' ' -f1
+  {
+    if [ -f "$1" ]; then
+      sha256sum "$1"
+    else
+      (cd "$1" && find pyproject.toml continuized gossip node coordinator cli deploy/requirements.txt \
+         -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 2>/dev/null \
+         | sort -z | xargs -0 sha256sum)
+    fi
+    echo "extras: $extras"
+  } | sha256sum | cut -d' ' -f1
 }
 stamp="$prefix/.gossip-source"
 source_fp=$(fingerprint "$source_path")
@@ -261,6 +271,16 @@ else
   # shellcheck disable=SC2086  # pip_flags is a list of flags
   "$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags \
     -r "$here/../requirements.txt"
+  if [ -n "$extras" ]; then
+    # Their requirements only (the project's `[extras]` would pull the whole core, amqtt too),
+    # from the checkout's pyproject.toml or the wheel's metadata.
+    declared=$source_path
+    [ -d "$source_path" ] && declared=$source_path/pyproject.toml
+    python3 "$here/../extras_requirements.py" "$declared" "$extras" >"$prefix/.gossip-extras.txt"
+    # shellcheck disable=SC2086
+    "$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags \
+      -r "$prefix/.gossip-extras.txt"
+  fi
   # shellcheck disable=SC2086
   "$prefix/bin/pip" install -q --disable-pip-version-check $pip_flags --no-deps \
     --force-reinstall "$source_path"

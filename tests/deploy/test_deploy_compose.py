@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import time
 from typing import Any
 
@@ -157,6 +158,19 @@ def test_compose_config_validates(compose_project: ComposeProject) -> None:
     stack = run(["docker", "stack", "config", "-c", str(ROOT / "docker-compose.yml")])
     assert "endpoint_mode: dnsrr" in stack.stdout
     run(["docker", "stack", "config", "-c", str(ROOT / "docker-compose.yml"), "-c", monitoring])
+
+
+def test_the_lean_image_refuses_an_optimization_run_in_one_line(gossip_image: str) -> None:
+    # The default image has no SciPy (deploy/requirements.txt): GOSSIP_PROBLEM needs the image
+    # built with EXTRAS=sim,data, and the coordinator says which extra before doing anything.
+    env = ["-e", "GOSSIP_PROBLEM=logistic:0.01", "-e", "GOSSIP_GRAPH=cycle:3"]
+    argv = ["docker", "run", "--rm", *env, gossip_image, "coordinator"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: --problem logistic:0.01 needs SciPy"), lines[0]
+    assert lines[0].endswith("pip install 'continuized-gossip[sim]'"), lines[0]
 
 
 def test_cold_start_and_time_to_eps_at_the_default_rate(compose_project: ComposeProject) -> None:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 PI = DEPLOY / "raspberry-pi"
 
-# Left out of the image on purpose (deploy/requirements.txt says why); narwhals comes with plotly.
-LEFT_OUT = ("matplotlib", "amqtt", "scipy", "narwhals", "numba")
+# Left out of the lean image on purpose (deploy/requirements.txt says why), as requirement
+# names, and the modules they (and the pruned narwhals, which comes with plotly) import.
+LEFT_OUT = ("matplotlib", "amqtt", "scipy", "numba", "scikit-learn")
+BLOCKED = ("matplotlib", "amqtt", "scipy", "numba", "sklearn", "narwhals")
 
 
 def _name(requirement: str) -> str:
@@ -66,7 +69,7 @@ main()
 
 @pytest.mark.parametrize("argv", [["node", "--help"], ["coordinator", "--help"], ["--help"]])
 def test_the_image_roles_run_without_the_left_out_dependencies(argv: list[str]) -> None:
-    code = _BLOCKER.format(left_out=LEFT_OUT, argv=argv)
+    code = _BLOCKER.format(left_out=BLOCKED, argv=argv)
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
@@ -76,7 +79,7 @@ def test_the_image_roles_run_without_the_left_out_dependencies(argv: list[str]) 
 
 def test_the_coordinator_and_dashboard_modules_import_without_them() -> None:
     code = (
-        f"import sys\nfor n in {LEFT_OUT!r}: sys.modules[n] = None\n"
+        f"import sys\nfor n in {BLOCKED!r}: sys.modules[n] = None\n"
         "import continuized.coordinator.run.service\n"
         "import continuized.coordinator.dashboard.server as s\n"
         "import continuized.node.transport.zeromq\n"
@@ -89,7 +92,7 @@ def test_the_coordinator_and_dashboard_modules_import_without_them() -> None:
 
 
 def _run_blocked(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    code = _BLOCKER.format(left_out=LEFT_OUT, argv=argv)
+    code = _BLOCKER.format(left_out=BLOCKED, argv=argv)
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
@@ -106,6 +109,61 @@ def test_graph_quantities_without_scipy_dense_up_to_the_limit_then_a_clear_error
     message = " ".join(done.stderr.split())
     assert "1640 nodes > DENSE_LIMIT = 1500" in message
     assert "pip install 'continuized-gossip[sim]'" in message
+
+
+def test_an_optimization_run_without_the_extras_stops_in_one_line() -> None:
+    # What the lean image and a lean Pi do with GOSSIP_PROBLEM: exit 2 naming the extra.
+    done = _run_blocked(["coordinator", "--graph", "cycle:3", "--problem", "logistic:0.01"])
+    assert done.returncode == 2, done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "pip install 'continuized-gossip[sim]'" in done.stderr
+
+
+def _extras(source: Path, extras: str) -> subprocess.CompletedProcess[str]:
+    script = DEPLOY / "extras_requirements.py"
+    argv = [sys.executable, str(script), str(source), extras]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_extras_requirements_expand_the_extras_of_pyproject() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = declared["optional-dependencies"]
+    done = _extras(ROOT / "pyproject.toml", "sim,data")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [*extras["sim"], *extras["data"]]
+    # `all` names the others: expanded, each requirement once, and never the core (amqtt).
+    everything = _extras(ROOT / "pyproject.toml", "all,sim").stdout.splitlines()
+    named = [*extras["sim"], *extras["data"], *extras["plot"], *extras["dashboard"]]
+    assert sorted(everything) == sorted(named)
+    assert not any(_name(r) == "amqtt" for r in everything)
+    assert _extras(ROOT / "pyproject.toml", "").stdout.strip() == ""
+    bad = _extras(ROOT / "pyproject.toml", "sim,nope")
+    assert bad.returncode != 0
+    assert "no extra 'nope'" in bad.stderr
+
+
+def test_extras_requirements_read_a_wheels_metadata(tmp_path: Path) -> None:
+    # A Pi may get only the wheel (the playbook): its METADATA as setuptools writes it.
+    wheel = tmp_path / "continuized_gossip-0.1.0-py3-none-any.whl"
+    metadata = "\n".join(
+        [
+            "Metadata-Version: 2.1",
+            "Name: continuized-gossip",
+            "Requires-Dist: numpy>=1.26",
+            "Provides-Extra: sim",
+            'Requires-Dist: scipy>=1.11; extra == "sim"',
+            'Requires-Dist: numba>=0.59; extra == "sim"',
+            "Provides-Extra: data",
+            'Requires-Dist: scikit-learn>=1.3; extra == "data"',
+            "Provides-Extra: all",
+            'Requires-Dist: continuized-gossip[data,sim]; extra == "all"',
+        ]
+    )
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("continuized_gossip-0.1.0.dist-info/METADATA", metadata)
+    done = _extras(wheel, "all")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["scikit-learn>=1.3", "scipy>=1.11", "numba>=0.59"]
 
 
 @pytest.mark.parametrize(
