@@ -3,6 +3,7 @@ docker SDK."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -18,11 +19,14 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE_IMAGE = "gossip-base:bookworm"  # scripts/docker-image's bootstrapped Debian base
+# scripts/docker-image's bootstrapped Debian base, named after its recipe's fingerprint (the
+# start of scripts/docker-base's sha256), as the script names it.
+BASE_RECIPE = hashlib.sha256((ROOT / "scripts" / "docker-base").read_bytes()).hexdigest()[:12]
+BASE_IMAGE = f"gossip-base:bookworm-{BASE_RECIPE}"
 # GOSSIP_TEST_IMAGE: another tag, so that two test runs on one engine do not rebuild each
 # other's image under their feet.
 IMAGE = os.environ.get("GOSSIP_TEST_IMAGE", "continuized-gossip:test")
-ARM64_BASE = "gossip-base:bookworm-arm64"  # scripts/docker-image's default for a foreign arm64
+ARM64_BASE = f"{BASE_IMAGE}-arm64"  # scripts/docker-image's default for a foreign arm64
 # Its own tag, apart from the amd64 test image (GOSSIP_TEST_IMAGE) built by the other tests.
 ARM64_IMAGE = os.environ.get("GOSSIP_TEST_IMAGE_ARM64", "continuized-gossip:test-arm64")
 

@@ -31,7 +31,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_helpers import BASE_IMAGE, FIGURES, IMAGE, ROOT, get_json, poll, unavailable
+from deploy_helpers import (
+    BASE_IMAGE,
+    BASE_RECIPE,
+    FIGURES,
+    IMAGE,
+    ROOT,
+    get_json,
+    poll,
+    unavailable,
+)
 from swarm_hosts import Host, SwarmHosts
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -103,12 +112,14 @@ def load_image(swarm: SwarmHosts) -> None:
             assert load.returncode == 0, f"{host.name}: docker load failed: {err!r}"
         archive.unlink()
         return
-    cached = ROOT / ".docker-cache" / "gossip-base-bookworm.tar"
+    cached = ROOT / ".docker-cache" / f"gossip-base-bookworm-{BASE_RECIPE}.tar"
     if cached.exists():
         manager.docker("load", "-i", str(cached), timeout=600)
     build_image({**os.environ, "DOCKER_HOST": manager.socket})
     if not cached.exists():
         cached.parent.mkdir(exist_ok=True)
+        for stale in cached.parent.glob("gossip-base-bookworm*.tar"):  # an older recipe's
+            stale.unlink()
         manager.docker("save", "-o", str(cached), BASE_IMAGE, timeout=600)
     for worker in swarm.hosts[1:]:
         save = subprocess.Popen(
