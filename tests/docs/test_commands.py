@@ -30,10 +30,7 @@ _LIMIT_S = {False: 240.0, True: 600.0}
 def _params() -> list[object]:
     params: list[object] = []
     for block in all_blocks():
-        # A page's blocks share its working directory, so they run in one process, in order.
-        marks = [pytest.mark.xdist_group(f"docs-{block.page}")]
-        if block.slow:
-            marks.append(pytest.mark.slow)
+        marks = [pytest.mark.slow] if block.slow else []
         if "gossip up" in block.code or "gossip node" in block.code:
             marks.append(pytest.mark.cluster)
         params.append(pytest.param(block, id=block.name, marks=marks))
