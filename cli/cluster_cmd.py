@@ -69,6 +69,7 @@ from continuized.cli.options.training import (
 )
 from continuized.coordinator.machine.interfaces import check_zmq_bind, connect_address
 from continuized.coordinator.machine.ports import check_port_free
+from continuized.coordinator.run.config import BROKER_WAIT
 
 if TYPE_CHECKING:
     from continuized.coordinator.run.config import CoordinatorConfig
@@ -145,7 +146,7 @@ def coordinator(
             "refused login, at once): an error naming it, exit 2. Lost later: waited for.",
             rich_help_panel=DEPLOYMENT,
         ),
-    ] = 5.0,
+    ] = BROKER_WAIT,
     allow_joins: Annotated[
         bool,
         typer.Option(

@@ -77,7 +77,7 @@ def test_coordinator_with_its_broker_down_names_it_long_before_registration_time
     result = _run(
         [
             *("coordinator", "--graph", "line:4", "--broker", url),
-            *("--bind", "tcp://127.0.0.1:0", "--register-timeout", "3600"),
+            *("--bind", "tcp://127.0.0.1:0", "--register-timeout", "3600", "--broker-wait", "3"),
         ],
         tmp_path,
         timeout=120,
