@@ -273,10 +273,12 @@ class Lifeline:
         """Stop the node, with a warning, once :meth:`orphaned` (only once)."""
         if self.stopped_by == "" and self.orphaned():
             self.stopped_by = "orphaned"
+            lost = self.broker_lost_for()
+            broker = "no broker" if math.isinf(lost) else f"no broker for {lost:.0f} s"
             log.warning(
-                "no broker for %.0f s and no coordinator for %.0f s (over --orphan-after "
-                "%g s): nobody can stop or measure this node any more, so it stops",
-                min(self.broker_lost_for(), 1e9),
+                "%s and no coordinator for %.0f s (over --orphan-after %g s): nobody can stop "
+                "or measure this node any more, so it stops",
+                broker,
                 self.coordinator_lost_for(),
                 self.orphan_after,
             )

@@ -220,6 +220,9 @@ class Recovery:
             return
         shared.check_dim("fx", msg.fx)
         shared.check_time(msg.t, now)
+        # A restarted ledger holds its rows at the run's start: a reply taken long after it
+        # would overflow once moved back there. Our own clock moves them up first.
+        shared.ledger.rebase(shared.timebase.t(now))
         apply_ledger_reply(shared.ledger, state, msg)
         shared.unrecovered -= 1
         shared.last = max(shared.last, msg.t)

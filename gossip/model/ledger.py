@@ -128,7 +128,10 @@ class Ledger:
                 f"edge {edge} is not at this node; its edges are {list(self.edges)}"
             ) from None
 
-    def _rebase(self, t: float) -> None:
+    def rebase(self, t: float) -> None:
+        """Hold the rows at ``t`` if they are held far from it (exact to rounding).
+
+        Call it with this node's own time only: a peer's time may be far off."""
         # Keep every row near the times being asked for, so exp(+-2 eta tau) stays near 1.
         if self.eta > 0 and 2.0 * self.eta * abs(t - self._t_ref) > REBASE_SPAN:
             factor = decay_value(self.eta, t - self._t_ref)
@@ -140,7 +143,7 @@ class Ledger:
         """Return the node's ``(x, z)`` at time ``t`` as lists of floats (see :meth:`state`)."""
         if not math.isfinite(t):
             raise ConfigError(f"state time must be finite, got {t!r}")
-        self._rebase(t)
+        self.rebase(t)
         factor = decay_value(self.eta, t - self._t_ref)
         if self._dim == 1:  # the common case, without the loops
             a, d = self._a_total[0], self._d_total[0] * factor

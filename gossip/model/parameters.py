@@ -152,7 +152,8 @@ class ParameterLedger(Ledger):
             _, fx, fz, k_a, k_d = booking
             self._ops.add_sums(fx, fz, k_a, k_d, self._sum_a, self._sum_d)
 
-    def _rebase(self, t: float) -> None:
+    def rebase(self, t: float) -> None:
+        """Hold the rows at ``t`` if they are held far from it (:meth:`Ledger.rebase`)."""
         if self.eta > 0 and 2.0 * self.eta * abs(t - self._t_ref) > REBASE_SPAN:
             self.settle()  # a deferred flow is mixed to the old t_ref
             factor = decay_value(self.eta, t - self._t_ref)
@@ -171,7 +172,7 @@ class ParameterLedger(Ledger):
         """Return the node's ``x`` at time ``t`` (:meth:`state_values` without ``z``)."""
         if not math.isfinite(t):
             raise ConfigError(f"state time must be finite, got {t!r}")
-        self._rebase(t)
+        self.rebase(t)
         self._add_sums()
         x: FloatArray = self._pool.take()
         self._ops.state_x(self._sum_a, self._sum_d, decay_value(self.eta, t - self._t_ref), x)
@@ -185,7 +186,7 @@ class ParameterLedger(Ledger):
         return self._state_in(self._wire_pool, t)
 
     def _state_in(self, pool: ArrayPool, t: float) -> tuple[WireArray, WireArray]:
-        self._rebase(t)
+        self.rebase(t)
         x, z = pool.take(), pool.take()
         factor = decay_value(self.eta, t - self._t_ref)
         booking = self._deferred
@@ -236,7 +237,7 @@ class ParameterLedger(Ledger):
         v = self._vector(x_v)
         if v.shape != (self._dim,):
             raise ConfigError(f"values have {v.size} components; this ledger's dim is {self._dim}")
-        self._rebase(t)
+        self.rebase(t)
         self._add_sums()
         dx, dz = self._wire_pool.take(), self._wire_pool.take()
         factor = decay_value(self.eta, t - self._t_ref)

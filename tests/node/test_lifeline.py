@@ -191,7 +191,9 @@ async def test_an_older_coordinator_that_refuses_the_flag_gets_plain_beats_and_i
     assert not line.delivered.is_set()
 
 
-async def test_without_broker_and_coordinator_the_node_stops_itself_after_orphan_after() -> None:
+async def test_without_broker_and_coordinator_the_node_stops_itself_after_orphan_after(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     stops: list[int] = []
     address = f"tcp://127.0.0.1:{free_port('127.0.0.1')}"  # nobody listens
     line = _line(address, stops, [None], orphan_after=0.3, broker_lost_for=lambda: math.inf)
@@ -203,6 +205,7 @@ async def test_without_broker_and_coordinator_the_node_stops_itself_after_orphan
         with pytest.raises(asyncio.CancelledError):
             await task
     assert line.stopped_by == "orphaned"
+    assert "no broker and no coordinator for" in caplog.text  # never had one: no duration
 
 
 async def test_a_connected_broker_keeps_a_node_without_coordinator() -> None:

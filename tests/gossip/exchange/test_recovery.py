@@ -55,6 +55,23 @@ def test_the_ledger_is_set_to_minus_the_neighbours_and_numbered_after_it() -> No
     assert (state.counters.duplicates, state.unrecovered) == (1, 0)
 
 
+def test_a_node_restarted_long_after_the_start_recovers_its_exact_state() -> None:
+    """Its rows start at t = 0: a reply from t = 5,000 (2 eta t = 1,000, past exp's overflow)
+    is taken once the rows follow our own clock, exactly."""
+    t, now = 5000.0, 5000.0 / 2.0 + 100.0  # TIMEBASE: t = 2 (now - 100)
+    neighbour = shared(node_id=1, peers=(0,), value=0.0)
+    neighbour.ledger.state_values(t - 3.0)  # a running node reads its state: its rows follow
+    neighbour.ledger.add_values(0, [0.25], [0.5], t - 3.0)
+    state = shared(value=0.0)
+    recovery = Recovery(state, recover=True)
+    recovery.on_ledger_reply(ledger_reply(1, neighbour.ledger, neighbour.edges[0], t=t), now)
+    assert state.unrecovered == 0
+    mine = state.ledger.edge_total(0, t + 1.0)
+    theirs = neighbour.ledger.edge_total(0, t + 1.0)
+    assert mine.dx.tolist() == pytest.approx((-theirs.dx).tolist(), rel=1e-12)
+    assert mine.dz.tolist() == pytest.approx((-theirs.dz).tolist(), rel=1e-12)
+
+
 def test_a_bad_ledger_reply_raises_and_changes_nothing() -> None:
     state = shared()
     recovery = Recovery(state, recover=True)
