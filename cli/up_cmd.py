@@ -327,12 +327,12 @@ def up(
     lost = kept("up", sup.unwritten, sup.record or {}) if sup.unwritten else None
     if hold_s > 0 and dashboard_port is not None:
         hold_dashboard(state, coord, hold_s)
+    if summary.stop_reason == "diverged" and state.training is not None:
+        raise fail(f"the training diverged: {state.message}", code=1)
     if summary.stop_reason == "diverged":
         raise fail(
             f"the run diverged (final error {error_text(summary.final_error)}): the exchanges "
-            "cannot "
-            "keep up with "
-            f"--rate {rate:g} on this machine; try a lower --rate",
+            f"cannot keep up with --rate {rate:g} on this machine; try a lower --rate",
             code=1,
         )
     if not summary.reached:

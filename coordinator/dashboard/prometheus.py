@@ -23,7 +23,7 @@ info{cluster,graph,algorithm,run_id}      info      what is running
 phase{phase}                              stateset  registering / running / stopping / done /
                                                     failed
 t                                         gauge     common continuized time of the last error
-                                                    point
+                                                    point (training: of the last scored point)
 error                                     gauge     sum_v 1/2 |x_v(t) - mean|^2
 mass_drift_rel                            gauge     relative drift of sum_v x_v, exact (absent
                                                     while unknown: views.exact_drift)
@@ -31,6 +31,10 @@ reached                                   gauge     1 once the error went below 
 t_eps                                     gauge     the exact curve's first t below eps (absent
                                                     before)
 eps, theta                                gauge     target error; guaranteed rate (per unit of t)
+accuracy, loss, consensus                 gauge     a training run's, in place of error,
+                                                    mass_drift_rel, reached, t_eps, eps and
+                                                    theta (gradient steps move the sum)
+accuracy_target, t_accuracy               gauge     --until-accuracy and the t it was reached
 nodes_expected, nodes_alive               gauge     node counts
 activations_total                         counter   edge activations completed, network-wide
 rate_asked, rate_achieved                 gauge     activations per second
@@ -117,22 +121,10 @@ class ClusterCollector(Collector):
             "Phase of the coordinator.",
             value={phase: phase == state.phase for phase in PHASES},
         )
-        yield _gauge("gossip_t", "Common continuized time of the last error point.", state.t)
-        yield _gauge("gossip_error", "Error sum_v 1/2 |x_v(t) - mean|^2 at gossip_t.", state.error)
-        # The exact drift: the running estimate's moves with the exchanges in flight, and an
-        # alert on it would fire for healthy runs.
-        yield _gauge(
-            "gossip_mass_drift_rel",
-            "Relative drift of the sum of x, exact (exact curve, then final reports).",
-            exact_drift(state)[0],
-        )
-        yield _gauge("gossip_reached", "1 once the error went below eps.", float(state.reached))
-        yield _gauge(
-            "gossip_t_eps", "t at which the exact error first went below eps.", state.t_eps
-        )
-        yield _gauge("gossip_eps", "Target error.", state.eps)
-        theta = state.params.theta if state.params is not None else None
-        yield _gauge("gossip_theta", "Guaranteed rate of the algorithm, per unit of t.", theta)
+        if state.training is not None:
+            yield from self._training(state)
+        else:
+            yield from self._averaging(state)
         yield _gauge("gossip_nodes_expected", "Nodes the coordinator expects.", state.expected)
         yield _gauge(
             "gossip_nodes_alive",
@@ -168,6 +160,57 @@ class ClusterCollector(Collector):
         )
         sent.add_metric([], float(batches))
         yield sent
+
+    @staticmethod
+    def _averaging(state: ClusterState) -> Iterator[Metric]:
+        """The error, the mass drift and the eps rule: a gossip or an optimization run's."""
+        yield _gauge("gossip_t", "Common continuized time of the last error point.", state.t)
+        yield _gauge("gossip_error", "Error sum_v 1/2 |x_v(t) - mean|^2 at gossip_t.", state.error)
+        # The exact drift: the running estimate's moves with the exchanges in flight, and an
+        # alert on it would fire for healthy runs.
+        yield _gauge(
+            "gossip_mass_drift_rel",
+            "Relative drift of the sum of x, exact (exact curve, then final reports).",
+            exact_drift(state)[0],
+        )
+        yield _gauge("gossip_reached", "1 once the error went below eps.", float(state.reached))
+        yield _gauge(
+            "gossip_t_eps", "t at which the exact error first went below eps.", state.t_eps
+        )
+        yield _gauge("gossip_eps", "Target error.", state.eps)
+        theta = state.params.theta if state.params is not None else None
+        yield _gauge("gossip_theta", "Guaranteed rate of the algorithm, per unit of t.", theta)
+
+    @staticmethod
+    def _training(state: ClusterState) -> Iterator[Metric]:
+        """The average model's scores: gradient steps move the sum, so a training run has no
+        averaging error, mass drift or eps."""
+        training = state.training
+        assert training is not None
+        last = training.latest
+
+        def known(value: float | None) -> float | None:
+            return None if value is None or math.isnan(value) else value
+
+        t, accuracy, loss, consensus = (
+            (None, None, None, None)
+            if last is None
+            else (last.t, known(last.accuracy), known(last.loss), known(last.consensus))
+        )
+        yield _gauge("gossip_t", "t of the last scored point (gradient steps per node).", t)
+        yield _gauge("gossip_accuracy", "Test accuracy of the average model at gossip_t.", accuracy)
+        yield _gauge("gossip_loss", "Training loss of the average model at gossip_t.", loss)
+        yield _gauge(
+            "gossip_consensus",
+            "Consensus distance of the models at gossip_t (mean squared distance to the average).",
+            consensus,
+        )
+        yield _gauge("gossip_accuracy_target", "The --until-accuracy target.", training.target)
+        yield _gauge(
+            "gossip_t_accuracy",
+            "t at which the accuracy first reached its target.",
+            training.t_target,
+        )
 
     @staticmethod
     def _nodes(state: ClusterState, now: float) -> Iterator[Metric]:

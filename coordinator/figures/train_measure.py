@@ -237,6 +237,15 @@ class TrainTracker:
         self.final = self.score(t, values)
 
     @property
+    def diverged(self) -> bool:
+        """Whether the loss so far diverged, by the offline rule
+        (:func:`gossip.train.scores.diverged`: not finite, or over its growth bound)."""
+        from continuized.gossip.train.scores import diverged
+
+        losses = [p.loss for p in self.points] + ([self.final.loss] if self.final else [])
+        return bool(losses) and diverged(np.array(losses, dtype=np.float64))
+
+    @property
     def latest(self) -> TrainPoint | None:
         """The final point once known, else the latest of the curve (``None``: unknown)."""
         if self.final is not None:

@@ -65,6 +65,7 @@ from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.membership.plan import Plan
 from continuized.gossip.errors import ConfigError, ProtocolError
 from continuized.gossip.model.values import error_floor
+from continuized.gossip.train.scores import DIVERGED_GROWTH
 from continuized.gossip.wire.pubsub import Topics
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "Evaluation",
     "ReportBook",
     "diverged",
+    "divergence_text",
     "initial_error",
     "run_diverged",
 ]
@@ -133,16 +135,14 @@ def initial_error(initial: Sequence[Sequence[float]]) -> float:
 def run_diverged(state: ClusterState, optimization: bool, eps: float, estimate_fresh: bool) -> bool:
     """Whether the run that ``state`` holds has diverged (the stop rule's "diverged").
 
-    A training run has when its loss overflowed (training moves the models apart: their
-    consensus is not meant to reach 0). Another has when its error grew past :func:`diverged`'s
-    bound, from the run's own start (:func:`initial_error`; 0 for an ``optimization`` run),
-    judged on the exact curve once it has two points, else on the estimates while their
-    reports are fresh (``estimate_fresh``: :attr:`Evaluation.fresh`).
+    A training run has when its loss did, by the offline rule (training moves the models
+    apart: their consensus is not meant to reach 0). Another has when its error grew past
+    :func:`diverged`'s bound, from the run's own start (:func:`initial_error`; 0 for an
+    ``optimization`` run), judged on the exact curve once it has two points, else on the
+    estimates while their reports are fresh (``estimate_fresh``: :attr:`Evaluation.fresh`).
     """
-    training = state.training
-    if training is not None:
-        last = training.latest
-        return last is not None and not math.isfinite(last.loss)
+    if state.training is not None:
+        return state.training.diverged
     # On the exact curve once it has points: the running estimate mixes reports of different
     # times, and after a broker outage a fresh report mixed back to a stale common t can
     # look like an explosion that never happened.
@@ -162,6 +162,19 @@ def run_diverged(state: ClusterState, optimization: bool, eps: float, estimate_f
     # 1000-fold explosion (the chaos test stopped a healthy run as "diverged" so).
     start = 0.0 if optimization else initial_error(state.initial)
     return diverged(max(history[0].error, start), history[-1].error, eps, floor)
+
+
+def divergence_text(state: ClusterState) -> str:
+    """Why :func:`run_diverged` stopped the run, and the setting to change."""
+    if state.training is not None:
+        return (
+            f"the loss became non-finite or over {DIVERGED_GROWTH:g} times its first value: "
+            "the steps are too large for this model (lower --lr)"
+        )
+    return (
+        f"the error grew to {state.error:.3g}, over {DIVERGED:g} times its initial value: the "
+        "exchanges are too slow for this rate (lower --rate)"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ from continuized.coordinator.run.companions import serve_dashboard, simulate_tra
 from continuized.coordinator.run.config import CoordinatorConfig, prepare
 from continuized.coordinator.run.convergence import Convergence
 from continuized.coordinator.run.enrollment import Enrollment
-from continuized.coordinator.run.evaluation import DIVERGED, ReportBook, run_diverged
+from continuized.coordinator.run.evaluation import ReportBook, divergence_text, run_diverged
 from continuized.coordinator.run.finals import FinalsWait
 from continuized.coordinator.run.outcome import (
     final_result,
@@ -318,10 +318,7 @@ class Coordinator:
                 self.state, self.plan.task is not None, self.config.until, self._estimate_fresh
             ):
                 stop_reason = "diverged"
-                self.state.message = (
-                    f"the error grew to {self.state.error:.3g}, over {DIVERGED:g} times its "
-                    "initial value: the exchanges are too slow for this rate (lower --rate)"
-                )
+                self.state.message = divergence_text(self.state)
             elif (
                 self.config.run_timeout is not None
                 and time.time() - epoch > self.config.run_timeout

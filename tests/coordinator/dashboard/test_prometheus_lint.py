@@ -22,7 +22,7 @@ from continuized.coordinator.dashboard.synthetic import SyntheticCluster
 from continuized.coordinator.figures.optimization import OptTask, OptTracker
 from continuized.coordinator.figures.records import FinalResult, RunSummary
 from continuized.coordinator.figures.state import ClusterState
-from continuized.coordinator.figures.train_measure import TrainTracker
+from continuized.coordinator.figures.train_measure import TrainPoint, TrainTracker
 from continuized.gossip.train.recipe import Recipe
 
 # A physical quantity is named in its base unit, as the name's last word (before _total).
@@ -228,6 +228,19 @@ def test_quantiles_are_summaries_in_base_units() -> None:
     assert ("2", "0.5") not in got  # unknown: left out
     lags = {(s.labels["node"], s.labels["quantile"]): s.value for s in lag.samples}
     assert lags[("0", "0.99")] == view.lag_p99
+
+
+def test_a_training_run_exports_its_scores_and_no_averaging_figure() -> None:
+    state = _training()
+    assert state.training is not None
+    state.training.points.append(TrainPoint(12.0, 0.7, 0.81, 0.78, 0.05, 0.0))
+    state.training.target, state.training.t_target = 0.8, 12.0
+    families = {f.name: f for f in text_string_to_metric_families(_exposition(state))}
+    for averaging in ("gossip_error", "gossip_mass_drift_rel", "gossip_reached", "gossip_eps"):
+        assert averaging not in families
+    got = {name: families[name].samples[0].value for name in families if families[name].samples}
+    assert (got["gossip_t"], got["gossip_accuracy"], got["gossip_loss"]) == (12.0, 0.81, 0.7)
+    assert (got["gossip_consensus"], got["gossip_t_accuracy"]) == (0.05, 12.0)
 
 
 @pytest.mark.parametrize("run", list(RUNS))

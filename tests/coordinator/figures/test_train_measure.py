@@ -24,7 +24,7 @@ from continuized.coordinator.figures.train_measure import (
 )
 from continuized.gossip.errors import ConfigError
 from continuized.gossip.train.recipe import Recipe
-from continuized.gossip.train.scores import evaluate
+from continuized.gossip.train.scores import DIVERGED_GROWTH, evaluate
 from continuized.gossip.train.trainer import run_once
 
 
@@ -49,6 +49,23 @@ def test_each_exact_point_is_scored_as_the_simulator_scores_it_and_the_target_is
     assert summary["final_exact"] is True
     assert summary["t"] == 9.0
     assert summary["consensus"] == 0.0  # one model everywhere
+
+
+def test_a_live_loss_diverges_by_the_offline_rule() -> None:
+    recipe = Recipe("softmax", "iris", "iid:0")
+    tracker = TrainTracker(recipe, recipe.problem("cycle:3"))
+    assert not tracker.diverged  # no point yet: unknown, not diverged
+
+    def point(t: float, loss: float) -> TrainPoint:
+        return TrainPoint(t, loss, 0.5, 0.5, 0.0, 0.0)
+
+    tracker.points += [point(0.0, 1.1), point(1.0, 40.0)]
+    assert not tracker.diverged  # it grew, well within the bound
+    tracker.points.append(point(2.0, 1.1 * DIVERGED_GROWTH * 2))
+    assert tracker.diverged  # finite, and past the bound: as gossip train judges it
+    tracker.points[-1] = point(2.0, 0.5)
+    tracker.final = point(3.0, float("inf"))
+    assert tracker.diverged
 
 
 def test_reports_of_a_big_model_come_less_often_to_keep_the_byte_budget() -> None:
