@@ -375,6 +375,8 @@ def print_summary(
     ]
     if summary.ready_after_s is not None:
         rows.append(("every node ready after (s)", f"{summary.ready_after_s:.1f}"))
+    first, every = num(summary.first_exchange_s, ".2f"), num(summary.all_exchanged_s, ".2f")
+    rows.append(("first exchange after t = 0 (s)", f"{first}, every node's by {every}"))
     if summary.finals_wait_s is not None and summary.members:
         came = summary.members - len(summary.missing_finals)
         rows.append(

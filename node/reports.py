@@ -118,6 +118,7 @@ class Reports:
             "edges": {str(peer): n for peer, n in ex.activations().items()},
             "pending": ex.pending,
             "gradient_steps": node.gradient_steps,
+            "first_exchange": ex.first_exchange_wall,
             "waiting": ex.waiting,
             "trace": self._trace(t, final),
         }

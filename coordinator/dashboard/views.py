@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from continuized.coordinator.figures.records import NodeView, RunSummary
+from continuized.coordinator.figures.records import NodeView, RunSummary, exchange_start
 from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.figures.train_figures import training_figures, training_rates
 
@@ -188,8 +188,10 @@ def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[s
 
     It adds ``task`` (:func:`task_of`), ``finished``, ``stop_reason``, ``problem`` (``""``
     for averaging), ``points`` (:func:`curve_points`), ``nodes_final`` (nodes that sent their
-    final report), ``rate_asked`` and ``ready_after_s`` (seconds from the coordinator's start
-    to the last node ready; ``None`` before); for a training run, :func:`training_headline`.
+    final report), ``rate_asked``, ``ready_after_s`` (seconds from the coordinator's start
+    to the last node ready; ``None`` before), ``first_exchange_s`` and ``all_exchanged_s``
+    (:func:`~coordinator.figures.records.exchange_start`); for a training run,
+    :func:`training_headline`.
     The keys of contract C4 keep their meaning.
     """
     out = state.summary(now)
@@ -203,6 +205,8 @@ def headline(state: ClusterState, now: float, rate_live: float | None) -> dict[s
     out["nodes_final"] = sum(1 for view in state.nodes.values() if view.final)
     out["rate_asked"] = state.rate
     out["ready_after_s"] = state.ready_after_s
+    members = [v for k, v in state.nodes.items() if k not in state.departed]
+    out["first_exchange_s"], out["all_exchanged_s"] = exchange_start(members, state.epoch)
     out["rate_achieved"] = _num(rate_live) if state.phase == "running" else None
     out["activations"] = state.activations()
     if run is not None:

@@ -362,6 +362,7 @@ def parse_report(
         "wait_p99": _optional(wait.get("p99")),
         "edges": edges,
         "gradient_steps": _count(data.get("gradient_steps")),  # absent from older nodes
+        "first_exchange": _optional(data.get("first_exchange")),  # absent from older nodes
         "clock": _clock(data.get("clock")),  # absent from older nodes
         "trace": _trace(
             data.get("trace"), len(x)
@@ -389,6 +390,9 @@ def update_view(view: NodeView, report: Mapping[str, Any], received: float) -> N
     view.wait_p99 = report["wait_p99"]
     view.edges = dict(report["edges"])
     view.gradient_steps = report.get("gradient_steps")
+    first = report.get("first_exchange")
+    if first is not None and (view.first_exchange is None or first < view.first_exchange):
+        view.first_exchange = first  # the earliest: a restarted node's new one comes later
     view.clock = report["clock"]
     view.received = received
     view.reports += 1

@@ -12,6 +12,7 @@ Units: ``t`` is the shared continuized time (``t = rate * (now - epoch)``), neve
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "PeerClock",
     "RunSummary",
     "error_text",
+    "exchange_start",
     "json_num",
     "json_nums",
     "missing_text",
@@ -155,6 +157,10 @@ class NodeView:
     gradient_steps : int or None
         A training node's gradient steps so far; ``None`` from a node that does not train
         (or does not report them).
+    first_exchange : float or None
+        Unix time (the node's clock) of the first exchange it applied, as initiator or
+        server, the earliest over its incarnations; ``None`` before one, and from nodes that
+        do not report it.
     received : float
         Unix time at which the coordinator received this report (its own clock).
     reports : int
@@ -181,6 +187,7 @@ class NodeView:
     wait_p99: float | None = None
     edges: dict[int, int] = field(default_factory=dict)
     gradient_steps: int | None = None
+    first_exchange: float | None = None
     received: float = 0.0
     reports: int = 0
 
@@ -210,11 +217,31 @@ class NodeView:
             "lag": {"p50": json_num(self.lag_p50), "p99": json_num(self.lag_p99)},
             "wait": {"p50": json_num(self.wait_p50), "p99": json_num(self.wait_p99)},
             "edges": {str(k): int(v) for k, v in self.edges.items()},
+            "first_exchange": json_num(self.first_exchange),
             "received": json_num(self.received),
             "reports": self.reports,
             "alive": self.alive(now, timeout),
             "age_s": json_num(now - self.received) if self.reports else None,
         }
+
+
+def exchange_start(
+    members: Sequence[NodeView], epoch: float | None
+) -> tuple[float | None, float | None]:
+    """Seconds from the epoch (t = 0) to the first exchange among ``members``, and to the last
+    member's first exchange; each ``None`` while unknown (the second: until every member's
+    report says one).
+
+    Examples
+    --------
+    >>> a, b = NodeView(0, first_exchange=100.25), NodeView(1, first_exchange=100.5)
+    >>> exchange_start([a, b], 100.0), exchange_start([a, NodeView(1)], 100.0)
+    ((0.25, 0.5), (0.25, None))
+    """
+    firsts = [v.first_exchange for v in members if v.first_exchange is not None]
+    if not epoch or not firsts:
+        return None, None
+    return min(firsts) - epoch, max(firsts) - epoch if len(firsts) == len(members) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +383,10 @@ class RunSummary:
     ready_after_s : float or None
         Seconds from the coordinator's start to the last node ready (registered and set up:
         the epoch is fixed then); ``None`` for a resumed run.
+    first_exchange_s, all_exchanged_s : float or None
+        Seconds from t = 0 (the epoch) to the first exchange in the network, and to the last
+        member's first exchange, by the nodes' clocks; ``None`` while unknown (no report
+        says one, or, for the second, some member's reports do not).
     """
 
     run_id: str
@@ -385,6 +416,8 @@ class RunSummary:
     timed: int = 0
     finals_wait_s: float | None = None
     ready_after_s: float | None = None
+    first_exchange_s: float | None = None
+    all_exchanged_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
@@ -416,4 +449,6 @@ class RunSummary:
             "timed": self.timed,
             "finals_wait_s": json_num(self.finals_wait_s),
             "ready_after_s": json_num(self.ready_after_s),
+            "first_exchange_s": json_num(self.first_exchange_s),
+            "all_exchanged_s": json_num(self.all_exchanged_s),
         }

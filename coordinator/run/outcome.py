@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 
 from continuized.coordinator.figures.metrics import estimate
-from continuized.coordinator.figures.records import FinalResult, NodeView, RunSummary
+from continuized.coordinator.figures.records import (
+    FinalResult,
+    NodeView,
+    RunSummary,
+    exchange_start,
+)
 from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.figures.train_figures import (
     TRAINING_KEYS,
@@ -157,6 +162,7 @@ def run_summary(
     wait50 = [v.wait_p50 for v in present if v.wait_p50 is not None]
     wait99 = [v.wait_p99 for v in present if v.wait_p99 is not None]
     wait_p50 = statistics.median(wait50) if wait50 else None
+    first_exchange_s, all_exchanged_s = exchange_start(present, state.epoch)
     return RunSummary(
         run_id=state.run_id,
         reached=state.reached,
@@ -191,6 +197,8 @@ def run_summary(
         timed=len(wait50) if wait50 else len(lag50),
         finals_wait_s=finals_wait_s,
         ready_after_s=state.ready_after_s,
+        first_exchange_s=first_exchange_s,
+        all_exchanged_s=all_exchanged_s,
     )
 
 

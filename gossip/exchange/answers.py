@@ -162,6 +162,8 @@ class Answers:
             remember_applied(state, msg.seq, (t, msg.dx, msg.dz))
         shared.last = max(shared.last, t)
         state.activations += 1
+        if shared.first_wall is None:
+            shared.first_wall = now
         if pending.due == pending.due:  # not NaN: the tick's time is known
             self._lags.add(t - pending.due)
             self._waits.add(shared.timebase.t(pending.first_sent) - pending.due)

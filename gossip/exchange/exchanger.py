@@ -60,18 +60,15 @@ requests; nothing from a peer changes the state unless it decodes, comes from th
 the other end of its edge and is finite. ``exclusive=False`` turns the lock off, which is not
 exact: it exists to show the difference.
 
-The transitions are data (:data:`INITIATOR_TRANSITIONS`, :data:`SERVER_ACTIONS`, in
-:mod:`gossip.exchange.vocabulary`). :class:`Exchanger` receives and dispatches to the parts it owns,
-each with its own fields, all sharing one :class:`~gossip.exchange.vocabulary.ExchangeState` (``L``,
-edges, ledger, open, recovering, the view's bounds): step 1 is the initiator's
-(:mod:`gossip.exchange.initiating`: the lock, the owed activations of
-:mod:`gossip.exchange.waiting`, the retries of :mod:`gossip.exchange.rto`), step 2 the server's
-(:mod:`gossip.exchange.serving`, :mod:`gossip.exchange.deferral`), step 3 the answers'
-(:mod:`gossip.exchange.answers`). A restarted node takes its ledger back from its neighbours, and
-Nacks until then (:mod:`gossip.exchange.recovery`, also how it announces a new address); a closed
-node exits only once its neighbours can no longer need its answers (:mod:`gossip.exchange.parting`);
-the membership view switch is :mod:`gossip.exchange.switching`. Time comes in as ``now``, Unix
-seconds on the caller's clock; the protocol's time is ``t = rate * (now - epoch)``.
+The transitions are data (:mod:`gossip.exchange.vocabulary`). :class:`Exchanger` dispatches to
+the parts it owns, all sharing one :class:`~gossip.exchange.vocabulary.ExchangeState`: step 1 is
+:mod:`gossip.exchange.initiating`'s (with :mod:`~gossip.exchange.waiting` and
+:mod:`~gossip.exchange.rto`), step 2 :mod:`gossip.exchange.serving`'s (with
+:mod:`~gossip.exchange.deferral`), step 3 :mod:`gossip.exchange.answers`'. A restarted node takes
+its ledger back, and Nacks until then (:mod:`gossip.exchange.recovery`, also how it announces a
+new address); a closed node exits once its neighbours can no longer need its answers
+(:mod:`gossip.exchange.parting`); the view switch is :mod:`gossip.exchange.switching`. Time comes
+in as ``now``, Unix seconds on the caller's clock; the protocol's t is ``rate * (now - epoch)``.
 """
 
 from __future__ import annotations
@@ -275,8 +272,7 @@ class Exchanger:
 
     @property
     def wait_limit(self) -> float | None:
-        """Longest a request waits for this node's exchange, in seconds (``None``: the first
-        timeout); settable."""
+        """Longest a request waits for our exchange, in seconds (``None``: the first timeout)."""
         return self._server.wait_limit
 
     @wait_limit.setter
@@ -302,6 +298,11 @@ class Exchanger:
     def waiting(self) -> int:
         """Number of activations owed: ticks waiting for the lock, refused ones backing off."""
         return self._initiator.waiting
+
+    @property
+    def first_exchange_wall(self) -> float | None:
+        """Unix time of the first exchange applied here, either end (``None``: none yet)."""
+        return self._state.first_wall
 
     @property
     def last_jump_time(self) -> float:

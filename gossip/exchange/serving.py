@@ -267,6 +267,8 @@ class Server:
         )
         state.activations += 1
         shared.counters.served += 1
+        if shared.first_wall is None:
+            shared.first_wall = now
         return answer
 
 

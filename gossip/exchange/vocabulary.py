@@ -286,6 +286,7 @@ class ExchangeState:
     trace: Trace | None = None  # exact samples on a grid of times, read before each jump
     counters: Counters = field(default_factory=Counters)
     last: float = -math.inf  # L: the latest time of a jump applied here
+    first_wall: float | None = None  # Unix time of the first exchange applied here, either end
     open: bool = True  # False once closing: start nothing, Nack new requests
     unrecovered: int = 0  # edges recovery has not rebuilt yet: Nack, start nothing
     view_start: float = -math.inf  # the current membership view's start (gossip.exchange.switching)

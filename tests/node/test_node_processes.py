@@ -126,7 +126,7 @@ async def test_reports_on_mqtt_and_stop_on_the_control_topic(tmp_path: Path) -> 
                         )
                     )
                 async with asyncio.timeout(60):
-                    await coordinator.bootstrap(3)
+                    boots = await coordinator.bootstrap(3)
                 # A plain MQTT client sees the documented topic.
                 sub = await asyncio.create_subprocess_exec(
                     "mosquitto_sub",
@@ -185,8 +185,11 @@ async def test_reports_on_mqtt_and_stop_on_the_control_topic(tmp_path: Path) -> 
         "counters",
         "rtt_ms",
         "edges",
+        "first_exchange",
     }
     assert all(keys <= set(r) for r in reports)
+    # Every node gossiped: its first exchange is a time of this run, after its epoch.
+    assert all(r["first_exchange"] > boots[0].epoch for r in finals.values())
     assert set(reports[0]["counters"]) >= {
         "initiated",
         "served",

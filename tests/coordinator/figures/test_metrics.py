@@ -117,6 +117,14 @@ def test_an_older_nodes_report_has_neither_and_a_fresh_nodes_clock_is_null() -> 
     assert view.clock is None  # the latest report's, not an older one's
 
 
+def test_a_nodes_first_exchange_is_the_earliest_its_incarnations_reported() -> None:
+    view = NodeView(3)
+    for first, want in ((None, None), (500.5, 500.5), (512.0, 500.5), ("x", 500.5)):
+        payload = _payload(first_exchange=first)
+        update_view(view, parse_report("gossip/c/node/3/state", payload, Topics("c"), 5, 1), 1.0)
+        assert view.first_exchange == want  # a restart's later one, or garbage, changes nothing
+
+
 _GOOD_CLOCK = {"peer": 4, "offset": 0.01, "error": 0.001, "samples": 7}
 
 

@@ -167,6 +167,17 @@ def test_the_summary_says_when_every_node_was_ready() -> None:
     assert run_summary(state, plan, None, (0.0, 0), "timeout").as_dict()["ready_after_s"] == 4.5
 
 
+def test_the_summary_says_how_soon_after_t_0_the_nodes_exchanged() -> None:
+    state, plan = _stopped_state()  # epoch 1000
+    state.nodes[0] = NodeView(node=0, first_exchange=1000.25, reports=1)
+    state.nodes[1] = NodeView(node=1, reports=1)
+    half = run_summary(state, plan, None, (0.0, 0), "timeout").as_dict()
+    assert (half["first_exchange_s"], half["all_exchanged_s"]) == (0.25, None)  # 1 unknown
+    state.nodes[1].first_exchange = 1000.75
+    whole = run_summary(state, plan, None, (0.0, 0), "timeout").as_dict()
+    assert (whole["first_exchange_s"], whole["all_exchanged_s"]) == (0.25, 0.75)
+
+
 def test_the_percentiles_say_how_many_nodes_measured_them() -> None:
     state, plan = _stopped_state()
     state.nodes[0] = NodeView(node=0, t=50.0, reports=3, rtt_p50_ms=2.0, wait_p50=1.0)

@@ -595,9 +595,11 @@ def test_a_repeated_request_is_answered_from_the_cache_and_applied_once() -> Non
     reply = decode(first or b"")
     assert isinstance(reply, Reply)
     assert reply.t == pytest.approx(2.0)  # the initiator's time: rate * (101 - 100)
+    assert (a.first_exchange_wall, b.first_exchange_wall) == (None, 101.5)  # the server's
     a.receive(first or b"", now=101.6)
     a.receive(first or b"", now=101.7)  # a repeated reply is not applied again
     assert a.counters.duplicates == 1
+    assert (a.first_exchange_wall, b.first_exchange_wall) == (101.6, 101.5)  # the first stays
     assert a.pending == 0
     x_a, _ = a.ledger.state(2.0)
     x_b, _ = b.ledger.state(2.0)
