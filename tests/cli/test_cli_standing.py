@@ -173,10 +173,12 @@ async def _three_runs(
                 proc.send_signal(signal.SIGTERM)
         outs = []
         async with asyncio.timeout(30):
-            for proc in hosts:
-                stdout, _ = await proc.communicate()
+            for j, proc in enumerate(hosts):
+                stdout, stderr = await proc.communicate()
                 outs.append(stdout.decode())
-            await coordinator.communicate()
+                print(f"host h{j}'s log:", stderr.decode()[-3000:], sep="\n")  # shown on failure
+            _, stderr = await coordinator.communicate()
+            print("the coordinator's log:", stderr.decode()[-6000:], sep="\n")
     # Each host printed its two nodes' final reports once per run, then left on SIGTERM.
     for text in outs:
         finals = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
