@@ -213,9 +213,11 @@ def up(
     import tempfile
 
     from continuized.coordinator.figures.records import error_text
+    from continuized.coordinator.figures.train_figures import accuracy_not_reached
     from continuized.coordinator.local.launcher import NodeCrashError
     from continuized.coordinator.local.settings import UpConfig, check_up
     from continuized.coordinator.local.supervise import Supervision
+    from continuized.coordinator.run.evaluation import divergence_text
     from continuized.coordinator.run.service import CoordinatorConfig
 
     with reported_errors():
@@ -328,13 +330,16 @@ def up(
     if hold_s > 0 and dashboard_port is not None:
         hold_dashboard(state, coord, hold_s)
     if summary.stop_reason == "diverged" and state.training is not None:
-        raise fail(f"the training diverged: {state.message}", code=1)
+        raise fail(f"the training diverged: {divergence_text(state)}", code=1)
     if summary.stop_reason == "diverged":
         raise fail(
             f"the run diverged (final error {error_text(summary.final_error)}): the exchanges "
             f"cannot keep up with --rate {rate:g} on this machine; try a lower --rate",
             code=1,
         )
+    short_of_accuracy = None if summary.reached else accuracy_not_reached(state, timeout)
+    if short_of_accuracy is not None:
+        raise fail(short_of_accuracy, code=1)
     if not summary.reached:
         raise fail(
             f"the error did not reach {until:g} within --timeout {timeout:g} s "

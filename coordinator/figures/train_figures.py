@@ -8,13 +8,20 @@ and add the target and the rates the averaging run has no use for (:func:`traini
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
 from continuized.coordinator.figures.records import NodeView, RunSummary
 from continuized.coordinator.figures.state import ClusterState
 
-__all__ = ["TRAINING_KEYS", "steps_rate", "training_figures", "training_rates"]
+__all__ = [
+    "TRAINING_KEYS",
+    "accuracy_not_reached",
+    "steps_rate",
+    "training_figures",
+    "training_rates",
+]
 
 TRAINING_KEYS = {
     "t_eps": "t_target",
@@ -77,3 +84,19 @@ def training_figures(summary: RunSummary, state: ClusterState, rate: float) -> d
     record = summary.as_dict()
     out: dict[str, Any] = {new: record[old] for old, new in TRAINING_KEYS.items()}
     return out | training_rates(state, rate)
+
+
+def accuracy_not_reached(state: ClusterState, timeout: float) -> str | None:
+    """Why a training run with an accuracy target stopped at ``--timeout`` short of it, and
+    the settings to change; ``None`` for any other run (its target is the error's eps)."""
+    training = state.training
+    if training is None or training.target is None:
+        return None
+    last = training.latest
+    known = last is not None and not math.isnan(last.accuracy)
+    where = f"{last.accuracy:.4g} at t = {last.t:.0f}" if known and last else "unknown"
+    return (
+        f"the accuracy did not reach {training.target:g} within --timeout {timeout:g} s (its "
+        f"accuracy: {where}); try a longer --timeout, a higher --rate if this machine keeps "
+        "up, or a lower --until-accuracy"
+    )

@@ -50,6 +50,7 @@ import zmq
 
 from continuized.coordinator.figures.records import RunSummary, error_text
 from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.train_figures import accuracy_not_reached
 from continuized.coordinator.local.broker import (
     BrokerAuth,
     RunningBroker,
@@ -73,6 +74,7 @@ from continuized.coordinator.membership.security import load_security
 from continuized.coordinator.mqtt.auth import write_broker_auth
 from continuized.coordinator.run._groups import single_error
 from continuized.coordinator.run.config import secured
+from continuized.coordinator.run.evaluation import divergence_text
 from continuized.coordinator.run.service import Coordinator
 from continuized.gossip.errors import GossipError
 from continuized.gossip.files.destinations import unwritten
@@ -180,8 +182,11 @@ def _failure_text(exc: BaseException) -> str:
 def _not_reached_text(summary: RunSummary, state: ClusterState, config: UpConfig) -> str:
     eps = config.coordinator.until
     if summary.stop_reason == "diverged":
-        return f"diverged: {state.message}"
+        return f"diverged: {divergence_text(state)}"
     if summary.stop_reason == "timeout":
+        training = accuracy_not_reached(state, config.timeout)
+        if training is not None:
+            return f"timeout: {training}"
         return (
             f"timeout: the error did not reach {eps:g} within --timeout {config.timeout:g} s "
             f"(final error {error_text(summary.final_error)})"

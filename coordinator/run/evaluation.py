@@ -60,7 +60,7 @@ from continuized.coordinator.figures.metrics import (
     update_view,
 )
 from continuized.coordinator.figures.opt_measure import exact_measure, measure_optimization
-from continuized.coordinator.figures.records import ErrorPoint, NodeView
+from continuized.coordinator.figures.records import ErrorPoint, NodeView, RunSummary, error_text
 from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.membership.plan import Plan
 from continuized.gossip.errors import ConfigError, ProtocolError
@@ -78,6 +78,7 @@ __all__ = [
     "diverged",
     "divergence_text",
     "initial_error",
+    "outcome_text",
     "run_diverged",
 ]
 
@@ -172,9 +173,25 @@ def divergence_text(state: ClusterState) -> str:
             "the steps are too large for this model (lower --lr)"
         )
     return (
-        f"the error grew to {state.error:.3g}, over {DIVERGED:g} times its initial value: the "
-        "exchanges are too slow for this rate (lower --rate)"
+        f"the error grew to {error_text(state.error)}, over {DIVERGED:g} times its initial "
+        "value: the exchanges are too slow for this rate (lower --rate)"
     )
+
+
+def outcome_text(state: ClusterState, summary: RunSummary, until: float) -> str:
+    """A stopped run's status: why it diverged (:func:`divergence_text`), or whether it
+    reached its target (a training run's accuracy, else the error's ``until``) and its last
+    figure."""
+    if summary.stop_reason == "diverged":
+        return f"diverged: {divergence_text(state)}"
+    word = "reached" if summary.reached else "did not reach"
+    training = state.training
+    if training is not None and training.target is not None:
+        last = training.latest
+        known = last is not None and not math.isnan(last.accuracy)
+        accuracy = f"{last.accuracy:.4g}" if known and last else "unknown"
+        return f"{word} accuracy {training.target:g}; accuracy {accuracy}"
+    return f"{word} {until:g}; final error {error_text(summary.final_error)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ import zmq.asyncio
 
 from continuized.coordinator.figures.lanrule import LanRule
 from continuized.coordinator.figures.opt_measure import finish_optimization
-from continuized.coordinator.figures.records import ErrorPoint, RunSummary, error_text, missing_text
+from continuized.coordinator.figures.records import ErrorPoint, RunSummary, missing_text
 from continuized.coordinator.figures.state import ClusterState
 from continuized.coordinator.figures.thinning import since
 from continuized.coordinator.membership.plan import Plan
@@ -59,7 +59,11 @@ from continuized.coordinator.run.companions import serve_dashboard, simulate_tra
 from continuized.coordinator.run.config import CoordinatorConfig, prepare
 from continuized.coordinator.run.convergence import Convergence
 from continuized.coordinator.run.enrollment import Enrollment
-from continuized.coordinator.run.evaluation import ReportBook, divergence_text, run_diverged
+from continuized.coordinator.run.evaluation import (
+    ReportBook,
+    outcome_text,
+    run_diverged,
+)
 from continuized.coordinator.run.finals import FinalsWait
 from continuized.coordinator.run.outcome import (
     final_result,
@@ -318,7 +322,6 @@ class Coordinator:
                 self.state, self.plan.task is not None, self.config.until, self._estimate_fresh
             ):
                 stop_reason = "diverged"
-                self.state.message = divergence_text(self.state)
             elif (
                 self.config.run_timeout is not None
                 and time.time() - epoch > self.config.run_timeout
@@ -451,11 +454,8 @@ class Coordinator:
         summary = run_summary(state, self.plan, final, pace, reason, self._finals_wait)
         state.final = final
         state.runs.append(summary)
-        state.set_phase(
-            "done",
-            f"{'reached' if summary.reached else 'did not reach'} {self.config.until:g}; "
-            f"final error {error_text(summary.final_error)}" + missing_text(summary.missing_finals),
-        )
+        done = outcome_text(state, summary, self.config.until)
+        state.set_phase("done", done + missing_text(summary.missing_finals))
         record = summary_record(self.config, self.plan, state, summary, final, reason)
         self.record = record
         self.log.write("final", **record)

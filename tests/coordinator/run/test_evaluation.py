@@ -433,3 +433,30 @@ def test_a_periodic_report_that_comes_after_the_final_still_brings_its_samples()
     book.ingest(TOPICS.state(1), traced(1, 12.0, 0.5, [[5.0, 0.5], [10.0, 0.5]], True))
     assert [p.t for p in state.exact] == [5.0, 10.0]
     assert book.bad == 0
+
+
+def test_a_stopped_runs_status_names_its_own_target_and_why_it_diverged() -> None:
+    from continuized.coordinator.figures.records import RunSummary
+    from continuized.coordinator.figures.train_measure import TrainPoint, TrainTracker
+    from continuized.coordinator.run.evaluation import divergence_text, outcome_text
+    from continuized.gossip.train.recipe import Recipe
+
+    def stopped(reason: str, reached: bool) -> RunSummary:
+        return RunSummary("r", reached, None, None, 0, None, 20.0, 3e-7, None, None, None, reason)
+
+    state = ClusterState(graph="cycle:3", expected=3, eps=1e-6, rate=20.0)
+    state.history.append(ErrorPoint(10.0, 5e3, 0.0, 0.0))
+    assert outcome_text(state, stopped("reached", True), 1e-6) == (
+        "reached 1e-06; final error 3.000e-07"
+    )
+    grew = outcome_text(state, stopped("diverged", False), 1e-6)
+    assert grew == f"diverged: {divergence_text(state)}"
+    assert "the error grew to 5.000e+03" in grew
+    assert "lower --rate" in grew
+    recipe = Recipe("softmax", "iris", "iid:0")
+    state.training = TrainTracker(recipe, recipe.problem("cycle:3"), target=0.9)
+    state.training.points.append(TrainPoint(40.0, 0.3, 0.93, 0.9, 0.0, 0.0))
+    assert (
+        outcome_text(state, stopped("reached", True), 1e-6) == "reached accuracy 0.9; accuracy 0.93"
+    )
+    assert "lower --lr" in outcome_text(state, stopped("diverged", False), 1e-6)
