@@ -1,7 +1,8 @@
 """The runnable blocks of the documentation: a fenced block after a ``<!-- run ... -->`` line.
 
-The convention (docs/contributing.md): ``<!-- run [slow] [| OLD => NEW]... -->`` on the line
-just before a fenced ``bash`` or ``python`` block. ``slow`` marks the block's test slow; each
+The convention (docs/contributing.md): ``<!-- run [slow] [solo] [| OLD => NEW]... -->`` on the
+line just before a fenced ``bash`` or ``python`` block. ``slow`` marks the block's test slow,
+``solo`` runs it alone (a live run that must keep up with its rate: scripts/test's last phase); each
 ``OLD => NEW`` replaces a text of the block before it runs, to shrink sizes and durations only,
 and must match the block (a stale override is an error, not a silent no-op).
 """
@@ -31,6 +32,7 @@ class Block:
     written: str
     code: str
     slow: bool
+    solo: bool = False
 
     @property
     def name(self) -> str:
@@ -42,18 +44,20 @@ class MarkerError(ValueError):
     """A ``run`` marker the tests cannot honour (no block after it, a stale override ...)."""
 
 
-def _overrides(parts: list[str], where: str) -> tuple[bool, list[tuple[str, str]]]:
-    flags = parts[0].split()
-    unknown = [f for f in flags if f != "slow"]
+def _overrides(parts: list[str], where: str) -> tuple[set[str], list[tuple[str, str]]]:
+    flags = set(parts[0].split())
+    unknown = sorted(flags - {"slow", "solo"})
     if unknown:
-        raise MarkerError(f"{where}: unknown flag(s) {unknown} in the run marker; only 'slow'")
+        raise MarkerError(
+            f"{where}: unknown flag(s) {unknown} in the run marker; only 'slow' and 'solo'"
+        )
     pairs: list[tuple[str, str]] = []
     for part in parts[1:]:
         old, sep, new = part.partition("=>")
         if not sep or not old.strip():
             raise MarkerError(f"{where}: override {part.strip()!r} is not 'OLD => NEW'")
         pairs.append((old.strip(), new.strip()))
-    return "slow" in flags, pairs
+    return flags, pairs
 
 
 def blocks_of(path: Path) -> list[Block]:
@@ -77,13 +81,24 @@ def blocks_of(path: Path) -> list[Block]:
         if end == len(lines):
             raise MarkerError(f"{where}: the block after the run marker is never closed")
         written = "\n".join(lines[i + 2 : end]) + "\n"
-        slow, pairs = _overrides(marker["body"].split("|"), where)
+        flags, pairs = _overrides(marker["body"].split("|"), where)
         code = written
         for old, new in pairs:
             if old not in code:
                 raise MarkerError(f"{where}: override {old!r} => {new!r}: no {old!r} in the block")
             code = code.replace(old, new)
-        found.append(Block(page, len(found), i + 3, opening["lang"], written, code, slow))
+        found.append(
+            Block(
+                page,
+                len(found),
+                i + 3,
+                opening["lang"],
+                written,
+                code,
+                "slow" in flags,
+                "solo" in flags,
+            )
+        )
         i = end + 1
     return found
 

@@ -31,6 +31,8 @@ def _params() -> list[object]:
     params: list[object] = []
     for block in all_blocks():
         marks = [pytest.mark.slow] if block.slow else []
+        if block.solo:
+            marks.append(pytest.mark.solo)
         if "gossip up" in block.code or "gossip node" in block.code:
             marks.append(pytest.mark.cluster)
         params.append(pytest.param(block, id=block.name, marks=marks))
