@@ -18,6 +18,7 @@ from continuized.coordinator.figures.state import ClusterState
 __all__ = [
     "TRAINING_KEYS",
     "accuracy_not_reached",
+    "last_accuracy",
     "steps_rate",
     "training_figures",
     "training_rates",
@@ -92,11 +93,17 @@ def accuracy_not_reached(state: ClusterState, timeout: float) -> str | None:
     training = state.training
     if training is None or training.target is None:
         return None
-    last = training.latest
-    known = last is not None and not math.isnan(last.accuracy)
-    where = f"{last.accuracy:.4g} at t = {last.t:.0f}" if known and last else "unknown"
     return (
         f"the accuracy did not reach {training.target:g} within --timeout {timeout:g} s (its "
-        f"accuracy: {where}); try a longer --timeout, a higher --rate if this machine keeps "
-        "up, or a lower --until-accuracy"
+        f"accuracy: {last_accuracy(state)}); try a longer --timeout, a higher --rate if this "
+        "machine keeps up, or a lower --until-accuracy"
     )
+
+
+def last_accuracy(state: ClusterState) -> str:
+    """A training run's latest accuracy and its t, as messages give it (``unknown`` before
+    any, or for a model without one)."""
+    last = None if state.training is None else state.training.latest
+    if last is None or math.isnan(last.accuracy):
+        return "unknown"
+    return f"{last.accuracy:.4g} at t = {last.t:.0f}"

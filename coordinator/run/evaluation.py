@@ -62,6 +62,7 @@ from continuized.coordinator.figures.metrics import (
 from continuized.coordinator.figures.opt_measure import exact_measure, measure_optimization
 from continuized.coordinator.figures.records import ErrorPoint, NodeView, RunSummary, error_text
 from continuized.coordinator.figures.state import ClusterState
+from continuized.coordinator.figures.train_figures import last_accuracy
 from continuized.coordinator.membership.plan import Plan
 from continuized.gossip.errors import ConfigError, ProtocolError
 from continuized.gossip.model.values import error_floor
@@ -187,10 +188,7 @@ def outcome_text(state: ClusterState, summary: RunSummary, until: float) -> str:
     word = "reached" if summary.reached else "did not reach"
     training = state.training
     if training is not None and training.target is not None:
-        last = training.latest
-        known = last is not None and not math.isnan(last.accuracy)
-        accuracy = f"{last.accuracy:.4g}" if known and last else "unknown"
-        return f"{word} accuracy {training.target:g}; accuracy {accuracy}"
+        return f"{word} accuracy {training.target:g}; accuracy {last_accuracy(state)}"
     return f"{word} {until:g}; final error {error_text(summary.final_error)}"
 
 

@@ -457,6 +457,7 @@ def test_a_stopped_runs_status_names_its_own_target_and_why_it_diverged() -> Non
     state.training = TrainTracker(recipe, recipe.problem("cycle:3"), target=0.9)
     state.training.points.append(TrainPoint(40.0, 0.3, 0.93, 0.9, 0.0, 0.0))
     assert (
-        outcome_text(state, stopped("reached", True), 1e-6) == "reached accuracy 0.9; accuracy 0.93"
+        outcome_text(state, stopped("reached", True), 1e-6)
+        == "reached accuracy 0.9; accuracy 0.93 at t = 40"
     )
     assert "lower --lr" in outcome_text(state, stopped("diverged", False), 1e-6)
